@@ -1,0 +1,152 @@
+#include "kernels/allocator.h"
+
+#include <cstdlib>
+#include <sstream>
+
+#include "core/log.h"
+#include "core/units.h"
+#include "kernels/cuda_check.h"
+
+namespace pw::kernels {
+namespace {
+std::string oom_message(Device device, std::int64_t requested, std::int64_t free_bytes, std::int64_t cap) {
+  std::ostringstream out;
+  out << "out of memory on " << device.str() << ": asked for " << format_bytes(requested) << " ("
+      << requested << " bytes), " << format_bytes(free_bytes) << " (" << free_bytes << " bytes) free";
+  if (cap > 0) out << " of a " << format_bytes(cap) << " cap; raise --device-memory or lower --batch-size";
+  return out.str();
+}
+}  // namespace
+
+OutOfMemory::OutOfMemory(Device d, std::int64_t req, std::int64_t free_b, std::int64_t cap)
+    : Error(oom_message(d, req, free_b, cap)), device(d), requested(req), free_bytes(free_b) {}
+
+CachingAllocator::CachingAllocator(Device device) : device_(device) {}
+
+CachingAllocator::~CachingAllocator() {
+  std::lock_guard lock(mutex_);
+  release_cache_locked();
+  // Live blocks at exit belong to tensors that outlive the runtime (static lifetime); leave them.
+}
+
+std::size_t CachingAllocator::round_size(std::size_t bytes) {
+  constexpr std::size_t kSmall = 512;
+  constexpr std::size_t kLarge = 1 << 20;
+  if (bytes == 0) bytes = 1;
+  if (bytes < kLarge) return (bytes + kSmall - 1) / kSmall * kSmall;
+  constexpr std::size_t kLargeStep = 1 << 16;
+  return (bytes + kLargeStep - 1) / kLargeStep * kLargeStep;
+}
+
+void* CachingAllocator::raw_allocate(std::size_t bytes) {
+  if (device_.is_cpu()) {
+    void* p = std::aligned_alloc(64, bytes);
+    if (p == nullptr) throw OutOfMemory(device_, static_cast<std::int64_t>(bytes), 0, stats_.cap);
+    return p;
+  }
+#ifdef PW_WITH_CUDA
+  CudaDeviceGuard guard(device_.index);
+  void* p = nullptr;
+  if (cudaMalloc(&p, bytes) != cudaSuccess) {
+    cudaGetLastError();
+    std::size_t free_b = 0, total = 0;
+    cudaMemGetInfo(&free_b, &total);
+    throw OutOfMemory(device_, static_cast<std::int64_t>(bytes), static_cast<std::int64_t>(free_b), stats_.cap);
+  }
+  return p;
+#else
+  throw Error("pipewright was built without CUDA (PW_WITH_CUDA=OFF); cannot allocate on " + device_.str());
+#endif
+}
+
+void CachingAllocator::raw_free(void* ptr) noexcept {
+  if (device_.is_cpu()) {
+    std::free(ptr);
+    return;
+  }
+#ifdef PW_WITH_CUDA
+  const cudaError_t err = cudaFree(ptr);
+  if (err != cudaSuccess) PW_LOG(Warn, "cudaFree on " << device_.str() << ": " << cudaGetErrorString(err));
+#endif
+}
+
+void* CachingAllocator::allocate(std::size_t bytes) {
+  const std::size_t size = round_size(bytes);
+  std::lock_guard lock(mutex_);
+  auto it = free_blocks_.lower_bound(size);
+  // Reuse a cached block when it is not much larger than asked (avoids pinning big blocks).
+  if (it != free_blocks_.end() && it->first <= size * 2) {
+    void* p = it->second;
+    const std::size_t block = it->first;
+    free_blocks_.erase(it);
+    live_blocks_[p] = block;
+    stats_.in_use += static_cast<std::int64_t>(block);
+    stats_.peak_in_use = std::max(stats_.peak_in_use, stats_.in_use);
+    ++stats_.allocations;
+    return p;
+  }
+  const auto want = static_cast<std::int64_t>(size);
+  if (stats_.cap > 0 && stats_.reserved + want > stats_.cap) {
+    release_cache_locked();
+    if (stats_.in_use + want > stats_.cap) {
+      throw OutOfMemory(device_, want, stats_.cap - stats_.in_use, stats_.cap);
+    }
+  }
+  void* p = nullptr;
+  try {
+    p = raw_allocate(size);
+  } catch (const OutOfMemory&) {
+    release_cache_locked();
+    p = raw_allocate(size);
+  }
+  live_blocks_[p] = size;
+  stats_.reserved += want;
+  stats_.in_use += want;
+  stats_.peak_in_use = std::max(stats_.peak_in_use, stats_.in_use);
+  ++stats_.allocations;
+  return p;
+}
+
+void CachingAllocator::deallocate(void* ptr) {
+  if (ptr == nullptr) return;
+  std::lock_guard lock(mutex_);
+  auto it = live_blocks_.find(ptr);
+  if (it == live_blocks_.end()) {
+    PW_LOG(Error, "deallocate of unknown pointer on " << device_.str());
+    return;
+  }
+  stats_.in_use -= static_cast<std::int64_t>(it->second);
+  free_blocks_.emplace(it->second, ptr);
+  live_blocks_.erase(it);
+}
+
+void CachingAllocator::set_cap(std::int64_t bytes) {
+  std::lock_guard lock(mutex_);
+  stats_.cap = bytes;
+  if (bytes > 0 && stats_.reserved > bytes) release_cache_locked();
+}
+
+void CachingAllocator::release_cache() {
+  std::lock_guard lock(mutex_);
+  release_cache_locked();
+}
+
+void CachingAllocator::release_cache_locked() {
+  for (auto& [size, p] : free_blocks_) {
+    raw_free(p);
+    stats_.reserved -= static_cast<std::int64_t>(size);
+  }
+  free_blocks_.clear();
+}
+
+void CachingAllocator::reset_peak() {
+  std::lock_guard lock(mutex_);
+  stats_.peak_in_use = stats_.in_use;
+}
+
+MemoryStats CachingAllocator::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+}  // namespace pw::kernels

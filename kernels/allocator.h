@@ -1,0 +1,61 @@
+#pragma once
+// Caching allocator per device with an optional memory cap. Freed blocks stay cached for reuse;
+// an allocation that would take the device over its cap first releases the cache, then throws
+// OutOfMemory naming the device, the bytes asked for and the bytes free.
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+#include "core/error.h"
+#include "kernels/device.h"
+
+namespace pw::kernels {
+
+class OutOfMemory : public Error {
+ public:
+  OutOfMemory(Device device, std::int64_t requested, std::int64_t free_bytes, std::int64_t cap);
+  Device device;
+  std::int64_t requested;
+  std::int64_t free_bytes;
+};
+
+struct MemoryStats {
+  std::int64_t in_use = 0;     // bytes held by live tensors (rounded block sizes)
+  std::int64_t reserved = 0;   // in_use plus cached free blocks
+  std::int64_t peak_in_use = 0;
+  std::int64_t cap = 0;        // 0: no cap
+  std::int64_t allocations = 0;
+};
+
+class CachingAllocator {
+ public:
+  explicit CachingAllocator(Device device);
+  ~CachingAllocator();
+  CachingAllocator(const CachingAllocator&) = delete;
+  CachingAllocator& operator=(const CachingAllocator&) = delete;
+
+  void* allocate(std::size_t bytes);
+  void deallocate(void* ptr);
+
+  void set_cap(std::int64_t bytes);   // 0 removes the cap
+  void release_cache();
+  void reset_peak();
+  MemoryStats stats() const;
+  Device device() const { return device_; }
+
+ private:
+  static std::size_t round_size(std::size_t bytes);
+  void* raw_allocate(std::size_t bytes);
+  void raw_free(void* ptr) noexcept;
+  void release_cache_locked();
+
+  Device device_;
+  mutable std::mutex mutex_;
+  std::multimap<std::size_t, void*> free_blocks_;
+  std::unordered_map<void*, std::size_t> live_blocks_;
+  MemoryStats stats_;
+};
+
+}  // namespace pw::kernels

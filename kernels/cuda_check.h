@@ -1,0 +1,60 @@
+#pragma once
+// PW_CUDA_CHECK / PW_CUBLAS_CHECK / PW_CUDNN_CHECK / PW_NCCL_CHECK and a device guard.
+// Compiles to nothing CUDA-related when PW_WITH_CUDA is off.
+#include "core/error.h"
+
+#ifdef PW_WITH_CUDA
+#include <cuda_runtime.h>
+
+#define PW_CUDA_CHECK(expr)                                                                 \
+  do {                                                                                      \
+    const cudaError_t pw_err_ = (expr);                                                     \
+    if (pw_err_ != cudaSuccess)                                                             \
+      ::pw::detail::throw_error(__FILE__, __LINE__, #expr,                                  \
+                                std::string("CUDA error: ") + cudaGetErrorString(pw_err_)); \
+  } while (0)
+
+// After a kernel launch: checks the launch itself (not completion).
+#define PW_CUDA_CHECK_LAUNCH() PW_CUDA_CHECK(cudaGetLastError())
+
+#define PW_CUBLAS_CHECK(expr)                                                                 \
+  do {                                                                                        \
+    const auto pw_st_ = (expr);                                                               \
+    if (pw_st_ != 0)                                                                          \
+      ::pw::detail::throw_error(__FILE__, __LINE__, #expr,                                    \
+                                "cuBLAS error " + std::to_string(static_cast<int>(pw_st_)));  \
+  } while (0)
+
+#define PW_CUDNN_CHECK(expr)                                                                  \
+  do {                                                                                        \
+    const cudnnStatus_t pw_st_ = (expr);                                                      \
+    if (pw_st_ != CUDNN_STATUS_SUCCESS)                                                       \
+      ::pw::detail::throw_error(__FILE__, __LINE__, #expr,                                    \
+                                std::string("cuDNN error: ") + cudnnGetErrorString(pw_st_));  \
+  } while (0)
+
+#define PW_NCCL_CHECK(expr)                                                                   \
+  do {                                                                                        \
+    const ncclResult_t pw_st_ = (expr);                                                       \
+    if (pw_st_ != ncclSuccess)                                                                \
+      ::pw::detail::throw_error(__FILE__, __LINE__, #expr,                                    \
+                                std::string("NCCL error: ") + ncclGetErrorString(pw_st_));    \
+  } while (0)
+
+namespace pw::kernels {
+// Makes `index` the current CUDA device for a scope and restores the previous one.
+class CudaDeviceGuard {
+ public:
+  explicit CudaDeviceGuard(int index) {
+    PW_CUDA_CHECK(cudaGetDevice(&previous_));
+    if (previous_ != index) PW_CUDA_CHECK(cudaSetDevice(index));
+  }
+  ~CudaDeviceGuard() { cudaSetDevice(previous_); }
+  CudaDeviceGuard(const CudaDeviceGuard&) = delete;
+  CudaDeviceGuard& operator=(const CudaDeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+}  // namespace pw::kernels
+#endif

@@ -1,0 +1,13 @@
+#pragma once
+// Element-wise arithmetic: the residual add and the in-place helpers gradients need.
+#include "kernels/tensor.h"
+
+namespace pw::kernels {
+
+Tensor add(const Tensor& a, const Tensor& b);            // residual add, same shapes
+void add_inplace(Tensor& dst, const Tensor& src, double alpha = 1.0);   // dst += alpha * src
+void scale_inplace(Tensor& t, double alpha);              // t *= alpha
+double sum(const Tensor& t);                              // reduction to a host value
+double sum_of_squares(const Tensor& t);
+
+}  // namespace pw::kernels

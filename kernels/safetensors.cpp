@@ -1,0 +1,104 @@
+#include "kernels/safetensors.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace pw::kernels {
+namespace {
+constexpr std::uint64_t kMaxHeader = 100 * 1024 * 1024;
+}
+
+void save_safetensors(const std::string& path, const NamedTensors& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  nlohmann::json header = nlohmann::json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::uint64_t offset = 0;
+  std::vector<Tensor> host;
+  for (const auto& [name, t] : tensors) {
+    host.push_back(t.to(Device::cpu()));
+    const std::uint64_t bytes = t.nbytes();
+    header[name] = {{"dtype", dtype_name(t.dtype())}, {"shape", t.shape()}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string text = header.dump();
+  while (text.size() % 8 != 0) text.push_back(' ');   // align the data section as the format advises
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    PW_INPUT_CHECK(out.good(), "cannot write '" << tmp << "'; check that the folder exists and is writable");
+    const std::uint64_t n = text.size();
+    unsigned char len[8];
+    for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
+    out.write(reinterpret_cast<const char*>(len), 8);
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    for (const auto& t : host) out.write(static_cast<const char*>(t.raw()), static_cast<std::streamsize>(t.nbytes()));
+    out.flush();
+    PW_INPUT_CHECK(out.good(), "failed writing '" << tmp << "' (disk full?)");
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+NamedTensors load_safetensors(const std::string& path, std::map<std::string, std::string>* metadata) {
+  std::ifstream in(path, std::ios::binary);
+  PW_INPUT_CHECK(in.good(), "cannot open '" << path << "'; expected a safetensors file");
+  const auto file_size = static_cast<std::uint64_t>(std::filesystem::file_size(path));
+  unsigned char len[8];
+  in.read(reinterpret_cast<char*>(len), 8);
+  PW_INPUT_CHECK(in.gcount() == 8, "'" << path << "' is too short to be a safetensors file (needs an 8-byte header length)");
+  std::uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= static_cast<std::uint64_t>(len[i]) << (8 * i);
+  PW_INPUT_CHECK(n <= kMaxHeader && 8 + n <= file_size,
+                 "'" << path << "' is not a safetensors file: header length " << n << " does not fit a file of " << file_size << " bytes");
+  std::string text(n, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(n));
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError("'" + path + "' has a malformed safetensors header: " + e.what());
+  }
+  PW_INPUT_CHECK(header.is_object(), "'" << path << "': safetensors header must be a JSON object");
+  const std::uint64_t data_start = 8 + n;
+  const std::uint64_t data_size = file_size - data_start;
+  NamedTensors out;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") {
+      if (metadata != nullptr && entry.is_object())
+        for (const auto& [k, v] : entry.items()) (*metadata)[k] = v.is_string() ? v.get<std::string>() : v.dump();
+      continue;
+    }
+    PW_INPUT_CHECK(entry.is_object() && entry.contains("dtype") && entry.contains("shape") && entry.contains("data_offsets"),
+                   "'" << path << "': entry '" << name << "' needs dtype, shape and data_offsets");
+    DType dtype;
+    Shape shape;
+    std::uint64_t begin = 0, end = 0;
+    try {
+      dtype = dtype_from_name(entry["dtype"].get<std::string>());
+      shape = entry["shape"].get<Shape>();
+      begin = entry["data_offsets"].at(0).get<std::uint64_t>();
+      end = entry["data_offsets"].at(1).get<std::uint64_t>();
+    } catch (const nlohmann::json::exception& e) {
+      throw InputError("'" + path + "': entry '" + name + "' is malformed: " + e.what());
+    } catch (const InputError& e) {
+      throw InputError("'" + path + "': entry '" + name + "': " + e.what());
+    }
+    for (auto d : shape) PW_INPUT_CHECK(d >= 0, "'" << path << "': entry '" << name << "' has a negative dimension");
+    const std::uint64_t want = static_cast<std::uint64_t>(shape_numel(shape)) * dtype_size(dtype);
+    PW_INPUT_CHECK(begin <= end && end <= data_size && end - begin == want,
+                   "'" << path << "': entry '" << name << "' has data_offsets [" << begin << ", " << end << ") but needs "
+                       << want << " bytes within a data section of " << data_size << " (truncated file?)");
+    Tensor t = Tensor::empty(shape, dtype, Device::cpu());
+    in.seekg(static_cast<std::streamoff>(data_start + begin));
+    in.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(want));
+    PW_INPUT_CHECK(in.good() || want == 0, "'" << path << "': could not read entry '" << name << "'");
+    out.emplace(name, std::move(t));
+  }
+  return out;
+}
+
+}  // namespace pw::kernels

@@ -1,0 +1,189 @@
+#include "kernels/tensor.h"
+
+#include <cstring>
+#include <sstream>
+
+#include "kernels/cuda_check.h"
+#include "kernels/runtime.h"
+#include "kernels/stream.h"
+
+namespace pw::kernels {
+
+Storage::Storage(Device device, std::size_t bytes)
+    : device_(device), bytes_(bytes), data_(DeviceRuntime::get(device).allocator().allocate(bytes)) {}
+
+Storage::~Storage() { DeviceRuntime::get(device_).allocator().deallocate(data_); }
+
+namespace {
+void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, std::size_t bytes) {
+  if (bytes == 0) return;
+  if (dst_dev.is_cpu() && src_dev.is_cpu()) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+#ifdef PW_WITH_CUDA
+  const Device cuda_dev = dst_dev.is_cuda() ? dst_dev : src_dev;
+  CudaDeviceGuard guard(cuda_dev.index);
+  auto stream = static_cast<cudaStream_t>(current_stream(cuda_dev).native());
+  PW_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream));
+  // A host side is read or written right after: wait for it. Device-to-device stays async.
+  if (dst_dev.is_cpu() || src_dev.is_cpu()) PW_CUDA_CHECK(cudaStreamSynchronize(stream));
+#else
+  throw Error("pipewright was built without CUDA; cannot copy between " + src_dev.str() + " and " + dst_dev.str());
+#endif
+}
+}  // namespace
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+  for (auto d : shape) PW_CHECK(d >= 0, "negative dimension in shape " << shape_str(shape));
+  Tensor t;
+  t.shape_ = shape;
+  t.dtype_ = dtype;
+  t.device_ = device;
+  t.storage_ = std::make_shared<Storage>(device, t.nbytes());
+  return t;
+}
+
+Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
+  Tensor t = empty(shape, dtype, device);
+  t.zero_();
+  return t;
+}
+
+template <typename T>
+static Tensor from_host(const std::vector<T>& values, const Shape& shape, DType dtype, Device device) {
+  PW_CHECK(static_cast<std::int64_t>(values.size()) == shape_numel(shape),
+           values.size() << " values for shape " << shape_str(shape));
+  Tensor t = Tensor::empty(shape, dtype, device);
+  copy_bytes(t.raw(), device, values.data(), Device::cpu(), t.nbytes());
+  return t;
+}
+
+Tensor Tensor::from_vector(const std::vector<float>& v, const Shape& s, Device d) { return from_host(v, s, DType::F32, d); }
+Tensor Tensor::from_vector(const std::vector<double>& v, const Shape& s, Device d) { return from_host(v, s, DType::F64, d); }
+Tensor Tensor::from_vector(const std::vector<std::int64_t>& v, const Shape& s, Device d) { return from_host(v, s, DType::I64, d); }
+
+Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device) {
+  const auto n = static_cast<std::size_t>(shape_numel(shape));
+  switch (dtype) {
+    case DType::F32: return from_vector(std::vector<float>(n, static_cast<float>(value)), shape, device);
+    case DType::F64: return from_vector(std::vector<double>(n, value), shape, device);
+    case DType::I64: return from_vector(std::vector<std::int64_t>(n, static_cast<std::int64_t>(value)), shape, device);
+    default: PW_FAIL("Tensor::full does not support " << dtype_name(dtype));
+  }
+}
+
+std::int64_t Tensor::dim(int i) const {
+  const int n = ndim();
+  const int k = i < 0 ? i + n : i;
+  PW_CHECK(k >= 0 && k < n, "dimension " << i << " out of range for " << describe());
+  return shape_[static_cast<std::size_t>(k)];
+}
+
+void* Tensor::raw() const {
+  PW_CHECK(storage_ != nullptr, "use of an undefined tensor");
+  return storage_->data();
+}
+
+Tensor Tensor::reshape(const Shape& shape) const {
+  PW_CHECK(shape_numel(shape) == numel(), "cannot reshape " << describe() << " to " << shape_str(shape));
+  Tensor t = *this;
+  t.shape_ = shape;
+  return t;
+}
+
+Tensor Tensor::clone() const {
+  Tensor t = empty(shape_, dtype_, device_);
+  t.copy_from(*this);
+  return t;
+}
+
+Tensor Tensor::to(Device device) const {
+  if (device == device_) return *this;
+  Tensor t = empty(shape_, dtype_, device);
+  t.copy_from(*this);
+  return t;
+}
+
+Tensor Tensor::to(DType dtype) const {
+  if (dtype == dtype_) return *this;
+  PW_CHECK(device_.is_cpu(), "dtype conversion runs on CPU tensors only, got " << describe());
+  Tensor t = empty(shape_, dtype, device_);
+  const auto n = numel();
+  if (dtype_ == DType::F32 && dtype == DType::F64) {
+    for (std::int64_t i = 0; i < n; ++i) t.data<double>()[i] = data<float>()[i];
+  } else if (dtype_ == DType::F64 && dtype == DType::F32) {
+    for (std::int64_t i = 0; i < n; ++i) t.data<float>()[i] = static_cast<float>(data<double>()[i]);
+  } else {
+    PW_FAIL("no conversion from " << dtype_name(dtype_) << " to " << dtype_name(dtype));
+  }
+  return t;
+}
+
+void Tensor::copy_from(const Tensor& src) {
+  PW_CHECK(src.shape_ == shape_ && src.dtype_ == dtype_, "copy_from " << src.describe() << " into " << describe());
+  copy_bytes(raw(), device_, src.raw(), src.device_, nbytes());
+}
+
+void Tensor::zero_() {
+  if (nbytes() == 0) return;
+  if (device_.is_cpu()) {
+    std::memset(raw(), 0, nbytes());
+    return;
+  }
+#ifdef PW_WITH_CUDA
+  CudaDeviceGuard guard(device_.index);
+  PW_CUDA_CHECK(cudaMemsetAsync(raw(), 0, nbytes(), static_cast<cudaStream_t>(current_stream(device_).native())));
+#endif
+}
+
+std::vector<double> Tensor::to_double_vector() const {
+  const Tensor host = to(Device::cpu());
+  std::vector<double> out(static_cast<std::size_t>(numel()));
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    switch (dtype_) {
+      case DType::F32: out[i] = host.data<float>()[i]; break;
+      case DType::F64: out[i] = host.data<double>()[i]; break;
+      case DType::I64: out[i] = static_cast<double>(host.data<std::int64_t>()[i]); break;
+      case DType::I32: out[i] = host.data<std::int32_t>()[i]; break;
+      case DType::U8: out[i] = host.data<std::uint8_t>()[i]; break;
+    }
+  }
+  return out;
+}
+
+std::vector<float> Tensor::to_float_vector() const {
+  const auto d = to_double_vector();
+  return {d.begin(), d.end()};
+}
+
+std::vector<std::int64_t> Tensor::to_int_vector() const {
+  PW_CHECK(dtype_ == DType::I64, "to_int_vector needs I64, got " << describe());
+  const Tensor host = to(Device::cpu());
+  const auto* p = host.data<std::int64_t>();
+  return {p, p + numel()};
+}
+
+double Tensor::item() const {
+  PW_CHECK(numel() == 1, "item() of " << describe());
+  return to_double_vector()[0];
+}
+
+std::string Tensor::describe() const {
+  if (!defined()) return "undefined tensor";
+  return dtype_name(dtype_) + shape_str(shape_) + " on " + device_.str();
+}
+
+void check_same_shape(const Tensor& a, const Tensor& b, const char* what) {
+  PW_CHECK(a.shape() == b.shape(), what << ": shapes differ, " << a.describe() << " vs " << b.describe());
+}
+
+void check_device(const Tensor& t, Device device, const char* what) {
+  PW_CHECK(t.device() == device, what << ": expected a tensor on " << device.str() << ", got " << t.describe());
+}
+
+void check_dtype(const Tensor& t, DType dtype, const char* what) {
+  PW_CHECK(t.dtype() == dtype, what << ": expected " << dtype_name(dtype) << ", got " << t.describe());
+}
+
+}  // namespace pw::kernels

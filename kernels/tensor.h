@@ -1,0 +1,84 @@
+#pragma once
+// A dense, contiguous, row-major tensor on one device. Copies share storage (like a handle);
+// clone() makes a deep copy. Storage comes from the device's caching allocator.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/device.h"
+
+namespace pw::kernels {
+
+class Storage {
+ public:
+  Storage(Device device, std::size_t bytes);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  void* data() const { return data_; }
+  std::size_t bytes() const { return bytes_; }
+  Device device() const { return device_; }
+
+ private:
+  Device device_;
+  std::size_t bytes_;
+  void* data_;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+
+  static Tensor empty(const Shape& shape, DType dtype = DType::F32, Device device = Device::cpu());
+  static Tensor zeros(const Shape& shape, DType dtype = DType::F32, Device device = Device::cpu());
+  static Tensor full(const Shape& shape, double value, DType dtype = DType::F32, Device device = Device::cpu());
+  // Host values copied onto `device`.
+  static Tensor from_vector(const std::vector<float>& values, const Shape& shape, Device device = Device::cpu());
+  static Tensor from_vector(const std::vector<double>& values, const Shape& shape, Device device = Device::cpu());
+  static Tensor from_vector(const std::vector<std::int64_t>& values, const Shape& shape, Device device = Device::cpu());
+
+  bool defined() const { return storage_ != nullptr; }
+  const Shape& shape() const { return shape_; }
+  std::int64_t dim(int i) const;   // negative i counts from the end
+  int ndim() const { return static_cast<int>(shape_.size()); }
+  std::int64_t numel() const { return shape_numel(shape_); }
+  std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * dtype_size(dtype_); }
+  DType dtype() const { return dtype_; }
+  Device device() const { return device_; }
+
+  void* raw() const;
+  template <typename T>
+  T* data() const {
+    return static_cast<T*>(raw());
+  }
+
+  // Same storage, new shape with the same element count.
+  Tensor reshape(const Shape& shape) const;
+  Tensor clone() const;
+  Tensor to(Device device) const;   // returns *this when already there
+  Tensor to(DType dtype) const;     // CPU only: F32 <-> F64 conversion for references
+  void copy_from(const Tensor& src);   // same shape and dtype, any devices
+  void zero_();
+
+  // Host copy of the values as double / int64 (any device, any float dtype).
+  std::vector<double> to_double_vector() const;
+  std::vector<float> to_float_vector() const;
+  std::vector<std::int64_t> to_int_vector() const;
+  double item() const;   // single-element tensors
+
+  std::string describe() const;   // "F32[64, 10] on cpu:0"
+
+ private:
+  std::shared_ptr<Storage> storage_;
+  Shape shape_;
+  DType dtype_ = DType::F32;
+  Device device_;
+};
+
+// Throws with `what` and both shapes when they differ.
+void check_same_shape(const Tensor& a, const Tensor& b, const char* what);
+void check_device(const Tensor& t, Device device, const char* what);
+void check_dtype(const Tensor& t, DType dtype, const char* what);
+
+}  // namespace pw::kernels
