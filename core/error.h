@@ -31,13 +31,13 @@ namespace detail {
 // PW_CHECK(cond, "message " << value): throws pw::Error naming file:line and the expression.
 #define PW_CHECK(cond, ...)                                                                 \
   do {                                                                                      \
-    if (!(cond)) ::pw::detail::throw_error(__FILE__, __LINE__, #cond, PW_DETAIL_MSG("" __VA_ARGS__)); \
+    if (!(cond)) ::pw::detail::throw_error(__FILE__, __LINE__, #cond, PW_DETAIL_MSG("" __VA_OPT__(<<) __VA_ARGS__)); \
   } while (0)
 
-#define PW_FAIL(...) ::pw::detail::throw_error(__FILE__, __LINE__, nullptr, PW_DETAIL_MSG("" __VA_ARGS__))
+#define PW_FAIL(...) ::pw::detail::throw_error(__FILE__, __LINE__, nullptr, PW_DETAIL_MSG("" __VA_OPT__(<<) __VA_ARGS__))
 
 // PW_INPUT_CHECK(cond, "what was wrong; what is accepted"): throws pw::InputError with that one line.
 #define PW_INPUT_CHECK(cond, ...)                                         \
   do {                                                                    \
-    if (!(cond)) throw ::pw::InputError(PW_DETAIL_MSG("" __VA_ARGS__));   \
+    if (!(cond)) throw ::pw::InputError(PW_DETAIL_MSG("" __VA_OPT__(<<) __VA_ARGS__));   \
   } while (0)

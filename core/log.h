@@ -16,5 +16,5 @@ void write(Level level, const std::string& message);
 #define PW_LOG(lvl, ...)                                                                   \
   do {                                                                                     \
     if (static_cast<int>(::pw::log::Level::lvl) >= static_cast<int>(::pw::log::level()))   \
-      ::pw::log::write(::pw::log::Level::lvl, PW_DETAIL_MSG("" __VA_ARGS__));               \
+      ::pw::log::write(::pw::log::Level::lvl, PW_DETAIL_MSG("" __VA_OPT__(<<) __VA_ARGS__));               \
   } while (0)

@@ -7,6 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libthrift-dev thrift-compiler
   libtbb-dev
+  zlib1g-dev
   libboost-test-dev
   libdnnl-dev
   libgloo-dev

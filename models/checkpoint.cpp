@@ -1,0 +1,34 @@
+#include "models/checkpoint.h"
+
+#include "kernels/safetensors.h"
+
+namespace pw::models {
+
+void save_weights(Layer& model, const std::string& path, const std::string& model_name) {
+  kernels::NamedTensors tensors;
+  for (auto& [name, p] : model.named_parameters()) tensors.emplace(name, p->value);
+  for (auto& [name, b] : model.named_buffers()) tensors.emplace(name, b->value);
+  kernels::save_safetensors(path, tensors, {{"format", "pt"}, {"pipewright_model", model_name}});
+}
+
+void load_weights(Layer& model, const std::string& path) {
+  const auto tensors = kernels::load_safetensors(path);
+  std::vector<std::pair<Tensor*, const Tensor*>> assignments;
+  std::size_t expected = 0;
+  const auto match = [&](const std::string& name, Tensor& target) {
+    ++expected;
+    auto it = tensors.find(name);
+    PW_INPUT_CHECK(it != tensors.end(), "'" << path << "' has no tensor '" << name << "'; is it a checkpoint of this model?");
+    PW_INPUT_CHECK(it->second.shape() == target.shape() && it->second.dtype() == target.dtype(),
+                   "'" << path << "': tensor '" << name << "' is " << it->second.describe() << " but the model needs "
+                       << kernels::dtype_name(target.dtype()) << kernels::shape_str(target.shape()));
+    assignments.emplace_back(&target, &it->second);
+  };
+  for (auto& [name, p] : model.named_parameters()) match(name, p->value);
+  for (auto& [name, b] : model.named_buffers()) match(name, b->value);
+  PW_INPUT_CHECK(tensors.size() == expected, "'" << path << "' holds " << tensors.size() << " tensors but the model has "
+                                                 << expected << "; is it a checkpoint of this model?");
+  for (auto& [target, source] : assignments) target->copy_from(*source);
+}
+
+}  // namespace pw::models

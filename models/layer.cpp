@@ -1,0 +1,155 @@
+#include "models/layer.h"
+
+#include "kernels/ops/elementwise.h"
+#include "models/rng.h"
+
+namespace pw::models {
+
+Layer::Output Layer::forward(const Tensor& x, Mode mode) {
+  PW_CHECK(x.defined(), type_name() << ".forward: undefined input");
+  PW_CHECK(x.device() == device_, type_name() << ".forward: input " << x.describe() << " but the layer is on "
+                                              << device_.str());
+  const Shape expected = output_shape_impl(x.shape());
+  Output out = forward_impl(x, mode);
+  PW_CHECK(out.y.shape() == expected, type_name() << ".forward produced " << out.y.describe() << ", expected "
+                                                  << shape_str(expected));
+  if (!out.ctx) out.ctx = std::make_unique<Context>();
+  out.ctx->input_shape = x.shape();
+  out.ctx->output_shape = expected;
+  return out;
+}
+
+Tensor Layer::backward(Context& ctx, const Tensor& grad_y) {
+  PW_CHECK(!ctx.input_grad_done, type_name() << ".backward: this context was already used for backward");
+  PW_CHECK(grad_y.shape() == ctx.output_shape, type_name() << ".backward: gradient " << grad_y.describe()
+                                                          << " for an output of shape " << shape_str(ctx.output_shape));
+  Tensor grad_x = backward_impl(ctx, grad_y);
+  ctx.input_grad_done = true;
+  return grad_x;
+}
+
+Tensor Layer::backward_impl(Context& ctx, const Tensor& grad_y) {
+  Tensor grad_x = backward_input_impl(ctx, grad_y);
+  backward_weight_impl(ctx, grad_y);
+  return grad_x;
+}
+
+Tensor Layer::backward_input(Context& ctx, const Tensor& grad_y) {
+  PW_CHECK(!ctx.input_grad_done, type_name() << ".backward_input: this context was already used for backward");
+  PW_CHECK(grad_y.shape() == ctx.output_shape, type_name() << ".backward_input: gradient " << grad_y.describe()
+                                                          << " for an output of shape " << shape_str(ctx.output_shape));
+  Tensor grad_x = backward_input_impl(ctx, grad_y);
+  if (!params_.empty()) ctx.grad_output = grad_y;
+  ctx.input_grad_done = true;
+  return grad_x;
+}
+
+void Layer::backward_weight(Context& ctx) {
+  PW_CHECK(ctx.input_grad_done, type_name() << ".backward_weight before backward_input");
+  backward_weight_impl(ctx, ctx.grad_output);
+  ctx.grad_output = Tensor();
+}
+
+std::int64_t Layer::activation_elements(const Shape& input) const {
+  std::int64_t total = shape_numel(output_shape_impl(input));
+  return total;
+}
+
+std::vector<std::pair<std::string, Parameter*>> Layer::named_parameters(const std::string& prefix) {
+  std::vector<std::pair<std::string, Parameter*>> out;
+  for (auto& p : params_) out.emplace_back(prefix + p->name, p.get());
+  for (auto& [name, child] : children_) {
+    auto sub = child->named_parameters(prefix + name + ".");
+    out.insert(out.end(), sub.begin(), sub.end());
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, Buffer*>> Layer::named_buffers(const std::string& prefix) {
+  std::vector<std::pair<std::string, Buffer*>> out;
+  for (auto& b : buffers_) out.emplace_back(prefix + b->name, b.get());
+  for (auto& [name, child] : children_) {
+    auto sub = child->named_buffers(prefix + name + ".");
+    out.insert(out.end(), sub.begin(), sub.end());
+  }
+  return out;
+}
+
+std::vector<Parameter*> Layer::parameters() {
+  std::vector<Parameter*> out;
+  for (auto& [name, p] : named_parameters()) out.push_back(p);
+  return out;
+}
+
+std::int64_t Layer::parameter_count() {
+  std::int64_t n = 0;
+  for (auto* p : parameters()) n += p->value.numel();
+  return n;
+}
+
+namespace {
+void fill(Tensor& t, const Init& init, std::uint64_t seed) {
+  Rng rng(seed);
+  std::vector<float> v(static_cast<std::size_t>(t.numel()));
+  for (auto& x : v) {
+    switch (init.kind) {
+      case Init::Kind::Zeros: x = 0.0f; break;
+      case Init::Kind::Ones: x = 1.0f; break;
+      case Init::Kind::Uniform: x = static_cast<float>(rng.uniform(-init.a, init.a)); break;
+      case Init::Kind::Normal: x = static_cast<float>(init.a * rng.normal()); break;
+    }
+  }
+  t.copy_from(Tensor::from_vector(v, t.shape(), Device::cpu()));
+}
+}  // namespace
+
+void Layer::initialize(std::uint64_t seed, const std::string& prefix) {
+  for (auto& [name, p] : named_parameters(prefix)) {
+    fill(p->value, p->init, hash_name(seed, name));
+    p->grad.zero_();
+  }
+  for (auto& [name, b] : named_buffers(prefix)) fill(b->value, b->init, hash_name(seed, name));
+}
+
+void Layer::to(Device device) {
+  if (device == device_) return;
+  for (auto& p : params_) {
+    p->value = p->value.to(device);
+    p->grad = p->grad.to(device);
+  }
+  for (auto& b : buffers_) b->value = b->value.to(device);
+  for (auto& [name, child] : children_) child->to(device);
+  device_ = device;
+}
+
+void Layer::zero_grad() {
+  for (auto* p : parameters()) p->grad.zero_();
+}
+
+Parameter& Layer::add_parameter(const std::string& name, const Shape& shape, Init init) {
+  auto p = std::make_unique<Parameter>();
+  p->name = name;
+  p->value = Tensor::zeros(shape, kernels::DType::F32, device_);
+  p->grad = Tensor::zeros(shape, kernels::DType::F32, device_);
+  p->init = init;
+  params_.push_back(std::move(p));
+  return *params_.back();
+}
+
+Buffer& Layer::add_buffer(const std::string& name, const Shape& shape, Init init) {
+  auto b = std::make_unique<Buffer>();
+  b->name = name;
+  b->value = Tensor::zeros(shape, kernels::DType::F32, device_);
+  b->init = init;
+  buffers_.push_back(std::move(b));
+  return *buffers_.back();
+}
+
+Layer& Layer::add_child(const std::string& name, std::unique_ptr<Layer> layer) {
+  PW_CHECK(layer != nullptr, "add_child(" << name << "): null layer");
+  layer->to(device_);
+  children_.emplace_back(name, std::move(layer));
+  return *children_.back().second;
+}
+
+}  // namespace pw::models

@@ -1,0 +1,117 @@
+#pragma once
+// The Layer interface (after tiny-cuda-nn's object.h): non-virtual public forward/backward that
+// check shapes and call virtual *_impl. forward returns an owned per-micro-batch Context holding
+// what backward needs; dropping it and calling forward again is recomputation. Backward
+// accumulates parameter gradients and can run as two halves: backward_input (the input gradient,
+// on the critical path of a pipeline) and backward_weight (the parameter gradients, deferrable,
+// as zero-bubble schedules want).
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/tensor.h"
+
+namespace pw::models {
+
+using kernels::Device;
+using kernels::Shape;
+using kernels::Tensor;
+using kernels::shape_numel;
+using kernels::shape_str;
+
+enum class Mode { Train, Eval };
+enum class Bias { No, Yes };
+
+// How a parameter is initialised; drawn from an RNG seeded by (model seed, full parameter name).
+struct Init {
+  enum class Kind { Zeros, Ones, Uniform, Normal };
+  Kind kind = Kind::Zeros;
+  double a = 0.0;   // Uniform: bound (values in [-a, a)); Normal: standard deviation
+  static Init zeros() { return {Kind::Zeros, 0.0}; }
+  static Init ones() { return {Kind::Ones, 0.0}; }
+  static Init uniform(double bound) { return {Kind::Uniform, bound}; }
+  static Init normal(double stddev) { return {Kind::Normal, stddev}; }
+};
+
+struct Parameter {
+  std::string name;   // local name: "weight"
+  Tensor value;
+  Tensor grad;        // same shape, accumulated by backward, zeroed by zero_grad
+  Init init;
+};
+
+// A non-trained tensor that is part of the model's state (batch-norm running statistics).
+struct Buffer {
+  std::string name;
+  Tensor value;
+  Init init;
+};
+
+class Context {
+ public:
+  virtual ~Context() = default;
+  Shape input_shape;
+  Shape output_shape;
+  Tensor grad_output;   // kept by backward_input for backward_weight
+  bool input_grad_done = false;
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+  Layer() = default;
+  Layer(const Layer&) = delete;
+  Layer& operator=(const Layer&) = delete;
+
+  struct Output {
+    Tensor y;
+    std::unique_ptr<Context> ctx;
+  };
+
+  Output forward(const Tensor& x, Mode mode);
+  // Full backward: the input gradient, and parameter gradients accumulated.
+  Tensor backward(Context& ctx, const Tensor& grad_y);
+  Tensor backward_input(Context& ctx, const Tensor& grad_y);
+  void backward_weight(Context& ctx);
+
+  // Output shape for an input shape (batch dimension included); throws on a mismatch.
+  Shape output_shape(const Shape& input) const { return output_shape_impl(input); }
+  // Elements of every intermediate activation this layer keeps for one input.
+  virtual std::int64_t activation_elements(const Shape& input) const;
+
+  virtual std::string type_name() const = 0;
+
+  // Dotted names: "layer1.0.conv1.weight".
+  std::vector<std::pair<std::string, Parameter*>> named_parameters(const std::string& prefix = "");
+  std::vector<std::pair<std::string, Buffer*>> named_buffers(const std::string& prefix = "");
+  std::vector<Parameter*> parameters();
+  std::int64_t parameter_count();
+  const std::vector<std::pair<std::string, std::unique_ptr<Layer>>>& children() const { return children_; }
+
+  void initialize(std::uint64_t seed, const std::string& prefix = "");
+  void to(Device device);
+  Device device() const { return device_; }
+  void zero_grad();
+
+ protected:
+  virtual Output forward_impl(const Tensor& x, Mode mode) = 0;
+  virtual Tensor backward_input_impl(Context& ctx, const Tensor& grad_y) = 0;
+  virtual void backward_weight_impl(Context& /*ctx*/, const Tensor& /*grad_y*/) {}
+  // Default: input half then weight half. Containers override it to run each child's full
+  // backward in turn, so no layer holds its output gradient longer than needed.
+  virtual Tensor backward_impl(Context& ctx, const Tensor& grad_y);
+  virtual Shape output_shape_impl(const Shape& input) const = 0;
+
+  Parameter& add_parameter(const std::string& name, const Shape& shape, Init init);
+  Buffer& add_buffer(const std::string& name, const Shape& shape, Init init);
+  Layer& add_child(const std::string& name, std::unique_ptr<Layer> layer);
+
+  std::vector<std::unique_ptr<Parameter>> params_;
+  std::vector<std::unique_ptr<Buffer>> buffers_;
+  std::vector<std::pair<std::string, std::unique_ptr<Layer>>> children_;
+  Device device_ = Device::cpu();
+};
+
+}  // namespace pw::models

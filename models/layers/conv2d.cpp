@@ -1,0 +1,46 @@
+#include "models/layers/conv2d.h"
+
+#include <cmath>
+
+namespace pw::models {
+namespace {
+struct Conv2dContext : Context {
+  Tensor x;
+};
+}  // namespace
+
+Conv2d::Conv2d(int in_channels, int out_channels, int kernel, int stride, int padding, Bias bias)
+    : in_channels_(in_channels), out_channels_(out_channels), kernel_(kernel) {
+  PW_CHECK(in_channels > 0 && out_channels > 0 && kernel > 0 && stride > 0 && padding >= 0, "bad Conv2d configuration");
+  params_conv_ = {stride, stride, padding, padding};
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in_channels) * kernel * kernel);
+  weight_ = &add_parameter("weight", {out_channels, in_channels, kernel, kernel}, Init::uniform(bound));
+  if (bias == Bias::Yes) bias_ = &add_parameter("bias", {out_channels}, Init::uniform(bound));
+}
+
+Shape Conv2d::output_shape_impl(const Shape& input) const {
+  PW_CHECK(input.size() == 4 && input[1] == in_channels_,
+           "Conv2d(" << in_channels_ << "->" << out_channels_ << ") expects [N, " << in_channels_ << ", H, W], got "
+                     << shape_str(input));
+  return kernels::conv2d_output_shape(input, weight_->value.shape(), params_conv_);
+}
+
+Layer::Output Conv2d::forward_impl(const Tensor& x, Mode) {
+  auto ctx = std::make_unique<Conv2dContext>();
+  ctx->x = x;
+  Tensor y = kernels::conv2d_forward(x, weight_->value, bias_ ? bias_->value : Tensor(), params_conv_);
+  return {std::move(y), std::move(ctx)};
+}
+
+Tensor Conv2d::backward_input_impl(Context& ctx, const Tensor& grad_y) {
+  return kernels::conv2d_backward_data(grad_y, weight_->value, ctx.input_shape, params_conv_);
+}
+
+void Conv2d::backward_weight_impl(Context& ctx, const Tensor& grad_y) {
+  auto& c = static_cast<Conv2dContext&>(ctx);
+  Tensor no_bias;
+  kernels::conv2d_backward_filter(c.x, grad_y, weight_->grad, bias_ ? bias_->grad : no_bias, params_conv_);
+  c.x = Tensor();
+}
+
+}  // namespace pw::models

@@ -1,0 +1,164 @@
+#include "models/layers/sequential.h"
+
+#include "kernels/ops/activation.h"
+#include "kernels/ops/elementwise.h"
+
+namespace pw::models {
+namespace {
+struct ChainContext : Context {
+  std::vector<std::unique_ptr<Context>> children;
+};
+
+struct ResidualContext : Context {
+  std::vector<std::unique_ptr<Context>> main;
+  std::unique_ptr<Context> shortcut;
+  Tensor y;   // output after the final ReLU
+};
+
+// Runs layers [begin, end) of `children` in order, collecting their contexts.
+Tensor run_chain(const std::vector<std::pair<std::string, std::unique_ptr<Layer>>>& children, std::size_t end,
+                 Tensor x, Mode mode, std::vector<std::unique_ptr<Context>>& contexts) {
+  for (std::size_t i = 0; i < end; ++i) {
+    auto out = children[i].second->forward(x, mode);
+    contexts.push_back(std::move(out.ctx));
+    x = std::move(out.y);
+  }
+  return x;
+}
+
+enum class Half { Full, InputOnly };
+
+Tensor chain_backward(const std::vector<std::pair<std::string, std::unique_ptr<Layer>>>& children, std::size_t end,
+                      std::vector<std::unique_ptr<Context>>& contexts, Tensor g, Half half) {
+  for (std::size_t i = end; i-- > 0;) {
+    Layer& layer = *children[i].second;
+    g = half == Half::Full ? layer.backward(*contexts[i], g) : layer.backward_input(*contexts[i], g);
+    if (half == Half::Full) contexts[i].reset();
+  }
+  return g;
+}
+
+void chain_backward_weight(const std::vector<std::pair<std::string, std::unique_ptr<Layer>>>& children,
+                           std::size_t end, std::vector<std::unique_ptr<Context>>& contexts) {
+  for (std::size_t i = end; i-- > 0;) {
+    children[i].second->backward_weight(*contexts[i]);
+    contexts[i].reset();
+  }
+}
+}  // namespace
+
+Sequential& Sequential::add(const std::string& name, std::unique_ptr<Layer> layer) {
+  add_child(name, std::move(layer));
+  return *this;
+}
+
+Shape Sequential::output_shape_impl(const Shape& input) const {
+  Shape s = input;
+  for (const auto& [name, child] : children_) s = child->output_shape(s);
+  return s;
+}
+
+std::int64_t Sequential::activation_elements(const Shape& input) const {
+  std::int64_t total = 0;
+  Shape s = input;
+  for (const auto& [name, child] : children_) {
+    total += child->activation_elements(s);
+    s = child->output_shape(s);
+  }
+  return total;
+}
+
+Layer::Output Sequential::forward_impl(const Tensor& x, Mode mode) {
+  auto ctx = std::make_unique<ChainContext>();
+  Tensor y = run_chain(children_, children_.size(), x, mode, ctx->children);
+  return {std::move(y), std::move(ctx)};
+}
+
+Tensor Sequential::backward_impl(Context& ctx, const Tensor& grad_y) {
+  auto& c = static_cast<ChainContext&>(ctx);
+  return chain_backward(children_, children_.size(), c.children, grad_y, Half::Full);
+}
+
+Tensor Sequential::backward_input_impl(Context& ctx, const Tensor& grad_y) {
+  auto& c = static_cast<ChainContext&>(ctx);
+  return chain_backward(children_, children_.size(), c.children, grad_y, Half::InputOnly);
+}
+
+void Sequential::backward_weight_impl(Context& ctx, const Tensor&) {
+  auto& c = static_cast<ChainContext&>(ctx);
+  chain_backward_weight(children_, children_.size(), c.children);
+}
+
+Residual::Residual(std::vector<std::pair<std::string, std::unique_ptr<Layer>>> main, std::unique_ptr<Layer> shortcut)
+    : main_count_(main.size()) {
+  PW_CHECK(!main.empty(), "Residual needs a main branch");
+  for (auto& [name, layer] : main) add_child(name, std::move(layer));
+  if (shortcut) shortcut_ = &add_child("downsample", std::move(shortcut));
+}
+
+Shape Residual::output_shape_impl(const Shape& input) const {
+  Shape s = input;
+  for (std::size_t i = 0; i < main_count_; ++i) s = children_[i].second->output_shape(s);
+  const Shape shortcut = shortcut_ ? shortcut_->output_shape(input) : input;
+  PW_CHECK(s == shortcut, "Residual: main branch gives " << shape_str(s) << " but the shortcut gives "
+                                                         << shape_str(shortcut));
+  return s;
+}
+
+std::int64_t Residual::activation_elements(const Shape& input) const {
+  std::int64_t total = 0;
+  Shape s = input;
+  for (std::size_t i = 0; i < main_count_; ++i) {
+    total += children_[i].second->activation_elements(s);
+    s = children_[i].second->output_shape(s);
+  }
+  if (shortcut_) total += shortcut_->activation_elements(input);
+  return total + 2 * shape_numel(s);   // the sum and the final ReLU
+}
+
+Layer::Output Residual::forward_impl(const Tensor& x, Mode mode) {
+  auto ctx = std::make_unique<ResidualContext>();
+  Tensor main = run_chain(children_, main_count_, x, mode, ctx->main);
+  Tensor skip = x;
+  if (shortcut_) {
+    auto out = shortcut_->forward(x, mode);
+    ctx->shortcut = std::move(out.ctx);
+    skip = std::move(out.y);
+  }
+  ctx->y = kernels::relu_forward(kernels::add(main, skip));
+  Tensor y = ctx->y;
+  return {std::move(y), std::move(ctx)};
+}
+
+Tensor Residual::backward_impl(Context& ctx, const Tensor& grad_y) {
+  auto& c = static_cast<ResidualContext&>(ctx);
+  Tensor g = kernels::relu_backward(c.y, grad_y);
+  c.y = Tensor();
+  Tensor gx = chain_backward(children_, main_count_, c.main, g, Half::Full);
+  // Out of place: a main branch may hand back a view of its own gradient input.
+  if (shortcut_) {
+    gx = kernels::add(gx, shortcut_->backward(*c.shortcut, g));
+    c.shortcut.reset();
+    return gx;
+  }
+  return kernels::add(gx, g);
+}
+
+Tensor Residual::backward_input_impl(Context& ctx, const Tensor& grad_y) {
+  auto& c = static_cast<ResidualContext&>(ctx);
+  Tensor g = kernels::relu_backward(c.y, grad_y);
+  c.y = Tensor();
+  Tensor gx = chain_backward(children_, main_count_, c.main, g, Half::InputOnly);
+  return kernels::add(gx, shortcut_ ? shortcut_->backward_input(*c.shortcut, g) : g);
+}
+
+void Residual::backward_weight_impl(Context& ctx, const Tensor&) {
+  auto& c = static_cast<ResidualContext&>(ctx);
+  chain_backward_weight(children_, main_count_, c.main);
+  if (shortcut_) {
+    shortcut_->backward_weight(*c.shortcut);
+    c.shortcut.reset();
+  }
+}
+
+}  // namespace pw::models

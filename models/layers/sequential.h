@@ -1,0 +1,49 @@
+#pragma once
+// Containers: Sequential (children in order) and Residual (a main branch plus an optional
+// projection shortcut, added, then ReLU: ResNet's BasicBlock and Bottleneck).
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/layer.h"
+
+namespace pw::models {
+
+class Sequential : public Layer {
+ public:
+  Sequential() = default;
+  Sequential& add(const std::string& name, std::unique_ptr<Layer> layer);
+  std::size_t size() const { return children_.size(); }
+  Layer& at(std::size_t i) { return *children_.at(i).second; }
+  std::string type_name() const override { return "Sequential"; }
+  std::int64_t activation_elements(const Shape& input) const override;
+
+ protected:
+  Output forward_impl(const Tensor& x, Mode mode) override;
+  Tensor backward_input_impl(Context& ctx, const Tensor& grad_y) override;
+  void backward_weight_impl(Context& ctx, const Tensor& grad_y) override;
+  Tensor backward_impl(Context& ctx, const Tensor& grad_y) override;
+  Shape output_shape_impl(const Shape& input) const override;
+};
+
+class Residual : public Layer {
+ public:
+  // `main` layers are registered directly under this block's name (conv1, bn1, ...), the
+  // shortcut (when given) as "downsample", matching torchvision's parameter names.
+  Residual(std::vector<std::pair<std::string, std::unique_ptr<Layer>>> main, std::unique_ptr<Layer> shortcut);
+  std::string type_name() const override { return "Residual"; }
+  std::int64_t activation_elements(const Shape& input) const override;
+
+ protected:
+  Output forward_impl(const Tensor& x, Mode mode) override;
+  Tensor backward_input_impl(Context& ctx, const Tensor& grad_y) override;
+  void backward_weight_impl(Context& ctx, const Tensor& grad_y) override;
+  Tensor backward_impl(Context& ctx, const Tensor& grad_y) override;
+  Shape output_shape_impl(const Shape& input) const override;
+
+ private:
+  std::size_t main_count_;
+  Layer* shortcut_ = nullptr;
+};
+
+}  // namespace pw::models

@@ -1,0 +1,36 @@
+#pragma once
+// Single-device training and evaluation of a Sequential model with softmax cross-entropy.
+#include <cstdint>
+
+#include "models/data/data_loader.h"
+#include "models/layers/sequential.h"
+#include "models/optimizer.h"
+
+namespace pw::models {
+
+struct StepResult {
+  double loss = 0.0;
+  std::int64_t correct = 0;
+  std::int64_t samples = 0;
+};
+
+struct EvalResult {
+  double loss = 0.0;   // mean over samples
+  double accuracy = 0.0;
+  std::int64_t samples = 0;
+};
+
+class Trainer {
+ public:
+  Trainer(Sequential& model, Optimizer& optimizer, Device device);
+  // Forward, loss, backward, one optimizer step.
+  StepResult train_step(const data::Batch& batch);
+  EvalResult evaluate(data::DataLoader& loader, std::int64_t max_batches = -1);
+
+ private:
+  Sequential& model_;
+  Optimizer& optimizer_;
+  Device device_;
+};
+
+}  // namespace pw::models

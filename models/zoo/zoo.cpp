@@ -1,0 +1,176 @@
+#include "models/zoo/model_spec.h"
+
+#include <sstream>
+
+#include "models/layers/batch_norm.h"
+#include "models/layers/conv2d.h"
+#include "models/layers/linear.h"
+#include "models/layers/simple.h"
+
+namespace pw::models {
+namespace {
+
+template <typename L, typename... Args>
+LayerSpec spec(std::string name, Args... args) {
+  return {std::move(name), [=] { return std::unique_ptr<Layer>(std::make_unique<L>(args...)); }};
+}
+
+enum class Form { Small, ImageNet };
+Form form_of(const Shape& sample) { return sample[1] <= 64 && sample[2] <= 64 ? Form::Small : Form::ImageNet; }
+
+ModelSpec seed_cnn(const ModelOptions& o) {
+  const auto c = static_cast<int>(o.sample_shape[0]);
+  const auto h = (o.sample_shape[1] - 2) / 2, w = (o.sample_shape[2] - 2) / 2;
+  PW_INPUT_CHECK(h > 0 && w > 0, "seed-cnn needs inputs of at least 4x4, got " << shape_str(o.sample_shape));
+  ModelSpec m{"seed-cnn", o.sample_shape, o.num_classes, {}};
+  m.layers = {spec<Conv2d>("conv1", c, 32, 3, 1, 0, Bias::Yes),
+              spec<ReLU>("relu1"),
+              spec<MaxPool2d>("pool1", 2, 2, 0),
+              spec<Flatten>("flatten"),
+              spec<Linear>("fc1", static_cast<int>(32 * h * w), 64, Bias::Yes),
+              spec<ReLU>("relu2"),
+              spec<Linear>("fc2", 64, o.num_classes, Bias::Yes)};
+  return m;
+}
+
+enum class BlockKind { Basic, Bottleneck };
+
+std::unique_ptr<Layer> resnet_block(BlockKind kind, int in, int width, int stride) {
+  std::vector<std::pair<std::string, std::unique_ptr<Layer>>> main;
+  int out = 0;
+  if (kind == BlockKind::Basic) {
+    out = width;
+    main.emplace_back("conv1", std::make_unique<Conv2d>(in, width, 3, stride, 1, Bias::No));
+    main.emplace_back("bn1", std::make_unique<BatchNorm2d>(width));
+    main.emplace_back("relu1", std::make_unique<ReLU>());
+    main.emplace_back("conv2", std::make_unique<Conv2d>(width, width, 3, 1, 1, Bias::No));
+    main.emplace_back("bn2", std::make_unique<BatchNorm2d>(width));
+  } else {
+    out = width * 4;
+    main.emplace_back("conv1", std::make_unique<Conv2d>(in, width, 1, 1, 0, Bias::No));
+    main.emplace_back("bn1", std::make_unique<BatchNorm2d>(width));
+    main.emplace_back("relu1", std::make_unique<ReLU>());
+    main.emplace_back("conv2", std::make_unique<Conv2d>(width, width, 3, stride, 1, Bias::No));
+    main.emplace_back("bn2", std::make_unique<BatchNorm2d>(width));
+    main.emplace_back("relu2", std::make_unique<ReLU>());
+    main.emplace_back("conv3", std::make_unique<Conv2d>(width, out, 1, 1, 0, Bias::No));
+    main.emplace_back("bn3", std::make_unique<BatchNorm2d>(out));
+  }
+  std::unique_ptr<Layer> shortcut;
+  if (stride != 1 || in != out) {
+    auto seq = std::make_unique<Sequential>();
+    seq->add("0", std::make_unique<Conv2d>(in, out, 1, stride, 0, Bias::No));
+    seq->add("1", std::make_unique<BatchNorm2d>(out));
+    shortcut = std::move(seq);
+  }
+  return std::make_unique<Residual>(std::move(main), std::move(shortcut));
+}
+
+ModelSpec resnet(const std::string& name, const ModelOptions& o, BlockKind kind, std::vector<int> blocks) {
+  PW_INPUT_CHECK(o.width >= 1, "--width must be >= 1, got " << o.width);
+  const int c = static_cast<int>(o.sample_shape[0]);
+  const int w = o.width;
+  ModelSpec m{name, o.sample_shape, o.num_classes, {}};
+  if (form_of(o.sample_shape) == Form::Small) {
+    m.layers.push_back(spec<Conv2d>("conv1", c, w, 3, 1, 1, Bias::No));
+  } else {
+    m.layers.push_back(spec<Conv2d>("conv1", c, w, 7, 2, 3, Bias::No));
+  }
+  m.layers.push_back(spec<BatchNorm2d>("bn1", w));
+  m.layers.push_back(spec<ReLU>("relu"));
+  if (form_of(o.sample_shape) == Form::ImageNet) m.layers.push_back(spec<MaxPool2d>("maxpool", 3, 2, 1));
+  const int expansion = kind == BlockKind::Basic ? 1 : 4;
+  int in = w;
+  for (int stage = 0; stage < 4; ++stage) {
+    const int width = w << stage;
+    for (int b = 0; b < blocks[static_cast<std::size_t>(stage)]; ++b) {
+      const int stride = (b == 0 && stage > 0) ? 2 : 1;
+      const int block_in = in;
+      m.layers.push_back({"layer" + std::to_string(stage + 1) + "." + std::to_string(b),
+                          [=] { return resnet_block(kind, block_in, width, stride); }});
+      in = width * expansion;
+    }
+  }
+  m.layers.push_back(spec<AdaptiveAvgPool2d>("avgpool", 1, 1));
+  m.layers.push_back(spec<Flatten>("flatten"));
+  m.layers.push_back(spec<Linear>("fc", in, o.num_classes, Bias::Yes));
+  return m;
+}
+
+ModelSpec vgg16(const ModelOptions& o) {
+  PW_INPUT_CHECK(o.width >= 1, "--width must be >= 1, got " << o.width);
+  const std::vector<int> config = {64, 64, 0, 128, 128, 0, 256, 256, 256, 0, 512, 512, 512, 0, 512, 512, 512, 0};
+  const Form form = form_of(o.sample_shape);
+  ModelSpec m{"vgg16", o.sample_shape, o.num_classes, {}};
+  int in = static_cast<int>(o.sample_shape[0]);
+  int index = 0;
+  int pools = 0;
+  for (std::size_t i = 0; i < config.size(); ++i) {
+    const std::string name = "features." + std::to_string(index);
+    if (config[i] == 0) {
+      ++pools;
+      // 28x28 inputs have room for four halvings; the small form drops the fifth pool.
+      if (form == Form::ImageNet || pools < 5) {
+        m.layers.push_back(spec<MaxPool2d>(name, 2, 2, 0));
+        ++index;
+      }
+      continue;
+    }
+    const int out = std::max(1, config[i] * o.width / 64);
+    m.layers.push_back(spec<Conv2d>(name, in, out, 3, 1, 1, Bias::Yes));
+    m.layers.push_back(spec<ReLU>("features." + std::to_string(index + 1)));
+    index += 2;
+    in = out;
+  }
+  const int pooled = form == Form::ImageNet ? 7 : 1;
+  const int hidden = form == Form::ImageNet ? 4096 : 512;
+  m.layers.push_back(spec<AdaptiveAvgPool2d>("avgpool", pooled, pooled));
+  m.layers.push_back(spec<Flatten>("flatten"));
+  m.layers.push_back(spec<Linear>("classifier.0", in * pooled * pooled, hidden, Bias::Yes));
+  m.layers.push_back(spec<ReLU>("classifier.1"));
+  m.layers.push_back(spec<Dropout>("classifier.2", o.dropout, o.seed * 2 + 1));
+  m.layers.push_back(spec<Linear>("classifier.3", hidden, hidden, Bias::Yes));
+  m.layers.push_back(spec<ReLU>("classifier.4"));
+  m.layers.push_back(spec<Dropout>("classifier.5", o.dropout, o.seed * 2 + 2));
+  m.layers.push_back(spec<Linear>("classifier.6", hidden, o.num_classes, Bias::Yes));
+  return m;
+}
+
+}  // namespace
+
+std::vector<std::string> model_names() {
+  return {"seed-cnn", "resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "vgg16"};
+}
+
+ModelSpec make_model_spec(const std::string& name, const ModelOptions& o) {
+  PW_INPUT_CHECK(o.sample_shape.size() == 3 && o.sample_shape[0] > 0 && o.sample_shape[1] > 0 && o.sample_shape[2] > 0,
+                 "bad input sample shape " << shape_str(o.sample_shape) << "; expected {C, H, W}");
+  PW_INPUT_CHECK(o.num_classes >= 2, "need at least 2 classes, got " << o.num_classes);
+  if (name == "seed-cnn") return seed_cnn(o);
+  if (name == "resnet18") return resnet(name, o, BlockKind::Basic, {2, 2, 2, 2});
+  if (name == "resnet34") return resnet(name, o, BlockKind::Basic, {3, 4, 6, 3});
+  if (name == "resnet50") return resnet(name, o, BlockKind::Bottleneck, {3, 4, 6, 3});
+  if (name == "resnet101") return resnet(name, o, BlockKind::Bottleneck, {3, 4, 23, 3});
+  if (name == "resnet152") return resnet(name, o, BlockKind::Bottleneck, {3, 8, 36, 3});
+  if (name == "vgg16") return vgg16(o);
+  std::ostringstream names;
+  for (const auto& n : model_names()) names << (names.tellp() > 0 ? ", " : "") << n;
+  throw InputError("unknown model '" + name + "'; accepted: " + names.str());
+}
+
+std::unique_ptr<Sequential> build_model(const ModelSpec& spec, std::uint64_t seed) {
+  auto model = std::make_unique<Sequential>();
+  for (const auto& layer : spec.layers) model->add(layer.name, layer.build());
+  model->initialize(seed);
+  return model;
+}
+
+ModelStats model_stats(const ModelSpec& spec) {
+  auto model = std::make_unique<Sequential>();
+  for (const auto& layer : spec.layers) model->add(layer.name, layer.build());
+  Shape input = spec.sample_shape;
+  input.insert(input.begin(), 1);
+  return {model->parameter_count(), model->activation_elements(input) * 4};
+}
+
+}  // namespace pw::models

@@ -1,0 +1,33 @@
+// The pipewright command: train (later plan, launch, prof, ps) and info.
+#include <cstdio>
+#include <cstdlib>
+
+#include <CLI/CLI.hpp>
+
+#include "core/error.h"
+#include "kernels/allocator.h"
+#include "tools/info_command.h"
+#include "tools/train_command.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"pipewright: pipeline-parallel training of models too large for one device"};
+  app.require_subcommand(1);
+  pw::tools::TrainOptions train;
+  pw::tools::add_train_command(app, train);
+  pw::tools::add_info_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const pw::kernels::OutOfMemory& e) {
+    std::fprintf(stderr, "pipewright: error: %s\n", e.what());
+    return 1;
+  } catch (const pw::InputError& e) {
+    std::fprintf(stderr, "pipewright: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "pipewright: internal error: %s\n", e.what());
+    return 3;
+  }
+  return 0;
+}

@@ -1,0 +1,46 @@
+#include "tools/progress.h"
+
+#include <unistd.h>
+
+#include <cmath>
+
+namespace pw::tools {
+
+ProgressLine::ProgressLine(std::FILE* out, std::int64_t total_steps, std::int64_t line_every)
+    : out_(out),
+      style_(isatty(fileno(out)) ? ProgressStyle::InPlace : ProgressStyle::Lines),
+      total_(total_steps),
+      line_every_(line_every < 1 ? 1 : line_every) {}
+
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const auto s = static_cast<long>(std::lround(seconds));
+  char buf[32];
+  if (s >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, (s / 60) % 60);
+  else if (s >= 60) std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
+  else std::snprintf(buf, sizeof buf, "%lds", s);
+  return buf;
+}
+
+void ProgressLine::update(std::int64_t step, double loss, double samples_per_second, double elapsed) {
+  const bool last = step == total_;
+  if (style_ == ProgressStyle::Lines && step % line_every_ != 0 && !last && step != 1) return;
+  const double eta = step > 0 ? elapsed / static_cast<double>(step) * static_cast<double>(total_ - step) : 0.0;
+  const int width = static_cast<int>(std::to_string(total_).size());
+  if (style_ == ProgressStyle::InPlace) {
+    std::fprintf(out_, "\r\033[K");
+    dirty_ = true;
+  }
+  std::fprintf(out_, "step %*lld/%lld  loss %.4f  %.1f samples/s  ETA %s", width, static_cast<long long>(step),
+               static_cast<long long>(total_), loss, samples_per_second, format_duration(eta).c_str());
+  if (style_ == ProgressStyle::Lines) std::fprintf(out_, "\n");
+  std::fflush(out_);
+}
+
+void ProgressLine::finish() {
+  if (dirty_) std::fprintf(out_, "\n");
+  dirty_ = false;
+  std::fflush(out_);
+}
+
+}  // namespace pw::tools

@@ -1,0 +1,198 @@
+#include "tools/train_command.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/units.h"
+#include "kernels/runtime.h"
+#include "kernels/stream.h"
+#include "models/checkpoint.h"
+#include "models/data/dataset.h"
+#include "models/trainer.h"
+#include "models/zoo/model_spec.h"
+#include "tools/progress.h"
+
+namespace pw::tools {
+namespace {
+
+// Fails before training when an output file could not be written later.
+void check_writable(const std::string& path, const char* flag) {
+  if (path.empty()) return;
+  const auto parent = std::filesystem::absolute(path).parent_path();
+  PW_INPUT_CHECK(std::filesystem::is_directory(parent),
+                 flag << " " << path << ": folder " << parent.string() << " does not exist");
+}
+
+void write_json_file(const std::string& path, const nlohmann::json& j) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    PW_INPUT_CHECK(out.good(), "cannot write '" << tmp << "'");
+    out << j.dump(2) << "\n";
+    PW_INPUT_CHECK(out.good(), "failed writing '" << tmp << "'");
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+struct DataSets {
+  std::unique_ptr<models::data::Dataset> train, test;
+};
+
+DataSets open_data(const TrainOptions& o) {
+  models::data::DatasetOptions d;
+  d.fashion_mnist_dir = o.data_dir;
+  d.seed = o.seed;
+  if (o.dataset == "synthetic") {
+    PW_INPUT_CHECK(o.synthetic_size >= 1, "--synthetic-size must be >= 1, got " << o.synthetic_size);
+    d.synthetic_shape = models::data::parse_sample_shape(o.synthetic_shape);
+    d.synthetic_size = o.synthetic_size;
+  }
+  return {models::data::open_dataset(o.dataset, models::data::Split::Train, d),
+          models::data::open_dataset(o.dataset, models::data::Split::Test, d)};
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app, TrainOptions& o) {
+  auto* cmd = app.add_subcommand("train", "train a model on one device");
+  cmd->add_option("--model", o.model, "seed-cnn, resnet18/34/50/101/152, vgg16")->capture_default_str();
+  cmd->add_option("--dataset", o.dataset, "fashion-mnist or synthetic")->capture_default_str();
+  cmd->add_option("--data-dir", o.data_dir, "folder with the Fashion-MNIST IDX files (default $PW_FASHION_MNIST_DIR or /usr/share/datasets/fashion-mnist)");
+  cmd->add_option("--synthetic-shape", o.synthetic_shape, "CxHxW of synthetic samples")->capture_default_str();
+  cmd->add_option("--synthetic-size", o.synthetic_size, "training samples of the synthetic data set")->capture_default_str();
+  cmd->add_option("--width", o.width, "ResNet base width / VGG width scale (64 = standard)")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--epochs", o.epochs, "passes over the training set")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--steps", o.steps, "optimizer steps (overrides --epochs)")->check(CLI::PositiveNumber);
+  cmd->add_option("--batch-size", o.batch_size, "mini-batch size")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--lr", o.lr, "learning rate")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--optimizer", o.optimizer, "sgd, adam or adagrad")->capture_default_str();
+  cmd->add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--weight-decay", o.weight_decay, "L2 weight decay")->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--threads", o.threads, "threads of the CPU device (default: all)")->check(CLI::PositiveNumber);
+  cmd->add_option("--device", o.device, "cpu:N or cuda:N")->capture_default_str();
+  cmd->add_option("--device-memory", o.device_memory, "memory cap of the device, e.g. 512MiB");
+  cmd->add_option("--seed", o.seed, "seed of weights, shuffling and dropout")->capture_default_str();
+  cmd->add_option("--summary", o.summary_path, "write a JSON summary here");
+  cmd->add_option("--save", o.save_path, "save the trained weights (safetensors)");
+  cmd->add_option("--load", o.load_path, "start from these weights (safetensors)");
+  cmd->add_option("--log-every", o.log_every, "progress line every N steps when output is not a terminal")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--eval-batches", o.eval_batches, "evaluate on at most N test batches (default: all)");
+  cmd->callback([&o] { std::exit(run_train(o)); });
+}
+
+int run_train(const TrainOptions& o) {
+  using namespace pw::models;
+  const auto device = kernels::Device::parse(o.device);
+  if (device.is_cuda()) {
+    const int n = kernels::cuda_device_count();
+    PW_INPUT_CHECK(device.index < n, "--device " << o.device << ": this machine has " << n << " CUDA device(s)"
+                                                 << (n == 0 ? "; use --device cpu:0" : ""));
+  }
+  check_writable(o.summary_path, "--summary");
+  check_writable(o.save_path, "--save");
+  auto& runtime = kernels::DeviceRuntime::get(device);
+  if (o.threads > 0) runtime.set_threads(o.threads);
+  if (!o.device_memory.empty()) runtime.set_memory_cap(parse_bytes(o.device_memory));
+  parse_optimizer_kind(o.optimizer);
+
+  auto data = open_data(o);
+  ModelOptions mo;
+  mo.width = o.width;
+  mo.sample_shape = data.train->sample_shape();
+  mo.num_classes = data.train->num_classes();
+  mo.seed = o.seed;
+  const ModelSpec spec = make_model_spec(o.model, mo);
+  const ModelStats stats = model_stats(spec);
+  auto model = build_model(spec, o.seed);
+  if (!o.load_path.empty()) load_weights(*model, o.load_path);
+  model->to(device);
+
+  OptimizerConfig oc;
+  oc.kind = parse_optimizer_kind(o.optimizer);
+  oc.lr = o.lr;
+  oc.momentum = o.momentum;
+  oc.weight_decay = o.weight_decay;
+  Optimizer optimizer(model->parameters(), oc);
+  Trainer trainer(*model, optimizer, device);
+
+  using data::DataLoader;
+  DataLoader train_loader(*data.train, o.batch_size, data::Shuffle::Yes, o.seed, data::LastBatch::Drop);
+  PW_INPUT_CHECK(train_loader.batches_per_epoch() > 0, "--batch-size " << o.batch_size << " is larger than the "
+                                                                       << data.train->size() << " training samples");
+  const std::int64_t total_steps = o.steps > 0 ? o.steps : o.epochs * train_loader.batches_per_epoch();
+
+  std::fprintf(stderr, "pipewright train: %s (%lld parameters, %s activations/sample) on %s, %s %s, batch %lld, %lld steps\n",
+               spec.name.c_str(), static_cast<long long>(stats.parameters),
+               format_bytes(stats.activation_bytes_per_sample).c_str(), device.str().c_str(), data.train->name().c_str(),
+               shape_str(data.train->sample_shape()).c_str(), static_cast<long long>(o.batch_size),
+               static_cast<long long>(total_steps));
+
+  runtime.allocator().reset_peak();
+  const auto start = Clock::now();
+  double train_seconds = 0.0;
+  std::vector<double> loss_history;
+  loss_history.reserve(static_cast<std::size_t>(total_steps));
+  std::int64_t samples = 0, correct = 0, step = 0, epoch = 0;
+  ProgressLine progress(stderr, total_steps, o.log_every);
+  while (step < total_steps) {
+    train_loader.start_epoch(epoch++);
+    while (step < total_steps) {
+      auto batch = train_loader.next();
+      if (!batch) break;
+      const auto t0 = Clock::now();
+      const auto r = trainer.train_step(*batch);
+      train_seconds += seconds_since(t0);
+      ++step;
+      samples += r.samples;
+      correct += r.correct;
+      loss_history.push_back(r.loss);
+      PW_INPUT_CHECK(std::isfinite(r.loss), "loss became " << r.loss << " at step " << step << "; lower --lr");
+      progress.update(step, r.loss, static_cast<double>(samples) / train_seconds, seconds_since(start));
+    }
+  }
+  progress.finish();
+  current_stream(device).synchronize();
+
+  DataLoader test_loader(*data.test, std::max<std::int64_t>(o.batch_size, 256), data::Shuffle::No, o.seed,
+                         data::LastBatch::Keep);
+  const EvalResult eval = trainer.evaluate(test_loader, o.eval_batches);
+  const double wall = seconds_since(start);
+  const double sps = train_seconds > 0 ? static_cast<double>(samples) / train_seconds : 0.0;
+  std::fprintf(stderr, "test accuracy %.4f (loss %.4f, %lld samples); train %.1f samples/s; %s wall\n", eval.accuracy,
+               eval.loss, static_cast<long long>(eval.samples), sps, format_duration(wall).c_str());
+
+  if (!o.save_path.empty()) save_weights(*model, o.save_path, spec.name);
+  if (!o.summary_path.empty()) {
+    nlohmann::json j;
+    j["model"] = spec.name;
+    j["params"] = stats.parameters;
+    j["activation_bytes_per_sample"] = stats.activation_bytes_per_sample;
+    j["device"] = device.str();
+    j["threads"] = runtime.threads();
+    j["dataset"] = data.train->name();
+    j["optimizer"] = o.optimizer;
+    j["lr"] = o.lr;
+    j["seed"] = o.seed;
+    j["steps"] = step;
+    j["batch_size"] = o.batch_size;
+    j["samples_per_second"] = sps;
+    j["final_loss"] = loss_history.empty() ? 0.0 : loss_history.back();
+    j["loss_history"] = loss_history;
+    j["train_accuracy"] = samples > 0 ? static_cast<double>(correct) / static_cast<double>(samples) : 0.0;
+    j["test_accuracy"] = eval.accuracy;
+    j["test_loss"] = eval.loss;
+    j["wall_seconds"] = wall;
+    j["peak_memory_bytes"] = runtime.allocator().stats().peak_in_use;
+    write_json_file(o.summary_path, j);
+  }
+  return 0;
+}
+
+}  // namespace pw::tools

@@ -1,0 +1,38 @@
+#pragma once
+// `pipewright train`: single-device training of a zoo model on a data set.
+#include <cstdint>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace pw::tools {
+
+struct TrainOptions {
+  std::string model = "seed-cnn";
+  std::string dataset = "fashion-mnist";
+  std::string data_dir;
+  std::string synthetic_shape = "1x28x28";
+  std::int64_t synthetic_size = 60000;
+  int width = 64;
+  std::int64_t epochs = 1;
+  std::int64_t steps = -1;   // overrides epochs when set
+  std::int64_t batch_size = 64;
+  double lr = 0.01;
+  std::string optimizer = "sgd";
+  double momentum = 0.9;
+  double weight_decay = 0.0;
+  int threads = 0;   // 0: all hardware threads
+  std::string device = "cpu:0";
+  std::string device_memory;
+  std::uint64_t seed = 0;
+  std::string summary_path;
+  std::string save_path;
+  std::string load_path;
+  std::int64_t log_every = 50;
+  std::int64_t eval_batches = -1;   // -1: the whole test split
+};
+
+void add_train_command(CLI::App& app, TrainOptions& options);
+int run_train(const TrainOptions& options);
+
+}  // namespace pw::tools
