@@ -1,6 +1,7 @@
 # Finds every external dependency once and exposes it as an imported target.
 find_package(Threads REQUIRED)
 find_package(TBB REQUIRED)                       # TBB::tbb
+find_package(ZLIB REQUIRED)                      # ZLIB::ZLIB (gzip-compressed data sets)
 # Debian's dnnl-config.cmake insists on OpenCL (its GPU runtime); we use only the CPU engine.
 find_path(DNNL_INCLUDE_DIR oneapi/dnnl/dnnl.hpp REQUIRED)
 find_library(DNNL_LIBRARY dnnl REQUIRED)

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -57,6 +59,20 @@ DataSets open_data(const TrainOptions& o) {
           models::data::open_dataset(o.dataset, models::data::Split::Test, d)};
 }
 
+struct Throughput {
+  double median_step_ms = 0.0;
+  double samples_per_second = 0.0;   // batch size over the median step time
+};
+
+// Steps after the warm-up (first-use costs: primitive creation, allocator growth) are timed.
+Throughput steady_throughput(std::vector<double> seconds, std::int64_t warmup, std::int64_t batch) {
+  if (static_cast<std::int64_t>(seconds.size()) > warmup) seconds.erase(seconds.begin(), seconds.begin() + warmup);
+  if (seconds.empty()) return {};
+  std::sort(seconds.begin(), seconds.end());
+  const double median = seconds[seconds.size() / 2];
+  return {median * 1e3, median > 0 ? static_cast<double>(batch) / median : 0.0};
+}
+
 }  // namespace
 
 void add_train_command(CLI::App& app, TrainOptions& o) {
@@ -83,6 +99,8 @@ void add_train_command(CLI::App& app, TrainOptions& o) {
   cmd->add_option("--load", o.load_path, "start from these weights (safetensors)");
   cmd->add_option("--log-every", o.log_every, "progress line every N steps when output is not a terminal")
       ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--warmup-steps", o.warmup_steps, "steps left out of the steady-state throughput figures")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--eval-batches", o.eval_batches, "evaluate on at most N test batches (default: all)");
   cmd->callback([&o] { std::exit(run_train(o)); });
 }
@@ -137,7 +155,8 @@ int run_train(const TrainOptions& o) {
   runtime.allocator().reset_peak();
   const auto start = Clock::now();
   double train_seconds = 0.0;
-  std::vector<double> loss_history;
+  std::vector<double> loss_history, step_seconds;
+  step_seconds.reserve(static_cast<std::size_t>(total_steps));
   loss_history.reserve(static_cast<std::size_t>(total_steps));
   std::int64_t samples = 0, correct = 0, step = 0, epoch = 0;
   ProgressLine progress(stderr, total_steps, o.log_every);
@@ -148,7 +167,9 @@ int run_train(const TrainOptions& o) {
       if (!batch) break;
       const auto t0 = Clock::now();
       const auto r = trainer.train_step(*batch);
-      train_seconds += seconds_since(t0);
+      const double dt = seconds_since(t0);
+      train_seconds += dt;
+      step_seconds.push_back(dt);
       ++step;
       samples += r.samples;
       correct += r.correct;
@@ -183,6 +204,10 @@ int run_train(const TrainOptions& o) {
     j["steps"] = step;
     j["batch_size"] = o.batch_size;
     j["samples_per_second"] = sps;
+    const Throughput steady = steady_throughput(step_seconds, o.warmup_steps, o.batch_size);
+    j["warmup_steps"] = o.warmup_steps;
+    j["median_step_ms"] = steady.median_step_ms;
+    j["steady_samples_per_second"] = steady.samples_per_second;
     j["final_loss"] = loss_history.empty() ? 0.0 : loss_history.back();
     j["loss_history"] = loss_history;
     j["train_accuracy"] = samples > 0 ? static_cast<double>(correct) / static_cast<double>(samples) : 0.0;

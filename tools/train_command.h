@@ -29,7 +29,8 @@ struct TrainOptions {
   std::string save_path;
   std::string load_path;
   std::int64_t log_every = 50;
-  std::int64_t eval_batches = -1;   // -1: the whole test split
+  std::int64_t eval_batches = -1;
+  std::int64_t warmup_steps = 5;   // -1: the whole test split
 };
 
 void add_train_command(CLI::App& app, TrainOptions& options);

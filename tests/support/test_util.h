@@ -33,7 +33,8 @@ inline void check_close(const kernels::Tensor& a, const kernels::Tensor& b, doub
   double worst = 0.0;
   std::size_t worst_i = 0;
   for (std::size_t i = 0; i < va.size(); ++i) {
-    const double r = std::abs(va[i] - vb[i]) / (atol + rtol * std::abs(vb[i]));
+    const double diff = std::abs(va[i] - vb[i]);
+    const double r = diff == 0.0 ? 0.0 : diff / (atol + rtol * std::abs(vb[i]));
     if (!(r <= worst)) {   // also catches NaN
       worst = std::isnan(r) ? 1e300 : r;
       worst_i = i;

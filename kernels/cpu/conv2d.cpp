@@ -1,0 +1,245 @@
+// conv2d on the CPU: oneDNN for F32, reference loops for F64 (finite-difference checks).
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "kernels/cpu/dnnl_context.h"
+#include "kernels/cpu/float_types.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/parallel.h"
+
+namespace pw::kernels::cpu {
+
+namespace {
+
+using dnnl::memory;
+
+// ---- oneDNN (F32) ----
+
+struct ConvDescs {
+  memory::desc src, weights, bias, dst;
+  memory::dims strides, padding;
+};
+
+ConvDescs conv_descs(const Shape& x, const Shape& w, const Conv2dParams& p) {
+  // Symmetric padding: oneDNN's output size rule (floor division) then matches PyTorch's.
+  return {plain_f32_desc(x),
+          plain_f32_desc(w),
+          plain_f32_desc({w[0]}),
+          plain_f32_desc(conv2d_output_shape(x, w, p)),
+          {p.stride_h, p.stride_w},
+          {p.pad_h, p.pad_w}};
+}
+
+enum class Bias { Without, With };
+
+PrimitiveKey conv_key(const Shape& x, const Shape& w, const Conv2dParams& p, Bias bias) {
+  return {x[0], x[1], x[2], x[3], w[0], w[2], w[3], p.stride_h, p.stride_w, p.pad_h, p.pad_w,
+          static_cast<std::int64_t>(bias)};
+}
+
+dnnl::convolution_forward::primitive_desc forward_pd(const ConvDescs& d, Bias bias) {
+  using fwd = dnnl::convolution_forward;
+  const auto kind = dnnl::prop_kind::forward_training;
+  const auto algo = dnnl::algorithm::convolution_direct;
+  const fwd::desc desc = bias == Bias::With
+                             ? fwd::desc(kind, algo, d.src, d.weights, d.bias, d.dst, d.strides, d.padding, d.padding)
+                             : fwd::desc(kind, algo, d.src, d.weights, d.dst, d.strides, d.padding, d.padding);
+  return {desc, user_scratchpad_attr(), dnnl_engine()};
+}
+
+struct CachedPrimitive {
+  dnnl::primitive primitive;
+  memory::desc scratchpad;
+};
+
+Tensor forward_dnnl(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dParams& p) {
+  static PrimitiveCache<CachedPrimitive> cache;
+  const Bias with = bias.defined() ? Bias::With : Bias::Without;
+  const ConvDescs d = conv_descs(x.shape(), w.shape(), p);
+  const auto& entry = cache.get(conv_key(x.shape(), w.shape(), p, with), [&] {
+    auto pd = forward_pd(d, with);
+    return CachedPrimitive{dnnl::convolution_forward(pd), pd.scratchpad_desc()};
+  });
+  Tensor y = Tensor::empty(conv2d_output_shape(x.shape(), w.shape(), p), DType::F32, x.device());
+  std::unordered_map<int, memory> args = {
+      {DNNL_ARG_SRC, wrap(x, d.src)}, {DNNL_ARG_WEIGHTS, wrap(w, d.weights)}, {DNNL_ARG_DST, wrap(y, d.dst)}};
+  if (bias.defined()) args.emplace(DNNL_ARG_BIAS, wrap(bias, d.bias));
+  execute(entry.primitive, entry.scratchpad, std::move(args));
+  return y;
+}
+
+Tensor backward_data_dnnl(const Tensor& grad_y, const Tensor& w, const Shape& x_shape, const Conv2dParams& p) {
+  static PrimitiveCache<CachedPrimitive> cache;
+  const ConvDescs d = conv_descs(x_shape, w.shape(), p);
+  const auto& entry = cache.get(conv_key(x_shape, w.shape(), p, Bias::Without), [&] {
+    using bwd = dnnl::convolution_backward_data;
+    const bwd::desc desc(dnnl::algorithm::convolution_direct, d.src, d.weights, d.dst, d.strides, d.padding,
+                         d.padding);
+    const bwd::primitive_desc pd(desc, user_scratchpad_attr(), dnnl_engine(), forward_pd(d, Bias::Without));
+    return CachedPrimitive{bwd(pd), pd.scratchpad_desc()};
+  });
+  Tensor grad_x = Tensor::empty(x_shape, DType::F32, grad_y.device());
+  execute(entry.primitive, entry.scratchpad,
+          {{DNNL_ARG_DIFF_DST, wrap(grad_y, d.dst)},
+           {DNNL_ARG_WEIGHTS, wrap(w, d.weights)},
+           {DNNL_ARG_DIFF_SRC, wrap(grad_x, d.src)}});
+  return grad_x;
+}
+
+void accumulate(Tensor& dst, const Tensor& src) {
+  float* out = dst.data<float>();
+  const float* in = src.data<float>();
+  for (std::int64_t i = 0; i < dst.numel(); ++i) out[i] += in[i];
+}
+
+void backward_filter_dnnl(const Tensor& x, const Tensor& grad_y, Tensor& grad_w, Tensor& grad_bias,
+                          const Conv2dParams& p) {
+  static PrimitiveCache<CachedPrimitive> cache;
+  const Bias with = grad_bias.defined() ? Bias::With : Bias::Without;
+  const ConvDescs d = conv_descs(x.shape(), grad_w.shape(), p);
+  const auto& entry = cache.get(conv_key(x.shape(), grad_w.shape(), p, with), [&] {
+    using bwd = dnnl::convolution_backward_weights;
+    const auto algo = dnnl::algorithm::convolution_direct;
+    const bwd::desc desc = with == Bias::With
+                               ? bwd::desc(algo, d.src, d.weights, d.bias, d.dst, d.strides, d.padding, d.padding)
+                               : bwd::desc(algo, d.src, d.weights, d.dst, d.strides, d.padding, d.padding);
+    const bwd::primitive_desc pd(desc, user_scratchpad_attr(), dnnl_engine(), forward_pd(d, with));
+    return CachedPrimitive{bwd(pd), pd.scratchpad_desc()};
+  });
+  // oneDNN overwrites its outputs; the contract accumulates, so compute fresh and add.
+  Tensor step_w = Tensor::empty(grad_w.shape(), DType::F32, grad_w.device());
+  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, wrap(x, d.src)},
+                                          {DNNL_ARG_DIFF_DST, wrap(grad_y, d.dst)},
+                                          {DNNL_ARG_DIFF_WEIGHTS, wrap(step_w, d.weights)}};
+  Tensor step_b;
+  if (with == Bias::With) {
+    step_b = Tensor::empty(grad_bias.shape(), DType::F32, grad_bias.device());
+    args.emplace(DNNL_ARG_DIFF_BIAS, wrap(step_b, d.bias));
+  }
+  execute(entry.primitive, entry.scratchpad, std::move(args));
+  accumulate(grad_w, step_w);
+  if (with == Bias::With) accumulate(grad_bias, step_b);
+}
+
+// ---- reference loops (F64) ----
+
+struct ConvGeometry {
+  std::int64_t n, cin, h, w, cout, kh, kw, oh, ow;
+  int sh, sw, ph, pw;
+};
+
+ConvGeometry geometry(const Shape& x, const Shape& w, const Conv2dParams& p) {
+  const Shape y = conv2d_output_shape(x, w, p);
+  return {x[0], x[1], x[2], x[3], w[0], w[2], w[3], y[2], y[3], p.stride_h, p.stride_w, p.pad_h, p.pad_w};
+}
+
+// Calls visit(x_offset, w_offset, y_offset) for every (input cell, weight, output cell) product
+// of sample n and output channel co that falls inside the unpadded input.
+template <typename Visit>
+void for_each_tap(const ConvGeometry& g, std::int64_t n, std::int64_t co, const Visit& visit) {
+  for (std::int64_t oy = 0; oy < g.oh; ++oy) {
+    for (std::int64_t ox = 0; ox < g.ow; ++ox) {
+      const std::int64_t y_off = ((n * g.cout + co) * g.oh + oy) * g.ow + ox;
+      for (std::int64_t ci = 0; ci < g.cin; ++ci) {
+        for (std::int64_t ky = 0; ky < g.kh; ++ky) {
+          const std::int64_t iy = oy * g.sh - g.ph + ky;
+          if (iy < 0 || iy >= g.h) continue;
+          for (std::int64_t kx = 0; kx < g.kw; ++kx) {
+            const std::int64_t ix = ox * g.sw - g.pw + kx;
+            if (ix < 0 || ix >= g.w) continue;
+            visit(((n * g.cin + ci) * g.h + iy) * g.w + ix, ((co * g.cin + ci) * g.kh + ky) * g.kw + kx, y_off);
+          }
+        }
+      }
+    }
+  }
+}
+
+template <typename T>
+Tensor forward_reference(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dParams& p) {
+  const ConvGeometry g = geometry(x.shape(), w.shape(), p);
+  Tensor y = Tensor::zeros({g.n, g.cout, g.oh, g.ow}, x.dtype(), x.device());
+  const T* xs = x.data<T>();
+  const T* ws = w.data<T>();
+  T* ys = y.data<T>();
+  parallel_chunks(g.n * g.cout, 1, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t nc = begin; nc < end; ++nc) {
+      const std::int64_t n = nc / g.cout, co = nc % g.cout;
+      for_each_tap(g, n, co, [&](std::int64_t xo, std::int64_t wo, std::int64_t yo) { ys[yo] += xs[xo] * ws[wo]; });
+      if (bias.defined()) {
+        T* plane = ys + nc * g.oh * g.ow;
+        for (std::int64_t i = 0; i < g.oh * g.ow; ++i) plane[i] += bias.data<T>()[co];
+      }
+    }
+  });
+  return y;
+}
+
+template <typename T>
+Tensor backward_data_reference(const Tensor& grad_y, const Tensor& w, const Shape& x_shape, const Conv2dParams& p) {
+  const ConvGeometry g = geometry(x_shape, w.shape(), p);
+  Tensor grad_x = Tensor::zeros(x_shape, grad_y.dtype(), grad_y.device());
+  const T* gy = grad_y.data<T>();
+  const T* ws = w.data<T>();
+  T* gx = grad_x.data<T>();
+  parallel_chunks(g.n, 1, [&](std::int64_t begin, std::int64_t end) {   // samples write disjoint grad_x
+    for (std::int64_t n = begin; n < end; ++n) {
+      for (std::int64_t co = 0; co < g.cout; ++co) {
+        for_each_tap(g, n, co, [&](std::int64_t xo, std::int64_t wo, std::int64_t yo) { gx[xo] += gy[yo] * ws[wo]; });
+      }
+    }
+  });
+  return grad_x;
+}
+
+template <typename T>
+void backward_filter_reference(const Tensor& x, const Tensor& grad_y, Tensor& grad_w, Tensor& grad_bias,
+                               const Conv2dParams& p) {
+  const ConvGeometry g = geometry(x.shape(), grad_w.shape(), p);
+  const T* xs = x.data<T>();
+  const T* gy = grad_y.data<T>();
+  T* gw = grad_w.data<T>();
+  parallel_chunks(g.cout, 1, [&](std::int64_t begin, std::int64_t end) {   // output channels own their weights
+    for (std::int64_t co = begin; co < end; ++co) {
+      for (std::int64_t n = 0; n < g.n; ++n) {
+        for_each_tap(g, n, co, [&](std::int64_t xo, std::int64_t wo, std::int64_t yo) { gw[wo] += gy[yo] * xs[xo]; });
+      }
+      if (grad_bias.defined()) {
+        T total = 0;
+        for (std::int64_t n = 0; n < g.n; ++n) {
+          const T* plane = gy + (n * g.cout + co) * g.oh * g.ow;
+          for (std::int64_t i = 0; i < g.oh * g.ow; ++i) total += plane[i];
+        }
+        grad_bias.data<T>()[co] += total;
+      }
+    }
+  });
+}
+
+}  // namespace
+
+Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dParams& p) {
+  return visit_float(x.dtype(), "conv2d_forward", [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, float>) return forward_dnnl(x, w, bias, p);
+    else return forward_reference<T>(x, w, bias, p);
+  });
+}
+
+Tensor conv2d_backward_data(const Tensor& grad_y, const Tensor& w, const Shape& x_shape, const Conv2dParams& p) {
+  return visit_float(grad_y.dtype(), "conv2d_backward_data", [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, float>) return backward_data_dnnl(grad_y, w, x_shape, p);
+    else return backward_data_reference<T>(grad_y, w, x_shape, p);
+  });
+}
+
+void conv2d_backward_filter(const Tensor& x, const Tensor& grad_y, Tensor& grad_w, Tensor& grad_bias,
+                            const Conv2dParams& p) {
+  visit_float(x.dtype(), "conv2d_backward_filter", [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, float>) backward_filter_dnnl(x, grad_y, grad_w, grad_bias, p);
+    else backward_filter_reference<T>(x, grad_y, grad_w, grad_bias, p);
+  });
+}
+
+}  // namespace pw::kernels::cpu

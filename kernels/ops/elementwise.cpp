@@ -1,0 +1,45 @@
+#include "kernels/ops/elementwise.h"
+
+#include "kernels/dispatch.h"
+#include "kernels/ops/validate.h"
+
+namespace pw::kernels {
+
+using detail::Arg;
+
+namespace {
+
+Device check_pair(const char* op, const Arg& a, const Arg& b) {
+  detail::check_same_float_dtype(op, {a, b});
+  detail::check_shape_is(op, b, a.tensor.shape());
+  return detail::check_same_device(op, {a, b});
+}
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  const Device device = check_pair("add", {a, "a"}, {b, "b"});
+  return PW_DISPATCH(device, add, a, b);
+}
+
+void add_inplace(Tensor& dst, const Tensor& src, double alpha) {
+  const Device device = check_pair("add_inplace", {dst, "dst"}, {src, "src"});
+  PW_DISPATCH(device, add_inplace, dst, src, alpha);
+}
+
+void scale_inplace(Tensor& t, double alpha) {
+  detail::check_floating("scale_inplace", {t, "t"});
+  PW_DISPATCH(t.device(), scale_inplace, t, alpha);
+}
+
+double sum(const Tensor& t) {
+  detail::check_floating("sum", {t, "t"});
+  return PW_DISPATCH(t.device(), sum, t);
+}
+
+double sum_of_squares(const Tensor& t) {
+  detail::check_floating("sum_of_squares", {t, "t"});
+  return PW_DISPATCH(t.device(), sum_of_squares, t);
+}
+
+}  // namespace pw::kernels

@@ -1,0 +1,55 @@
+#include "models/data/dataset.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdlib>
+
+#include "core/error.h"
+
+namespace pw::models::data {
+
+Dataset::~Dataset() = default;
+
+namespace {
+
+std::string fashion_mnist_dir(const DatasetOptions& options) {
+  if (!options.fashion_mnist_dir.empty()) return options.fashion_mnist_dir;
+  const char* env = std::getenv("PW_FASHION_MNIST_DIR");
+  if (env != nullptr && *env != '\0') return env;
+  return kFashionMnistDefaultDir;
+}
+
+std::int64_t default_synthetic_size(Split split) { return split == Split::Train ? 60000 : 10000; }
+
+}  // namespace
+
+std::unique_ptr<Dataset> open_dataset(const std::string& name, Split split, const DatasetOptions& options) {
+  if (name == "fashion-mnist") return open_fashion_mnist(fashion_mnist_dir(options), split);
+  if (name == "synthetic") {
+    const std::int64_t size = options.synthetic_size > 0 ? options.synthetic_size : default_synthetic_size(split);
+    return make_synthetic_images(size, options.synthetic_shape, options.synthetic_classes, options.seed, split);
+  }
+  throw InputError("unknown data set '" + name + "'; accepted: fashion-mnist, synthetic");
+}
+
+kernels::Shape parse_sample_shape(const std::string& text) {
+  kernels::Shape shape;
+  std::size_t pos = 0;
+  bool well_formed = true;
+  while (well_formed) {
+    const std::size_t end = std::min(text.find('x', pos), text.size());
+    std::int64_t value = 0;
+    const char* first = text.data() + pos;
+    const char* last = text.data() + end;
+    const auto [ptr, ec] = std::from_chars(first, last, value);
+    well_formed = first != last && ec == std::errc() && ptr == last && value > 0;
+    shape.push_back(value);
+    if (end == text.size()) break;
+    pos = end + 1;
+  }
+  PW_INPUT_CHECK(well_formed && shape.size() == 3,
+                 "'" << text << "' is not a sample shape; expected CxHxW with positive integers, e.g. 1x28x28 or 3x224x224");
+  return shape;
+}
+
+}  // namespace pw::models::data

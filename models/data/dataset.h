@@ -1,0 +1,64 @@
+#pragma once
+// Data sets of labelled images and the factory that opens one by name. A Dataset produces one
+// sample at a time into caller-owned memory; DataLoader (data_loader.h) batches them.
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "kernels/tensor.h"
+
+namespace pw::models::data {
+
+struct Batch {
+  kernels::Tensor images;   // F32 [B, C, H, W] on cpu:0
+  kernels::Tensor labels;   // I64 [B] on cpu:0
+};
+
+// fill() is const and must be safe to call from several threads at once: loaders assemble a batch
+// in parallel.
+class Dataset {
+ public:
+  virtual ~Dataset();
+  virtual std::int64_t size() const = 0;
+  virtual kernels::Shape sample_shape() const = 0;   // {C, H, W}
+  virtual int num_classes() const = 0;
+  virtual std::string name() const = 0;
+  // Writes sample `index` (0 <= index < size()) as C*H*W floats and its label (0 <= label < num_classes()).
+  virtual void fill(std::int64_t index, float* image_out, std::int64_t& label_out) const = 0;
+};
+
+enum class Split { Train, Test };
+
+// Fashion-MNIST from `dir` holding {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] (the .gz form
+// is tried first). Pixels are scaled to [0, 1] and then normalised with the training set's mean
+// 0.2860 and standard deviation 0.3530, as PyTorch users of this set usually do.
+inline constexpr float kFashionMnistMean = 0.2860f;
+inline constexpr float kFashionMnistStd = 0.3530f;
+inline constexpr const char* kFashionMnistDefaultDir = "/usr/share/datasets/fashion-mnist";
+std::unique_ptr<Dataset> open_fashion_mnist(const std::string& dir, Split split);
+
+// Synthetic images for benchmarks, of any size and shape, generated per index on the fly (nothing
+// is materialised). Each class has its own plane-wave pattern per channel plus an offset; samples
+// add uniform noise. Labels are learnable: a nearest-class-mean classifier already separates them.
+// The same (seed, index) always gives the same sample; Split::Test draws other samples (labels and
+// noise) around the same class patterns.
+std::unique_ptr<Dataset> make_synthetic_images(std::int64_t size, kernels::Shape sample_shape, int num_classes,
+                                               std::uint64_t seed, Split split = Split::Train);
+
+struct DatasetOptions {
+  // fashion-mnist: empty means $PW_FASHION_MNIST_DIR when set, else kFashionMnistDefaultDir.
+  std::string fashion_mnist_dir;
+  // synthetic:
+  kernels::Shape synthetic_shape = {1, 28, 28};
+  std::int64_t synthetic_size = 0;   // 0: Fashion-MNIST's sizes (60000 train, 10000 test)
+  int synthetic_classes = 10;
+  std::uint64_t seed = 0;
+};
+
+// "fashion-mnist" or "synthetic"; any other name is an InputError listing these.
+std::unique_ptr<Dataset> open_dataset(const std::string& name, Split split, const DatasetOptions& options = {});
+
+// Parses "CxHxW" (e.g. "1x28x28", "3x224x224"); anything else is an InputError showing the form.
+kernels::Shape parse_sample_shape(const std::string& text);
+
+}  // namespace pw::models::data

@@ -1,0 +1,407 @@
+// The CUDA op library against the CPU reference: every op on fresh random inputs, run on cuda:0
+// and on cpu:0 through the public entry points, forward and backward compared. Without a GPU the
+// executable prints "skipped: no CUDA device" and exits 77 (ctest: Skipped).
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "kernels/ops/activation.h"
+#include "kernels/ops/batch_norm.h"
+#include "kernels/ops/conv2d.h"
+#include "kernels/ops/dropout.h"
+#include "kernels/ops/elementwise.h"
+#include "kernels/ops/embedding.h"
+#include "kernels/ops/linear.h"
+#include "kernels/ops/loss.h"
+#include "kernels/ops/optimizer.h"
+#include "kernels/ops/pool.h"
+#include "kernels/stream.h"
+#include "tests/support/test_util.h"
+
+// The macro pastes its argument into an identifier, so it needs an unqualified name.
+using pw::test::RequireCudaOrSkip;
+BOOST_TEST_GLOBAL_FIXTURE(RequireCudaOrSkip);
+
+namespace pk = pw::kernels;
+using pk::Device;
+using pk::DType;
+using pk::Shape;
+using pk::Tensor;
+using pw::test::check_close;
+using pw::test::random_tensor;
+
+namespace {
+
+const Device kCpu = Device::cpu(0);
+const Device kGpu = Device::cuda(0);
+
+// Tolerances: element-wise ops are nearly exact; reductions (GEMM, convolution, batch norm) add
+// in another order on the GPU. TF32 is off in both cuBLAS and cuDNN.
+constexpr double kRtol = 1e-4, kAtol = 1e-5;
+constexpr double kSumRtol = 1e-4, kSumAtol = 1e-4;
+constexpr double kConvRtol = 1e-3, kConvAtol = 3e-4;   // Winograd / FFT algorithms round differently
+
+Tensor gpu(const Tensor& t) { return t.to(kGpu); }
+
+// Bit-for-bit equality (check_close divides by its tolerance, so it cannot express "exact").
+void check_exact(const Tensor& a, const Tensor& b, const char* what) {
+  BOOST_REQUIRE_MESSAGE(a.shape() == b.shape(), what << ": shapes " << a.describe() << " vs " << b.describe());
+  const auto va = a.to_double_vector();
+  const auto vb = b.to_double_vector();
+  std::size_t mismatches = 0, first = 0;
+  for (std::size_t i = 0; i < va.size(); ++i) {
+    if (va[i] != vb[i] && !(std::isnan(va[i]) && std::isnan(vb[i]))) {
+      if (mismatches++ == 0) first = i;
+    }
+  }
+  BOOST_CHECK_MESSAGE(mismatches == 0, what << ": " << mismatches << " of " << va.size() << " elements differ, first at "
+                                            << first << ": " << (va.empty() ? 0 : va[first]) << " vs "
+                                            << (vb.empty() ? 0 : vb[first]));
+}
+
+Tensor random_ids(std::int64_t n, std::int64_t upper, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<std::int64_t> dist(0, upper - 1);
+  std::vector<std::int64_t> v(static_cast<std::size_t>(n));
+  for (auto& x : v) x = dist(rng);
+  return Tensor::from_vector(v, {n}, kCpu);
+}
+
+void check_conv(const Shape& xs, const Shape& ws, const pk::Conv2dParams& p, bool with_bias, std::uint64_t seed) {
+  const Tensor x = random_tensor(xs, seed);
+  const Tensor w = random_tensor(ws, seed + 1);
+  const Tensor b = with_bias ? random_tensor({ws[0]}, seed + 2) : Tensor();
+  const Tensor y_cpu = pk::conv2d_forward(x, w, b, p);
+  const Tensor y_gpu = pk::conv2d_forward(gpu(x), gpu(w), with_bias ? gpu(b) : Tensor(), p);
+  check_close(y_gpu, y_cpu, kConvRtol, kConvAtol, "conv2d_forward");
+
+  const Tensor gy = random_tensor(y_cpu.shape(), seed + 3);
+  check_close(pk::conv2d_backward_data(gpu(gy), gpu(w), xs, p), pk::conv2d_backward_data(gy, w, xs, p), kConvRtol,
+              kConvAtol, "conv2d_backward_data");
+
+  // backward_filter accumulates: start both from the same non-zero gradients, run twice.
+  Tensor gw_cpu = random_tensor(ws, seed + 4);
+  Tensor gb_cpu = with_bias ? random_tensor({ws[0]}, seed + 5) : Tensor();
+  Tensor gw_gpu = gpu(gw_cpu);
+  Tensor gb_gpu = with_bias ? gpu(gb_cpu) : Tensor();
+  for (int rep = 0; rep < 2; ++rep) {
+    pk::conv2d_backward_filter(x, gy, gw_cpu, gb_cpu, p);
+    pk::conv2d_backward_filter(gpu(x), gpu(gy), gw_gpu, gb_gpu, p);
+  }
+  check_close(gw_gpu, gw_cpu, kConvRtol, kConvAtol, "conv2d_backward_filter grad_w");
+  if (with_bias) check_close(gb_gpu, gb_cpu, kConvRtol, kConvAtol, "conv2d_backward_filter grad_bias");
+}
+
+void check_batch_norm(const Shape& xs, std::uint64_t seed) {
+  const std::int64_t c = xs[1];
+  const Tensor x = random_tensor(xs, seed, -2.0, 3.0);
+  const Tensor gamma = random_tensor({c}, seed + 1, 0.5, 1.5);
+  const Tensor beta = random_tensor({c}, seed + 2);
+  const pk::BatchNormParams p{0.1, 1e-5};
+
+  Tensor rm_cpu = random_tensor({c}, seed + 3), rv_cpu = random_tensor({c}, seed + 4, 0.5, 2.0);
+  Tensor rm_gpu = gpu(rm_cpu), rv_gpu = gpu(rv_cpu);
+  Tensor sm_cpu = Tensor::zeros({c}, DType::F32, kCpu), si_cpu = Tensor::zeros({c}, DType::F32, kCpu);
+  Tensor sm_gpu = Tensor::zeros({c}, DType::F32, kGpu), si_gpu = Tensor::zeros({c}, DType::F32, kGpu);
+  const Tensor y_cpu = pk::batch_norm_forward_train(x, gamma, beta, rm_cpu, rv_cpu, sm_cpu, si_cpu, p);
+  const Tensor y_gpu =
+      pk::batch_norm_forward_train(gpu(x), gpu(gamma), gpu(beta), rm_gpu, rv_gpu, sm_gpu, si_gpu, p);
+  check_close(y_gpu, y_cpu, kSumRtol, kSumAtol, "batch_norm_forward_train y");
+  check_close(rm_gpu, rm_cpu, kSumRtol, kSumAtol, "batch_norm running_mean");
+  check_close(rv_gpu, rv_cpu, kSumRtol, kSumAtol, "batch_norm running_var (unbiased)");
+  check_close(sm_gpu, sm_cpu, kSumRtol, kSumAtol, "batch_norm save_mean");
+  check_close(si_gpu, si_cpu, kSumRtol, kSumAtol, "batch_norm save_invstd");
+
+  check_close(pk::batch_norm_forward_eval(gpu(x), gpu(gamma), gpu(beta), rm_gpu, rv_gpu, p),
+              pk::batch_norm_forward_eval(x, gamma, beta, rm_cpu, rv_cpu, p), kSumRtol, kSumAtol,
+              "batch_norm_forward_eval");
+
+  const Tensor gy = random_tensor(xs, seed + 5);
+  const pk::BatchNormGrads g_cpu = pk::batch_norm_backward(x, gy, gamma, sm_cpu, si_cpu, p);
+  const pk::BatchNormGrads g_gpu = pk::batch_norm_backward(gpu(x), gpu(gy), gpu(gamma), sm_gpu, si_gpu, p);
+  check_close(g_gpu.grad_x, g_cpu.grad_x, kSumRtol, kSumAtol, "batch_norm_backward grad_x");
+  check_close(g_gpu.grad_gamma, g_cpu.grad_gamma, kSumRtol, kSumAtol, "batch_norm_backward grad_gamma");
+  check_close(g_gpu.grad_beta, g_cpu.grad_beta, kSumRtol, kSumAtol, "batch_norm_backward grad_beta");
+}
+
+void check_pools(const Shape& xs, const pk::Pool2dParams& p, std::uint64_t seed) {
+  const Tensor x = random_tensor(xs, seed);
+  const pk::MaxPoolResult m_cpu = pk::max_pool2d_forward(x, p);
+  const pk::MaxPoolResult m_gpu = pk::max_pool2d_forward(gpu(x), p);
+  check_exact(m_gpu.y, m_cpu.y, "max_pool2d_forward");
+  const Tensor gy = random_tensor(m_cpu.y.shape(), seed + 1);
+  check_close(pk::max_pool2d_backward(gpu(gy), m_gpu.workspace, xs, p), pk::max_pool2d_backward(gy, m_cpu.workspace, xs, p),
+              kRtol, kAtol, "max_pool2d_backward");
+
+  const Tensor a_cpu = pk::avg_pool2d_forward(x, p);
+  check_close(pk::avg_pool2d_forward(gpu(x), p), a_cpu, kRtol, kAtol, "avg_pool2d_forward");
+  check_close(pk::avg_pool2d_backward(gpu(gy), xs, p), pk::avg_pool2d_backward(gy, xs, p), kRtol, kAtol,
+              "avg_pool2d_backward");
+}
+
+void check_adaptive(const Shape& xs, int oh, int ow, std::uint64_t seed) {
+  const Tensor x = random_tensor(xs, seed);
+  const Tensor y_cpu = pk::adaptive_avg_pool2d_forward(x, oh, ow);
+  check_close(pk::adaptive_avg_pool2d_forward(gpu(x), oh, ow), y_cpu, kRtol, kAtol, "adaptive_avg_pool2d_forward");
+  const Tensor gy = random_tensor(y_cpu.shape(), seed + 1);
+  check_close(pk::adaptive_avg_pool2d_backward(gpu(gy), xs), pk::adaptive_avg_pool2d_backward(gy, xs), kRtol, kAtol,
+              "adaptive_avg_pool2d_backward");
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(ops_cuda)
+
+BOOST_AUTO_TEST_CASE(conv2d_matches_cpu) {
+  check_conv({2, 3, 9, 9}, {4, 3, 3, 3}, {2, 2, 1, 1}, true, 11);
+  check_conv({3, 5, 8, 7}, {6, 5, 3, 1}, {1, 1, 0, 0}, false, 21);
+  check_conv({2, 8, 16, 16}, {16, 8, 5, 5}, {1, 1, 2, 2}, true, 31);
+  check_conv({4, 16, 7, 7}, {8, 16, 1, 1}, {1, 1, 0, 0}, true, 41);
+}
+
+BOOST_AUTO_TEST_CASE(batch_norm_matches_cpu) {
+  check_batch_norm({4, 3, 5, 5}, 101);
+  check_batch_norm({8, 6}, 111);
+  check_batch_norm({2, 16, 9, 11}, 121);
+}
+
+BOOST_AUTO_TEST_CASE(relu_matches_cpu) {
+  const Tensor x = random_tensor({3, 4, 5, 6}, 201);
+  const Tensor y_cpu = pk::relu_forward(x);
+  const Tensor y_gpu = pk::relu_forward(gpu(x));
+  check_exact(y_gpu, y_cpu, "relu_forward");
+  const Tensor gy = random_tensor(x.shape(), 202);
+  check_exact(pk::relu_backward(y_gpu, gpu(gy)), pk::relu_backward(y_cpu, gy), "relu_backward");
+}
+
+BOOST_AUTO_TEST_CASE(pools_match_cpu) {
+  check_pools({2, 3, 8, 8}, {2, 2, 2, 2, 0, 0}, 301);
+  check_pools({2, 4, 9, 7}, {3, 3, 2, 2, 1, 1}, 311);
+  check_pools({1, 2, 10, 10}, {3, 3, 1, 1, 1, 1}, 321);
+  check_pools({2, 3, 11, 6}, {3, 2, 3, 1, 0, 1}, 331);
+  check_adaptive({2, 3, 7, 9}, 3, 4, 341);
+  check_adaptive({2, 5, 8, 8}, 1, 1, 351);
+  check_adaptive({1, 2, 5, 6}, 7, 9, 361);   // output larger than input: overlapping windows
+}
+
+BOOST_AUTO_TEST_CASE(linear_matches_cpu) {
+  for (bool with_bias : {true, false}) {
+    const Tensor x = random_tensor({17, 33}, 401);
+    const Tensor w = random_tensor({12, 33}, 402);
+    const Tensor b = with_bias ? random_tensor({12}, 403) : Tensor();
+    const Tensor y_cpu = pk::linear_forward(x, w, b);
+    check_close(pk::linear_forward(gpu(x), gpu(w), with_bias ? gpu(b) : Tensor()), y_cpu, kSumRtol, kSumAtol,
+                "linear_forward");
+    const Tensor gy = random_tensor(y_cpu.shape(), 404);
+    check_close(pk::linear_backward_data(gpu(gy), gpu(w)), pk::linear_backward_data(gy, w), kSumRtol, kSumAtol,
+                "linear_backward_data");
+    Tensor gw_cpu = random_tensor(w.shape(), 405);
+    Tensor gb_cpu = with_bias ? random_tensor({12}, 406) : Tensor();
+    Tensor gw_gpu = gpu(gw_cpu);
+    Tensor gb_gpu = with_bias ? gpu(gb_cpu) : Tensor();
+    for (int rep = 0; rep < 2; ++rep) {
+      pk::linear_backward_weight(x, gy, gw_cpu, gb_cpu);
+      pk::linear_backward_weight(gpu(x), gpu(gy), gw_gpu, gb_gpu);
+    }
+    check_close(gw_gpu, gw_cpu, kSumRtol, kSumAtol, "linear_backward_weight grad_w (accumulated)");
+    if (with_bias) check_close(gb_gpu, gb_cpu, kSumRtol, kSumAtol, "linear_backward_weight grad_bias (accumulated)");
+  }
+  // A bias gradient over many rows exercises the column reduction's row loop.
+  const Tensor x = random_tensor({1000, 5}, 407);
+  const Tensor gy = random_tensor({1000, 70}, 408);
+  Tensor gw_cpu = Tensor::zeros({70, 5}, DType::F32, kCpu), gb_cpu = Tensor::zeros({70}, DType::F32, kCpu);
+  Tensor gw_gpu = Tensor::zeros({70, 5}, DType::F32, kGpu), gb_gpu = Tensor::zeros({70}, DType::F32, kGpu);
+  pk::linear_backward_weight(x, gy, gw_cpu, gb_cpu);
+  pk::linear_backward_weight(gpu(x), gpu(gy), gw_gpu, gb_gpu);
+  check_close(gw_gpu, gw_cpu, kSumRtol, kSumAtol, "linear_backward_weight grad_w, 1000 rows");
+  check_close(gb_gpu, gb_cpu, kSumRtol, kSumAtol, "linear_backward_weight grad_bias, 1000 rows");
+}
+
+BOOST_AUTO_TEST_CASE(matmul_matches_cpu) {
+  const std::int64_t m = 13, k = 29, n = 7;
+  for (auto ta : {pk::Transpose::No, pk::Transpose::Yes}) {
+    for (auto tb : {pk::Transpose::No, pk::Transpose::Yes}) {
+      const Tensor a = random_tensor(ta == pk::Transpose::No ? Shape{m, k} : Shape{k, m}, 501);
+      const Tensor b = random_tensor(tb == pk::Transpose::No ? Shape{k, n} : Shape{n, k}, 502);
+      const Tensor c_cpu = pk::matmul(a, b, ta, tb);
+      BOOST_REQUIRE(c_cpu.shape() == (Shape{m, n}));
+      check_close(pk::matmul(gpu(a), gpu(b), ta, tb), c_cpu, kSumRtol, kSumAtol, "matmul");
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(elementwise_matches_cpu) {
+  const Tensor a = random_tensor({5, 7, 11}, 601);
+  const Tensor b = random_tensor({5, 7, 11}, 602);
+  check_close(pk::add(gpu(a), gpu(b)), pk::add(a, b), kRtol, kAtol, "add");
+
+  Tensor d_cpu = a.clone();
+  Tensor d_gpu = gpu(a);
+  pk::add_inplace(d_cpu, b, 0.5);
+  pk::add_inplace(d_gpu, gpu(b), 0.5);
+  check_close(d_gpu, d_cpu, kRtol, kAtol, "add_inplace alpha 0.5");
+  pk::add_inplace(d_cpu, b);
+  pk::add_inplace(d_gpu, gpu(b));
+  check_close(d_gpu, d_cpu, kRtol, kAtol, "add_inplace alpha 1");
+  pk::scale_inplace(d_cpu, -1.75);
+  pk::scale_inplace(d_gpu, -1.75);
+  check_close(d_gpu, d_cpu, kRtol, kAtol, "scale_inplace");
+
+  // Large enough for many partial blocks; sums compared in double.
+  const Tensor big = random_tensor({3'000'001}, 603);
+  const Tensor big_gpu = gpu(big);
+  const double s_cpu = pk::sum(big), s_gpu = pk::sum(big_gpu);
+  BOOST_CHECK_CLOSE_FRACTION(s_gpu, s_cpu, 1e-6);
+  BOOST_CHECK_SMALL(s_gpu - s_cpu, 1e-3);
+  BOOST_CHECK_CLOSE_FRACTION(pk::sum_of_squares(big_gpu), pk::sum_of_squares(big), 1e-9);
+  // Deterministic: the same tensor gives the same bits.
+  BOOST_CHECK_EQUAL(pk::sum(big_gpu), s_gpu);
+  BOOST_CHECK_EQUAL(pk::sum_of_squares(big_gpu), pk::sum_of_squares(big_gpu));
+  BOOST_CHECK_CLOSE_FRACTION(pk::sum(gpu(a)), pk::sum(a), 1e-9);
+  BOOST_CHECK_EQUAL(pk::sum(Tensor::zeros({0}, DType::F32, kGpu)), 0.0);
+}
+
+BOOST_AUTO_TEST_CASE(dropout_mask_is_bit_identical) {
+  for (double p : {0.0, 0.3, 0.5, 0.9}) {
+    const Tensor x = random_tensor({4, 3, 50, 41}, 701);
+    const std::uint64_t seed = 0xC0FFEEull + static_cast<std::uint64_t>(p * 100);
+    const pk::DropoutResult r_cpu = pk::dropout_forward(x, p, seed);
+    const pk::DropoutResult r_gpu = pk::dropout_forward(gpu(x), p, seed);
+    BOOST_REQUIRE(r_gpu.mask.dtype() == DType::U8);
+    check_exact(r_gpu.mask, r_cpu.mask, "dropout mask");
+    check_exact(r_gpu.y, r_cpu.y, "dropout_forward y");
+    const Tensor gy = random_tensor(x.shape(), 702);
+    check_exact(pk::dropout_backward(gpu(gy), r_gpu.mask, p), pk::dropout_backward(gy, r_cpu.mask, p),
+                "dropout_backward");
+  }
+  // Another seed draws another mask.
+  const Tensor x = random_tensor({1000}, 703);
+  BOOST_CHECK(pk::dropout_forward(gpu(x), 0.5, 1).mask.to_double_vector() !=
+              pk::dropout_forward(gpu(x), 0.5, 2).mask.to_double_vector());
+}
+
+BOOST_AUTO_TEST_CASE(softmax_cross_entropy_matches_cpu) {
+  const std::pair<std::int64_t, std::int64_t> cases[] = {{16, 10}, {37, 1000}, {3, 1}};
+  for (const auto& [rows, classes] : cases) {
+    const Tensor logits = random_tensor({rows, classes}, 801, -4.0, 4.0);
+    const Tensor labels = random_ids(rows, classes, 802);
+    const pk::CrossEntropyResult r_cpu = pk::softmax_cross_entropy_forward(logits, labels);
+    const pk::CrossEntropyResult r_gpu = pk::softmax_cross_entropy_forward(gpu(logits), gpu(labels));
+    BOOST_CHECK_CLOSE_FRACTION(r_gpu.loss, r_cpu.loss, 1e-5);
+    BOOST_CHECK_EQUAL(r_gpu.correct, r_cpu.correct);
+    check_close(r_gpu.probs, r_cpu.probs, kRtol, kAtol, "softmax probs");
+    const double scale = 1.0 / static_cast<double>(rows);
+    check_close(pk::softmax_cross_entropy_backward(r_gpu.probs, gpu(labels), scale),
+                pk::softmax_cross_entropy_backward(r_cpu.probs, labels, scale), kRtol, kAtol,
+                "softmax_cross_entropy_backward");
+  }
+  const Tensor logits = random_tensor({2, 3}, 803);
+  const Tensor bad = Tensor::from_vector(std::vector<std::int64_t>{0, 3}, {2}, kGpu);
+  BOOST_CHECK_THROW(pk::softmax_cross_entropy_forward(gpu(logits), bad), pw::Error);
+}
+
+BOOST_AUTO_TEST_CASE(embedding_matches_cpu) {
+  const Tensor table = random_tensor({20, 8}, 901);
+  const Tensor ids = random_ids(64, 20, 902);   // many repeats
+  check_exact(pk::embedding_gather(gpu(table), gpu(ids)), pk::embedding_gather(table, ids), "embedding_gather");
+  const Tensor rows = random_tensor({64, 8}, 903);
+  Tensor g_cpu = random_tensor({20, 8}, 904);
+  Tensor g_gpu = gpu(g_cpu);
+  pk::embedding_scatter_add(g_cpu, ids, rows);
+  pk::embedding_scatter_add(g_gpu, gpu(ids), gpu(rows));
+  check_close(g_gpu, g_cpu, kRtol, kAtol, "embedding_scatter_add");
+
+  const Tensor bad = Tensor::from_vector(std::vector<std::int64_t>{1, 20}, {2}, kGpu);
+  BOOST_CHECK_THROW(pk::embedding_gather(gpu(table), bad), pw::Error);
+  Tensor g = gpu(g_cpu);
+  BOOST_CHECK_THROW(pk::embedding_scatter_add(g, bad, gpu(random_tensor({2, 8}, 905))), pw::Error);
+}
+
+BOOST_AUTO_TEST_CASE(optimizers_match_cpu_over_three_steps) {
+  const Shape s{37, 11};
+  const Tensor p0 = random_tensor(s, 1001);
+  {
+    for (double momentum : {0.0, 0.9}) {
+      const pk::SgdParams sp{0.05, momentum, 1e-2};
+      Tensor w_cpu = p0.clone(), buf_cpu = Tensor::zeros(s, DType::F32, kCpu);
+      Tensor w_gpu = gpu(p0), buf_gpu = Tensor::zeros(s, DType::F32, kGpu);
+      for (std::int64_t step = 1; step <= 3; ++step) {
+        const Tensor g = random_tensor(s, 1100 + static_cast<std::uint64_t>(step));
+        pk::sgd_update(w_cpu, g, buf_cpu, sp, step);
+        pk::sgd_update(w_gpu, gpu(g), buf_gpu, sp, step);
+      }
+      check_close(w_gpu, w_cpu, kRtol, kAtol, "sgd param");
+      if (momentum != 0.0) check_close(buf_gpu, buf_cpu, kRtol, kAtol, "sgd momentum buffer");
+    }
+  }
+  {
+    const pk::AdamParams ap{1e-2, 0.9, 0.999, 1e-8, 1e-2};
+    Tensor w_cpu = p0.clone(), m_cpu = Tensor::zeros(s, DType::F32, kCpu), v_cpu = Tensor::zeros(s, DType::F32, kCpu);
+    Tensor w_gpu = gpu(p0), m_gpu = Tensor::zeros(s, DType::F32, kGpu), v_gpu = Tensor::zeros(s, DType::F32, kGpu);
+    for (std::int64_t step = 1; step <= 3; ++step) {
+      const Tensor g = random_tensor(s, 1200 + static_cast<std::uint64_t>(step));
+      pk::adam_update(w_cpu, g, m_cpu, v_cpu, ap, step);
+      pk::adam_update(w_gpu, gpu(g), m_gpu, v_gpu, ap, step);
+    }
+    check_close(w_gpu, w_cpu, kRtol, kAtol, "adam param");
+    check_close(m_gpu, m_cpu, kRtol, kAtol, "adam m");
+    check_close(v_gpu, v_cpu, kRtol, kAtol, "adam v");
+  }
+  {
+    const pk::AdagradParams gp{5e-2, 1e-10, 1e-3};
+    Tensor w_cpu = p0.clone(), s_cpu = Tensor::zeros(s, DType::F32, kCpu);
+    Tensor w_gpu = gpu(p0), s_gpu = Tensor::zeros(s, DType::F32, kGpu);
+    for (std::int64_t step = 1; step <= 3; ++step) {
+      const Tensor g = random_tensor(s, 1300 + static_cast<std::uint64_t>(step));
+      pk::adagrad_update(w_cpu, g, s_cpu, gp);
+      pk::adagrad_update(w_gpu, gpu(g), s_gpu, gp);
+    }
+    check_close(w_gpu, w_cpu, kRtol, kAtol, "adagrad param");
+    check_close(s_gpu, s_cpu, kRtol, kAtol, "adagrad sum of squares");
+  }
+}
+
+// Two threads, each on its own stream (as two pipeline stages sharing a GPU), run cuDNN and cuBLAS
+// ops at once: per-thread handles and workspaces must keep them apart.
+BOOST_AUTO_TEST_CASE(concurrent_streams_on_one_gpu) {
+  const Tensor x = random_tensor({4, 8, 12, 12}, 1401);
+  const Tensor w = random_tensor({8, 8, 3, 3}, 1402);
+  const Tensor a = random_tensor({64, 48}, 1403);
+  const Tensor b = random_tensor({48, 32}, 1404);
+  const pk::Conv2dParams p{1, 1, 1, 1};
+  const Tensor conv_ref = pk::conv2d_forward(x, w, Tensor(), p);
+  const Tensor mm_ref = pk::matmul(a, b);
+  constexpr int kReps = 20;
+  // Every result stays alive until the end: the caching allocator is not stream-aware, so a
+  // block freed by one stream's thread must not be handed to the other while still in use.
+  std::vector<std::vector<Tensor>> conv_out(2), mm_out(2);
+  const Tensor xg = gpu(x), wg = gpu(w), ag = gpu(a), bg = gpu(b);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      pk::Stream stream(kGpu);
+      pk::StreamGuard guard(stream);
+      auto& convs = conv_out[static_cast<std::size_t>(t)];
+      auto& mms = mm_out[static_cast<std::size_t>(t)];
+      for (int rep = 0; rep < kReps; ++rep) {
+        convs.push_back(pk::conv2d_forward(xg, wg, Tensor(), p));
+        mms.push_back(pk::matmul(ag, bg));
+      }
+      stream.synchronize();
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 2; ++t) {
+    for (int rep = 0; rep < kReps; rep += kReps - 1) {
+      check_close(conv_out[static_cast<std::size_t>(t)][static_cast<std::size_t>(rep)], conv_ref, kConvRtol, kConvAtol,
+                  "conv2d on a stage stream");
+      check_close(mm_out[static_cast<std::size_t>(t)][static_cast<std::size_t>(rep)], mm_ref, kSumRtol, kSumAtol,
+                  "matmul on a stage stream");
+    }
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,93 @@
+// `pipewright train` end to end: a short run and its summary, and one-line errors for bad input.
+#include <fstream>
+
+#include <boost/test/unit_test.hpp>
+#include <nlohmann/json.hpp>
+
+#include "tests/tools/cli_runner.h"
+
+using pw::test::run_pipewright;
+using pw::test::ScratchDir;
+
+namespace {
+const std::string kQuick = "train --model seed-cnn --dataset synthetic --synthetic-size 256 ";
+
+constexpr int kAnyFailure = -1;   // CLI11's own parse errors use its own exit codes
+
+void check_error(const std::string& args, int status, const std::string& expected) {
+  const auto r = run_pipewright(args);
+  BOOST_TEST_CONTEXT(args) {
+    if (status == kAnyFailure) BOOST_CHECK_NE(r.status, 0);
+    else BOOST_CHECK_EQUAL(r.status, status);
+    BOOST_CHECK_MESSAGE(r.output.find(expected) != std::string::npos, "output was: " << r.output);
+    BOOST_CHECK_MESSAGE(r.output.find("internal error") == std::string::npos, r.output);
+  }
+}
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(cli)
+
+BOOST_AUTO_TEST_CASE(short_run_writes_summary_and_weights_that_load_back) {
+  ScratchDir dir("cli");
+  const auto summary = dir.file("s.json");
+  const auto weights = dir.file("w.safetensors");
+  auto r = run_pipewright(kQuick + "--batch-size 32 --threads 2 --steps 12 --seed 3 --summary " + summary + " --save " + weights);
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+  BOOST_CHECK_MESSAGE(r.output.find("step 12/12") != std::string::npos, r.output);
+  std::ifstream in(summary);
+  const auto j = nlohmann::json::parse(in);
+  for (const char* key : {"model", "params", "device", "steps", "batch_size", "samples_per_second", "final_loss",
+                          "loss_history", "test_accuracy", "wall_seconds", "peak_memory_bytes"}) {
+    BOOST_CHECK_MESSAGE(j.contains(key), "summary lacks " << key);
+  }
+  BOOST_CHECK_EQUAL(j["model"], "seed-cnn");
+  BOOST_CHECK_EQUAL(j["params"], 347146);
+  BOOST_CHECK_EQUAL(j["loss_history"].size(), 12u);
+  BOOST_CHECK_EQUAL(j["final_loss"], j["loss_history"].back());
+  BOOST_CHECK_GT(j["peak_memory_bytes"].get<double>(), 0);
+
+  // Same seed, same losses, bit for bit; and the saved weights load back.
+  const auto summary2 = dir.file("s2.json");
+  r = run_pipewright(kQuick + "--steps 12 --seed 3 --summary " + summary2 + " --load " + weights + " --batch-size 32 --threads 2");
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+  const auto j2 = nlohmann::json::parse(std::ifstream(summary2));
+  BOOST_CHECK_LT(j2["loss_history"][0].get<double>(), j["loss_history"][0].get<double>());
+
+  const auto summary3 = dir.file("s3.json");
+  r = run_pipewright(kQuick + "--batch-size 32 --steps 12 --seed 3 --summary " + summary3 + " --threads 2");
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+  const auto j3 = nlohmann::json::parse(std::ifstream(summary3));
+  BOOST_CHECK(j3["loss_history"] == j["loss_history"]);
+}
+
+BOOST_AUTO_TEST_CASE(bad_flags_and_inputs_get_one_line_errors) {
+  ScratchDir dir("clibad");
+  check_error("train --model resnet19", 2, "unknown model 'resnet19'; accepted: seed-cnn, resnet18");
+  check_error("train --dataset cifar", 2, "unknown data set 'cifar'");
+  check_error("train --optimizer rmsprop", 2, "unknown optimizer 'rmsprop'; accepted: sgd, adam, adagrad");
+  check_error("train --batch-size lots", kAnyFailure, "--batch-size");
+  check_error("train --frobnicate 3", kAnyFailure, "frobnicate");
+  check_error("train --device gpu0", 2, "bad device 'gpu0'; expected cpu, cpu:N, cuda or cuda:N");
+  check_error("train --device-memory 12 parsecs", kAnyFailure, "parsecs");
+  check_error(kQuick + "--device-memory lots", 2, "bad byte size 'lots'");
+  check_error(kQuick + "--steps 2 --device-memory 256KiB", 1, "out of memory on cpu:0: asked for");
+  check_error(kQuick + "--synthetic-shape 1x28", 2, "expected CxHxW");
+  check_error(kQuick + "--batch-size 100000", 2, "larger than the 256 training samples");
+  check_error("train --data-dir " + dir.path.string(), 2, dir.path.string());
+  check_error(kQuick + "--summary /nonexistent/dir/s.json", 2, "does not exist");
+  std::ofstream(dir.file("junk.safetensors")) << "junk";
+  check_error(kQuick + "--load " + dir.file("junk.safetensors"), 2, "junk.safetensors");
+  check_error("", kAnyFailure, "subcommand");
+}
+
+BOOST_AUTO_TEST_CASE(a_failed_run_keeps_the_summary_already_written) {
+  ScratchDir dir("clikeep");
+  const auto summary = dir.file("s.json");
+  std::ofstream(summary) << "{\"kept\": true}\n";
+  const auto r = run_pipewright(kQuick + "--steps 2 --device-memory 256KiB --summary " + summary);
+  BOOST_CHECK_EQUAL(r.status, 1);
+  const auto j = nlohmann::json::parse(std::ifstream(summary));
+  BOOST_CHECK(j.contains("kept"));
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,20 @@
+// The acceptance run: one epoch of seed-cnn on Fashion-MNIST reaches at least 88% test accuracy.
+#include <fstream>
+
+#include <boost/test/unit_test.hpp>
+#include <nlohmann/json.hpp>
+
+#include "tests/tools/cli_runner.h"
+
+BOOST_AUTO_TEST_CASE(seed_cnn_one_epoch_reaches_88_percent) {
+  pw::test::ScratchDir dir("fmnist");
+  const auto summary = dir.file("s.json");
+  const auto r = pw::test::run_pipewright(
+      "train --model seed-cnn --dataset fashion-mnist --epochs 1 --batch-size 64 --lr 0.01 --threads 2 --seed 0 "
+      "--log-every 200 --summary " + summary);
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+  const auto j = nlohmann::json::parse(std::ifstream(summary));
+  BOOST_TEST_MESSAGE("test accuracy " << j["test_accuracy"] << ", " << j["samples_per_second"] << " samples/s");
+  BOOST_CHECK_GE(j["test_accuracy"].get<double>(), 0.88);
+  BOOST_CHECK_EQUAL(j["steps"], 937);
+}
