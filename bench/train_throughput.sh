@@ -16,7 +16,7 @@ trap 'rm -rf "$out"' EXIT
 for model in seed-cnn resnet18; do
   "$pw" train --model "$model" --width 32 --dataset synthetic --synthetic-shape 1x28x28 \
     --synthetic-size $((batch * (steps + warmup))) --batch-size "$batch" --threads "$threads" \
-    --steps $((steps + warmup)) --warmup-steps "$warmup" --lr 0.01 --eval-batches 0 \
+    --steps $((steps + warmup)) --warmup-steps "$warmup" --optimizer sgd --lr 0.01 --momentum 0.9 --eval-batches 0 \
     --summary "$out/pw.json" >/dev/null 2>"$out/pw.log" || { cat "$out/pw.log" >&2; exit 1; }
   "$torch_python" bench/torch_train.py --model "$model" --width 32 --batch-size "$batch" --threads "$threads" \
     --steps "$steps" --warmup "$warmup" --json >"$out/torch.json"

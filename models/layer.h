@@ -23,6 +23,9 @@ using kernels::shape_str;
 
 enum class Mode { Train, Eval };
 enum class Bias { No, Yes };
+// TorchDefault: weights and biases uniform in ±1/sqrt(fan_in) (PyTorch's nn.Conv2d / nn.Linear).
+// GlorotUniform: weights uniform in ±sqrt(6/(fan_in+fan_out)), biases zero (Keras' default).
+enum class WeightInit { TorchDefault, GlorotUniform };
 
 // How a parameter is initialised; drawn from an RNG seeded by (model seed, full parameter name).
 struct Init {

@@ -86,7 +86,7 @@ void add_train_command(CLI::App& app, TrainOptions& o) {
   cmd->add_option("--epochs", o.epochs, "passes over the training set")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--steps", o.steps, "optimizer steps (overrides --epochs)")->check(CLI::PositiveNumber);
   cmd->add_option("--batch-size", o.batch_size, "mini-batch size")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--lr", o.lr, "learning rate")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--lr", o.lr, "learning rate (default: adam 0.001, sgd 0.01, adagrad 0.01)")->check(CLI::PositiveNumber);
   cmd->add_option("--optimizer", o.optimizer, "sgd, adam or adagrad")->capture_default_str();
   cmd->add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str()->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--weight-decay", o.weight_decay, "L2 weight decay")->capture_default_str()->check(CLI::NonNegativeNumber);
@@ -134,7 +134,7 @@ int run_train(const TrainOptions& o) {
 
   OptimizerConfig oc;
   oc.kind = parse_optimizer_kind(o.optimizer);
-  oc.lr = o.lr;
+  oc.lr = o.lr > 0 ? o.lr : (oc.kind == OptimizerKind::Adam ? 1e-3 : 1e-2);
   oc.momentum = o.momentum;
   oc.weight_decay = o.weight_decay;
   Optimizer optimizer(model->parameters(), oc);
@@ -199,7 +199,7 @@ int run_train(const TrainOptions& o) {
     j["threads"] = runtime.threads();
     j["dataset"] = data.train->name();
     j["optimizer"] = o.optimizer;
-    j["lr"] = o.lr;
+    j["lr"] = oc.lr;
     j["seed"] = o.seed;
     j["steps"] = step;
     j["batch_size"] = o.batch_size;

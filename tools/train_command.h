@@ -17,8 +17,8 @@ struct TrainOptions {
   std::int64_t epochs = 1;
   std::int64_t steps = -1;   // overrides epochs when set
   std::int64_t batch_size = 64;
-  double lr = 0.01;
-  std::string optimizer = "sgd";
+  double lr = 0.0;   // 0: the optimizer's default (adam 0.001, sgd 0.01, adagrad 0.01)
+  std::string optimizer = "adam";
   double momentum = 0.9;
   double weight_decay = 0.0;
   int threads = 0;   // 0: all hardware threads

@@ -9,13 +9,18 @@ struct Conv2dContext : Context {
 };
 }  // namespace
 
-Conv2d::Conv2d(int in_channels, int out_channels, int kernel, int stride, int padding, Bias bias)
+Conv2d::Conv2d(int in_channels, int out_channels, int kernel, int stride, int padding, Bias bias, WeightInit init)
     : in_channels_(in_channels), out_channels_(out_channels), kernel_(kernel) {
   PW_CHECK(in_channels > 0 && out_channels > 0 && kernel > 0 && stride > 0 && padding >= 0, "bad Conv2d configuration");
   params_conv_ = {stride, stride, padding, padding};
-  const double bound = 1.0 / std::sqrt(static_cast<double>(in_channels) * kernel * kernel);
-  weight_ = &add_parameter("weight", {out_channels, in_channels, kernel, kernel}, Init::uniform(bound));
-  if (bias == Bias::Yes) bias_ = &add_parameter("bias", {out_channels}, Init::uniform(bound));
+  const double fan_in = static_cast<double>(in_channels) * kernel * kernel;
+  const double fan_out = static_cast<double>(out_channels) * kernel * kernel;
+  const double bound = 1.0 / std::sqrt(fan_in);
+  const Init weight_init = init == WeightInit::GlorotUniform ? Init::uniform(std::sqrt(6.0 / (fan_in + fan_out)))
+                                                             : Init::uniform(bound);
+  const Init bias_init = init == WeightInit::GlorotUniform ? Init::zeros() : Init::uniform(bound);
+  weight_ = &add_parameter("weight", {out_channels, in_channels, kernel, kernel}, weight_init);
+  if (bias == Bias::Yes) bias_ = &add_parameter("bias", {out_channels}, bias_init);
 }
 
 Shape Conv2d::output_shape_impl(const Shape& input) const {

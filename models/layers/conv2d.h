@@ -7,7 +7,8 @@ namespace pw::models {
 // 2-D convolution; PyTorch's default initialisation (uniform in ±1/sqrt(fan_in)).
 class Conv2d : public Layer {
  public:
-  Conv2d(int in_channels, int out_channels, int kernel, int stride = 1, int padding = 0, Bias bias = Bias::Yes);
+  Conv2d(int in_channels, int out_channels, int kernel, int stride = 1, int padding = 0, Bias bias = Bias::Yes,
+         WeightInit init = WeightInit::TorchDefault);
   std::string type_name() const override { return "Conv2d"; }
 
  protected:

@@ -11,11 +11,15 @@ struct LinearContext : Context {
 };
 }  // namespace
 
-Linear::Linear(int in_features, int out_features, Bias bias) : in_features_(in_features), out_features_(out_features) {
+Linear::Linear(int in_features, int out_features, Bias bias, WeightInit init) : in_features_(in_features), out_features_(out_features) {
   PW_CHECK(in_features > 0 && out_features > 0, "bad Linear configuration " << in_features << "->" << out_features);
   const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
-  weight_ = &add_parameter("weight", {out_features, in_features}, Init::uniform(bound));
-  if (bias == Bias::Yes) bias_ = &add_parameter("bias", {out_features}, Init::uniform(bound));
+  const Init weight_init = init == WeightInit::GlorotUniform
+                               ? Init::uniform(std::sqrt(6.0 / (static_cast<double>(in_features) + out_features)))
+                               : Init::uniform(bound);
+  const Init bias_init = init == WeightInit::GlorotUniform ? Init::zeros() : Init::uniform(bound);
+  weight_ = &add_parameter("weight", {out_features, in_features}, weight_init);
+  if (bias == Bias::Yes) bias_ = &add_parameter("bias", {out_features}, bias_init);
 }
 
 Shape Linear::output_shape_impl(const Shape& input) const {

@@ -6,7 +6,7 @@ namespace pw::models {
 // y = x W^T + b over [N, in] inputs; PyTorch's default initialisation.
 class Linear : public Layer {
  public:
-  Linear(int in_features, int out_features, Bias bias = Bias::Yes);
+  Linear(int in_features, int out_features, Bias bias = Bias::Yes, WeightInit init = WeightInit::TorchDefault);
   std::string type_name() const override { return "Linear"; }
 
  protected:

@@ -23,13 +23,15 @@ ModelSpec seed_cnn(const ModelOptions& o) {
   const auto h = (o.sample_shape[1] - 2) / 2, w = (o.sample_shape[2] - 2) / 2;
   PW_INPUT_CHECK(h > 0 && w > 0, "seed-cnn needs inputs of at least 4x4, got " << shape_str(o.sample_shape));
   ModelSpec m{"seed-cnn", o.sample_shape, o.num_classes, {}};
-  m.layers = {spec<Conv2d>("conv1", c, 32, 3, 1, 0, Bias::Yes),
+  // Keras' layers start from Glorot-uniform weights and zero biases; so does the seed CNN.
+  const auto glorot = WeightInit::GlorotUniform;
+  m.layers = {spec<Conv2d>("conv1", c, 32, 3, 1, 0, Bias::Yes, glorot),
               spec<ReLU>("relu1"),
               spec<MaxPool2d>("pool1", 2, 2, 0),
               spec<Flatten>("flatten"),
-              spec<Linear>("fc1", static_cast<int>(32 * h * w), 64, Bias::Yes),
+              spec<Linear>("fc1", static_cast<int>(32 * h * w), 64, Bias::Yes, glorot),
               spec<ReLU>("relu2"),
-              spec<Linear>("fc2", 64, o.num_classes, Bias::Yes)};
+              spec<Linear>("fc2", 64, o.num_classes, Bias::Yes, glorot)};
   return m;
 }
 

@@ -10,7 +10,7 @@ BOOST_AUTO_TEST_CASE(seed_cnn_one_epoch_reaches_88_percent) {
   pw::test::ScratchDir dir("fmnist");
   const auto summary = dir.file("s.json");
   const auto r = pw::test::run_pipewright(
-      "train --model seed-cnn --dataset fashion-mnist --epochs 1 --batch-size 64 --lr 0.01 --threads 2 --seed 0 "
+      "train --model seed-cnn --dataset fashion-mnist --epochs 1 --batch-size 64 --optimizer adam --lr 0.001 --threads 2 --seed 0 "
       "--log-every 200 --summary " + summary);
   BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
   const auto j = nlohmann::json::parse(std::ifstream(summary));
