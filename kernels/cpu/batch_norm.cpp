@@ -1,4 +1,5 @@
-// Batch normalisation on the CPU: oneDNN for F32, reference loops for F64.
+// Batch normalisation on the CPU: F32 training with own vectorisable loops, F32 evaluation with
+// oneDNN, reference loops for F64.
 #include <bit>
 #include <cmath>
 
@@ -43,8 +44,112 @@ void update_running_stats(const BnLayout& l, const T* mean, const T* biased_var,
   }
 }
 
-// ---- oneDNN (F32) ----
+// ---- F32: oneDNN for evaluation, own per-channel loops for training ----
+//
+// Training batch norm runs on plain NCHW tensors between convolutions. oneDNN 2.6 only has its
+// generic ncsp kernel for that layout (its jit kernels want blocked layouts, which would cost two
+// extra reorders per call), so training uses these loops: one task per channel (fixed order, so
+// bitwise repeatable), each plane summed in 16 float lanes and the planes combined in double.
 
+constexpr std::int64_t kLanes = 16;
+
+// Sum over the n planes of channel c of f(i) for each element offset i, accumulated as above.
+template <typename F>
+double channel_sum(const BnLayout& l, std::int64_t c, const F& f) {
+  double total = 0.0;
+  for (std::int64_t n = 0; n < l.n; ++n) {
+    const std::int64_t base = l.at(n, c, 0);
+    float lanes[kLanes] = {};
+    std::int64_t s = 0;
+    for (; s + kLanes <= l.s; s += kLanes)
+      for (std::int64_t j = 0; j < kLanes; ++j) lanes[j] += f(base + s + j);
+    float tail = 0.0f;
+    for (; s < l.s; ++s) tail += f(base + s);
+    float plane = tail;
+    for (std::int64_t j = 0; j < kLanes; ++j) plane += lanes[j];
+    total += plane;
+  }
+  return total;
+}
+
+Tensor forward_train_f32(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                         Tensor& running_var, Tensor& save_mean, Tensor& save_invstd, const BatchNormParams& p) {
+  const BnLayout l = layout_of(x);
+  Tensor y = Tensor::empty(x.shape(), DType::F32, x.device());
+  std::vector<float> biased_var(static_cast<std::size_t>(l.c));
+  const float* xs = x.data<float>();
+  float* ys = y.data<float>();
+  const float* g = gamma.data<float>();
+  const float* b = beta.data<float>();
+  float* mean_out = save_mean.data<float>();
+  float* invstd_out = save_invstd.data<float>();
+  const double count = static_cast<double>(l.per_channel());
+  parallel_chunks(l.c, 1, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t c = begin; c < end; ++c) {
+      const float mean = static_cast<float>(channel_sum(l, c, [&](std::int64_t i) { return xs[i]; }) / count);
+      const double var = channel_sum(l, c, [&](std::int64_t i) {
+                           const float d = xs[i] - mean;
+                           return d * d;
+                         }) / count;
+      const double invstd = 1.0 / std::sqrt(var + p.eps);
+      const float scale = static_cast<float>(g[c] * invstd);
+      const float shift = b[c] - mean * scale;
+      for (std::int64_t n = 0; n < l.n; ++n) {
+        const float* in = xs + l.at(n, c, 0);
+        float* out = ys + l.at(n, c, 0);
+        for (std::int64_t s = 0; s < l.s; ++s) out[s] = in[s] * scale + shift;
+      }
+      mean_out[c] = mean;
+      invstd_out[c] = static_cast<float>(invstd);
+      biased_var[static_cast<std::size_t>(c)] = static_cast<float>(var);
+    }
+  });
+  update_running_stats(l, mean_out, biased_var.data(), running_mean, running_var, p.momentum);
+  return y;
+}
+
+BatchNormGrads backward_f32(const Tensor& x, const Tensor& grad_y, const Tensor& gamma, const Tensor& save_mean,
+                            const Tensor& save_invstd) {
+  const BnLayout l = layout_of(x);
+  BatchNormGrads grads{Tensor::empty(x.shape(), DType::F32, x.device()),
+                       Tensor::empty({l.c}, DType::F32, x.device()), Tensor::empty({l.c}, DType::F32, x.device())};
+  const float* xs = x.data<float>();
+  const float* gy = grad_y.data<float>();
+  float* gx = grads.grad_x.data<float>();
+  const float* g = gamma.data<float>();
+  const float* means = save_mean.data<float>();
+  const float* invstds = save_invstd.data<float>();
+  float* grad_gamma = grads.grad_gamma.data<float>();
+  float* grad_beta = grads.grad_beta.data<float>();
+  const double count = static_cast<double>(l.per_channel());
+  parallel_chunks(l.c, 1, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t c = begin; c < end; ++c) {
+      const float mean = means[c], invstd = invstds[c];
+      const double sum_dy = channel_sum(l, c, [&](std::int64_t i) { return gy[i]; });
+      // sum(dy * xhat) = invstd * sum(dy * (x - mean))
+      const double sum_dy_xhat =
+          channel_sum(l, c, [&](std::int64_t i) { return gy[i] * (xs[i] - mean); }) * static_cast<double>(invstd);
+      // gx = gamma * invstd * (dy - sum_dy / m - xhat * sum_dy_xhat / m)
+      //    = a * dy + b * (x - mean) + d
+      const double k = static_cast<double>(g[c]) * invstd;
+      const float a = static_cast<float>(k);
+      const float bx = static_cast<float>(-k * invstd * sum_dy_xhat / count);
+      const float d = static_cast<float>(-k * sum_dy / count);
+      for (std::int64_t n = 0; n < l.n; ++n) {
+        const std::int64_t base = l.at(n, c, 0);
+        const float* dy = gy + base;
+        const float* in = xs + base;
+        float* out = gx + base;
+        for (std::int64_t s = 0; s < l.s; ++s) out[s] = a * dy[s] + bx * (in[s] - mean) + d;
+      }
+      grad_gamma[c] = static_cast<float>(sum_dy_xhat);
+      grad_beta[c] = static_cast<float>(sum_dy);
+    }
+  });
+  return grads;
+}
+
+// Evaluation keeps oneDNN (no statistics to gather: one streaming pass).
 memory::desc data_desc(const BnLayout& l) {
   return plain_f32_desc({l.n, l.c, l.s, 1});
 }
@@ -55,49 +160,20 @@ PrimitiveKey bn_key(const BnLayout& l, double eps) {
 
 const auto kScaleShift = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
 
-dnnl::batch_normalization_forward::primitive_desc forward_pd(const BnLayout& l, double eps, dnnl::prop_kind kind,
-                                                             dnnl::normalization_flags flags) {
-  const dnnl::batch_normalization_forward::desc desc(kind, data_desc(l), static_cast<float>(eps), flags);
-  return {desc, user_scratchpad_attr(), dnnl_engine()};
-}
-
 struct CachedPrimitive {
   dnnl::primitive primitive;
   memory::desc scratchpad;
 };
-
-Tensor forward_train_dnnl(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
-                          Tensor& running_var, Tensor& save_mean, Tensor& save_invstd, const BatchNormParams& p) {
-  static PrimitiveCache<CachedPrimitive> cache;
-  const BnLayout l = layout_of(x);
-  const auto& entry = cache.get(bn_key(l, p.eps), [&] {
-    auto pd = forward_pd(l, p.eps, dnnl::prop_kind::forward_training, kScaleShift);
-    return CachedPrimitive{dnnl::batch_normalization_forward(pd), pd.scratchpad_desc()};
-  });
-  Tensor y = Tensor::empty(x.shape(), DType::F32, x.device());
-  Tensor variance = Tensor::empty({l.c}, DType::F32, x.device());
-  const memory::desc data = data_desc(l);
-  execute(entry.primitive, entry.scratchpad,
-          {{DNNL_ARG_SRC, wrap(x, data)},
-           {DNNL_ARG_DST, wrap(y, data)},
-           {DNNL_ARG_SCALE, wrap(gamma)},
-           {DNNL_ARG_SHIFT, wrap(beta)},
-           {DNNL_ARG_MEAN, wrap(save_mean)},
-           {DNNL_ARG_VARIANCE, wrap(variance)}});
-  const float* var = variance.data<float>();
-  float* invstd = save_invstd.data<float>();
-  for (std::int64_t c = 0; c < l.c; ++c) invstd[c] = static_cast<float>(1.0 / std::sqrt(double{var[c]} + p.eps));
-  update_running_stats(l, save_mean.data<float>(), var, running_mean, running_var, p.momentum);
-  return y;
-}
 
 Tensor forward_eval_dnnl(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
                          const Tensor& running_var, const BatchNormParams& p) {
   static PrimitiveCache<CachedPrimitive> cache;
   const BnLayout l = layout_of(x);
   const auto& entry = cache.get(bn_key(l, p.eps), [&] {
-    auto pd = forward_pd(l, p.eps, dnnl::prop_kind::forward_inference,
-                         kScaleShift | dnnl::normalization_flags::use_global_stats);
+    const dnnl::batch_normalization_forward::desc desc(dnnl::prop_kind::forward_inference, data_desc(l),
+                                                       static_cast<float>(p.eps),
+                                                       kScaleShift | dnnl::normalization_flags::use_global_stats);
+    const dnnl::batch_normalization_forward::primitive_desc pd(desc, user_scratchpad_attr(), dnnl_engine());
     return CachedPrimitive{dnnl::batch_normalization_forward(pd), pd.scratchpad_desc()};
   });
   Tensor y = Tensor::empty(x.shape(), DType::F32, x.device());
@@ -110,50 +186,6 @@ Tensor forward_eval_dnnl(const Tensor& x, const Tensor& gamma, const Tensor& bet
            {DNNL_ARG_MEAN, wrap(running_mean)},
            {DNNL_ARG_VARIANCE, wrap(running_var)}});
   return y;
-}
-
-BatchNormGrads backward_dnnl(const Tensor& x, const Tensor& grad_y, const Tensor& gamma, const Tensor& save_mean,
-                             const Tensor& save_invstd, const BatchNormParams& p) {
-  static PrimitiveCache<CachedPrimitive> cache;
-  const BnLayout l = layout_of(x);
-  const memory::desc data = data_desc(l);
-  // oneDNN 2.6.3 refuses to execute a backward pass built with use_scale | use_shift ("could not
-  // execute a primitive"), so oneDNN computes grad_x and grad_gamma and we sum grad_beta.
-  const auto flags = dnnl::normalization_flags::use_scale;
-  const auto& entry = cache.get(bn_key(l, p.eps), [&] {
-    const dnnl::batch_normalization_backward::desc desc(dnnl::prop_kind::backward, data, data,
-                                                        static_cast<float>(p.eps), flags);
-    const dnnl::batch_normalization_backward::primitive_desc pd(
-        desc, user_scratchpad_attr(), dnnl_engine(), forward_pd(l, p.eps, dnnl::prop_kind::forward_training, flags));
-    return CachedPrimitive{dnnl::batch_normalization_backward(pd), pd.scratchpad_desc()};
-  });
-  // oneDNN takes the batch variance; the contract saves 1/sqrt(var + eps). Invert in double.
-  Tensor variance = Tensor::empty({l.c}, DType::F32, x.device());
-  for (std::int64_t c = 0; c < l.c; ++c) {
-    const double invstd = save_invstd.data<float>()[c];
-    variance.data<float>()[c] = static_cast<float>(std::max(0.0, 1.0 / (invstd * invstd) - p.eps));
-  }
-  BatchNormGrads grads{Tensor::empty(x.shape(), DType::F32, x.device()),
-                       Tensor::empty({l.c}, DType::F32, x.device()), Tensor::empty({l.c}, DType::F32, x.device())};
-  execute(entry.primitive, entry.scratchpad,
-          {{DNNL_ARG_SRC, wrap(x, data)},
-           {DNNL_ARG_DIFF_DST, wrap(grad_y, data)},
-           {DNNL_ARG_MEAN, wrap(save_mean)},
-           {DNNL_ARG_VARIANCE, wrap(variance)},
-           {DNNL_ARG_SCALE, wrap(gamma)},
-           {DNNL_ARG_DIFF_SRC, wrap(grads.grad_x, data)},
-           {DNNL_ARG_DIFF_SCALE, wrap(grads.grad_gamma)}});
-  const float* gy = grad_y.data<float>();
-  float* grad_beta = grads.grad_beta.data<float>();
-  parallel_chunks(l.c, 1, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t c = begin; c < end; ++c) {
-      float total = 0.0f;
-      for (std::int64_t n = 0; n < l.n; ++n)
-        for (std::int64_t s = 0; s < l.s; ++s) total += gy[l.at(n, c, s)];
-      grad_beta[c] = total;
-    }
-  });
-  return grads;
 }
 
 // ---- reference loops (F64) ----
@@ -251,7 +283,7 @@ Tensor batch_norm_forward_train(const Tensor& x, const Tensor& gamma, const Tens
   return visit_float(x.dtype(), "batch_norm_forward_train", [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, float>)
-      return forward_train_dnnl(x, gamma, beta, running_mean, running_var, save_mean, save_invstd, p);
+      return forward_train_f32(x, gamma, beta, running_mean, running_var, save_mean, save_invstd, p);
     else
       return forward_train_reference<T>(x, gamma, beta, running_mean, running_var, save_mean, save_invstd, p);
   });
@@ -270,7 +302,7 @@ BatchNormGrads batch_norm_backward(const Tensor& x, const Tensor& grad_y, const 
                                    const Tensor& save_mean, const Tensor& save_invstd, const BatchNormParams& p) {
   return visit_float(x.dtype(), "batch_norm_backward", [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (std::is_same_v<T, float>) return backward_dnnl(x, grad_y, gamma, save_mean, save_invstd, p);
+    if constexpr (std::is_same_v<T, float>) return backward_f32(x, grad_y, gamma, save_mean, save_invstd);
     else return backward_reference<T>(x, grad_y, gamma, save_mean, save_invstd);
   });
 }

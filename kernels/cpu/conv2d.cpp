@@ -13,9 +13,14 @@ namespace {
 using dnnl::memory;
 
 // ---- oneDNN (F32) ----
+//
+// Primitives are built with format_tag::any so oneDNN picks its blocked jit kernels (e.g.
+// nChw16c activations, OIhw16i16o weights); our tensors stay plain NCHW/OIHW at the op boundary,
+// so each call reorders the inputs into the calling thread's scratch buffers and the outputs back.
+// The reorders are built once with the primitive and cached alongside it.
 
 struct ConvDescs {
-  memory::desc src, weights, bias, dst;
+  memory::desc src, weights, bias, dst;   // plain
   memory::dims strides, padding;
 };
 
@@ -29,6 +34,11 @@ ConvDescs conv_descs(const Shape& x, const Shape& w, const Conv2dParams& p) {
           {p.pad_h, p.pad_w}};
 }
 
+// The same shapes with the layout left to oneDNN.
+memory::desc any_desc(const memory::desc& plain) {
+  return {plain.dims(), memory::data_type::f32, memory::format_tag::any};
+}
+
 enum class Bias { Without, With };
 
 PrimitiveKey conv_key(const Shape& x, const Shape& w, const Conv2dParams& p, Bias bias) {
@@ -40,84 +50,105 @@ dnnl::convolution_forward::primitive_desc forward_pd(const ConvDescs& d, Bias bi
   using fwd = dnnl::convolution_forward;
   const auto kind = dnnl::prop_kind::forward_training;
   const auto algo = dnnl::algorithm::convolution_direct;
+  const memory::desc src = any_desc(d.src), weights = any_desc(d.weights), dst = any_desc(d.dst);
   const fwd::desc desc = bias == Bias::With
-                             ? fwd::desc(kind, algo, d.src, d.weights, d.bias, d.dst, d.strides, d.padding, d.padding)
-                             : fwd::desc(kind, algo, d.src, d.weights, d.dst, d.strides, d.padding, d.padding);
+                             ? fwd::desc(kind, algo, src, weights, d.bias, dst, d.strides, d.padding, d.padding)
+                             : fwd::desc(kind, algo, src, weights, dst, d.strides, d.padding, d.padding);
   return {desc, user_scratchpad_attr(), dnnl_engine()};
 }
 
-struct CachedPrimitive {
+// A conv primitive and the conversions of its two inputs (a, b) and one output (c) between
+// our plain layouts and the primitive's.
+struct CachedConv {
   dnnl::primitive primitive;
   memory::desc scratchpad;
+  Reformat a, b, c;
 };
 
 Tensor forward_dnnl(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dParams& p) {
-  static PrimitiveCache<CachedPrimitive> cache;
+  static PrimitiveCache<CachedConv> cache;
   const Bias with = bias.defined() ? Bias::With : Bias::Without;
-  const ConvDescs d = conv_descs(x.shape(), w.shape(), p);
   const auto& entry = cache.get(conv_key(x.shape(), w.shape(), p, with), [&] {
+    const ConvDescs d = conv_descs(x.shape(), w.shape(), p);
     auto pd = forward_pd(d, with);
-    return CachedPrimitive{dnnl::convolution_forward(pd), pd.scratchpad_desc()};
+    return CachedConv{dnnl::convolution_forward(pd), pd.scratchpad_desc(), input_reformat(d.src, pd.src_desc()),
+                      input_reformat(d.weights, pd.weights_desc()), output_reformat(pd.dst_desc(), d.dst)};
   });
   Tensor y = Tensor::empty(conv2d_output_shape(x.shape(), w.shape(), p), DType::F32, x.device());
-  std::unordered_map<int, memory> args = {
-      {DNNL_ARG_SRC, wrap(x, d.src)}, {DNNL_ARG_WEIGHTS, wrap(w, d.weights)}, {DNNL_ARG_DST, wrap(y, d.dst)}};
-  if (bias.defined()) args.emplace(DNNL_ARG_BIAS, wrap(bias, d.bias));
-  execute(entry.primitive, entry.scratchpad, std::move(args));
+  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, prepare_input(entry.a, x, ScratchSlot::Arg0)},
+                                          {DNNL_ARG_WEIGHTS, prepare_input(entry.b, w, ScratchSlot::Arg1)}};
+  const memory dst = prepare_output(entry.c, y, ScratchSlot::Arg2);
+  args.emplace(DNNL_ARG_DST, dst);
+  if (bias.defined()) args.emplace(DNNL_ARG_BIAS, wrap(bias));
+  submit(entry.primitive, entry.scratchpad, std::move(args));
+  finish_output(entry.c, dst, y);
+  dnnl_stream().wait();
   return y;
 }
 
 Tensor backward_data_dnnl(const Tensor& grad_y, const Tensor& w, const Shape& x_shape, const Conv2dParams& p) {
-  static PrimitiveCache<CachedPrimitive> cache;
-  const ConvDescs d = conv_descs(x_shape, w.shape(), p);
+  static PrimitiveCache<CachedConv> cache;
   const auto& entry = cache.get(conv_key(x_shape, w.shape(), p, Bias::Without), [&] {
     using bwd = dnnl::convolution_backward_data;
-    const bwd::desc desc(dnnl::algorithm::convolution_direct, d.src, d.weights, d.dst, d.strides, d.padding,
-                         d.padding);
+    const ConvDescs d = conv_descs(x_shape, w.shape(), p);
+    const bwd::desc desc(dnnl::algorithm::convolution_direct, any_desc(d.src), any_desc(d.weights), any_desc(d.dst),
+                         d.strides, d.padding, d.padding);
     const bwd::primitive_desc pd(desc, user_scratchpad_attr(), dnnl_engine(), forward_pd(d, Bias::Without));
-    return CachedPrimitive{bwd(pd), pd.scratchpad_desc()};
+    return CachedConv{bwd(pd), pd.scratchpad_desc(), input_reformat(d.dst, pd.diff_dst_desc()),
+                      input_reformat(d.weights, pd.weights_desc()), output_reformat(pd.diff_src_desc(), d.src)};
   });
   Tensor grad_x = Tensor::empty(x_shape, DType::F32, grad_y.device());
-  execute(entry.primitive, entry.scratchpad,
-          {{DNNL_ARG_DIFF_DST, wrap(grad_y, d.dst)},
-           {DNNL_ARG_WEIGHTS, wrap(w, d.weights)},
-           {DNNL_ARG_DIFF_SRC, wrap(grad_x, d.src)}});
+  std::unordered_map<int, memory> args = {{DNNL_ARG_DIFF_DST, prepare_input(entry.a, grad_y, ScratchSlot::Arg0)},
+                                          {DNNL_ARG_WEIGHTS, prepare_input(entry.b, w, ScratchSlot::Arg1)}};
+  const memory diff_src = prepare_output(entry.c, grad_x, ScratchSlot::Arg2);
+  args.emplace(DNNL_ARG_DIFF_SRC, diff_src);
+  submit(entry.primitive, entry.scratchpad, std::move(args));
+  finish_output(entry.c, diff_src, grad_x);
+  dnnl_stream().wait();
   return grad_x;
 }
 
-void accumulate(Tensor& dst, const Tensor& src) {
-  float* out = dst.data<float>();
-  const float* in = src.data<float>();
-  for (std::int64_t i = 0; i < dst.numel(); ++i) out[i] += in[i];
-}
+struct CachedConvFilter {
+  CachedConv conv;   // a = src, b = diff_dst, c = diff_weights (accumulating into grad_w)
+  Reformat bias;     // diff_bias, accumulating into grad_bias
+};
 
 void backward_filter_dnnl(const Tensor& x, const Tensor& grad_y, Tensor& grad_w, Tensor& grad_bias,
                           const Conv2dParams& p) {
-  static PrimitiveCache<CachedPrimitive> cache;
+  static PrimitiveCache<CachedConvFilter> cache;
   const Bias with = grad_bias.defined() ? Bias::With : Bias::Without;
-  const ConvDescs d = conv_descs(x.shape(), grad_w.shape(), p);
   const auto& entry = cache.get(conv_key(x.shape(), grad_w.shape(), p, with), [&] {
     using bwd = dnnl::convolution_backward_weights;
     const auto algo = dnnl::algorithm::convolution_direct;
+    const ConvDescs d = conv_descs(x.shape(), grad_w.shape(), p);
+    const memory::desc src = any_desc(d.src), weights = any_desc(d.weights), dst = any_desc(d.dst);
     const bwd::desc desc = with == Bias::With
-                               ? bwd::desc(algo, d.src, d.weights, d.bias, d.dst, d.strides, d.padding, d.padding)
-                               : bwd::desc(algo, d.src, d.weights, d.dst, d.strides, d.padding, d.padding);
+                               ? bwd::desc(algo, src, weights, d.bias, dst, d.strides, d.padding, d.padding)
+                               : bwd::desc(algo, src, weights, dst, d.strides, d.padding, d.padding);
     const bwd::primitive_desc pd(desc, user_scratchpad_attr(), dnnl_engine(), forward_pd(d, with));
-    return CachedPrimitive{bwd(pd), pd.scratchpad_desc()};
+    // oneDNN overwrites its outputs; the contract accumulates, so the conversion back to the
+    // plain layout adds into grad_w / grad_bias (a reorder with a sum post-op).
+    CachedConvFilter e{{bwd(pd), pd.scratchpad_desc(), input_reformat(d.src, pd.src_desc()),
+                        input_reformat(d.dst, pd.diff_dst_desc()),
+                        output_reformat(pd.diff_weights_desc(), d.weights, /*accumulate=*/true)},
+                       {}};
+    if (with == Bias::With) e.bias = output_reformat(pd.diff_bias_desc(), d.bias, /*accumulate=*/true);
+    return e;
   });
-  // oneDNN overwrites its outputs; the contract accumulates, so compute fresh and add.
-  Tensor step_w = Tensor::empty(grad_w.shape(), DType::F32, grad_w.device());
-  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, wrap(x, d.src)},
-                                          {DNNL_ARG_DIFF_DST, wrap(grad_y, d.dst)},
-                                          {DNNL_ARG_DIFF_WEIGHTS, wrap(step_w, d.weights)}};
-  Tensor step_b;
+  const CachedConv& conv = entry.conv;
+  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, prepare_input(conv.a, x, ScratchSlot::Arg0)},
+                                          {DNNL_ARG_DIFF_DST, prepare_input(conv.b, grad_y, ScratchSlot::Arg1)}};
+  const memory diff_w = prepare_output(conv.c, grad_w, ScratchSlot::Arg2);
+  args.emplace(DNNL_ARG_DIFF_WEIGHTS, diff_w);
+  memory diff_b;
   if (with == Bias::With) {
-    step_b = Tensor::empty(grad_bias.shape(), DType::F32, grad_bias.device());
-    args.emplace(DNNL_ARG_DIFF_BIAS, wrap(step_b, d.bias));
+    diff_b = prepare_output(entry.bias, grad_bias, ScratchSlot::Arg3);
+    args.emplace(DNNL_ARG_DIFF_BIAS, diff_b);
   }
-  execute(entry.primitive, entry.scratchpad, std::move(args));
-  accumulate(grad_w, step_w);
-  if (with == Bias::With) accumulate(grad_bias, step_b);
+  submit(conv.primitive, conv.scratchpad, std::move(args));
+  finish_output(conv.c, diff_w, grad_w);
+  if (with == Bias::With) finish_output(entry.bias, diff_b, grad_bias);
+  dnnl_stream().wait();
 }
 
 // ---- reference loops (F64) ----

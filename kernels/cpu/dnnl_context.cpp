@@ -1,5 +1,8 @@
 #include "kernels/cpu/dnnl_context.h"
 
+#include <array>
+#include <cstdlib>
+
 #include "core/error.h"
 
 namespace pw::kernels::cpu {
@@ -39,12 +42,107 @@ dnnl::primitive_attr user_scratchpad_attr() {
   return attr;
 }
 
+namespace {
+
+struct ScratchBuffer {
+  void* data = nullptr;
+  std::size_t capacity = 0;
+  ScratchBuffer() = default;
+  ScratchBuffer(const ScratchBuffer&) = delete;
+  ScratchBuffer& operator=(const ScratchBuffer&) = delete;
+  ~ScratchBuffer() { std::free(data); }
+};
+
+constexpr std::size_t kScratchAlign = 64;
+
+}  // namespace
+
+void* thread_scratch(ScratchSlot slot, std::size_t bytes) {
+  thread_local std::array<ScratchBuffer, static_cast<std::size_t>(ScratchSlot::Count)> buffers;
+  ScratchBuffer& b = buffers[static_cast<std::size_t>(slot)];
+  if (bytes > b.capacity) {
+    // Grow geometrically (rounded to the alignment) so a few shapes settle on one allocation.
+    std::size_t capacity = std::max(bytes, b.capacity + b.capacity / 2);
+    capacity = (capacity + kScratchAlign - 1) / kScratchAlign * kScratchAlign;
+    std::free(b.data);
+    b.data = nullptr;
+    b.capacity = 0;
+    b.data = std::aligned_alloc(kScratchAlign, capacity);
+    PW_CHECK(b.data != nullptr, "could not allocate a " << capacity << "-byte oneDNN scratch buffer");
+    b.capacity = capacity;
+  }
+  return b.data;
+}
+
+dnnl::memory scratch_memory(const dnnl::memory::desc& desc, ScratchSlot slot) {
+  return dnnl::memory(desc, dnnl_engine(), thread_scratch(slot, std::max<std::size_t>(desc.get_size(), 1)));
+}
+
+void submit(const dnnl::primitive& primitive, const dnnl::memory::desc& scratchpad_desc,
+            std::unordered_map<int, dnnl::memory> args) {
+  if (scratchpad_desc.get_size() > 0) args.emplace(DNNL_ARG_SCRATCHPAD, scratch_memory(scratchpad_desc, ScratchSlot::Scratchpad));
+  primitive.execute(dnnl_stream(), args);
+}
+
 void execute(const dnnl::primitive& primitive, const dnnl::memory::desc& scratchpad_desc,
              std::unordered_map<int, dnnl::memory> args) {
-  if (scratchpad_desc.get_size() > 0) args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(scratchpad_desc, dnnl_engine()));
-  auto& stream = dnnl_stream();
-  primitive.execute(stream, args);
-  stream.wait();
+  submit(primitive, scratchpad_desc, std::move(args));
+  dnnl_stream().wait();
+}
+
+namespace {
+
+Reformat make_reformat(const dnnl::memory::desc& from, const dnnl::memory::desc& to, const dnnl::memory::desc& plain,
+                       const dnnl::memory::desc& inner, bool force, bool accumulate) {
+  Reformat f;
+  f.plain = plain;
+  f.inner = inner;
+  f.same = !force && plain == inner;
+  if (f.same) return f;
+  dnnl::primitive_attr attr = user_scratchpad_attr();
+  if (accumulate) {
+    dnnl::post_ops ops;
+    ops.append_sum(1.0f);
+    attr.set_post_ops(ops);
+  }
+  const dnnl::reorder::primitive_desc pd(dnnl_engine(), from, dnnl_engine(), to, attr);
+  f.reorder = dnnl::reorder(pd);
+  f.scratchpad = pd.scratchpad_desc();
+  return f;
+}
+
+void run_reorder(const Reformat& f, const dnnl::memory& from, const dnnl::memory& to) {
+  std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+  // Reorders rarely need a scratchpad; when one does, it gets its own (not the primitive's slot).
+  if (f.scratchpad.get_size() > 0) args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(f.scratchpad, dnnl_engine()));
+  f.reorder.execute(dnnl_stream(), args);
+}
+
+}  // namespace
+
+Reformat input_reformat(const dnnl::memory::desc& plain, const dnnl::memory::desc& inner) {
+  return make_reformat(plain, inner, plain, inner, false, false);
+}
+
+Reformat output_reformat(const dnnl::memory::desc& inner, const dnnl::memory::desc& plain, bool accumulate) {
+  return make_reformat(inner, plain, plain, inner, accumulate, accumulate);
+}
+
+dnnl::memory prepare_input(const Reformat& f, const Tensor& t, ScratchSlot slot) {
+  if (f.same) return wrap(t, f.plain);
+  dnnl::memory inner = scratch_memory(f.inner, slot);
+  run_reorder(f, wrap(t, f.plain), inner);
+  return inner;
+}
+
+dnnl::memory prepare_output(const Reformat& f, const Tensor& t, ScratchSlot slot) {
+  if (f.same) return wrap(t, f.plain);
+  return scratch_memory(f.inner, slot);
+}
+
+void finish_output(const Reformat& f, const dnnl::memory& inner_memory, const Tensor& t) {
+  if (f.same) return;
+  run_reorder(f, inner_memory, wrap(t, f.plain));
 }
 
 }  // namespace pw::kernels::cpu

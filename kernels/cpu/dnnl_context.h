@@ -1,7 +1,9 @@
 #pragma once
 // What every oneDNN-backed CPU op shares: one CPU engine, a stream per calling thread, plain
-// (row-major) memory descriptors over our tensors, execution with a per-call scratchpad, and a
+// (row-major) memory descriptors over our tensors, per-thread reusable scratch buffers (the
+// primitives' scratchpads and arguments held in a primitive's preferred blocked layout), and a
 // thread-safe cache of primitives keyed by shapes and parameters.
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -30,9 +32,46 @@ inline dnnl::memory wrap(const Tensor& t) { return wrap(t, plain_f32_desc(t.shap
 // primitive can run on several threads at once.
 dnnl::primitive_attr user_scratchpad_attr();
 
-// Runs `primitive` on this thread's stream with a fresh scratchpad sized by `scratchpad_desc`.
+// Per-thread, grow-only, 64-byte aligned buffers. An op takes each slot at most once and is done
+// with it when it returns (ops run synchronously on the calling thread), so stage threads never
+// share one and steady-state training allocates nothing here.
+enum class ScratchSlot : int { Scratchpad = 0, ReorderScratchpad, Arg0, Arg1, Arg2, Arg3, Count };
+void* thread_scratch(ScratchSlot slot, std::size_t bytes);
+// Memory object of layout `desc` over the calling thread's buffer `slot`.
+dnnl::memory scratch_memory(const dnnl::memory::desc& desc, ScratchSlot slot);
+
+// Enqueues `primitive` on this thread's stream with this thread's scratchpad sized by
+// `scratchpad_desc`; does not wait (see execute / dnnl_stream().wait()).
+void submit(const dnnl::primitive& primitive, const dnnl::memory::desc& scratchpad_desc,
+            std::unordered_map<int, dnnl::memory> args);
+// submit, then wait for the stream.
 void execute(const dnnl::primitive& primitive, const dnnl::memory::desc& scratchpad_desc,
              std::unordered_map<int, dnnl::memory> args);
+
+// One primitive argument that the op keeps plain (row-major) at its API boundary but the primitive
+// may want in another (blocked) layout: `inner` is the primitive's layout and `reorder` converts
+// between the two (plain -> inner for inputs, inner -> plain for outputs); `same` when no
+// conversion is needed and the tensor is passed directly.
+struct Reformat {
+  dnnl::memory::desc plain, inner;
+  bool same = true;
+  dnnl::primitive reorder;
+  dnnl::memory::desc scratchpad;
+};
+// plain -> inner, for a primitive input.
+Reformat input_reformat(const dnnl::memory::desc& plain, const dnnl::memory::desc& inner);
+// inner -> plain, for a primitive output. With `accumulate`, the conversion adds into the plain
+// destination (dst += result) instead of overwriting it, and is built even when the layouts match.
+Reformat output_reformat(const dnnl::memory::desc& inner, const dnnl::memory::desc& plain, bool accumulate = false);
+
+// The memory to pass the primitive for input `t`: `t` itself, or `t` reordered into the calling
+// thread's buffer `slot` (the reorder is submitted to this thread's stream).
+dnnl::memory prepare_input(const Reformat& f, const Tensor& t, ScratchSlot slot);
+// The memory the primitive writes output `t` into: `t` itself, or the calling thread's buffer `slot`
+// (then call finish_output after the primitive).
+dnnl::memory prepare_output(const Reformat& f, const Tensor& t, ScratchSlot slot);
+// Submits the inner -> plain conversion of an output from `inner_memory` into `t` (no-op when same).
+void finish_output(const Reformat& f, const dnnl::memory& inner_memory, const Tensor& t);
 
 using PrimitiveKey = std::vector<std::int64_t>;
 

@@ -1,4 +1,3 @@
 // The one Boost.Test main every pipewright test executable links.
 #define BOOST_TEST_MODULE pipewright
-#define BOOST_TEST_DYN_LINK
 #include <boost/test/unit_test.hpp>

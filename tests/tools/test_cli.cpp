@@ -4,6 +4,7 @@
 #include <boost/test/unit_test.hpp>
 #include <nlohmann/json.hpp>
 
+#include "tests/support/test_util.h"
 #include "tests/tools/cli_runner.h"
 
 using pw::test::run_pipewright;
@@ -78,6 +79,7 @@ BOOST_AUTO_TEST_CASE(bad_flags_and_inputs_get_one_line_errors) {
   std::ofstream(dir.file("junk.safetensors")) << "junk";
   check_error(kQuick + "--load " + dir.file("junk.safetensors"), 2, "junk.safetensors");
   check_error("", kAnyFailure, "subcommand");
+  if (!pw::test::has_cuda()) check_error(kQuick + "--device cuda:0", 2, "this machine has 0 CUDA device(s); use --device cpu:0");
 }
 
 BOOST_AUTO_TEST_CASE(a_failed_run_keeps_the_summary_already_written) {
