@@ -1,5 +1,6 @@
-// Element-wise arithmetic and reductions on the CPU with oneTBB. The reductions accumulate in
-// double with fixed chunking, so a loss or a gradient norm is bitwise repeatable.
+// Element-wise arithmetic and reductions on the CPU (parallel loops on OpenMP, see parallel.h).
+// The reductions accumulate in double with fixed chunking, so a loss or a gradient norm is bitwise
+// repeatable.
 #include "kernels/cpu/float_types.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/parallel.h"
@@ -14,7 +15,10 @@ Tensor add(const Tensor& a, const Tensor& b) {
     const T* bs = b.data<T>();
     T* cs = c.data<T>();
     parallel_chunks(a.numel(), kElementGrain, [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t i = begin; i < end; ++i) cs[i] = as[i] + bs[i];
+      const T* __restrict x = as;
+      const T* __restrict y = bs;
+      T* __restrict z = cs;
+      for (std::int64_t i = begin; i < end; ++i) z[i] = x[i] + y[i];
     });
     return c;
   });
@@ -27,7 +31,9 @@ void add_inplace(Tensor& dst, const Tensor& src, double alpha) {
     const T* s = src.data<T>();
     const T a = static_cast<T>(alpha);
     parallel_chunks(dst.numel(), kElementGrain, [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t i = begin; i < end; ++i) d[i] += a * s[i];
+      T* __restrict out = d;
+      const T* __restrict in = s;
+      for (std::int64_t i = begin; i < end; ++i) out[i] += a * in[i];
     });
   });
 }
@@ -38,7 +44,8 @@ void scale_inplace(Tensor& t, double alpha) {
     T* d = t.data<T>();
     const T a = static_cast<T>(alpha);
     parallel_chunks(t.numel(), kElementGrain, [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t i = begin; i < end; ++i) d[i] *= a;
+      T* __restrict out = d;
+      for (std::int64_t i = begin; i < end; ++i) out[i] *= a;
     });
   });
 }

@@ -1,4 +1,4 @@
-// Embedding gather / scatter-add on the CPU with oneTBB. The scatter groups rows by id and lets
+// Embedding gather / scatter-add on the CPU (OpenMP loops, see parallel.h). The scatter groups rows by id and lets
 // one task own each id, so repeated ids add up in batch order without atomics (repeatable sums).
 #include <algorithm>
 #include <cstring>

@@ -1,5 +1,5 @@
 #pragma once
-// Backend entry points: CPU implementations (oneDNN for conv/pool/norm/matmul, oneTBB for the rest; F64 through reference loops).
+// Backend entry points: CPU implementations (oneDNN for conv/pool/matmul and batch-norm evaluation, own OpenMP loops (parallel.h) for the rest; F64 through reference loops).
 // Same signatures as kernels/ops/*.h; callers go through those, which validate and dispatch.
 #include "kernels/ops/activation.h"
 #include "kernels/ops/batch_norm.h"

@@ -1,4 +1,4 @@
-// Dense optimizer updates on the CPU with oneTBB, element by element in the parameter's type,
+// Dense optimizer updates on the CPU (OpenMP loops, see parallel.h), element by element in the parameter's type,
 // following torch.optim's formulas and operation order.
 #include <cmath>
 

@@ -1,5 +1,5 @@
 // Pooling on the CPU: oneDNN max/avg pooling for F32, reference loops for F64, and adaptive
-// average pooling with oneTBB for both.
+// average pooling with OpenMP loops (parallel.h) for both.
 #include <limits>
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -221,7 +221,7 @@ Tensor avg_backward_reference(const Tensor& grad_y, const Shape& x_shape, const 
   return grad_x;
 }
 
-// ---- adaptive average pooling (oneTBB, any float type) ----
+// ---- adaptive average pooling (OpenMP loops, any float type) ----
 
 // PyTorch's bins: output i covers [floor(i*size/out), ceil((i+1)*size/out)).
 std::int64_t bin_start(std::int64_t i, std::int64_t size, std::int64_t out) { return (i * size) / out; }
