@@ -146,10 +146,10 @@ int run_train(const TrainOptions& o) {
                                                                        << data.train->size() << " training samples");
   const std::int64_t total_steps = o.steps > 0 ? o.steps : o.epochs * train_loader.batches_per_epoch();
 
-  std::fprintf(stderr, "pipewright train: %s (%lld parameters, %s activations/sample) on %s, %s %s, batch %lld, %lld steps\n",
+  std::fprintf(stderr, "pipewright train: %s (%lld parameters, %s activations/sample) on %s, %s, batch %lld, %lld steps\n",
                spec.name.c_str(), static_cast<long long>(stats.parameters),
                format_bytes(stats.activation_bytes_per_sample).c_str(), device.str().c_str(), data.train->name().c_str(),
-               shape_str(data.train->sample_shape()).c_str(), static_cast<long long>(o.batch_size),
+               static_cast<long long>(o.batch_size),
                static_cast<long long>(total_steps));
 
   runtime.allocator().reset_peak();
