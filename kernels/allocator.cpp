@@ -21,6 +21,9 @@ std::string oom_message(Device device, std::int64_t requested, std::int64_t free
 OutOfMemory::OutOfMemory(Device d, std::int64_t req, std::int64_t free_b, std::int64_t cap)
     : Error(oom_message(d, req, free_b, cap)), device(d), requested(req), free_bytes(free_b) {}
 
+OutOfMemory::OutOfMemory(const OutOfMemory& cause, const std::string& context)
+    : Error(context + cause.what()), device(cause.device), requested(cause.requested), free_bytes(cause.free_bytes) {}
+
 CachingAllocator::CachingAllocator(Device device) : device_(device) {}
 
 CachingAllocator::~CachingAllocator() {

@@ -16,6 +16,8 @@ namespace pw::kernels {
 class OutOfMemory : public Error {
  public:
   OutOfMemory(Device device, std::int64_t requested, std::int64_t free_bytes, std::int64_t cap);
+  // The same failure with `context` (where it happened) in front of the message.
+  OutOfMemory(const OutOfMemory& cause, const std::string& context);
   Device device;
   std::int64_t requested;
   std::int64_t free_bytes;

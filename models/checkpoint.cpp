@@ -5,13 +5,19 @@
 namespace pw::models {
 
 void save_weights(Layer& model, const std::string& path, const std::string& model_name) {
+  save_weights(std::vector<Layer*>{&model}, path, model_name);
+}
+
+void save_weights(const std::vector<Layer*>& pieces, const std::string& path, const std::string& model_name) {
   kernels::NamedTensors tensors;
-  for (auto& [name, p] : model.named_parameters()) tensors.emplace(name, p->value);
-  for (auto& [name, b] : model.named_buffers()) tensors.emplace(name, b->value);
+  for (Layer* piece : pieces) {
+    for (auto& [name, p] : piece->named_parameters()) tensors.emplace(name, p->value);
+    for (auto& [name, b] : piece->named_buffers()) tensors.emplace(name, b->value);
+  }
   kernels::save_safetensors(path, tensors, {{"format", "pt"}, {"pipewright_model", model_name}});
 }
 
-void load_weights(Layer& model, const std::string& path) {
+void load_weights(Layer& model, const std::string& path, Coverage coverage) {
   const auto tensors = kernels::load_safetensors(path);
   std::vector<std::pair<Tensor*, const Tensor*>> assignments;
   std::size_t expected = 0;
@@ -26,7 +32,7 @@ void load_weights(Layer& model, const std::string& path) {
   };
   for (auto& [name, p] : model.named_parameters()) match(name, p->value);
   for (auto& [name, b] : model.named_buffers()) match(name, b->value);
-  PW_INPUT_CHECK(tensors.size() == expected, "'" << path << "' holds " << tensors.size() << " tensors but the model has "
+  PW_INPUT_CHECK(coverage == Coverage::Part || tensors.size() == expected, "'" << path << "' holds " << tensors.size() << " tensors but the model has "
                                                  << expected << "; is it a checkpoint of this model?");
   for (auto& [target, source] : assignments) target->copy_from(*source);
 }

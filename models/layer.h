@@ -21,7 +21,10 @@ using kernels::Tensor;
 using kernels::shape_numel;
 using kernels::shape_str;
 
-enum class Mode { Train, Eval };
+// Recompute: the forward of a micro-batch run again to rebuild a dropped Context. It computes
+// exactly what its Train forward did (same dropout mask under the same ForwardKey) but leaves
+// state alone (batch-norm running statistics are not updated twice).
+enum class Mode { Train, Eval, Recompute };
 enum class Bias { No, Yes };
 // TorchDefault: weights and biases uniform in ±1/sqrt(fan_in) (PyTorch's nn.Conv2d / nn.Linear).
 // GlorotUniform: weights uniform in ±sqrt(6/(fan_in+fan_out)), biases zero (Keras' default).

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "kernels/allocator.h"
 #include "tools/info_command.h"
+#include "tools/plan_command.h"
 #include "tools/train_command.h"
 
 int main(int argc, char** argv) {
@@ -15,6 +16,8 @@ int main(int argc, char** argv) {
   pw::tools::TrainOptions train;
   pw::tools::add_train_command(app, train);
   pw::tools::add_info_command(app);
+  pw::tools::PlanOptions plan;
+  pw::tools::add_plan_command(app, plan);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -17,6 +17,7 @@
 #include "models/checkpoint.h"
 #include "models/data/dataset.h"
 #include "models/trainer.h"
+#include "tools/train_backend.h"
 #include "models/zoo/model_spec.h"
 #include "tools/progress.h"
 
@@ -101,6 +102,19 @@ void add_train_command(CLI::App& app, TrainOptions& o) {
       ->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--warmup-steps", o.warmup_steps, "steps left out of the steady-state throughput figures")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--stages", o.stages, "pipeline stages (one thread and device each)")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--micro-batches", o.micro_batches, "micro-batches per mini-batch")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--schedule", o.schedule, "gpipe, 1f1b, interleaved or zb-h1")->capture_default_str();
+  cmd->add_option("--chunks", o.chunks, "model chunks per stage (interleaved)")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--devices", o.devices, "one device per stage, e.g. cpu:0,cpu:1 (default cpu:0..P-1)");
+  auto* split = cmd->add_option("--split", o.split, "first layer index of stages 1..P-1, e.g. 3,7,12");
+  cmd->add_option("--partition", o.partition, "uniform, params or profile")->capture_default_str()->excludes(split);
+  cmd->add_option("--recompute", o.recompute, "none, all or except-last")->capture_default_str();
+  cmd->add_option("--stage-timeout", o.stage_timeout_seconds, "seconds a stage waits for a neighbour before failing")
+      ->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--eval-batches", o.eval_batches, "evaluate on at most N test batches (default: all)");
   cmd->callback([&o] { std::exit(run_train(o)); });
 }
@@ -108,17 +122,18 @@ void add_train_command(CLI::App& app, TrainOptions& o) {
 int run_train(const TrainOptions& o) {
   using namespace pw::models;
   const auto device = kernels::Device::parse(o.device);
-  if (device.is_cuda()) {
+  if (device.is_cuda() && o.devices.empty()) {
     const int n = kernels::cuda_device_count();
     PW_INPUT_CHECK(device.index < n, "--device " << o.device << ": this machine has " << n << " CUDA device(s)"
                                                  << (n == 0 ? "; use --device cpu:0" : ""));
   }
   check_writable(o.summary_path, "--summary");
   check_writable(o.save_path, "--save");
-  auto& runtime = kernels::DeviceRuntime::get(device);
-  if (o.threads > 0) runtime.set_threads(o.threads);
-  if (!o.device_memory.empty()) runtime.set_memory_cap(parse_bytes(o.device_memory));
-  parse_optimizer_kind(o.optimizer);
+  OptimizerConfig oc;
+  oc.kind = parse_optimizer_kind(o.optimizer);
+  oc.lr = o.lr > 0 ? o.lr : (oc.kind == OptimizerKind::Adam ? 1e-3 : 1e-2);
+  oc.momentum = o.momentum;
+  oc.weight_decay = o.weight_decay;
 
   auto data = open_data(o);
   ModelOptions mo;
@@ -128,34 +143,23 @@ int run_train(const TrainOptions& o) {
   mo.seed = o.seed;
   const ModelSpec spec = make_model_spec(o.model, mo);
   const ModelStats stats = model_stats(spec);
-  auto model = build_model(spec, o.seed);
-  if (!o.load_path.empty()) load_weights(*model, o.load_path);
-  model->to(device);
-
-  OptimizerConfig oc;
-  oc.kind = parse_optimizer_kind(o.optimizer);
-  oc.lr = o.lr > 0 ? o.lr : (oc.kind == OptimizerKind::Adam ? 1e-3 : 1e-2);
-  oc.momentum = o.momentum;
-  oc.weight_decay = o.weight_decay;
-  Optimizer optimizer(model->parameters(), oc);
-  Trainer trainer(*model, optimizer, device);
 
   using data::DataLoader;
   DataLoader train_loader(*data.train, o.batch_size, data::Shuffle::Yes, o.seed, data::LastBatch::Drop);
   PW_INPUT_CHECK(train_loader.batches_per_epoch() > 0, "--batch-size " << o.batch_size << " is larger than the "
                                                                        << data.train->size() << " training samples");
   const std::int64_t total_steps = o.steps > 0 ? o.steps : o.epochs * train_loader.batches_per_epoch();
+  auto backend = wants_pipeline(o) ? make_pipeline_backend(o, spec, oc) : make_single_device_backend(o, spec, oc);
 
   std::fprintf(stderr, "pipewright train: %s (%lld parameters, %s activations/sample) on %s, %s, batch %lld, %lld steps\n",
                spec.name.c_str(), static_cast<long long>(stats.parameters),
-               format_bytes(stats.activation_bytes_per_sample).c_str(), device.str().c_str(), data.train->name().c_str(),
-               static_cast<long long>(o.batch_size),
-               static_cast<long long>(total_steps));
+               format_bytes(stats.activation_bytes_per_sample).c_str(), backend->describe().c_str(),
+               data.train->name().c_str(), static_cast<long long>(o.batch_size), static_cast<long long>(total_steps));
 
-  runtime.allocator().reset_peak();
+  backend->reset_peak_memory();
   const auto start = Clock::now();
   double train_seconds = 0.0;
-  std::vector<double> loss_history, step_seconds;
+  std::vector<double> loss_history, step_seconds, stage_busy;
   step_seconds.reserve(static_cast<std::size_t>(total_steps));
   loss_history.reserve(static_cast<std::size_t>(total_steps));
   std::int64_t samples = 0, correct = 0, step = 0, epoch = 0;
@@ -166,7 +170,7 @@ int run_train(const TrainOptions& o) {
       auto batch = train_loader.next();
       if (!batch) break;
       const auto t0 = Clock::now();
-      const auto r = trainer.train_step(*batch);
+      const auto r = backend->step(*batch);
       const double dt = seconds_since(t0);
       train_seconds += dt;
       step_seconds.push_back(dt);
@@ -174,29 +178,29 @@ int run_train(const TrainOptions& o) {
       samples += r.samples;
       correct += r.correct;
       loss_history.push_back(r.loss);
+      stage_busy.resize(std::max(stage_busy.size(), r.stage_busy_seconds.size()), 0.0);
+      for (std::size_t i = 0; i < r.stage_busy_seconds.size(); ++i) stage_busy[i] += r.stage_busy_seconds[i];
       PW_INPUT_CHECK(std::isfinite(r.loss), "loss became " << r.loss << " at step " << step << "; lower --lr");
       progress.update(step, r.loss, static_cast<double>(samples) / train_seconds, seconds_since(start));
     }
   }
   progress.finish();
-  current_stream(device).synchronize();
+  backend->synchronize();
 
   DataLoader test_loader(*data.test, std::max<std::int64_t>(o.batch_size, 256), data::Shuffle::No, o.seed,
                          data::LastBatch::Keep);
-  const EvalResult eval = trainer.evaluate(test_loader, o.eval_batches);
+  const EvalResult eval = backend->evaluate(test_loader, o.eval_batches);
   const double wall = seconds_since(start);
   const double sps = train_seconds > 0 ? static_cast<double>(samples) / train_seconds : 0.0;
   std::fprintf(stderr, "test accuracy %.4f (loss %.4f, %lld samples); train %.1f samples/s; %s wall\n", eval.accuracy,
                eval.loss, static_cast<long long>(eval.samples), sps, format_duration(wall).c_str());
 
-  if (!o.save_path.empty()) save_weights(*model, o.save_path, spec.name);
+  if (!o.save_path.empty()) backend->save(o.save_path, spec.name);
   if (!o.summary_path.empty()) {
     nlohmann::json j;
     j["model"] = spec.name;
     j["params"] = stats.parameters;
     j["activation_bytes_per_sample"] = stats.activation_bytes_per_sample;
-    j["device"] = device.str();
-    j["threads"] = runtime.threads();
     j["dataset"] = data.train->name();
     j["optimizer"] = o.optimizer;
     j["lr"] = oc.lr;
@@ -214,7 +218,7 @@ int run_train(const TrainOptions& o) {
     j["test_accuracy"] = eval.accuracy;
     j["test_loss"] = eval.loss;
     j["wall_seconds"] = wall;
-    j["peak_memory_bytes"] = runtime.allocator().stats().peak_in_use;
+    backend->add_summary(j, stage_busy, train_seconds);
     write_json_file(o.summary_path, j);
   }
   return 0;

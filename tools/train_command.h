@@ -30,7 +30,17 @@ struct TrainOptions {
   std::string load_path;
   std::int64_t log_every = 50;
   std::int64_t eval_batches = -1;
-  std::int64_t warmup_steps = 5;   // -1: the whole test split
+  std::int64_t warmup_steps = 5;
+  // Pipeline:
+  int stages = 1;
+  int micro_batches = 1;
+  std::string schedule = "1f1b";
+  int chunks = 1;
+  std::string devices;     // "cpu:0,cpu:1"; default cpu:0..P-1 (or the GPUs in turn)
+  std::string split;       // "3,7,12"
+  std::string partition = "uniform";
+  std::string recompute = "none";
+  double stage_timeout_seconds = 60.0;   // -1: the whole test split
 };
 
 void add_train_command(CLI::App& app, TrainOptions& options);

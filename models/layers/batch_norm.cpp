@@ -31,10 +31,13 @@ Layer::Output BatchNorm2d::forward_impl(const Tensor& x, Mode mode) {
   auto ctx = std::make_unique<BatchNormContext>();
   ctx->mode = mode;
   Tensor y;
-  if (mode == Mode::Train) {
+  if (mode != Mode::Eval) {
     ctx->save_mean = Tensor::empty({channels_}, kernels::DType::F32, x.device());
     ctx->save_invstd = Tensor::empty({channels_}, kernels::DType::F32, x.device());
-    y = kernels::batch_norm_forward_train(x, weight_->value, bias_->value, running_mean_->value, running_var_->value,
+    // A recompute must not move the running statistics a second time: update scratch copies.
+    Tensor running_mean = mode == Mode::Recompute ? running_mean_->value.clone() : running_mean_->value;
+    Tensor running_var = mode == Mode::Recompute ? running_var_->value.clone() : running_var_->value;
+    y = kernels::batch_norm_forward_train(x, weight_->value, bias_->value, running_mean, running_var,
                                           ctx->save_mean, ctx->save_invstd, params_bn_);
     ctx->x = x;
   } else {
@@ -46,7 +49,7 @@ Layer::Output BatchNorm2d::forward_impl(const Tensor& x, Mode mode) {
 
 Tensor BatchNorm2d::backward_input_impl(Context& ctx, const Tensor& grad_y) {
   auto& c = static_cast<BatchNormContext&>(ctx);
-  PW_CHECK(c.mode == Mode::Train, "BatchNorm2d.backward after an eval-mode forward");
+  PW_CHECK(c.mode != Mode::Eval, "BatchNorm2d.backward after an eval-mode forward");
   auto grads = kernels::batch_norm_backward(c.x, grad_y, weight_->value, c.save_mean, c.save_invstd, params_bn_);
   c.grad_gamma = std::move(grads.grad_gamma);
   c.grad_beta = std::move(grads.grad_beta);

@@ -2,6 +2,7 @@
 
 #include "kernels/ops/activation.h"
 #include "kernels/ops/dropout.h"
+#include "models/forward_key.h"
 #include "models/rng.h"
 
 namespace pw::models {
@@ -103,7 +104,11 @@ Dropout::Dropout(double p, std::uint64_t seed) : p_(p), seed_(seed) {
 
 Layer::Output Dropout::forward_impl(const Tensor& x, Mode mode) {
   if (mode == Mode::Eval || p_ == 0.0) return {x, nullptr};
-  auto r = kernels::dropout_forward(x, p_, splitmix64(seed_ ^ splitmix64(calls_++)));
+  // Under a ForwardKey (the pipeline sets one per step and micro-batch) the mask depends on the
+  // key alone, so a recompute draws the same mask; otherwise on the call count.
+  const auto key = current_forward_key();
+  const std::uint64_t draw = key ? *key : calls_++;
+  auto r = kernels::dropout_forward(x, p_, splitmix64(seed_ ^ splitmix64(draw)));
   auto ctx = std::make_unique<SavedTensor>();
   ctx->t = std::move(r.mask);
   return {std::move(r.y), std::move(ctx)};

@@ -1,0 +1,117 @@
+#include "partition/cost_model.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace pw::partition {
+
+double LinkModel::transfer_seconds(std::int64_t bytes) const {
+  if (bytes <= 0) return 0.0;
+  return latency_s + static_cast<double>(bytes) / bandwidth_bytes_per_s;
+}
+
+Recompute parse_recompute(const std::string& name) {
+  if (name == "none") return Recompute::None;
+  if (name == "all") return Recompute::All;
+  if (name == "except-last") return Recompute::ExceptLast;
+  throw InputError("unknown --recompute '" + name + "'; accepted: none, all, except-last");
+}
+
+std::string recompute_name(Recompute recompute) {
+  switch (recompute) {
+    case Recompute::None: return "none";
+    case Recompute::All: return "all";
+    case Recompute::ExceptLast: return "except-last";
+  }
+  return "?";
+}
+
+int optimizer_state_tensors(models::OptimizerKind kind) {
+  switch (kind) {
+    case models::OptimizerKind::Sgd: return 1;
+    case models::OptimizerKind::Adam: return 2;
+    case models::OptimizerKind::Adagrad: return 1;
+  }
+  return 2;
+}
+
+std::int64_t CostModel::memory_cap(int device) const {
+  if (device_memory.empty()) return 0;
+  if (device_memory.size() == 1) return device_memory.front();
+  PW_CHECK(device >= 0 && device < static_cast<int>(device_memory.size()),
+           "no memory cap for device " << device << " of " << device_memory.size());
+  return device_memory[static_cast<std::size_t>(device)];
+}
+
+StageEstimate estimate_piece(const std::vector<LayerProfile>& layers, const CostModel& cost, int piece, StageRange range) {
+  PW_CHECK(range.begin >= 0 && range.begin < range.end && range.end <= static_cast<int>(layers.size()),
+           "piece [" << range.begin << ", " << range.end << ") outside " << layers.size() << " layers");
+  StageEstimate e;
+  e.piece = piece;
+  e.device = piece % cost.stages;
+  e.chunk = piece / cost.stages;
+  e.range = range;
+  std::int64_t param_bytes = 0, buffer_bytes = 0, stash_bytes = 0, workspace_bytes = 0;
+  for (int i = range.begin; i < range.end; ++i) {
+    const auto& layer = layers[static_cast<std::size_t>(i)];
+    e.layer_names.push_back(layer.name);
+    e.parameters += layer.parameters;
+    e.forward_seconds += layer.forward_seconds;
+    e.backward_seconds += layer.backward_seconds;
+    param_bytes += layer.param_bytes;
+    buffer_bytes += layer.buffer_bytes;
+    stash_bytes += layer.stash_bytes;
+    workspace_bytes = std::max(workspace_bytes, layer.workspace_bytes);
+  }
+  const bool last_piece = piece == cost.pieces() - 1;
+  e.recomputes = cost.recompute == Recompute::All || (cost.recompute == Recompute::ExceptLast && !last_piece);
+  if (e.recomputes) e.backward_seconds += e.forward_seconds;
+  e.input_bytes = layers[static_cast<std::size_t>(range.begin)].input_bytes;
+  e.output_bytes = layers[static_cast<std::size_t>(range.end - 1)].output_bytes;
+  e.send_seconds = last_piece ? 0.0 : cost.link.transfer_seconds(e.output_bytes);
+  e.send_gradient_seconds = piece == 0 ? 0.0 : cost.link.transfer_seconds(e.input_bytes);
+  const auto m = static_cast<double>(cost.micro_batches);
+  e.step_seconds = m * (e.forward_seconds + e.backward_seconds + e.send_seconds);
+
+  e.weight_bytes = param_bytes * (2 + cost.optimizer_state) + buffer_bytes;
+  const std::int64_t in_flight = cost.in_flight == InFlight::AllMicroBatches
+                                     ? cost.micro_batches
+                                     : std::min(cost.stages - e.device, cost.micro_batches);
+  // Recomputing stages keep only each micro-batch's input, plus one micro-batch's full stash
+  // while its forward is re-run for backward.
+  e.activation_bytes = e.recomputes ? in_flight * e.input_bytes + stash_bytes : in_flight * stash_bytes;
+  e.activation_bytes += workspace_bytes;
+  e.memory_bytes = e.weight_bytes + e.activation_bytes;
+  // A device's chunks share its cap equally.
+  e.memory_cap = cost.memory_cap(e.device) / cost.chunks;
+  return e;
+}
+
+std::vector<StageEstimate> estimate_stages(const std::vector<LayerProfile>& layers, const CostModel& cost,
+                                           const Partition& partition) {
+  PW_CHECK(static_cast<int>(partition.size()) == cost.pieces(),
+           "partition has " << partition.size() << " pieces, the cost model " << cost.pieces());
+  check_partition(partition, static_cast<int>(layers.size()));
+  std::vector<StageEstimate> estimates;
+  for (std::size_t v = 0; v < partition.size(); ++v) {
+    estimates.push_back(estimate_piece(layers, cost, static_cast<int>(v), partition[v]));
+  }
+  return estimates;
+}
+
+std::vector<DeviceEstimate> per_device(const std::vector<StageEstimate>& pieces, const CostModel& cost) {
+  std::vector<DeviceEstimate> devices(static_cast<std::size_t>(cost.stages));
+  for (int d = 0; d < cost.stages; ++d) {
+    devices[static_cast<std::size_t>(d)].device = d;
+    devices[static_cast<std::size_t>(d)].memory_cap = cost.memory_cap(d);
+  }
+  for (const auto& piece : pieces) {
+    auto& device = devices.at(static_cast<std::size_t>(piece.device));
+    device.step_seconds += piece.step_seconds;
+    device.memory_bytes += piece.memory_bytes;
+  }
+  return devices;
+}
+
+}  // namespace pw::partition

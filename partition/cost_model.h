@@ -1,0 +1,91 @@
+#pragma once
+// Per-stage time and memory estimates from layer profiles: what the profile partitioner minimises
+// and what `pipewright plan` prints, for any partition.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/optimizer.h"
+#include "partition/model_description.h"
+#include "partition/profiler.h"
+
+namespace pw::partition {
+
+struct LinkModel {
+  double bandwidth_bytes_per_s = 10e9;   // CPU devices in one process: about memory bandwidth
+  double latency_s = 0.0;
+  double transfer_seconds(std::int64_t bytes) const;
+};
+
+// How many micro-batches' activations a stage holds at once. The pipeline library maps its
+// schedule kinds here (partition sits below pipeline and cannot name them).
+enum class InFlight {
+  AllMicroBatches,   // GPipe: every forward runs before the first backward
+  StagesAhead,       // 1F1B, ZB-H1 (and interleaved, approximately): stage s holds min(P - s, M)
+};
+
+enum class Recompute {
+  None,         // keep every layer's Context until its backward
+  All,          // keep only the stage input; re-run forward before backward
+  ExceptLast,   // every stage but the last recomputes (the last holds one micro-batch anyway)
+};
+
+// "none", "all", "except-last"; anything else is an InputError listing them.
+Recompute parse_recompute(const std::string& name);
+std::string recompute_name(Recompute recompute);
+
+// Tensors of optimizer state per parameter tensor: SGD 1 (momentum), Adam 2, Adagrad 1.
+int optimizer_state_tensors(models::OptimizerKind kind);
+
+struct CostModel {
+  int stages = 1;                  // P devices
+  int chunks = 1;                  // V model chunks per device (interleaved); P * V pieces
+  int micro_batches = 1;           // M
+  InFlight in_flight = InFlight::StagesAhead;
+  Recompute recompute = Recompute::None;
+  int optimizer_state = 2;         // tensors per parameter, see optimizer_state_tensors
+  LinkModel link;
+  std::vector<std::int64_t> device_memory;   // cap per device; one entry applies to all; empty or 0: none
+
+  int pieces() const { return stages * chunks; }
+  std::int64_t memory_cap(int device) const;   // 0: no cap
+};
+
+// Estimates for one piece of the model (a stage, or a chunk of a stage when V > 1).
+struct StageEstimate {
+  int piece = 0;                    // virtual stage index, 0..P*V-1
+  int device = 0;                   // piece % P
+  int chunk = 0;                    // piece / P
+  StageRange range;
+  std::vector<std::string> layer_names;
+  std::int64_t parameters = 0;
+  double forward_seconds = 0.0;     // per micro-batch
+  double backward_seconds = 0.0;    // per micro-batch, recomputation included
+  bool recomputes = false;
+  double send_seconds = 0.0;        // per micro-batch: its output activation over the link (0 for the last)
+  double send_gradient_seconds = 0.0;      // per micro-batch: its input gradient back (0 for the first)
+  std::int64_t output_bytes = 0;
+  std::int64_t input_bytes = 0;
+  double step_seconds = 0.0;        // M * (F + B + send): what the partitioner balances
+  std::int64_t weight_bytes = 0;    // parameters, gradients, optimizer state, buffers
+  std::int64_t activation_bytes = 0;   // stashed micro-batches plus one layer's working set
+  std::int64_t memory_bytes = 0;    // weight_bytes + activation_bytes
+  std::int64_t memory_cap = 0;      // this piece's share of its device cap; 0: none
+  bool fits() const { return memory_cap == 0 || memory_bytes <= memory_cap; }
+};
+
+StageEstimate estimate_piece(const std::vector<LayerProfile>& layers, const CostModel& cost, int piece, StageRange range);
+std::vector<StageEstimate> estimate_stages(const std::vector<LayerProfile>& layers, const CostModel& cost,
+                                           const Partition& partition);
+
+// Per device (summing its chunks when V > 1): memory and step time.
+struct DeviceEstimate {
+  int device = 0;
+  double step_seconds = 0.0;
+  std::int64_t memory_bytes = 0;
+  std::int64_t memory_cap = 0;
+  bool fits() const { return memory_cap == 0 || memory_bytes <= memory_cap; }
+};
+std::vector<DeviceEstimate> per_device(const std::vector<StageEstimate>& pieces, const CostModel& cost);
+
+}  // namespace pw::partition

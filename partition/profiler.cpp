@@ -1,0 +1,136 @@
+#include "partition/profiler.h"
+
+#include <algorithm>
+
+#include "core/clock.h"
+#include "core/error.h"
+#include "kernels/runtime.h"
+#include "kernels/stream.h"
+#include "models/rng.h"
+
+namespace pw::partition {
+namespace {
+
+using kernels::Device;
+using kernels::Shape;
+using kernels::Tensor;
+
+Tensor random_tensor(const Shape& shape, Device device, std::uint64_t seed) {
+  models::Rng rng(seed);
+  std::vector<float> values(static_cast<std::size_t>(kernels::shape_numel(shape)));
+  for (auto& v : values) v = static_cast<float>(rng.uniform(-1.0, 1.0));
+  return Tensor::from_vector(values, shape, device);
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+std::int64_t tensor_bytes(const std::vector<std::pair<std::string, models::Parameter*>>& params) {
+  std::int64_t total = 0;
+  for (const auto& [name, p] : params) total += static_cast<std::int64_t>(p->value.nbytes());
+  return total;
+}
+
+struct Measured {
+  double forward_seconds = 0.0;
+  double backward_seconds = 0.0;
+};
+
+// One forward and backward of `layer` on a fresh random input. With `memory` given, also records
+// the output and what stays allocated (allocator in_use) between forward and backward.
+Measured run_once(models::Layer& layer, const Shape& input_shape, Device device, std::uint64_t seed,
+                  LayerProfile* memory) {
+  auto& allocator = kernels::DeviceRuntime::get(device).allocator();
+  auto& stream = kernels::current_stream(device);
+  const Shape output_shape = layer.output_shape(input_shape);
+  stream.synchronize();
+  const std::int64_t start_in_use = allocator.stats().in_use;
+  Tensor x = random_tensor(input_shape, device, seed);
+  stream.synchronize();
+  if (memory != nullptr) allocator.reset_peak();
+
+  Measured m;
+  const auto forward_start = Clock::now();
+  auto out = layer.forward(x, models::Mode::Train);
+  stream.synchronize();
+  m.forward_seconds = seconds_since(forward_start);
+
+  if (memory != nullptr) {
+    memory->output_shape = out.y.shape();
+    memory->output_bytes = static_cast<std::int64_t>(out.y.nbytes());
+    // With our own references to input and output dropped, what stays allocated is what the
+    // Context holds, the input included when the layer keeps it.
+    out.y = Tensor();
+    x = Tensor();
+    memory->stash_bytes = allocator.stats().in_use - start_in_use;
+  }
+  const Tensor grad = random_tensor(output_shape, device, seed + 1);
+  stream.synchronize();
+  const auto backward_start = Clock::now();
+  layer.backward(*out.ctx, grad);
+  stream.synchronize();
+  m.backward_seconds = seconds_since(backward_start);
+  if (memory != nullptr) {
+    memory->workspace_bytes = std::max<std::int64_t>(0, allocator.stats().peak_in_use - start_in_use - memory->stash_bytes);
+  }
+  return m;
+}
+
+}  // namespace
+
+std::vector<Shape> layer_shapes(const ModelDescription& model, std::int64_t micro_batch_size) {
+  PW_INPUT_CHECK(micro_batch_size >= 1, "micro-batch size must be >= 1, got " << micro_batch_size);
+  Shape shape = model.sample_shape;
+  shape.insert(shape.begin(), micro_batch_size);
+  std::vector<Shape> shapes{shape};
+  for (const auto& spec : model.layers) {
+    shape = spec.build()->output_shape(shape);
+    shapes.push_back(shape);
+  }
+  return shapes;
+}
+
+std::vector<LayerProfile> profile_layers(const ModelDescription& model, Device device, const ProfileOptions& options) {
+  PW_INPUT_CHECK(options.repeats >= 1, "profiling needs at least 1 repeat, got " << options.repeats);
+  const auto shapes = layer_shapes(model, options.micro_batch_size);
+  std::vector<LayerProfile> profiles;
+  profiles.reserve(model.layers.size());
+  for (std::size_t i = 0; i < model.layers.size(); ++i) {
+    const auto& spec = model.layers[i];
+    auto layer = spec.build();
+    layer->initialize(options.seed, spec.name + ".");
+    layer->to(device);
+
+    LayerProfile p;
+    p.name = spec.name;
+    p.parameters = layer->parameter_count();
+    p.param_bytes = tensor_bytes(layer->named_parameters());
+    for (const auto& [name, b] : layer->named_buffers()) p.buffer_bytes += static_cast<std::int64_t>(b->value.nbytes());
+    p.input_bytes = kernels::shape_numel(shapes[i]) * static_cast<std::int64_t>(kernels::dtype_size(kernels::DType::F32));
+
+    const std::uint64_t seed = models::hash_name(options.seed, spec.name);
+    run_once(*layer, shapes[i], device, seed, nullptr);   // warm-up: primitive creation, allocator growth
+    std::vector<double> forward, backward;
+    for (int r = 0; r < options.repeats; ++r) {
+      const auto m = run_once(*layer, shapes[i], device, seed + 2 * static_cast<std::uint64_t>(r), r == 0 ? &p : nullptr);
+      forward.push_back(m.forward_seconds);
+      backward.push_back(m.backward_seconds);
+    }
+    p.forward_seconds = median(forward);
+    p.backward_seconds = median(backward);
+    profiles.push_back(std::move(p));
+  }
+  return profiles;
+}
+
+std::vector<LayerProfile> profile_layers(const ModelDescription& model, Device device, std::int64_t micro_batch_size,
+                                         int repeats) {
+  ProfileOptions options;
+  options.micro_batch_size = micro_batch_size;
+  options.repeats = repeats;
+  return profile_layers(model, device, options);
+}
+
+}  // namespace pw::partition

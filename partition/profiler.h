@@ -1,0 +1,45 @@
+#pragma once
+// Measures each layer alone on the target device: forward and backward time per micro-batch, the
+// activation it sends on, what its Context keeps for backward, and its parameter memory.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/device.h"
+#include "partition/model_description.h"
+
+namespace pw::partition {
+
+struct LayerProfile {
+  std::string name;
+  kernels::Shape output_shape;      // micro-batch dimension included
+  std::int64_t parameters = 0;
+  double forward_seconds = 0.0;     // per micro-batch, median of the repeats
+  double backward_seconds = 0.0;    // full backward (input and weight gradients)
+  std::int64_t input_bytes = 0;     // the activation it receives, per micro-batch
+  std::int64_t output_bytes = 0;    // boundary activation per micro-batch
+  std::int64_t stash_bytes = 0;     // what its Context keeps per micro-batch (the input included when kept)
+  std::int64_t workspace_bytes = 0; // peak memory of one forward+backward beyond its input and stash
+  std::int64_t param_bytes = 0;
+  std::int64_t buffer_bytes = 0;    // non-trained state (batch-norm running statistics)
+};
+
+struct ProfileOptions {
+  std::int64_t micro_batch_size = 1;
+  int repeats = 3;                  // timed runs after one warm-up
+  std::uint64_t seed = 0;
+};
+
+// Builds each layer alone on `device`, feeds a random input of the shape the layers before it
+// produce, and times forward and backward. Uses the device's allocator statistics for memory, so
+// nothing else should allocate on `device` meanwhile.
+std::vector<LayerProfile> profile_layers(const ModelDescription& model, kernels::Device device,
+                                         const ProfileOptions& options);
+std::vector<LayerProfile> profile_layers(const ModelDescription& model, kernels::Device device,
+                                         std::int64_t micro_batch_size, int repeats);
+
+// Layer input shapes for a micro-batch of `micro_batch_size`, by chaining output_shape (entry i is
+// layer i's input; the last entry is the model's output).
+std::vector<kernels::Shape> layer_shapes(const ModelDescription& model, std::int64_t micro_batch_size);
+
+}  // namespace pw::partition

@@ -1,0 +1,29 @@
+#include "pipeline/micro_batch.h"
+
+#include <cstring>
+
+#include "core/error.h"
+
+namespace pw::pipeline {
+
+std::vector<kernels::Tensor> split_batch(const kernels::Tensor& t, int count) {
+  PW_CHECK(t.device().is_cpu(), "split_batch expects a CPU tensor, got " << t.describe());
+  PW_INPUT_CHECK(count >= 1, "--micro-batches must be >= 1, got " << count);
+  const std::int64_t batch = t.dim(0);
+  PW_INPUT_CHECK(batch % count == 0, "--batch-size " << batch << " does not split into " << count
+                                                     << " equal micro-batches; use a batch size divisible by "
+                                                     << count);
+  const std::int64_t rows = batch / count;
+  kernels::Shape shape = t.shape();
+  shape[0] = rows;
+  const std::size_t bytes = t.nbytes() / static_cast<std::size_t>(count);
+  std::vector<kernels::Tensor> out;
+  for (int i = 0; i < count; ++i) {
+    kernels::Tensor part = kernels::Tensor::empty(shape, t.dtype(), t.device());
+    std::memcpy(part.raw(), static_cast<const char*>(t.raw()) + bytes * static_cast<std::size_t>(i), bytes);
+    out.push_back(std::move(part));
+  }
+  return out;
+}
+
+}  // namespace pw::pipeline

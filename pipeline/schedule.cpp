@@ -1,0 +1,227 @@
+// Schedule kinds, their validation, and the per-stage instruction lists of GPipe, 1F1B,
+// interleaved 1F1B and ZB-H1.
+#include "pipeline/schedule.h"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "core/error.h"
+
+namespace pw::pipeline {
+
+namespace {
+
+constexpr const char* kAcceptedKinds = "gpipe, 1f1b, interleaved, zb-h1";
+
+bool needs_at_least_one_micro_batch_per_stage(ScheduleKind kind) { return kind != ScheduleKind::GPipe; }
+
+// Emits compute instructions wrapped in the communication the contract asks for.
+class ProgramBuilder {
+ public:
+  ProgramBuilder(const ScheduleSpec& spec, int stage) : spec_(spec), stage_(stage) {}
+
+  void forward(int micro_batch, int chunk) {
+    const int v = virtual_stage(spec_, stage_, chunk);
+    if (!is_first(v)) emit(OpType::RecvActivation, micro_batch, chunk);
+    emit(OpType::Forward, micro_batch, chunk);
+    if (!is_last(v)) emit(OpType::SendActivation, micro_batch, chunk);
+  }
+  // Backward or BackwardInput: both consume the output gradient and produce the input gradient.
+  void backward(OpType op, int micro_batch, int chunk) {
+    const int v = virtual_stage(spec_, stage_, chunk);
+    if (!is_last(v)) emit(OpType::RecvGradient, micro_batch, chunk);
+    emit(op, micro_batch, chunk);
+    if (!is_first(v)) emit(OpType::SendGradient, micro_batch, chunk);
+  }
+  void backward_weight(int micro_batch, int chunk) { emit(OpType::BackwardWeight, micro_batch, chunk); }
+
+  std::vector<Instruction> finish() && {
+    program_.push_back({OpType::ReduceGrads});
+    program_.push_back({OpType::OptimizerStep});
+    return std::move(program_);
+  }
+
+ private:
+  bool is_first(int v) const { return v == 0; }
+  bool is_last(int v) const { return v == spec_.stages * spec_.chunks - 1; }
+  void emit(OpType op, int micro_batch, int chunk) { program_.push_back({op, micro_batch, chunk}); }
+
+  const ScheduleSpec& spec_;
+  int stage_;
+  std::vector<Instruction> program_;
+};
+
+// Fill-drain: every forward, then every backward in micro-batch order.
+std::vector<Instruction> gpipe(const ScheduleSpec& spec, int stage) {
+  ProgramBuilder b(spec, stage);
+  for (int m = 0; m < spec.micro_batches; ++m) b.forward(m, 0);
+  for (int m = 0; m < spec.micro_batches; ++m) b.backward(OpType::Backward, m, 0);
+  return std::move(b).finish();
+}
+
+// Forwards a stage runs before its first backward in 1F1B and ZB-H1: just enough that the last
+// stage's first backward finds every earlier stage busy.
+int warmup_forwards(const ScheduleSpec& spec, int stage) {
+  return std::min(spec.stages - stage - 1, spec.micro_batches);
+}
+
+// PipeDream-Flush: warm-up forwards, steady one-forward-one-backward, cool-down backwards.
+std::vector<Instruction> one_f_one_b(const ScheduleSpec& spec, int stage) {
+  ProgramBuilder b(spec, stage);
+  const int m_total = spec.micro_batches;
+  const int warmup = warmup_forwards(spec, stage);
+  for (int m = 0; m < warmup; ++m) b.forward(m, 0);
+  for (int i = 0; i < m_total - warmup; ++i) {
+    b.forward(warmup + i, 0);
+    b.backward(OpType::Backward, i, 0);
+  }
+  for (int m = m_total - warmup; m < m_total; ++m) b.backward(OpType::Backward, m, 0);
+  return std::move(b).finish();
+}
+
+// ZB-H1: 1F1B with the backward split. The input half (Bi) keeps 1F1B's place on the critical
+// path; stage s runs its weight half (W) s micro-batches late, so every stage holds at most P
+// micro-batches (stage 0's 1F1B peak, hence the same peak memory) and the s W's still pending at
+// the end fill the tail bubble that stage s has in 1F1B while gradients travel back to stage 0.
+std::vector<Instruction> zero_bubble_h1(const ScheduleSpec& spec, int stage) {
+  ProgramBuilder b(spec, stage);
+  const int m_total = spec.micro_batches;
+  const int warmup = warmup_forwards(spec, stage);
+  const int weight_delay = stage;
+  int next_weight = 0;
+  for (int m = 0; m < warmup; ++m) b.forward(m, 0);
+  for (int i = 0; i < m_total - warmup; ++i) {
+    b.forward(warmup + i, 0);
+    b.backward(OpType::BackwardInput, i, 0);
+    if (i - next_weight >= weight_delay) b.backward_weight(next_weight++, 0);
+  }
+  for (int m = m_total - warmup; m < m_total; ++m) {
+    b.backward(OpType::BackwardInput, m, 0);
+    b.backward_weight(next_weight++, 0);
+  }
+  while (next_weight < m_total) b.backward_weight(next_weight++, 0);
+  return std::move(b).finish();
+}
+
+// Megatron-LM's interleaved 1F1B. Work units are (micro-batch, chunk) pairs taken in groups of P
+// micro-batches: forward unit k runs chunk (k / P) % V of micro-batch (k / PV) * P + k % P;
+// backward unit k the same micro-batch on the chunks in reverse order.
+struct Unit {
+  int micro_batch;
+  int chunk;
+};
+
+Unit interleaved_unit(const ScheduleSpec& spec, int k, bool is_forward) {
+  const int p = spec.stages, v = spec.chunks;
+  const int in_group = k % (p * v);
+  const int chunk = in_group / p;
+  return {(k / (p * v)) * p + in_group % p, is_forward ? chunk : v - 1 - chunk};
+}
+
+std::vector<Instruction> interleaved(const ScheduleSpec& spec, int stage) {
+  ProgramBuilder b(spec, stage);
+  const int units = spec.micro_batches * spec.chunks;
+  // Megatron's warm-up: the 2 (P - s - 1) units of the round trip to the last stage and back,
+  // plus one group of P for every chunk but the last so that the last chunk's first backward
+  // can start on the last stage.
+  const int warmup = std::min(2 * (spec.stages - stage - 1) + (spec.chunks - 1) * spec.stages, units);
+  auto forward = [&](int k) {
+    const Unit u = interleaved_unit(spec, k, true);
+    b.forward(u.micro_batch, u.chunk);
+  };
+  auto backward = [&](int k) {
+    const Unit u = interleaved_unit(spec, k, false);
+    b.backward(OpType::Backward, u.micro_batch, u.chunk);
+  };
+  for (int k = 0; k < warmup; ++k) forward(k);
+  for (int i = 0; i < units - warmup; ++i) {
+    forward(warmup + i);
+    backward(i);
+  }
+  for (int k = units - warmup; k < units; ++k) backward(k);
+  return std::move(b).finish();
+}
+
+}  // namespace
+
+ScheduleKind parse_schedule_kind(const std::string& name) {
+  static const std::map<std::string, ScheduleKind> kinds = {{"gpipe", ScheduleKind::GPipe},
+                                                             {"1f1b", ScheduleKind::OneFOneB},
+                                                             {"interleaved", ScheduleKind::Interleaved},
+                                                             {"zb-h1", ScheduleKind::ZeroBubbleH1}};
+  const auto it = kinds.find(name);
+  PW_INPUT_CHECK(it != kinds.end(), "unknown schedule '" << name << "'; accepted: " << kAcceptedKinds);
+  return it->second;
+}
+
+std::string schedule_kind_name(ScheduleKind kind) {
+  switch (kind) {
+    case ScheduleKind::GPipe: return "gpipe";
+    case ScheduleKind::OneFOneB: return "1f1b";
+    case ScheduleKind::Interleaved: return "interleaved";
+    case ScheduleKind::ZeroBubbleH1: return "zb-h1";
+  }
+  PW_FAIL("unknown ScheduleKind " << static_cast<int>(kind));
+}
+
+void validate(const ScheduleSpec& spec) {
+  const std::string kind = schedule_kind_name(spec.kind);
+  PW_INPUT_CHECK(spec.stages >= 1, kind << " schedule: " << spec.stages << " pipeline stages; need at least 1");
+  PW_INPUT_CHECK(spec.micro_batches >= 1,
+                 kind << " schedule: " << spec.micro_batches << " micro-batches; need at least 1");
+  if (needs_at_least_one_micro_batch_per_stage(spec.kind)) {
+    PW_INPUT_CHECK(spec.micro_batches >= spec.stages,
+                   kind << " schedule: " << spec.micro_batches << " micro-batches for " << spec.stages
+                        << " stages; it needs at least one per stage (micro-batches >= stages), gpipe takes fewer");
+  }
+  if (spec.kind == ScheduleKind::Interleaved) {
+    PW_INPUT_CHECK(spec.chunks >= 2, "interleaved schedule: " << spec.chunks
+                                         << " chunk(s) per stage; it needs at least 2 (use 1f1b for one)");
+    PW_INPUT_CHECK(spec.micro_batches % spec.stages == 0,
+                   "interleaved schedule: " << spec.micro_batches << " micro-batches is not a multiple of "
+                                            << spec.stages << " stages");
+  } else {
+    PW_INPUT_CHECK(spec.chunks == 1, kind << " schedule: " << spec.chunks
+                                          << " chunks per stage; only interleaved takes more than 1");
+  }
+}
+
+int virtual_stage(const ScheduleSpec& spec, int stage, int chunk) {
+  PW_CHECK(stage >= 0 && stage < spec.stages, "stage " << stage << " of " << spec.stages);
+  PW_CHECK(chunk >= 0 && chunk < spec.chunks, "chunk " << chunk << " of " << spec.chunks);
+  return chunk * spec.stages + stage;
+}
+
+std::vector<Instruction> stage_schedule(const ScheduleSpec& spec, int stage) {
+  validate(spec);
+  PW_INPUT_CHECK(stage >= 0 && stage < spec.stages,
+                 "stage " << stage << " is outside the pipeline's stages 0.." << spec.stages - 1);
+  switch (spec.kind) {
+    case ScheduleKind::GPipe: return gpipe(spec, stage);
+    case ScheduleKind::OneFOneB: return one_f_one_b(spec, stage);
+    case ScheduleKind::Interleaved: return interleaved(spec, stage);
+    case ScheduleKind::ZeroBubbleH1: return zero_bubble_h1(spec, stage);
+  }
+  PW_FAIL("unknown ScheduleKind " << static_cast<int>(spec.kind));
+}
+
+int peak_in_flight(const std::vector<Instruction>& program, HeldUntil until) {
+  int held = 0, peak = 0;
+  for (const Instruction& in : program) {
+    switch (in.op) {
+      case OpType::Forward: peak = std::max(peak, ++held); break;
+      case OpType::Backward: --held; break;
+      case OpType::BackwardInput:
+        if (until == HeldUntil::BackwardStarts) --held;
+        break;
+      case OpType::BackwardWeight:
+        if (until == HeldUntil::WeightGradientDone) --held;
+        break;
+      default: break;
+    }
+  }
+  return peak;
+}
+
+}  // namespace pw::pipeline

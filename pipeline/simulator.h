@@ -1,0 +1,48 @@
+#pragma once
+// Discrete-event simulation of a schedule: finds deadlocks and computes the makespan, per-stage
+// busy time and the bubble fraction from per-op times. Sends are buffered (a send completes
+// without waiting for its receive); a receive waits for the matching send's arrival.
+#include <string>
+#include <vector>
+
+#include "pipeline/schedule.h"
+
+namespace pw::pipeline {
+
+struct OpTimes {
+  // Per virtual stage (size P * V): seconds per micro-batch.
+  std::vector<double> forward;
+  std::vector<double> backward_input;    // Bi (for kinds without a split, B = Bi + W)
+  std::vector<double> backward_weight;   // W
+  std::vector<double> send_activation;   // transfer time of the boundary activation to the next virtual stage
+  std::vector<double> send_gradient;     // transfer time of the input gradient to the previous virtual stage
+  double optimizer_step = 0.0;           // per stage
+  // Equal times everywhere: F = f, Bi = bi, W = w, no transfer cost.
+  static OpTimes uniform(const ScheduleSpec& spec, double f, double bi, double w);
+};
+
+struct TimedOp {
+  Instruction instruction;
+  double start = 0.0;
+  double end = 0.0;
+};
+
+struct SimulationResult {
+  double makespan = 0.0;
+  std::vector<double> stage_busy;             // compute seconds per stage (F, B, Bi, W, Recompute, step)
+  std::vector<double> stage_busy_fraction;    // stage_busy / makespan
+  double bubble_fraction = 0.0;               // 1 - sum(stage_busy) / (P * makespan)
+  std::vector<std::vector<TimedOp>> timeline;  // per stage, in execution order
+};
+
+// Throws pw::Error naming each blocked stage and the instruction it waits on when the schedule
+// deadlocks (or a receive has no matching send).
+SimulationResult simulate(const ScheduleSpec& spec, const std::vector<std::vector<Instruction>>& programs,
+                          const OpTimes& times);
+SimulationResult simulate(const ScheduleSpec& spec, const OpTimes& times);   // uses stage_schedule
+
+// The step x stage grid: one row per stage, one column per time slot of the simulation with
+// equal op times, cells in the compact text form ("F3", "B3", "W3", "." for idle).
+std::string format_grid(const ScheduleSpec& spec);
+
+}  // namespace pw::pipeline

@@ -1,0 +1,258 @@
+#include "pipeline/stage_executor.h"
+
+#include <array>
+#include <sstream>
+
+#include "core/clock.h"
+#include "kernels/allocator.h"
+#include "kernels/ops/elementwise.h"
+#include "models/forward_key.h"
+#include "models/loss.h"
+#include "models/rng.h"
+
+namespace pw::pipeline {
+namespace {
+
+constexpr std::size_t kOpCount = static_cast<std::size_t>(OpType::OptimizerStep) + 1;
+
+bool is_compute(OpType op) {
+  switch (op) {
+    case OpType::Forward:
+    case OpType::Backward:
+    case OpType::BackwardInput:
+    case OpType::BackwardWeight:
+    case OpType::Recompute:
+    case OpType::OptimizerStep: return true;
+    default: return false;
+  }
+}
+
+// Rethrows the exception in flight with `context` in front of its message, keeping its type so
+// front ends still tell bad input (exit 2) and out-of-memory (exit 1) from internal errors.
+[[noreturn]] void rethrow_with_context(const std::string& context) {
+  try {
+    throw;
+  } catch (const rpc::AbortedError&) {
+    throw;   // the root cause is another stage's error, reported there
+  } catch (const rpc::TimeoutError& e) {
+    throw rpc::TimeoutError(context + e.what());
+  } catch (const kernels::OutOfMemory& e) {
+    throw kernels::OutOfMemory(e, context);
+  } catch (const InputError& e) {
+    throw InputError(context + e.what());
+  } catch (const std::exception& e) {
+    throw Error(context + e.what());
+  }
+}
+
+}  // namespace
+
+StageExecutor::StageExecutor(StageConfig config, std::vector<std::unique_ptr<models::Sequential>> chunks,
+                             models::OptimizerConfig optimizer, rpc::Transport& transport, std::vector<TiedGroup> tied)
+    : config_(std::move(config)),
+      chunks_(std::move(chunks)),
+      transport_(transport),
+      tied_(std::move(tied)),
+      recomputes_(stage_recomputes(config_.recompute, config_.stage, config_.spec.stages)) {
+  validate(config_.spec);
+  PW_CHECK(static_cast<int>(chunks_.size()) == config_.spec.chunks,
+           "stage " << config_.stage << " has " << chunks_.size() << " chunks, the schedule needs " << config_.spec.chunks);
+  std::vector<models::Parameter*> params;
+  for (auto& c : chunks_) {
+    c->to(config_.device);
+    for (auto* p : c->parameters()) params.push_back(p);
+  }
+  optimizer_ = std::make_unique<models::Optimizer>(std::move(params), optimizer);
+}
+
+bool StageExecutor::last_virtual(const Instruction& in) const {
+  return virtual_stage_of(in) == config_.spec.stages * config_.spec.chunks - 1;
+}
+
+std::string StageExecutor::describe(const Instruction& in) const {
+  std::ostringstream out;
+  out << "stage " << config_.stage << " (" << config_.device.str() << "), step " << step_ << ", instruction "
+      << to_text({in}, true);
+  if (in.micro_batch >= 0) out << " (micro-batch " << in.micro_batch << ", chunk " << in.chunk << ")";
+  out << ": ";
+  return out.str();
+}
+
+StageExecutor::MicroBatchState& StageExecutor::state(const Instruction& in) { return states_[{in.micro_batch, in.chunk}]; }
+
+StageStepResult StageExecutor::run_step(std::int64_t step, const MicroBatchInputs& inputs) {
+  static const std::array<Handler, kOpCount> handlers = [] {
+    std::array<Handler, kOpCount> h{};
+    h[static_cast<std::size_t>(OpType::Forward)] = &StageExecutor::forward;
+    h[static_cast<std::size_t>(OpType::Backward)] = &StageExecutor::backward;
+    h[static_cast<std::size_t>(OpType::BackwardInput)] = &StageExecutor::backward_input;
+    h[static_cast<std::size_t>(OpType::BackwardWeight)] = &StageExecutor::backward_weight;
+    h[static_cast<std::size_t>(OpType::RecvActivation)] = &StageExecutor::recv_activation;
+    h[static_cast<std::size_t>(OpType::SendActivation)] = &StageExecutor::send_activation;
+    h[static_cast<std::size_t>(OpType::RecvGradient)] = &StageExecutor::recv_gradient;
+    h[static_cast<std::size_t>(OpType::SendGradient)] = &StageExecutor::send_gradient;
+    h[static_cast<std::size_t>(OpType::Recompute)] = &StageExecutor::recompute;
+    h[static_cast<std::size_t>(OpType::ReduceGrads)] = &StageExecutor::reduce_grads;
+    h[static_cast<std::size_t>(OpType::OptimizerStep)] = &StageExecutor::optimizer_step;
+    return h;
+  }();
+  PW_CHECK(static_cast<int>(inputs.images.size()) == config_.spec.micro_batches &&
+               static_cast<int>(inputs.labels.size()) == config_.spec.micro_batches,
+           "stage " << config_.stage << ": " << inputs.images.size() << " micro-batches of inputs for a schedule of "
+                    << config_.spec.micro_batches);
+  step_ = step;
+  inputs_ = &inputs;
+  mini_batch_size_ = 0;
+  for (const auto& labels : inputs.labels) mini_batch_size_ += labels.numel();
+  states_.clear();
+  result_ = {};
+  const auto start = Clock::now();
+  for (const Instruction& in : stage_schedule(config_.spec, config_.stage)) {
+    const auto index = static_cast<std::size_t>(in.op);
+    const Handler handler = index < handlers.size() ? handlers[index] : nullptr;
+    PW_CHECK(handler != nullptr, "stage " << config_.stage << ": no handler for instruction kind " << index);
+    const auto t0 = Clock::now();
+    try {
+      (this->*handler)(in);
+    } catch (...) {
+      rethrow_with_context(describe(in));
+    }
+    if (is_compute(in.op)) result_.busy_seconds += seconds_since(t0);
+  }
+  PW_CHECK(states_.empty(), "stage " << config_.stage << ": " << states_.size()
+                                     << " micro-batch states left after the step; the schedule is incomplete");
+  result_.wall_seconds = seconds_since(start);
+  inputs_ = nullptr;
+  return result_;
+}
+
+void StageExecutor::run_forward(const Instruction& in, models::Mode mode) {
+  auto& st = state(in);
+  const kernels::Tensor x =
+      first_virtual(in) ? inputs_->images.at(static_cast<std::size_t>(in.micro_batch)).to(config_.device) : st.input;
+  PW_CHECK(x.defined(), "no input activation (was RecvActivation scheduled before this forward?)");
+  models::ForwardKeyGuard key(models::splitmix64(static_cast<std::uint64_t>(step_) * 1000003u +
+                                                 static_cast<std::uint64_t>(in.micro_batch)));
+  auto out = chunk(in.chunk).forward(x, mode);
+  if (mode == models::Mode::Train) {
+    if (last_virtual(in)) {
+      const auto labels = inputs_->labels.at(static_cast<std::size_t>(in.micro_batch)).to(config_.device);
+      auto loss = models::softmax_cross_entropy(out.y, labels, 1.0 / static_cast<double>(mini_batch_size_));
+      const auto n = labels.numel();
+      result_.loss_sum += loss.loss * static_cast<double>(n);
+      result_.correct += loss.correct;
+      result_.samples += n;
+      st.grad_output = std::move(loss.grad_logits);
+    } else {
+      st.output = out.y;
+    }
+  }
+  if (recomputes_ && mode == models::Mode::Train) {
+    st.input = x;   // all a recompute needs; the context goes
+  } else {
+    st.ctx = std::move(out.ctx);
+    st.input = kernels::Tensor();
+  }
+}
+
+void StageExecutor::ensure_context(const Instruction& in) {
+  if (!state(in).ctx) run_forward(in, models::Mode::Recompute);
+  PW_CHECK(state(in).ctx != nullptr, "no forward context for this backward");
+}
+
+void StageExecutor::forward(const Instruction& in) { run_forward(in, models::Mode::Train); }
+
+void StageExecutor::recompute(const Instruction& in) { ensure_context(in); }
+
+void StageExecutor::backward(const Instruction& in) {
+  ensure_context(in);
+  auto& st = state(in);
+  PW_CHECK(st.grad_output.defined(), "no output gradient (was RecvGradient scheduled before this backward?)");
+  kernels::Tensor grad_input = chunk(in.chunk).backward(*st.ctx, st.grad_output);
+  st.ctx.reset();
+  st.grad_output = kernels::Tensor();
+  st.input = kernels::Tensor();
+  if (first_virtual(in)) states_.erase({in.micro_batch, in.chunk});
+  else st.grad_input = std::move(grad_input);
+}
+
+void StageExecutor::backward_input(const Instruction& in) {
+  ensure_context(in);
+  auto& st = state(in);
+  PW_CHECK(st.grad_output.defined(), "no output gradient (was RecvGradient scheduled before this backward?)");
+  kernels::Tensor grad_input = chunk(in.chunk).backward_input(*st.ctx, st.grad_output);
+  st.grad_output = kernels::Tensor();
+  st.input = kernels::Tensor();
+  if (!first_virtual(in)) st.grad_input = std::move(grad_input);
+}
+
+void StageExecutor::backward_weight(const Instruction& in) {
+  auto& st = state(in);
+  PW_CHECK(st.ctx != nullptr, "weight-gradient half before its input-gradient half");
+  chunk(in.chunk).backward_weight(*st.ctx);
+  st.ctx.reset();
+  if (!st.grad_input.defined()) states_.erase({in.micro_batch, in.chunk});
+}
+
+void StageExecutor::recv_activation(const Instruction& in) {
+  const int v = virtual_stage_of(in);
+  const rpc::Tag tag{step_, in.micro_batch, rpc::PayloadKind::Activation, v};
+  state(in).input = transport_.recv(stage_of_virtual(v - 1), tag, deadline()).to(config_.device);
+}
+
+void StageExecutor::send_activation(const Instruction& in) {
+  const int v = virtual_stage_of(in);
+  auto& st = state(in);
+  PW_CHECK(st.output.defined(), "no activation to send (was Forward scheduled before it?)");
+  transport_.send(stage_of_virtual(v + 1), {step_, in.micro_batch, rpc::PayloadKind::Activation, v + 1}, st.output,
+                  deadline());
+  st.output = kernels::Tensor();
+}
+
+void StageExecutor::recv_gradient(const Instruction& in) {
+  const int v = virtual_stage_of(in);
+  const rpc::Tag tag{step_, in.micro_batch, rpc::PayloadKind::Gradient, v};
+  state(in).grad_output = transport_.recv(stage_of_virtual(v + 1), tag, deadline()).to(config_.device);
+}
+
+void StageExecutor::send_gradient(const Instruction& in) {
+  const int v = virtual_stage_of(in);
+  auto& st = state(in);
+  PW_CHECK(st.grad_input.defined(), "no input gradient to send (was a backward scheduled before it?)");
+  transport_.send(stage_of_virtual(v - 1), {step_, in.micro_batch, rpc::PayloadKind::Gradient, v - 1}, st.grad_input,
+                  deadline());
+  st.grad_input = kernels::Tensor();
+  if (!st.ctx) states_.erase({in.micro_batch, in.chunk});
+}
+
+void StageExecutor::reduce_grads(const Instruction&) {
+  for (std::size_t g = 0; g < tied_.size(); ++g) {
+    TiedGroup& group = tied_[g];
+    if (group.local.empty()) continue;
+    // This stage's contribution: its members' gradients added in order.
+    kernels::Tensor mine = group.local.front()->grad.clone();
+    for (std::size_t i = 1; i < group.local.size(); ++i) kernels::add_inplace(mine, group.local[i]->grad);
+    const rpc::Tag out_tag{step_, static_cast<int>(g), rpc::PayloadKind::TiedGradient, config_.stage};
+    for (int owner : group.owner_stages)
+      if (owner != config_.stage) transport_.send(owner, out_tag, mine, deadline());
+    // Every owner adds the contributions in stage order, so all copies end bit-identical.
+    kernels::Tensor total;
+    for (int owner : group.owner_stages) {
+      kernels::Tensor part =
+          owner == config_.stage
+              ? mine
+              : transport_.recv(owner, {step_, static_cast<int>(g), rpc::PayloadKind::TiedGradient, owner}, deadline())
+                    .to(config_.device);
+      if (!total.defined()) total = part.clone();
+      else kernels::add_inplace(total, part);
+    }
+    for (auto* p : group.local) p->grad.copy_from(total);
+  }
+}
+
+void StageExecutor::optimizer_step(const Instruction&) {
+  optimizer_->step();
+  optimizer_->zero_grad();
+}
+
+}  // namespace pw::pipeline

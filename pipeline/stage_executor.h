@@ -1,0 +1,108 @@
+#pragma once
+// The stage executor: owns one stage's model chunks, its per-micro-batch contexts and its
+// optimizer, and runs the stage's instruction list for a mini-batch, one handler per instruction
+// kind, talking to neighbouring stages through a Transport.
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "models/layers/sequential.h"
+#include "models/optimizer.h"
+#include "pipeline/recompute.h"
+#include "pipeline/schedule.h"
+#include "rpc/transport.h"
+
+namespace pw::pipeline {
+
+// One weight shared by layers on several stages: the stage's local parameters in the group
+// (possibly none) and the stages owning a member. Gradients are summed over all owners before
+// the optimizer step, in stage order, so every copy stays bit-identical.
+struct TiedGroup {
+  std::vector<models::Parameter*> local;   // this stage's members
+  std::vector<int> owner_stages;           // ascending
+};
+
+struct StageConfig {
+  ScheduleSpec spec;
+  int stage = 0;
+  kernels::Device device;
+  RecomputeMode recompute = RecomputeMode::None;
+  std::chrono::milliseconds timeout{std::chrono::seconds(60)};
+};
+
+// What the first virtual stage feeds and the last one scores, per micro-batch, on the CPU.
+struct MicroBatchInputs {
+  std::vector<kernels::Tensor> images;
+  std::vector<kernels::Tensor> labels;
+};
+
+struct StageStepResult {
+  double loss_sum = 0.0;       // sum over samples of this stage's losses (last stage only)
+  std::int64_t correct = 0;
+  std::int64_t samples = 0;
+  double busy_seconds = 0.0;   // compute instructions
+  double wall_seconds = 0.0;
+};
+
+class StageExecutor {
+ public:
+  // chunks[c] is this stage's model chunk c (virtual stage chunk * P + stage).
+  StageExecutor(StageConfig config, std::vector<std::unique_ptr<models::Sequential>> chunks,
+                models::OptimizerConfig optimizer, rpc::Transport& transport, std::vector<TiedGroup> tied = {});
+
+  StageStepResult run_step(std::int64_t step, const MicroBatchInputs& inputs);
+
+  models::Sequential& chunk(int c) { return *chunks_.at(static_cast<std::size_t>(c)); }
+  int chunk_count() const { return static_cast<int>(chunks_.size()); }
+  const StageConfig& config() const { return config_; }
+
+ private:
+  struct MicroBatchState {
+    kernels::Tensor input;        // received (or fed) activation
+    kernels::Tensor output;       // activation to send
+    kernels::Tensor grad_output;  // gradient w.r.t. the output (received, or the loss gradient)
+    kernels::Tensor grad_input;   // gradient to send back
+    std::unique_ptr<models::Context> ctx;
+  };
+  using Handler = void (StageExecutor::*)(const Instruction&);
+
+  void recv_activation(const Instruction& in);
+  void send_activation(const Instruction& in);
+  void recv_gradient(const Instruction& in);
+  void send_gradient(const Instruction& in);
+  void forward(const Instruction& in);
+  void backward(const Instruction& in);
+  void backward_input(const Instruction& in);
+  void backward_weight(const Instruction& in);
+  void recompute(const Instruction& in);
+  void reduce_grads(const Instruction& in);
+  void optimizer_step(const Instruction& in);
+
+  MicroBatchState& state(const Instruction& in);
+  void run_forward(const Instruction& in, models::Mode mode);
+  void ensure_context(const Instruction& in);
+  int virtual_stage_of(const Instruction& in) const { return virtual_stage(config_.spec, config_.stage, in.chunk); }
+  int stage_of_virtual(int v) const { return v % config_.spec.stages; }
+  bool first_virtual(const Instruction& in) const { return virtual_stage_of(in) == 0; }
+  bool last_virtual(const Instruction& in) const;
+  rpc::Deadline deadline() const { return std::chrono::steady_clock::now() + config_.timeout; }
+  std::string describe(const Instruction& in) const;
+
+  StageConfig config_;
+  std::vector<std::unique_ptr<models::Sequential>> chunks_;
+  std::unique_ptr<models::Optimizer> optimizer_;
+  rpc::Transport& transport_;
+  std::vector<TiedGroup> tied_;
+  bool recomputes_;
+
+  // Per step:
+  std::int64_t step_ = 0;
+  const MicroBatchInputs* inputs_ = nullptr;
+  std::int64_t mini_batch_size_ = 1;   // the loss gradient is scaled by 1/mini_batch_size_
+  std::map<std::pair<int, int>, MicroBatchState> states_;   // (micro_batch, chunk)
+  StageStepResult result_;
+};
+
+}  // namespace pw::pipeline

@@ -1,0 +1,51 @@
+#pragma once
+// The Transport interface: point-to-point tensor messages between ranks, addressed by a tag.
+// Every blocking call takes a deadline; on expiry it throws TimeoutError naming the peer and tag.
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "core/error.h"
+#include "kernels/tensor.h"
+
+namespace pw::rpc {
+
+using Deadline = std::chrono::steady_clock::time_point;
+
+enum class PayloadKind { Activation, Gradient, TiedGradient };
+std::string payload_kind_name(PayloadKind kind);
+
+struct Tag {
+  std::int64_t step = 0;
+  int micro_batch = 0;   // for TiedGradient: the tied group's index
+  PayloadKind kind = PayloadKind::Activation;
+  int virtual_stage = 0;   // the receiving virtual stage (TiedGradient: the sending stage)
+  friend bool operator==(const Tag&, const Tag&) = default;
+};
+std::string tag_str(const Tag& tag);   // "activation of micro-batch 3 for virtual stage 2 (step 7)"
+
+class TimeoutError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Thrown in every waiting rank once one rank has failed, so nobody waits out its deadline.
+class AbortedError : public Error {
+ public:
+  using Error::Error;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  // Hands `tensor` to `peer`; the caller must not modify it afterwards.
+  virtual void send(int peer, const Tag& tag, const kernels::Tensor& tensor, Deadline deadline) = 0;
+  // The tensor `peer` sent with `tag`, on the sender's device (the caller moves it).
+  virtual kernels::Tensor recv(int peer, const Tag& tag, Deadline deadline) = 0;
+  // Makes every pending and future recv of every rank throw AbortedError with `reason`.
+  virtual void abort(const std::string& reason) = 0;
+};
+
+}  // namespace pw::rpc

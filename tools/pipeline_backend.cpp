@@ -1,0 +1,172 @@
+#include <sstream>
+
+#include "core/units.h"
+#include "kernels/runtime.h"
+#include "kernels/stream.h"
+#include "models/checkpoint.h"
+#include "partition/partitioners.h"
+#include "pipeline/pipeline_trainer.h"
+#include "tools/train_backend.h"
+
+namespace pw::tools {
+namespace {
+
+std::vector<kernels::Device> parse_devices(const TrainOptions& o, int stages) {
+  std::vector<kernels::Device> devices;
+  if (!o.devices.empty()) {
+    std::stringstream in(o.devices);
+    std::string item;
+    while (std::getline(in, item, ',')) devices.push_back(kernels::Device::parse(item));
+    PW_INPUT_CHECK(static_cast<int>(devices.size()) == stages,
+                   "--devices lists " << devices.size() << " devices for " << stages
+                                      << " stages; give one per stage, e.g. cpu:0,cpu:1");
+  } else {
+    const auto base = kernels::Device::parse(o.device);
+    const int gpus = kernels::cuda_device_count();
+    for (int s = 0; s < stages; ++s)
+      devices.push_back(base.is_cpu() ? kernels::Device::cpu(s) : kernels::Device::cuda(gpus > 0 ? s % gpus : 0));
+  }
+  const int gpus = kernels::cuda_device_count();
+  for (const auto& d : devices)
+    PW_INPUT_CHECK(d.is_cpu() || d.index < gpus, "device " << d.str() << ": this machine has " << gpus
+                                                           << " CUDA device(s)" << (gpus == 0 ? "; use cpu:N devices" : ""));
+  return devices;
+}
+
+partition::Partition choose_partition(const TrainOptions& o, const partition::ModelDescription& model, int parts) {
+  const std::string label = o.split.empty() ? "--partition " + o.partition : "--split " + o.split;
+  partition::check_stage_count(model.layer_count(), parts, model.name);
+  if (!o.split.empty()) {
+    return partition::split_at(model.layer_count(), partition::parse_split_points(o.split), {"--split", model.name});
+  }
+  switch (partition::parse_partition_method(o.partition)) {
+    case partition::PartitionMethod::Uniform: return partition::partition_uniform(model.layer_count(), parts);
+    case partition::PartitionMethod::Params:
+      return partition::partition_by_params(partition::layer_parameter_counts(model), parts);
+    case partition::PartitionMethod::Profile: return profile_partition(o, model, parts);
+  }
+  PW_FAIL("unhandled partition method " << label);
+}
+
+class PipelineBackend : public TrainBackend {
+ public:
+  PipelineBackend(const TrainOptions& o, const models::ModelSpec& spec, const models::OptimizerConfig& oc) {
+    pipeline::PipelineOptions po;
+    po.spec.kind = pipeline::parse_schedule_kind(o.schedule);
+    po.spec.stages = o.stages;
+    po.spec.micro_batches = o.micro_batches;
+    po.spec.chunks = o.chunks;
+    pipeline::validate(po.spec);
+    PW_INPUT_CHECK(o.batch_size % o.micro_batches == 0,
+                   "--batch-size " << o.batch_size << " does not split into " << o.micro_batches
+                                   << " equal micro-batches; use a batch size divisible by " << o.micro_batches);
+    po.devices = parse_devices(o, o.stages);
+    const int threads = o.threads > 0 ? o.threads
+                                      : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / o.stages);
+    for (const auto& d : po.devices) {
+      auto& rt = kernels::DeviceRuntime::get(d);
+      if (d.is_cpu()) rt.set_threads(threads);
+      if (!o.device_memory.empty()) rt.set_memory_cap(parse_bytes(o.device_memory));
+    }
+    po.recompute = pipeline::parse_recompute_mode(o.recompute);
+    po.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.stage_timeout_seconds * 1000));
+    po.optimizer = oc;
+    po.seed = o.seed;
+    devices_ = po.devices;
+    spec_ = po.spec;
+    recompute_ = po.recompute;
+    model_ = partition::describe(spec);
+    partition_ = choose_partition(o, model_, o.stages * o.chunks);
+    trainer_ = std::make_unique<pipeline::PipelineTrainer>(model_, partition_, po);
+    if (!o.load_path.empty()) {
+      for (auto& [name, piece] : pieces()) models::load_weights(*piece, o.load_path, models::Coverage::Part);
+    }
+  }
+
+  std::string describe() const override {
+    std::ostringstream out;
+    out << spec_.stages << " stages (" << pipeline::schedule_kind_name(spec_.kind) << ", " << spec_.micro_batches
+        << " micro-batches";
+    if (spec_.chunks > 1) out << ", " << spec_.chunks << " chunks";
+    out << ", split " << split_text() << ") on ";
+    for (std::size_t i = 0; i < devices_.size(); ++i) out << (i ? "," : "") << devices_[i].str();
+    return out.str();
+  }
+
+  StepOutcome step(const models::data::Batch& batch) override {
+    auto r = trainer_->train_step(batch);
+    return {r.loss, r.correct, r.samples, std::move(r.stage_busy_seconds)};
+  }
+
+  models::EvalResult evaluate(models::data::DataLoader& loader, std::int64_t max_batches) override {
+    return trainer_->evaluate(loader, max_batches);
+  }
+
+  void save(const std::string& path, const std::string& model_name) override {
+    std::vector<models::Layer*> layers;
+    for (auto& [name, piece] : pieces()) layers.push_back(piece);
+    models::save_weights(layers, path, model_name);
+  }
+
+  void reset_peak_memory() override {
+    for (const auto& d : devices_) kernels::DeviceRuntime::get(d).allocator().reset_peak();
+  }
+  void synchronize() override {
+    for (const auto& d : devices_) kernels::current_stream(d).synchronize();
+  }
+
+  void add_summary(nlohmann::json& j, const std::vector<double>& busy, double train_seconds) override {
+    std::vector<std::string> names;
+    for (const auto& d : devices_) names.push_back(d.str());
+    j["device"] = names.front();
+    j["devices"] = names;
+    j["threads"] = kernels::DeviceRuntime::get(devices_.front()).threads();
+    j["stages"] = spec_.stages;
+    j["micro_batches"] = spec_.micro_batches;
+    j["schedule"] = pipeline::schedule_kind_name(spec_.kind);
+    j["chunks"] = spec_.chunks;
+    j["recompute"] = pipeline::recompute_mode_name(recompute_);
+    std::vector<int> split;
+    for (std::size_t i = 1; i < partition_.size(); ++i) split.push_back(partition_[i].begin);
+    j["split"] = split;
+    const auto peaks = trainer_->stage_peak_memory();
+    j["stage_peak_memory_bytes"] = peaks;
+    j["peak_memory_bytes"] = *std::max_element(peaks.begin(), peaks.end());
+    std::vector<double> fraction;
+    for (double b : busy) fraction.push_back(train_seconds > 0 ? b / train_seconds : 0.0);
+    j["stage_busy_fraction"] = fraction;
+  }
+
+ private:
+  std::string split_text() const {
+    std::ostringstream out;
+    for (std::size_t i = 1; i < partition_.size(); ++i) out << (i > 1 ? "," : "") << partition_[i].begin;
+    return out.str();
+  }
+  std::vector<std::pair<int, models::Layer*>> pieces() {
+    std::vector<std::pair<int, models::Layer*>> out;
+    for (int s = 0; s < trainer_->stages(); ++s)
+      for (auto* layer : trainer_->stage_layers(s)) out.emplace_back(s, layer);
+    return out;
+  }
+
+  std::vector<kernels::Device> devices_;
+  pipeline::ScheduleSpec spec_;
+  pipeline::RecomputeMode recompute_ = pipeline::RecomputeMode::None;
+  partition::ModelDescription model_;
+  partition::Partition partition_;
+  std::unique_ptr<pipeline::PipelineTrainer> trainer_;
+};
+
+}  // namespace
+
+bool wants_pipeline(const TrainOptions& o) {
+  return o.stages > 1 || o.micro_batches > 1 || !o.devices.empty();
+}
+
+std::unique_ptr<TrainBackend> make_pipeline_backend(const TrainOptions& o, const models::ModelSpec& spec,
+                                                    const models::OptimizerConfig& optimizer) {
+  return std::make_unique<PipelineBackend>(o, spec, optimizer);
+}
+
+}  // namespace pw::tools
