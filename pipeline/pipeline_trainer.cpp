@@ -130,6 +130,7 @@ PipelineStepResult PipelineTrainer::train_step(const models::data::Batch& batch)
     r.samples += s.samples;
     r.stage_busy_seconds.push_back(s.busy_seconds);
   }
+  r.stages = std::move(results);
   r.loss = r.samples > 0 ? loss_sum / static_cast<double>(r.samples) : 0.0;
   return r;
 }

@@ -30,6 +30,7 @@ struct PipelineStepResult {
   std::int64_t samples = 0;
   double wall_seconds = 0.0;
   std::vector<double> stage_busy_seconds;
+  std::vector<StageStepResult> stages;   // everything each stage measured
 };
 
 class PipelineTrainer {

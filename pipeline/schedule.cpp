@@ -183,7 +183,7 @@ void validate(const ScheduleSpec& spec) {
                                             << spec.stages << " stages");
   } else {
     PW_INPUT_CHECK(spec.chunks == 1, kind << " schedule: " << spec.chunks
-                                          << " chunks per stage; only interleaved takes more than 1");
+                                          << " chunks per stage; it takes exactly 1 (only interleaved takes more)");
   }
 }
 

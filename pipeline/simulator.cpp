@@ -93,12 +93,16 @@ class Simulation {
   }
 
  private:
+  StageState& state(int stage) { return stages_[static_cast<std::size_t>(stage)]; }
+  const StageState& state(int stage) const { return stages_[static_cast<std::size_t>(stage)]; }
+  const std::vector<Instruction>& program_of(int stage) const { return programs_[static_cast<std::size_t>(stage)]; }
+
   std::string quoted(const Instruction& in) const { return "'" + instruction_text(in, spec_.chunks) + "'"; }
 
   [[noreturn]] void fail(int stage, const std::string& why) const {
-    const StageState& st = stages_[stage];
+    const StageState& st = state(stage);
     PW_FAIL("schedule " << schedule_kind_name(spec_.kind) << ": stage " << stage << " instruction " << st.next
-                        << " " << quoted(programs_[stage][st.next]) << ": " << why);
+                        << " " << quoted(program_of(stage)[st.next]) << ": " << why);
   }
 
   UnitProgress& unit(int stage, const Instruction& in) {
@@ -108,13 +112,13 @@ class Simulation {
       fail(stage, PW_DETAIL_MSG("micro-batch/chunk out of range (" << spec_.micro_batches << " micro-batches, "
                                                                     << spec_.chunks << " chunks)"));
     }
-    return stages_[stage].units[static_cast<std::size_t>(in.micro_batch * spec_.chunks + in.chunk)];
+    return state(stage).units[static_cast<std::size_t>(in.micro_batch * spec_.chunks + in.chunk)];
   }
 
   // Executes stage's next instruction; false if it is finished or waits for a message.
   bool try_execute_next(int stage) {
-    StageState& st = stages_[stage];
-    const auto& program = programs_[stage];
+    StageState& st = state(stage);
+    const auto& program = program_of(stage);
     if (st.next >= program.size()) return false;
     const Instruction& in = program[st.next];
     const double start = st.clock;
@@ -216,7 +220,7 @@ class Simulation {
   }
 
   void throw_if_gradients_incomplete(int stage) {
-    const StageState& st = stages_[stage];
+    const StageState& st = state(stage);
     for (int m = 0; m < spec_.micro_batches; ++m) {
       for (int c = 0; c < spec_.chunks; ++c) {
         const UnitProgress& u = st.units[static_cast<std::size_t>(m * spec_.chunks + c)];
@@ -234,8 +238,8 @@ class Simulation {
     const int from_stage = from_virtual % spec_.stages;
     const Instruction send{key.payload == Payload::Activation ? OpType::SendActivation : OpType::SendGradient,
                            key.micro_batch, from_virtual / spec_.stages};
-    const StageState& sender = stages_[from_stage];
-    const auto& program = programs_[from_stage];
+    const StageState& sender = state(from_stage);
+    const auto& program = program_of(from_stage);
     std::ostringstream out;
     out << "stage " << from_stage;
     const auto it = std::find(program.begin() + static_cast<std::ptrdiff_t>(sender.next), program.end(), send);
@@ -255,9 +259,9 @@ class Simulation {
     std::ostringstream blocked;
     int count = 0;
     for (int s = 0; s < spec_.stages; ++s) {
-      const StageState& st = stages_[s];
-      if (st.next >= programs_[s].size()) continue;
-      const Instruction& in = programs_[s][st.next];
+      const StageState& st = state(s);
+      if (st.next >= program_of(s).size()) continue;
+      const Instruction& in = program_of(s)[st.next];
       const Payload payload = in.op == OpType::RecvActivation ? Payload::Activation : Payload::Gradient;
       const MessageKey key{payload, in.micro_batch, virtual_stage(spec_, s, in.chunk)};
       blocked << (count++ ? "; " : "") << "stage " << s << " waits at instruction " << st.next << " " << quoted(in)
@@ -275,13 +279,13 @@ class Simulation {
       if (queue.empty()) continue;
       const Message& m = queue.front();
       PW_FAIL("schedule " << schedule_kind_name(spec_.kind) << ": stage " << m.from_stage << " instruction "
-                          << m.from_instruction << " " << quoted(programs_[m.from_stage][m.from_instruction])
+                          << m.from_instruction << " " << quoted(program_of(m.from_stage)[m.from_instruction])
                           << " sends a " << payload_name(key.payload) << " that virtual stage "
                           << key.to_virtual_stage << " (stage " << key.to_virtual_stage % spec_.stages
                           << ") never receives");
     }
     for (int s = 0; s < spec_.stages; ++s)
-      PW_CHECK(stages_[s].stepped, "schedule " << schedule_kind_name(spec_.kind) << ": stage " << s
+      PW_CHECK(state(s).stepped, "schedule " << schedule_kind_name(spec_.kind) << ": stage " << s
                                                << " ends without ReduceGrads and OptimizerStep");
   }
 

@@ -72,7 +72,7 @@ bool StageExecutor::last_virtual(const Instruction& in) const {
 std::string StageExecutor::describe(const Instruction& in) const {
   std::ostringstream out;
   out << "stage " << config_.stage << " (" << config_.device.str() << "), step " << step_ << ", instruction "
-      << to_text({in}, true);
+      << instruction_text(in, config_.spec.chunks);
   if (in.micro_batch >= 0) out << " (micro-batch " << in.micro_batch << ", chunk " << in.chunk << ")";
   out << ": ";
   return out.str();
@@ -117,7 +117,11 @@ StageStepResult StageExecutor::run_step(std::int64_t step, const MicroBatchInput
     } catch (...) {
       rethrow_with_context(describe(in));
     }
-    if (is_compute(in.op)) result_.busy_seconds += seconds_since(t0);
+    if (is_compute(in.op)) {
+      const double dt = seconds_since(t0);
+      result_.busy_seconds += dt;
+      result_.op_seconds[{in.op, in.chunk}] += dt;
+    }
   }
   PW_CHECK(states_.empty(), "stage " << config_.stage << ": " << states_.size()
                                      << " micro-batch states left after the step; the schedule is incomplete");

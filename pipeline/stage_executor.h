@@ -44,6 +44,9 @@ struct StageStepResult {
   std::int64_t samples = 0;
   double busy_seconds = 0.0;   // compute instructions
   double wall_seconds = 0.0;
+  // Measured seconds per (op kind, chunk), summed over the step's micro-batches: what the
+  // simulator needs to predict this step.
+  std::map<std::pair<OpType, int>, double> op_seconds;
 };
 
 class StageExecutor {

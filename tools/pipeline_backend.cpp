@@ -1,3 +1,4 @@
+#include <cstdio>
 #include <sstream>
 
 #include "core/units.h"
@@ -6,6 +7,7 @@
 #include "models/checkpoint.h"
 #include "partition/partitioners.h"
 #include "pipeline/pipeline_trainer.h"
+#include "pipeline/planner.h"
 #include "tools/train_backend.h"
 
 namespace pw::tools {
@@ -33,19 +35,29 @@ std::vector<kernels::Device> parse_devices(const TrainOptions& o, int stages) {
   return devices;
 }
 
-partition::Partition choose_partition(const TrainOptions& o, const partition::ModelDescription& model, int parts) {
-  const std::string label = o.split.empty() ? "--partition " + o.partition : "--split " + o.split;
-  partition::check_stage_count(model.layer_count(), parts, model.name);
-  if (!o.split.empty()) {
-    return partition::split_at(model.layer_count(), partition::parse_split_points(o.split), {"--split", model.name});
+// The split for --split or --partition; the profile method measures every layer on the first
+// stage's device with one micro-batch first.
+partition::Partition split_for(const TrainOptions& o, const partition::ModelDescription& model,
+                               const pipeline::ScheduleSpec& spec, const std::vector<kernels::Device>& devices) {
+  pipeline::SplitChoice choice;
+  if (!o.split.empty()) choice.split_points = partition::parse_split_points(o.split);
+  else choice.method = partition::parse_partition_method(o.partition);
+  partition::CostModel cost;
+  cost.stages = spec.stages;
+  cost.chunks = spec.chunks;
+  cost.micro_batches = spec.micro_batches;
+  cost.in_flight = pipeline::in_flight_of(spec.kind);
+  cost.recompute = partition::parse_recompute(o.recompute);
+  cost.optimizer_state = partition::optimizer_state_tensors(models::parse_optimizer_kind(o.optimizer));
+  if (!o.device_memory.empty()) cost.device_memory = {parse_bytes(o.device_memory)};
+  std::vector<partition::LayerProfile> profiles;
+  if (choice.split_points.empty() && choice.method == partition::PartitionMethod::Profile) {
+    partition::check_stage_count(model.layer_count(), cost.pieces(), model.name);
+    std::fprintf(stderr, "profiling %d layers of %s on %s...\n", model.layer_count(), model.name.c_str(),
+                 devices.front().str().c_str());
+    profiles = partition::profile_layers(model, devices.front(), o.batch_size / spec.micro_batches, 3);
   }
-  switch (partition::parse_partition_method(o.partition)) {
-    case partition::PartitionMethod::Uniform: return partition::partition_uniform(model.layer_count(), parts);
-    case partition::PartitionMethod::Params:
-      return partition::partition_by_params(partition::layer_parameter_counts(model), parts);
-    case partition::PartitionMethod::Profile: return profile_partition(o, model, parts);
-  }
-  PW_FAIL("unhandled partition method " << label);
+  return pipeline::choose_partition(model, choice, cost, profiles);
 }
 
 class PipelineBackend : public TrainBackend {
@@ -68,7 +80,7 @@ class PipelineBackend : public TrainBackend {
       if (d.is_cpu()) rt.set_threads(threads);
       if (!o.device_memory.empty()) rt.set_memory_cap(parse_bytes(o.device_memory));
     }
-    po.recompute = pipeline::parse_recompute_mode(o.recompute);
+    po.recompute = partition::parse_recompute(o.recompute);
     po.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.stage_timeout_seconds * 1000));
     po.optimizer = oc;
     po.seed = o.seed;
@@ -76,7 +88,7 @@ class PipelineBackend : public TrainBackend {
     spec_ = po.spec;
     recompute_ = po.recompute;
     model_ = partition::describe(spec);
-    partition_ = choose_partition(o, model_, o.stages * o.chunks);
+    partition_ = split_for(o, model_, po.spec, po.devices);
     trainer_ = std::make_unique<pipeline::PipelineTrainer>(model_, partition_, po);
     if (!o.load_path.empty()) {
       for (auto& [name, piece] : pieces()) models::load_weights(*piece, o.load_path, models::Coverage::Part);
@@ -125,7 +137,7 @@ class PipelineBackend : public TrainBackend {
     j["micro_batches"] = spec_.micro_batches;
     j["schedule"] = pipeline::schedule_kind_name(spec_.kind);
     j["chunks"] = spec_.chunks;
-    j["recompute"] = pipeline::recompute_mode_name(recompute_);
+    j["recompute"] = partition::recompute_name(recompute_);
     std::vector<int> split;
     for (std::size_t i = 1; i < partition_.size(); ++i) split.push_back(partition_[i].begin);
     j["split"] = split;

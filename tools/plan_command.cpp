@@ -19,6 +19,7 @@
 #include "partition/profile_partitioner.h"
 #include "partition/profiler.h"
 #include "pipeline/schedule.h"
+#include "pipeline/planner.h"
 #include "pipeline/simulator.h"
 
 namespace pw::tools {
@@ -67,12 +68,13 @@ kernels::Device device_of(const PlanOptions& o) {
 pipeline::ScheduleSpec schedule_of(const PlanOptions& o, const std::vector<int>& split_points) {
   pipeline::ScheduleSpec s;
   s.kind = pipeline::parse_schedule_kind(o.schedule);
-  s.chunks = o.chunks > 0 ? o.chunks : (s.kind == pipeline::ScheduleKind::Interleaved ? 2 : 1);
   PW_INPUT_CHECK(o.chunks >= 0, "--chunks " << o.chunks << ": need at least 1 model chunk per stage");
+  s.chunks = o.chunks > 0 ? o.chunks : (s.kind == pipeline::ScheduleKind::Interleaved ? 2 : 1);
   const int split_pieces = static_cast<int>(split_points.size()) + 1;
   if (!o.stages_given && !o.split.empty()) {
-    PW_INPUT_CHECK(split_pieces % s.chunks == 0, "--split " << o.split << " makes " << split_pieces << " pieces, not a multiple of the "
-                                                          << s.chunks << " chunks per stage");
+    PW_INPUT_CHECK(split_pieces % s.chunks == 0, "--split " << o.split << " makes " << split_pieces
+                                                            << " pieces, not a multiple of the " << s.chunks
+                                                            << " chunks per stage");
     s.stages = split_pieces / s.chunks;
   } else {
     s.stages = o.stages_given ? o.stages : 1;
@@ -87,50 +89,6 @@ pipeline::ScheduleSpec schedule_of(const PlanOptions& o, const std::vector<int>&
   return s;
 }
 
-partition::InFlight in_flight_of(pipeline::ScheduleKind kind) {
-  return kind == pipeline::ScheduleKind::GPipe ? partition::InFlight::AllMicroBatches : partition::InFlight::StagesAhead;
-}
-
-Partition choose_partition(const PlanOptions& o, const Plan& plan, const std::vector<int>& split_points,
-                           const std::vector<partition::LayerProfile>& profiles) {
-  const int pieces = plan.cost.pieces();
-  const int layers = plan.model.layer_count();
-  if (!o.split.empty()) return partition::split_at(layers, split_points, {"--split", plan.model.name});
-  switch (partition::parse_partition_method(o.partition)) {
-    case partition::PartitionMethod::Uniform: return partition::partition_uniform(layers, pieces);
-    case partition::PartitionMethod::Params: {
-      std::vector<std::int64_t> counts;
-      for (const auto& p : profiles) counts.push_back(p.parameters);
-      return partition::partition_by_params(counts, pieces);
-    }
-    case partition::PartitionMethod::Profile: return partition::partition_by_profile(profiles, plan.cost, plan.model.name);
-  }
-  PW_FAIL("unhandled partition method");
-}
-
-pipeline::OpTimes op_times(const Plan& plan) {
-  const auto n = plan.pieces.size();
-  pipeline::OpTimes t;
-  t.forward.resize(n);
-  t.backward_input.resize(n);
-  t.backward_weight.resize(n);
-  t.send_activation.resize(n);
-  t.send_gradient.resize(n);
-  const bool split_backward = plan.schedule.kind == pipeline::ScheduleKind::ZeroBubbleH1;
-  for (std::size_t v = 0; v < n; ++v) {
-    const auto& e = plan.pieces[v];
-    const double recompute = e.recomputes ? e.forward_seconds : 0.0;
-    const double backward = e.backward_seconds - recompute;
-    t.forward[v] = e.forward_seconds;
-    // No measured split of backward into its halves: ZB-H1 gets half each.
-    t.backward_input[v] = (split_backward ? backward / 2 : backward) + recompute;
-    t.backward_weight[v] = split_backward ? backward / 2 : 0.0;
-    t.send_activation[v] = e.send_seconds;
-    t.send_gradient[v] = e.send_gradient_seconds;
-  }
-  return t;
-}
-
 Plan make_plan(const PlanOptions& o) {
   Plan plan;
   plan.device = device_of(o);
@@ -143,6 +101,14 @@ Plan make_plan(const PlanOptions& o) {
   const auto split_points = o.split.empty() ? std::vector<int>{} : partition::parse_split_points(o.split);
   if (o.split.empty()) partition::parse_partition_method(o.partition);
   plan.schedule = schedule_of(o, split_points);
+  // Fail on a bad split or too many stages before the (slow) profiling.
+  const int layers = plan.model.layer_count();
+  const int V = plan.schedule.chunks;
+  if (!o.split.empty()) partition::split_at(layers, split_points, {"--split", plan.model.name});
+  PW_INPUT_CHECK(plan.schedule.stages * V <= layers,
+                 "--stages " << plan.schedule.stages << (V > 1 ? " x " + std::to_string(V) + " chunks" : std::string())
+                             << ": " << plan.model.name << " has only " << layers << " layers, so at most "
+                             << layers / V << " stages" << (V > 1 ? " of that many chunks" : ""));
   const int M = plan.schedule.micro_batches;
   PW_INPUT_CHECK(o.batch_size >= M && o.batch_size % M == 0,
                  "--batch-size " << o.batch_size << " does not split into " << M
@@ -155,7 +121,7 @@ Plan make_plan(const PlanOptions& o) {
   cost.stages = plan.schedule.stages;
   cost.chunks = plan.schedule.chunks;
   cost.micro_batches = M;
-  cost.in_flight = in_flight_of(plan.schedule.kind);
+  cost.in_flight = pipeline::in_flight_of(plan.schedule.kind);
   cost.recompute = partition::parse_recompute(o.recompute);
   plan.optimizer = models::optimizer_kind_name(models::parse_optimizer_kind(o.optimizer));
   cost.optimizer_state = partition::optimizer_state_tensors(models::parse_optimizer_kind(o.optimizer));
@@ -169,13 +135,6 @@ Plan make_plan(const PlanOptions& o) {
     PW_INPUT_CHECK(cost.link.bandwidth_bytes_per_s > 0, "--link-bandwidth " << o.link_bandwidth << ": need a positive rate");
   }
   plan.method = o.split.empty() ? o.partition : "split " + o.split;
-  // Fail on a bad split or too many stages before the (slow) profiling.
-  const int layers = plan.model.layer_count();
-  if (!o.split.empty()) partition::split_at(layers, split_points, {"--split", plan.model.name});
-  PW_INPUT_CHECK(cost.pieces() <= layers,
-                 "--stages " << cost.stages << (cost.chunks > 1 ? " x " + std::to_string(cost.chunks) + " chunks" : std::string())
-                             << ": " << plan.model.name << " has only " << layers << " layers, so at most "
-                             << layers / cost.chunks << " stages" << (cost.chunks > 1 ? " of that many chunks" : ""));
 
   auto& runtime = kernels::DeviceRuntime::get(plan.device);
   if (o.threads > 0) runtime.set_threads(o.threads);
@@ -191,10 +150,13 @@ Plan make_plan(const PlanOptions& o) {
   const auto profiles = partition::profile_layers(plan.model, plan.device, po);
   for (const auto& p : profiles) plan.parameters += p.parameters;
 
-  plan.partition = choose_partition(o, plan, split_points, profiles);
+  pipeline::SplitChoice choice;
+  choice.split_points = split_points;
+  if (o.split.empty()) choice.method = partition::parse_partition_method(o.partition);
+  plan.partition = pipeline::choose_partition(plan.model, choice, cost, profiles);
   plan.pieces = partition::estimate_stages(profiles, cost, plan.partition);
   plan.devices = partition::per_device(plan.pieces, cost);
-  plan.simulation = pipeline::simulate(plan.schedule, op_times(plan));
+  plan.simulation = pipeline::simulate(plan.schedule, pipeline::op_times(plan.schedule, plan.pieces));
   return plan;
 }
 
@@ -215,6 +177,12 @@ std::string count_text(std::int64_t n) {
   return out;
 }
 
+std::string shape_text(const kernels::Shape& shape) {
+  std::string out;
+  for (const auto d : shape) out += (out.empty() ? "" : "x") + std::to_string(d);
+  return out;
+}
+
 std::string stage_label(const StageEstimate& e, int chunks) {
   return chunks > 1 ? std::to_string(e.device) + "." + std::to_string(e.chunk) : std::to_string(e.device);
 }
@@ -222,7 +190,7 @@ std::string stage_label(const StageEstimate& e, int chunks) {
 void print_text(const Plan& plan) {
   const auto& s = plan.schedule;
   std::printf("plan: %s (%s parameters, %d layers, samples %s) on %s with %d threads\n", plan.model.name.c_str(),
-              count_text(plan.parameters).c_str(), plan.model.layer_count(), kernels::shape_str(plan.model.sample_shape).c_str(),
+              count_text(plan.parameters).c_str(), plan.model.layer_count(), shape_text(plan.model.sample_shape).c_str(),
               plan.device.str().c_str(), plan.threads);
   std::printf("schedule %s, %d stages%s, %d micro-batches of %lld (batch %lld), %s, recompute %s, partition %s\n",
               pipeline::schedule_kind_name(s.kind).c_str(), s.stages,

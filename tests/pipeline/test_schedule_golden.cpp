@@ -2,6 +2,7 @@
 // How each was derived is noted beside it; none is a pasted output.
 #include <boost/test/unit_test.hpp>
 
+#include "core/error.h"
 #include "pipeline/schedule.h"
 
 using namespace pw::pipeline;

@@ -1,6 +1,7 @@
 // validate() and parse_schedule_kind(): bad specs are InputErrors with a one-line reason.
 #include <boost/test/unit_test.hpp>
 
+#include "core/error.h"
 #include "pipeline/schedule.h"
 
 using namespace pw::pipeline;
@@ -42,8 +43,8 @@ BOOST_AUTO_TEST_CASE(rejects_fewer_micro_batches_than_stages_where_needed) {
 BOOST_AUTO_TEST_CASE(rejects_bad_interleaving) {
   BOOST_TEST(contains(rejection({ScheduleKind::Interleaved, 2, 4, 1}), "1 chunk(s) per stage; it needs at least 2"));
   BOOST_TEST(contains(rejection({ScheduleKind::Interleaved, 4, 6, 2}), "6 micro-batches is not a multiple of 4 stages"));
-  BOOST_TEST(contains(rejection({ScheduleKind::OneFOneB, 2, 4, 2}), "2 chunks per stage; only interleaved"));
-  BOOST_TEST(contains(rejection({ScheduleKind::GPipe, 2, 4, 0}), "only interleaved"));
+  BOOST_TEST(contains(rejection({ScheduleKind::OneFOneB, 2, 4, 2}), "2 chunks per stage; it takes exactly 1 (only interleaved takes more)"));
+  BOOST_TEST(contains(rejection({ScheduleKind::GPipe, 2, 4, 0}), "0 chunks per stage; it takes exactly 1"));
 }
 
 BOOST_AUTO_TEST_CASE(rejects_empty_pipelines) {

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "core/error.h"
 #include "pipeline/simulator.h"
 
 using namespace pw::pipeline;

@@ -1,0 +1,149 @@
+// Pipeline benchmarks (print, never assert), one JSON line per figure:
+//  (a) executor overhead: the measured step time against the simulator's makespan computed from
+//      the op times measured in the same steps (target <= 1.05);
+//  (b) real speedup: 2 stages on cpu:0 and cpu:1 (one thread each) against 1 stage on one thread,
+//      M micro-batches, against the ideal 2M/(M+1) (target >= 90%);
+//  (c) peak memory per stage with and without recomputation.
+//   build/bin/pipeline_bench [--steps N] [--micro-batches M] [--batch-size B]
+#include <algorithm>
+#include <cstdio>
+#include <map>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "kernels/runtime.h"
+#include "models/data/dataset.h"
+#include "partition/partitioners.h"
+#include "partition/profile_partitioner.h"
+#include "pipeline/pipeline_trainer.h"
+#include "pipeline/simulator.h"
+
+using namespace pw;
+
+namespace {
+
+struct Measured {
+  double median_step = 0.0;
+  pipeline::PipelineStepResult last;
+  std::vector<std::int64_t> peaks;
+};
+
+Measured run(const partition::ModelDescription& model, const partition::Partition& split, pipeline::ScheduleSpec spec,
+             const std::vector<kernels::Device>& devices, pipeline::RecomputeMode recompute,
+             const models::data::Batch& batch, int steps) {
+  for (const auto& d : devices) {
+    auto& rt = kernels::DeviceRuntime::get(d);
+    rt.set_threads(1);
+    rt.allocator().release_cache();
+    rt.allocator().reset_peak();
+  }
+  pipeline::PipelineOptions o;
+  o.spec = spec;
+  o.devices = devices;
+  o.recompute = recompute;
+  o.optimizer.kind = models::OptimizerKind::Sgd;
+  pipeline::PipelineTrainer trainer(model, split, o);
+  std::vector<double> times;
+  Measured m;
+  for (int i = 0; i < steps + 2; ++i) {
+    m.last = trainer.train_step(batch);
+    if (i >= 2) times.push_back(m.last.wall_seconds);   // two warm-up steps
+  }
+  std::sort(times.begin(), times.end());
+  m.median_step = times[times.size() / 2];
+  m.peaks = trainer.stage_peak_memory();
+  return m;
+}
+
+// Per-micro-batch op times of each virtual stage, from what the stages measured.
+pipeline::OpTimes measured_op_times(const pipeline::ScheduleSpec& spec, const pipeline::PipelineStepResult& r) {
+  const int pieces = spec.stages * spec.chunks;
+  pipeline::OpTimes t = pipeline::OpTimes::uniform(spec, 0, 0, 0);
+  const double m = spec.micro_batches;
+  for (int s = 0; s < spec.stages; ++s) {
+    const auto& ops = r.stages[static_cast<std::size_t>(s)].op_seconds;
+    const auto get = [&](pipeline::OpType op, int c) {
+      auto it = ops.find({op, c});
+      return it == ops.end() ? 0.0 : it->second;
+    };
+    for (int c = 0; c < spec.chunks; ++c) {
+      const auto v = static_cast<std::size_t>(pipeline::virtual_stage(spec, s, c));
+      t.forward[v] = get(pipeline::OpType::Forward, c) / m;
+      // Unsplit backwards count as the input half; the weight half is then zero.
+      t.backward_input[v] = (get(pipeline::OpType::Backward, c) + get(pipeline::OpType::BackwardInput, c)) / m;
+      t.backward_weight[v] = get(pipeline::OpType::BackwardWeight, c) / m;
+    }
+    t.optimizer_step = std::max(t.optimizer_step, get(pipeline::OpType::OptimizerStep, 0));
+  }
+  (void)pieces;
+  return t;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"pipeline benchmarks"};
+  int steps = 10, micro_batches = 8;
+  std::int64_t batch_size = 64;
+  app.add_option("--steps", steps)->check(CLI::PositiveNumber);
+  app.add_option("--micro-batches", micro_batches)->check(CLI::PositiveNumber);
+  app.add_option("--batch-size", batch_size)->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    auto data = models::data::make_synthetic_images(batch_size, {1, 28, 28}, 10, 1);
+    models::data::DataLoader loader(*data, batch_size, models::data::Shuffle::No, 0, models::data::LastBatch::Drop);
+    loader.start_epoch(0);
+    const auto batch = *loader.next();
+
+    for (const std::string name : {"seed-cnn", "resnet18"}) {
+      models::ModelOptions mo;
+      mo.width = 32;
+      const auto model = partition::describe(models::make_model_spec(name, mo));
+      const pipeline::ScheduleSpec one{pipeline::ScheduleKind::OneFOneB, 1, micro_batches, 1};
+      const pipeline::ScheduleSpec two{pipeline::ScheduleKind::OneFOneB, 2, micro_batches, 1};
+
+      // Balance the two stages by measured layer times (one thread, as the stages run).
+      kernels::DeviceRuntime::get(kernels::Device::cpu(0)).set_threads(1);
+      const auto profiles =
+          partition::profile_layers(model, kernels::Device::cpu(0), batch_size / micro_batches, 3);
+      partition::CostModel cost;
+      cost.stages = 2;
+      cost.micro_batches = micro_batches;
+      const auto split2 = partition::partition_by_profile(profiles, cost, model.name);
+      const partition::Partition split1 = {{0, model.layer_count()}};
+
+      const auto base = run(model, split1, one, {kernels::Device::cpu(0)}, pipeline::RecomputeMode::None, batch, steps);
+      const auto piped = run(model, split2, two, {kernels::Device::cpu(0), kernels::Device::cpu(1)},
+                             pipeline::RecomputeMode::None, batch, steps);
+      const double ideal = 2.0 * micro_batches / (micro_batches + 1.0);
+      const double speedup = base.median_step / piped.median_step;
+      nlohmann::json speed = {{"bench", "pipeline_speedup"}, {"model", name}, {"micro_batches", micro_batches},
+                              {"batch_size", batch_size}, {"split", split2[1].begin},
+                              {"one_stage_step_ms", base.median_step * 1e3},
+                              {"two_stage_step_ms", piped.median_step * 1e3}, {"speedup", speedup},
+                              {"ideal", ideal}, {"fraction_of_ideal", speedup / ideal}};
+      std::printf("%s\n", speed.dump().c_str());
+
+      const auto sim = pipeline::simulate(two, measured_op_times(two, piped.last));
+      nlohmann::json overhead = {{"bench", "executor_overhead"}, {"model", name}, {"stages", 2},
+                                 {"measured_step_ms", piped.last.wall_seconds * 1e3},
+                                 {"simulated_makespan_ms", sim.makespan * 1e3},
+                                 {"ratio", piped.last.wall_seconds / sim.makespan}};
+      std::printf("%s\n", overhead.dump().c_str());
+
+      const auto recomputed = run(model, split2, two, {kernels::Device::cpu(2), kernels::Device::cpu(3)},
+                                  pipeline::RecomputeMode::All, batch, 2);
+      nlohmann::json memory = {{"bench", "stage_peak_memory"}, {"model", name}, {"micro_batches", micro_batches},
+                               {"recompute_none_bytes", piped.peaks}, {"recompute_all_bytes", recomputed.peaks},
+                               {"recompute_all_step_ms", recomputed.median_step * 1e3}};
+      std::printf("%s\n", memory.dump().c_str());
+      std::fflush(stdout);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "pipeline_bench: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

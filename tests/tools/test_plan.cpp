@@ -1,0 +1,114 @@
+// `pipewright plan` end to end: the JSON plan of a small ResNet, the text report, and one-line
+// errors for bad input.
+#include <boost/test/unit_test.hpp>
+#include <nlohmann/json.hpp>
+
+#include "tests/tools/cli_runner.h"
+
+using pw::test::run_pipewright;
+
+namespace {
+const std::string kSmall =
+    "plan --model resnet18 --width 8 --dataset synthetic --synthetic-shape 3x16x16 --threads 2 --repeats 1 ";
+
+nlohmann::json plan_json(const std::string& args) {
+  const auto r = run_pipewright(kSmall + args + " --json");
+  BOOST_REQUIRE_MESSAGE(r.status == 0, args << ": " << r.output);
+  return nlohmann::json::parse(r.output);
+}
+
+void check_split_covers_all_layers(const nlohmann::json& j) {
+  const auto& split = j["split"];
+  BOOST_REQUIRE_EQUAL(split.size(), static_cast<std::size_t>(j["stages"].get<int>() * j["chunks"].get<int>()));
+  int expected = 0;
+  for (std::size_t v = 0; v < split.size(); ++v) {
+    const auto& s = split[v];
+    BOOST_CHECK_EQUAL(s["begin"].get<int>(), expected);
+    BOOST_CHECK_GT(s["end"].get<int>(), s["begin"].get<int>());
+    BOOST_CHECK_EQUAL(s["layer_names"].size(), static_cast<std::size_t>(s["end"].get<int>() - s["begin"].get<int>()));
+    BOOST_CHECK_EQUAL(s["first_layer"], s["layer_names"].front());
+    BOOST_CHECK_EQUAL(s["last_layer"], s["layer_names"].back());
+    BOOST_CHECK_EQUAL(s["stage"].get<int>(), static_cast<int>(v) % j["stages"].get<int>());
+    BOOST_CHECK_GT(s["step_seconds"].get<double>(), 0.0);
+    BOOST_CHECK_GT(s["memory_bytes"].get<double>(), 0.0);
+    expected = s["end"].get<int>();
+  }
+  BOOST_CHECK_EQUAL(expected, j["layers"].get<int>());
+  BOOST_CHECK_EQUAL(split.front()["first_layer"], "conv1");
+  BOOST_CHECK_EQUAL(split.back()["last_layer"], "fc");
+  const double bubble = j["bubble_fraction"].get<double>();
+  BOOST_CHECK_GE(bubble, 0.0);
+  BOOST_CHECK_LT(bubble, 1.0);
+  BOOST_CHECK_GT(j["step_seconds"].get<double>(), 0.0);
+}
+
+void check_error(const std::string& args, const std::string& expected) {
+  const auto r = run_pipewright(args);
+  BOOST_TEST_CONTEXT(args) {
+    BOOST_CHECK_NE(r.status, 0);
+    BOOST_CHECK_MESSAGE(r.output.find(expected) != std::string::npos, "output was: " << r.output);
+    BOOST_CHECK_MESSAGE(r.output.find("internal error") == std::string::npos, r.output);
+  }
+}
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(plan_cli)
+
+BOOST_AUTO_TEST_CASE(profile_plan_as_json) {
+  const auto j = plan_json("--stages 3 --micro-batches 6 --batch-size 12 --schedule 1f1b --device-memory 64MiB");
+  BOOST_CHECK_EQUAL(j["model"], "resnet18");
+  BOOST_CHECK_EQUAL(j["stages"], 3);
+  BOOST_CHECK_EQUAL(j["micro_batches"], 6);
+  BOOST_CHECK_EQUAL(j["micro_batch_size"], 2);
+  BOOST_CHECK_EQUAL(j["partition"], "profile");
+  BOOST_CHECK_EQUAL(j["layers"], 14);
+  BOOST_CHECK_EQUAL(j["device_memory"], 64 * 1024 * 1024);
+  BOOST_CHECK(j["fits"].get<bool>());
+  check_split_covers_all_layers(j);
+  std::int64_t params = 0;
+  for (const auto& s : j["split"]) params += s["parameters"].get<std::int64_t>();
+  BOOST_CHECK_EQUAL(params, j["parameters"].get<std::int64_t>());
+}
+
+BOOST_AUTO_TEST_CASE(every_method_and_schedule_plans) {
+  check_split_covers_all_layers(plan_json("--stages 2 --micro-batches 4 --partition uniform --schedule gpipe"));
+  check_split_covers_all_layers(plan_json("--stages 4 --micro-batches 4 --partition params --schedule zb-h1"));
+  check_split_covers_all_layers(plan_json("--stages 2 --micro-batches 4 --schedule interleaved --recompute all"));
+  const auto j = plan_json("--split 3,7,12 --micro-batches 8 --optimizer sgd");
+  BOOST_CHECK_EQUAL(j["stages"], 4);
+  BOOST_CHECK_EQUAL(j["partition"], "split 3,7,12");
+  BOOST_CHECK_EQUAL(j["split"][1]["begin"], 3);
+  BOOST_CHECK_EQUAL(j["split"][3]["begin"], 12);
+  check_split_covers_all_layers(j);
+}
+
+BOOST_AUTO_TEST_CASE(text_report_names_stages_step_time_and_bubble) {
+  const auto r = run_pipewright(kSmall + "--stages 2 --micro-batches 4 --device-memory 1GiB");
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+  for (const char* text : {"plan: resnet18", "schedule 1f1b, 2 stages, 4 micro-batches", "first .. last", "conv1 .. ",
+                           " .. fc", "of 1.00 GiB", "predicted step time", "bubble fraction"}) {
+    BOOST_CHECK_MESSAGE(r.output.find(text) != std::string::npos, "no '" << text << "' in: " << r.output);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(bad_inputs_get_one_line_errors) {
+  check_error(kSmall + "--stages 0", "pipewright: error: --stages 0: need at least 1 stage");
+  check_error(kSmall + "--stages 15 --micro-batches 15 --batch-size 15",
+              "pipewright: error: --stages 15: resnet18 has only 14 layers, so at most 14 stages");
+  check_error(kSmall + "--split 7,3",
+              "pipewright: error: --split 7,3: split points must be strictly increasing layer indices in 1..13 (resnet18 has 14 layers)");
+  check_error(kSmall + "--split 3,x", "pipewright: error: bad --split '3,x'; expected comma-separated layer indices");
+  check_error(kSmall + "--split 3,7 --stages 2", "pipewright: error: --split 3,7 makes 3 pieces but --stages 2 needs 2");
+  check_error(kSmall + "--stages 2 --partition greedy",
+              "pipewright: error: unknown --partition 'greedy'; accepted: uniform, params, profile");
+  check_error(kSmall + "--stages 2 --schedule pipedream", "pipewright: error: unknown schedule 'pipedream'");
+  check_error(kSmall + "--stages 2 --micro-batches 4 --batch-size 6",
+              "pipewright: error: --batch-size 6 does not split into 4 equal micro-batches");
+  check_error(kSmall + "--stages 2 --recompute some", "pipewright: error: unknown --recompute 'some'");
+  check_error(kSmall + "--stages 2 --device-memory lots", "pipewright: error: bad byte size 'lots'");
+  check_error(kSmall + "--partition params --split 3", "excludes");
+  check_error(kSmall + "--stages 2 --micro-batches 2 --batch-size 64 --device-memory 1MiB",
+              "pipewright: error: no split of resnet18 into 2 stages fits a 1.00 MiB cap: the best puts");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
