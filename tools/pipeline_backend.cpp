@@ -35,6 +35,27 @@ std::vector<kernels::Device> parse_devices(const TrainOptions& o, int stages) {
   return devices;
 }
 
+// --stages defaults to the pieces --split makes (over --chunks), --micro-batches to one per stage.
+pipeline::ScheduleSpec schedule_of(const TrainOptions& o) {
+  pipeline::ScheduleSpec s;
+  s.kind = pipeline::parse_schedule_kind(o.schedule);
+  s.chunks = o.chunks;
+  const int pieces = o.split.empty() ? 0 : static_cast<int>(partition::parse_split_points(o.split).size()) + 1;
+  if (o.stages > 0) {
+    s.stages = o.stages;
+    PW_INPUT_CHECK(pieces == 0 || pieces == s.stages * s.chunks,
+                   "--split " << o.split << " makes " << pieces << " pieces but --stages " << s.stages << " x --chunks "
+                              << s.chunks << " needs " << s.stages * s.chunks);
+  } else {
+    PW_INPUT_CHECK(pieces % s.chunks == 0, "--split " << o.split << " makes " << pieces
+                                                      << " pieces, not a multiple of --chunks " << s.chunks);
+    s.stages = pieces > 0 ? pieces / s.chunks : 1;
+  }
+  s.micro_batches = o.micro_batches > 0 ? o.micro_batches : s.stages;
+  validate(s);
+  return s;
+}
+
 // The split for --split or --partition; the profile method measures every layer on the first
 // stage's device with one micro-batch first.
 partition::Partition split_for(const TrainOptions& o, const partition::ModelDescription& model,
@@ -64,17 +85,19 @@ class PipelineBackend : public TrainBackend {
  public:
   PipelineBackend(const TrainOptions& o, const models::ModelSpec& spec, const models::OptimizerConfig& oc) {
     pipeline::PipelineOptions po;
-    po.spec.kind = pipeline::parse_schedule_kind(o.schedule);
-    po.spec.stages = o.stages;
-    po.spec.micro_batches = o.micro_batches;
-    po.spec.chunks = o.chunks;
-    pipeline::validate(po.spec);
-    PW_INPUT_CHECK(o.batch_size % o.micro_batches == 0,
-                   "--batch-size " << o.batch_size << " does not split into " << o.micro_batches
-                                   << " equal micro-batches; use a batch size divisible by " << o.micro_batches);
-    po.devices = parse_devices(o, o.stages);
+    po.spec = schedule_of(o);
+    const int stages = po.spec.stages;
+    // Stage counts and split points are checked before anything is built or profiled.
+    model_ = partition::describe(spec);
+    partition::check_stage_count(model_.layer_count(), stages * po.spec.chunks, model_.name);
+    if (!o.split.empty())
+      partition::split_at(model_.layer_count(), partition::parse_split_points(o.split), {"--split", model_.name});
+    PW_INPUT_CHECK(o.batch_size % po.spec.micro_batches == 0,
+                   "--batch-size " << o.batch_size << " does not split into " << po.spec.micro_batches
+                                   << " equal micro-batches; use a batch size divisible by " << po.spec.micro_batches);
+    po.devices = parse_devices(o, stages);
     const int threads = o.threads > 0 ? o.threads
-                                      : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / o.stages);
+                                      : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / stages);
     for (const auto& d : po.devices) {
       auto& rt = kernels::DeviceRuntime::get(d);
       if (d.is_cpu()) rt.set_threads(threads);
@@ -87,7 +110,6 @@ class PipelineBackend : public TrainBackend {
     devices_ = po.devices;
     spec_ = po.spec;
     recompute_ = po.recompute;
-    model_ = partition::describe(spec);
     partition_ = split_for(o, model_, po.spec, po.devices);
     trainer_ = std::make_unique<pipeline::PipelineTrainer>(model_, partition_, po);
     if (!o.load_path.empty()) {
@@ -173,7 +195,7 @@ class PipelineBackend : public TrainBackend {
 }  // namespace
 
 bool wants_pipeline(const TrainOptions& o) {
-  return o.stages > 1 || o.micro_batches > 1 || !o.devices.empty();
+  return o.stages > 1 || o.micro_batches > 1 || !o.devices.empty() || !o.split.empty() || o.chunks > 1;
 }
 
 std::unique_ptr<TrainBackend> make_pipeline_backend(const TrainOptions& o, const models::ModelSpec& spec,

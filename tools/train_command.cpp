@@ -102,9 +102,9 @@ void add_train_command(CLI::App& app, TrainOptions& o) {
       ->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--warmup-steps", o.warmup_steps, "steps left out of the steady-state throughput figures")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
-  cmd->add_option("--stages", o.stages, "pipeline stages (one thread and device each)")->capture_default_str()
+  cmd->add_option("--stages", o.stages, "pipeline stages, one thread and device each (default: from --split, else 1)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--micro-batches", o.micro_batches, "micro-batches per mini-batch")->capture_default_str()
+  cmd->add_option("--micro-batches", o.micro_batches, "micro-batches per mini-batch (default: one per stage)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--schedule", o.schedule, "gpipe, 1f1b, interleaved or zb-h1")->capture_default_str();
   cmd->add_option("--chunks", o.chunks, "model chunks per stage (interleaved)")->capture_default_str()

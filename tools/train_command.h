@@ -32,8 +32,8 @@ struct TrainOptions {
   std::int64_t eval_batches = -1;
   std::int64_t warmup_steps = 5;
   // Pipeline:
-  int stages = 1;
-  int micro_batches = 1;
+  int stages = 0;          // 0: from --split when given, else 1
+  int micro_batches = 0;   // 0: one per stage
   std::string schedule = "1f1b";
   int chunks = 1;
   std::string devices;     // "cpu:0,cpu:1"; default cpu:0..P-1 (or the GPUs in turn)
