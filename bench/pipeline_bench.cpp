@@ -73,6 +73,9 @@ pipeline::OpTimes measured_op_times(const pipeline::ScheduleSpec& spec, const pi
       // Unsplit backwards count as the input half; the weight half is then zero.
       t.backward_input[v] = (get(pipeline::OpType::Backward, c) + get(pipeline::OpType::BackwardInput, c)) / m;
       t.backward_weight[v] = get(pipeline::OpType::BackwardWeight, c) / m;
+      // The receiver's copy onto its device is the transfer from the neighbouring piece.
+      if (v > 0) t.send_activation[v - 1] = get(pipeline::OpType::RecvActivation, c) / m;
+      if (v + 1 < t.forward.size()) t.send_gradient[v + 1] = get(pipeline::OpType::RecvGradient, c) / m;
     }
     t.optimizer_step = std::max(t.optimizer_step, get(pipeline::OpType::OptimizerStep, 0));
   }

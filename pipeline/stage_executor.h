@@ -45,7 +45,7 @@ struct StageStepResult {
   double busy_seconds = 0.0;   // compute instructions
   double wall_seconds = 0.0;
   // Measured seconds per (op kind, chunk), summed over the step's micro-batches: what the
-  // simulator needs to predict this step.
+  // simulator needs to predict this step. For receives, the copy onto this stage's device.
   std::map<std::pair<OpType, int>, double> op_seconds;
 };
 
@@ -84,6 +84,7 @@ class StageExecutor {
   void optimizer_step(const Instruction& in);
 
   MicroBatchState& state(const Instruction& in);
+  kernels::Tensor received(const kernels::Tensor& t, const Instruction& in);
   void run_forward(const Instruction& in, models::Mode mode);
   void ensure_context(const Instruction& in);
   int virtual_stage_of(const Instruction& in) const { return virtual_stage(config_.spec, config_.stage, in.chunk); }
