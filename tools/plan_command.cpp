@@ -312,6 +312,7 @@ void add_plan_command(CLI::App& app, PlanOptions& o) {
   cmd->add_option("--repeats", o.repeats, "timed runs per layer after one warm-up")->capture_default_str();
   cmd->add_option("--seed", o.seed, "seed of weights and profiling inputs")->capture_default_str();
   cmd->add_flag("--json", o.json, "print the plan as one JSON object");
+  cmd->add_flag("--grid", o.grid, "also print the schedule's step x stage grid (equal op times)");
   cmd->callback([&o, stages, micro_batches] {
     o.stages_given = stages->count() > 0;
     o.micro_batches_given = micro_batches->count() > 0;
@@ -325,6 +326,7 @@ int run_plan(const PlanOptions& o) {
     std::printf("%s\n", to_json(plan).dump(2).c_str());
   } else {
     print_text(plan);
+    if (o.grid) std::printf("\n%s", pipeline::format_grid(plan.schedule).c_str());
   }
   std::fflush(stdout);
   return 0;

@@ -32,6 +32,7 @@ struct PlanOptions {
   int repeats = 3;
   std::uint64_t seed = 0;
   bool json = false;
+  bool grid = false;   // also print the schedule's step x stage grid
 };
 
 void add_plan_command(CLI::App& app, PlanOptions& options);
