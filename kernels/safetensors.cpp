@@ -40,7 +40,12 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
     out.flush();
     PW_INPUT_CHECK(out.good(), "failed writing '" << tmp << "' (disk full?)");
   }
-  std::filesystem::rename(tmp, path);
+  std::error_code error;
+  std::filesystem::rename(tmp, path, error);
+  if (error) {
+    std::filesystem::remove(tmp, error);
+    throw InputError("cannot write '" + path + "': " + error.message());
+  }
 }
 
 NamedTensors load_safetensors(const std::string& path, std::map<std::string, std::string>* metadata) {

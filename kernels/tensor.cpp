@@ -22,11 +22,22 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, std:
     return;
   }
 #ifdef PW_WITH_CUDA
+  if (dst_dev.is_cuda() && src_dev.is_cuda() && dst_dev != src_dev) {
+    // Between two GPUs: the source's pending writes must land before the copy reads, and the
+    // copy must finish before the source block can return to its device's cache. Host syncs
+    // for now; events would keep both streams running.
+    current_stream(src_dev).synchronize();
+    CudaDeviceGuard guard(dst_dev.index);
+    auto stream = static_cast<cudaStream_t>(current_stream(dst_dev).native());
+    PW_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream));
+    PW_CUDA_CHECK(cudaStreamSynchronize(stream));
+    return;
+  }
   const Device cuda_dev = dst_dev.is_cuda() ? dst_dev : src_dev;
   CudaDeviceGuard guard(cuda_dev.index);
   auto stream = static_cast<cudaStream_t>(current_stream(cuda_dev).native());
   PW_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream));
-  // A host side is read or written right after: wait for it. Device-to-device stays async.
+  // A host side is read or written right after: wait for it. On one device it stays async.
   if (dst_dev.is_cpu() || src_dev.is_cpu()) PW_CUDA_CHECK(cudaStreamSynchronize(stream));
 #else
   throw Error("pipewright was built without CUDA; cannot copy between " + src_dev.str() + " and " + dst_dev.str());

@@ -17,7 +17,9 @@ void save_weights(const std::vector<Layer*>& pieces, const std::string& path, co
   kernels::save_safetensors(path, tensors, {{"format", "pt"}, {"pipewright_model", model_name}});
 }
 
-void load_weights(Layer& model, const std::string& path, Coverage coverage) {
+void load_weights(Layer& model, const std::string& path) { load_weights(std::vector<Layer*>{&model}, path); }
+
+void load_weights(const std::vector<Layer*>& pieces, const std::string& path) {
   const auto tensors = kernels::load_safetensors(path);
   std::vector<std::pair<Tensor*, const Tensor*>> assignments;
   std::size_t expected = 0;
@@ -30,9 +32,11 @@ void load_weights(Layer& model, const std::string& path, Coverage coverage) {
                        << kernels::dtype_name(target.dtype()) << kernels::shape_str(target.shape()));
     assignments.emplace_back(&target, &it->second);
   };
-  for (auto& [name, p] : model.named_parameters()) match(name, p->value);
-  for (auto& [name, b] : model.named_buffers()) match(name, b->value);
-  PW_INPUT_CHECK(coverage == Coverage::Part || tensors.size() == expected, "'" << path << "' holds " << tensors.size() << " tensors but the model has "
+  for (Layer* piece : pieces) {
+    for (auto& [name, p] : piece->named_parameters()) match(name, p->value);
+    for (auto& [name, b] : piece->named_buffers()) match(name, b->value);
+  }
+  PW_INPUT_CHECK(tensors.size() == expected, "'" << path << "' holds " << tensors.size() << " tensors but the model has "
                                                  << expected << "; is it a checkpoint of this model?");
   for (auto& [target, source] : assignments) target->copy_from(*source);
 }

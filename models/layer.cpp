@@ -5,6 +5,15 @@
 
 namespace pw::models {
 
+namespace {
+thread_local Device t_layer_device = Device::cpu();
+}
+
+Device default_layer_device() { return t_layer_device; }
+
+LayerDeviceScope::LayerDeviceScope(Device device) : previous_(t_layer_device) { t_layer_device = device; }
+LayerDeviceScope::~LayerDeviceScope() { t_layer_device = previous_; }
+
 Layer::Output Layer::forward(const Tensor& x, Mode mode) {
   PW_CHECK(x.defined(), type_name() << ".forward: undefined input");
   PW_CHECK(x.device() == device_, type_name() << ".forward: input " << x.describe() << " but the layer is on "

@@ -55,6 +55,21 @@ struct Buffer {
   Init init;
 };
 
+// The device new layers put their parameters on: cpu:0 unless a LayerDeviceScope on this thread
+// names another, so a pipeline stage builds its layers straight onto its own (capped) device.
+Device default_layer_device();
+
+class LayerDeviceScope {
+ public:
+  explicit LayerDeviceScope(Device device);
+  ~LayerDeviceScope();
+  LayerDeviceScope(const LayerDeviceScope&) = delete;
+  LayerDeviceScope& operator=(const LayerDeviceScope&) = delete;
+
+ private:
+  Device previous_;
+};
+
 class Context {
  public:
   virtual ~Context() = default;
@@ -117,7 +132,7 @@ class Layer {
   std::vector<std::unique_ptr<Parameter>> params_;
   std::vector<std::unique_ptr<Buffer>> buffers_;
   std::vector<std::pair<std::string, std::unique_ptr<Layer>>> children_;
-  Device device_ = Device::cpu();
+  Device device_ = default_layer_device();
 };
 
 }  // namespace pw::models

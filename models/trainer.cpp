@@ -20,6 +20,12 @@ StepResult Trainer::train_step(const data::Batch& batch) {
 }
 
 EvalResult Trainer::evaluate(data::DataLoader& loader, std::int64_t max_batches) {
+  return evaluate_classifier(loader, max_batches,
+                             [this](const Tensor& images) { return model_.forward(images.to(device_), Mode::Eval).y; });
+}
+
+EvalResult evaluate_classifier(data::DataLoader& loader, std::int64_t max_batches,
+                               const std::function<Tensor(const Tensor&)>& logits_of) {
   EvalResult r;
   double loss_sum = 0.0;
   std::int64_t correct = 0;
@@ -27,13 +33,13 @@ EvalResult Trainer::evaluate(data::DataLoader& loader, std::int64_t max_batches)
   std::int64_t batches = 0;
   while (auto batch = loader.next()) {
     if (max_batches >= 0 && batches++ >= max_batches) break;
-    const Tensor x = batch->images.to(device_);
-    const Tensor labels = batch->labels.to(device_);
-    auto out = model_.forward(x, Mode::Eval);
-    auto loss = softmax_cross_entropy(out.y, labels, 1.0);
-    loss_sum += loss.loss * static_cast<double>(x.dim(0));
+    const Tensor logits = logits_of(batch->images);
+    const Tensor labels = batch->labels.to(logits.device());
+    auto loss = softmax_cross_entropy(logits, labels, 1.0);
+    const auto n = labels.numel();
+    loss_sum += loss.loss * static_cast<double>(n);
     correct += loss.correct;
-    r.samples += x.dim(0);
+    r.samples += n;
   }
   if (r.samples > 0) {
     r.loss = loss_sum / static_cast<double>(r.samples);

@@ -1,6 +1,7 @@
 #pragma once
 // Single-device training and evaluation of a Sequential model with softmax cross-entropy.
 #include <cstdint>
+#include <functional>
 
 #include "models/data/data_loader.h"
 #include "models/layers/sequential.h"
@@ -19,6 +20,10 @@ struct EvalResult {
   double accuracy = 0.0;
   std::int64_t samples = 0;
 };
+
+// Scores `logits_of` (CPU images -> logits on any device) over the loader's batches in order.
+EvalResult evaluate_classifier(data::DataLoader& loader, std::int64_t max_batches,
+                               const std::function<Tensor(const Tensor&)>& logits_of);
 
 class Trainer {
  public:

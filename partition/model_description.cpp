@@ -1,5 +1,7 @@
 #include "partition/model_description.h"
 
+#include <map>
+
 #include <charconv>
 #include <sstream>
 
@@ -117,9 +119,17 @@ int owning_layer(const ModelDescription& model, const std::string& parameter) {
 }
 
 void check_tied(const ModelDescription& model) {
+  // A parameter listed twice would have its gradient counted twice; one in two ties would make
+  // the copies drift apart, as the ties are reduced one after the other.
+  std::map<std::string, std::string> tie_of;
   for (const auto& tied : model.tied) {
     PW_INPUT_CHECK(tied.parameters.size() >= 2,
                    "tied weight '" << tied.name << "' names " << tied.parameters.size() << " parameter(s); a tie needs at least 2");
+    for (const auto& parameter : tied.parameters) {
+      const auto [it, fresh] = tie_of.emplace(parameter, tied.name);
+      PW_INPUT_CHECK(fresh, "parameter '" << parameter << "' appears twice in tied weights ('" << it->second << "' and '"
+                                          << tied.name << "'); list each parameter in one tie, once");
+    }
     kernels::Shape first_shape;
     for (const auto& parameter : tied.parameters) {
       const int index = owning_layer(model, parameter);

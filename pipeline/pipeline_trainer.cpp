@@ -4,7 +4,6 @@
 
 #include "core/clock.h"
 #include "kernels/runtime.h"
-#include "models/loss.h"
 #include "pipeline/micro_batch.h"
 
 namespace pw::pipeline {
@@ -64,6 +63,7 @@ PipelineTrainer::PipelineTrainer(const partition::ModelDescription& model, const
   for (int s = 0; s < P; ++s) {
     for (int c = 0; c < V; ++c) {
       const auto range = partition[static_cast<std::size_t>(c * P + s)];
+      models::LayerDeviceScope on_stage_device(options_.devices[static_cast<std::size_t>(s)]);
       chunks[static_cast<std::size_t>(s)].push_back(partition::build_stage(model, range, options_.seed));
     }
   }
@@ -92,6 +92,8 @@ PipelineStepResult PipelineTrainer::train_step(const models::data::Batch& batch)
   const int P = options_.spec.stages;
   MicroBatchInputs inputs{split_batch(batch.images, options_.spec.micro_batches),
                           split_batch(batch.labels, options_.spec.micro_batches)};
+  // Every stage thread is idle here: clear what a failed step may have left behind.
+  hub_.reset();
   const auto start = Clock::now();
   const std::int64_t step = step_++;
   std::vector<StageStepResult> results(static_cast<std::size_t>(P));
@@ -103,6 +105,9 @@ PipelineStepResult PipelineTrainer::train_step(const models::data::Batch& batch)
         results[su] = executors_[su]->run_step(step, inputs);
       } catch (const std::exception& e) {
         hub_.abort(std::string("stopped because another stage failed: ") + e.what());
+        throw;
+      } catch (...) {
+        hub_.abort("stopped because another stage failed");
         throw;
       }
     }));
@@ -138,29 +143,15 @@ PipelineStepResult PipelineTrainer::train_step(const models::data::Batch& batch)
 models::EvalResult PipelineTrainer::evaluate(models::data::DataLoader& loader, std::int64_t max_batches) {
   const int P = options_.spec.stages;
   const int V = options_.spec.chunks;
-  models::EvalResult r;
-  double loss_sum = 0.0;
-  std::int64_t correct = 0;
-  loader.start_epoch(0);
-  std::int64_t batches = 0;
-  while (auto batch = loader.next()) {
-    if (max_batches >= 0 && batches++ >= max_batches) break;
-    kernels::Tensor x = batch->images;
+  // Evaluation runs the chunks in model order on the calling thread; no schedule is needed.
+  return models::evaluate_classifier(loader, max_batches, [&](const kernels::Tensor& images) {
+    kernels::Tensor x = images;
     for (int v = 0; v < P * V; ++v) {
       auto& exec = *executors_[static_cast<std::size_t>(v % P)];
       x = exec.chunk(v / P).forward(x.to(exec.config().device), models::Mode::Eval).y;
     }
-    const auto labels = batch->labels.to(x.device());
-    auto loss = models::softmax_cross_entropy(x, labels, 1.0);
-    loss_sum += loss.loss * static_cast<double>(labels.numel());
-    correct += loss.correct;
-    r.samples += labels.numel();
-  }
-  if (r.samples > 0) {
-    r.loss = loss_sum / static_cast<double>(r.samples);
-    r.accuracy = static_cast<double>(correct) / static_cast<double>(r.samples);
-  }
-  return r;
+    return x;
+  });
 }
 
 std::vector<std::int64_t> PipelineTrainer::stage_peak_memory() const {

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "kernels/allocator.h"
+#include "rpc/transport.h"
 #include "tools/info_command.h"
 #include "tools/plan_command.h"
 #include "tools/train_command.h"
@@ -22,6 +23,9 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const pw::rpc::TimeoutError& e) {
+    std::fprintf(stderr, "pipewright: timeout: %s\n", e.what());
+    return 4;
   } catch (const pw::kernels::OutOfMemory& e) {
     std::fprintf(stderr, "pipewright: error: %s\n", e.what());
     return 1;

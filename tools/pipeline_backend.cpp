@@ -113,7 +113,9 @@ class PipelineBackend : public TrainBackend {
     partition_ = split_for(o, model_, po.spec, po.devices);
     trainer_ = std::make_unique<pipeline::PipelineTrainer>(model_, partition_, po);
     if (!o.load_path.empty()) {
-      for (auto& [name, piece] : pieces()) models::load_weights(*piece, o.load_path, models::Coverage::Part);
+      std::vector<models::Layer*> layers;
+      for (auto& [stage, piece] : pieces()) layers.push_back(piece);
+      models::load_weights(layers, o.load_path);
     }
   }
 
@@ -126,6 +128,8 @@ class PipelineBackend : public TrainBackend {
     for (std::size_t i = 0; i < devices_.size(); ++i) out << (i ? "," : "") << devices_[i].str();
     return out.str();
   }
+
+  int micro_batches() const override { return spec_.micro_batches; }
 
   StepOutcome step(const models::data::Batch& batch) override {
     auto r = trainer_->train_step(batch);

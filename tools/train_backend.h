@@ -25,6 +25,7 @@ class TrainBackend {
  public:
   virtual ~TrainBackend() = default;
   virtual std::string describe() const = 0;   // "cpu:0" or "4 stages (1f1b, 8 micro-batches) on cpu:0,..."
+  virtual int micro_batches() const { return 1; }   // evaluation runs batches of this fraction
   virtual StepOutcome step(const models::data::Batch& batch) = 0;
   virtual models::EvalResult evaluate(models::data::DataLoader& loader, std::int64_t max_batches) = 0;
   virtual void save(const std::string& path, const std::string& model_name) = 0;

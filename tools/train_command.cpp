@@ -30,6 +30,7 @@ void check_writable(const std::string& path, const char* flag) {
   const auto parent = std::filesystem::absolute(path).parent_path();
   PW_INPUT_CHECK(std::filesystem::is_directory(parent),
                  flag << " " << path << ": folder " << parent.string() << " does not exist");
+  PW_INPUT_CHECK(!std::filesystem::is_directory(path), flag << " " << path << " is a folder; give a file name");
 }
 
 void write_json_file(const std::string& path, const nlohmann::json& j) {
@@ -40,7 +41,12 @@ void write_json_file(const std::string& path, const nlohmann::json& j) {
     out << j.dump(2) << "\n";
     PW_INPUT_CHECK(out.good(), "failed writing '" << tmp << "'");
   }
-  std::filesystem::rename(tmp, path);
+  std::error_code error;
+  std::filesystem::rename(tmp, path, error);
+  if (error) {
+    std::filesystem::remove(tmp, error);
+    throw InputError("cannot write '" + path + "': " + error.message());
+  }
 }
 
 struct DataSets {
@@ -77,7 +83,7 @@ Throughput steady_throughput(std::vector<double> seconds, std::int64_t warmup, s
 }  // namespace
 
 void add_train_command(CLI::App& app, TrainOptions& o) {
-  auto* cmd = app.add_subcommand("train", "train a model on one device");
+  auto* cmd = app.add_subcommand("train", "train a model on one device or as a pipeline of stages");
   cmd->add_option("--model", o.model, "seed-cnn, resnet18/34/50/101/152, vgg16")->capture_default_str();
   cmd->add_option("--dataset", o.dataset, "fashion-mnist or synthetic")->capture_default_str();
   cmd->add_option("--data-dir", o.data_dir, "folder with the Fashion-MNIST IDX files (default $PW_FASHION_MNIST_DIR or /usr/share/datasets/fashion-mnist)");
@@ -114,7 +120,7 @@ void add_train_command(CLI::App& app, TrainOptions& o) {
   cmd->add_option("--partition", o.partition, "uniform, params or profile")->capture_default_str()->excludes(split);
   cmd->add_option("--recompute", o.recompute, "none, all or except-last")->capture_default_str();
   cmd->add_option("--stage-timeout", o.stage_timeout_seconds, "seconds a stage waits for a neighbour before failing")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(CLI::Range(0.001, 1e6));
   cmd->add_option("--eval-batches", o.eval_batches, "evaluate on at most N test batches (default: all)");
   cmd->callback([&o] { std::exit(run_train(o)); });
 }
@@ -187,15 +193,17 @@ int run_train(const TrainOptions& o) {
   progress.finish();
   backend->synchronize();
 
-  DataLoader test_loader(*data.test, std::max<std::int64_t>(o.batch_size, 256), data::Shuffle::No, o.seed,
-                         data::LastBatch::Keep);
+  // The weights are written before evaluation, so nothing that goes wrong there loses them.
+  if (!o.save_path.empty()) backend->save(o.save_path, spec.name);
+  // Evaluation batches are micro-batch sized: a stage holds no more at once than in training.
+  DataLoader test_loader(*data.test, std::max<std::int64_t>(1, o.batch_size / backend->micro_batches()),
+                         data::Shuffle::No, o.seed, data::LastBatch::Keep);
   const EvalResult eval = backend->evaluate(test_loader, o.eval_batches);
   const double wall = seconds_since(start);
   const double sps = train_seconds > 0 ? static_cast<double>(samples) / train_seconds : 0.0;
   std::fprintf(stderr, "test accuracy %.4f (loss %.4f, %lld samples); train %.1f samples/s; %s wall\n", eval.accuracy,
                eval.loss, static_cast<long long>(eval.samples), sps, format_duration(wall).c_str());
 
-  if (!o.save_path.empty()) backend->save(o.save_path, spec.name);
   if (!o.summary_path.empty()) {
     nlohmann::json j;
     j["model"] = spec.name;

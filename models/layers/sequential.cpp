@@ -16,11 +16,13 @@ struct ResidualContext : Context {
 };
 
 // Runs layers [begin, end) of `children` in order, collecting their contexts.
+// In Eval mode nothing will run backward, so each child's context (and the activations it
+// holds) goes as soon as the child is done.
 Tensor run_chain(const std::vector<std::pair<std::string, std::unique_ptr<Layer>>>& children, std::size_t end,
                  Tensor x, Mode mode, std::vector<std::unique_ptr<Context>>& contexts) {
   for (std::size_t i = 0; i < end; ++i) {
     auto out = children[i].second->forward(x, mode);
-    contexts.push_back(std::move(out.ctx));
+    if (mode != Mode::Eval) contexts.push_back(std::move(out.ctx));
     x = std::move(out.y);
   }
   return x;
@@ -30,6 +32,7 @@ enum class Half { Full, InputOnly };
 
 Tensor chain_backward(const std::vector<std::pair<std::string, std::unique_ptr<Layer>>>& children, std::size_t end,
                       std::vector<std::unique_ptr<Context>>& contexts, Tensor g, Half half) {
+  PW_CHECK(contexts.size() >= end, "backward after an eval-mode forward (its contexts were not kept)");
   for (std::size_t i = end; i-- > 0;) {
     Layer& layer = *children[i].second;
     g = half == Half::Full ? layer.backward(*contexts[i], g) : layer.backward_input(*contexts[i], g);
@@ -122,11 +125,11 @@ Layer::Output Residual::forward_impl(const Tensor& x, Mode mode) {
   Tensor skip = x;
   if (shortcut_) {
     auto out = shortcut_->forward(x, mode);
-    ctx->shortcut = std::move(out.ctx);
+    if (mode != Mode::Eval) ctx->shortcut = std::move(out.ctx);
     skip = std::move(out.y);
   }
-  ctx->y = kernels::relu_forward(kernels::add(main, skip));
-  Tensor y = ctx->y;
+  Tensor y = kernels::relu_forward(kernels::add(main, skip));
+  if (mode != Mode::Eval) ctx->y = y;
   return {std::move(y), std::move(ctx)};
 }
 

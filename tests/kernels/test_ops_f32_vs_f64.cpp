@@ -19,15 +19,8 @@ using k::Tensor;
 
 namespace {
 
-// The same values in both precisions: F32 random, F64 its exact widening.
-struct Pair {
-  Tensor f32, f64;
-};
-
-Pair random_pair(const k::Shape& shape, std::uint64_t seed, double lo = -1.0, double hi = 1.0) {
-  Tensor f32 = pw::test::random_tensor(shape, seed, lo, hi, DType::F32);
-  return {f32, f32.to(DType::F64)};
-}
+using Pair = pw::test::PrecisionPair;
+using pw::test::random_pair;
 
 Pair widen(const Tensor& f32) { return {f32, f32.to(DType::F64)}; }
 

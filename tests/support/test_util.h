@@ -45,6 +45,16 @@ inline void check_close(const kernels::Tensor& a, const kernels::Tensor& b, doub
                                          << atol << ")");
 }
 
+// The same values in both precisions: F32 random, F64 its exact widening.
+struct PrecisionPair {
+  kernels::Tensor f32, f64;
+};
+
+inline PrecisionPair random_pair(const kernels::Shape& shape, std::uint64_t seed, double lo = -1.0, double hi = 1.0) {
+  kernels::Tensor f32 = random_tensor(shape, seed, lo, hi, kernels::DType::F32);
+  return {f32, f32.to(kernels::DType::F64)};
+}
+
 inline std::string source_dir() {
   const char* d = std::getenv("PW_SOURCE_DIR");
   return d != nullptr ? d : ".";

@@ -62,6 +62,16 @@ BOOST_AUTO_TEST_CASE(pipeline_weights_save_and_load_like_single_device_ones) {
   const auto j = train(dir, "b.json", "--steps 1 --load " + weights);
   const auto k = train(dir, "c.json", "--steps 1 --stages 3 --micro-batches 4 --load " + weights);
   BOOST_CHECK_SMALL(std::abs(j["loss_history"][0].get<double>() - k["loss_history"][0].get<double>()), 1e-5);
+  // A checkpoint of another model is refused, split or not.
+  const auto other = dir.file("other.safetensors");
+  const auto r = run_pipewright("train --model resnet18 --width 4 --dataset synthetic --synthetic-size 64 --steps 1 "
+                                "--batch-size 16 --eval-batches 1 --save " + other);
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+  const auto bad = run_pipewright(kQuick + "--steps 1 --stages 2 --micro-batches 2 --load " + other);
+  BOOST_CHECK_EQUAL(bad.status, 2);
+  BOOST_CHECK_MESSAGE(bad.output.find("is it a checkpoint of this model?") != std::string::npos ||
+                          bad.output.find("but the model needs") != std::string::npos,
+                      bad.output);
 }
 
 BOOST_AUTO_TEST_CASE(bad_pipeline_flags_get_one_line_errors) {
@@ -77,6 +87,7 @@ BOOST_AUTO_TEST_CASE(bad_pipeline_flags_get_one_line_errors) {
       {"--stages 2 --partition magic", "unknown --partition 'magic'; accepted: uniform, params, profile"},
       {"--stages 3 --split 3", "--split 3 makes 2 pieces but --stages 3"},
       {"--stages 2 --schedule interleaved --chunks 1", "interleaved"},
+      {"--stages 2 --save /tmp", "--save /tmp is a folder; give a file name"},
   };
   for (const auto& [args, expected] : cases) {
     const auto r = run_pipewright(kQuick + "--steps 1 " + args);
