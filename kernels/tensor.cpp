@@ -10,9 +10,10 @@
 namespace pw::kernels {
 
 Storage::Storage(Device device, std::size_t bytes)
-    : device_(device), bytes_(bytes), data_(DeviceRuntime::get(device).allocator().allocate(bytes)) {}
+    : device_(device), bytes_(bytes), allocator_(&DeviceRuntime::get(device).allocator()),
+      data_(allocator_->allocate(bytes)) {}
 
-Storage::~Storage() { DeviceRuntime::get(device_).allocator().deallocate(data_); }
+Storage::~Storage() { allocator_->deallocate(data_); }
 
 namespace {
 void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, std::size_t bytes) {

@@ -10,6 +10,8 @@
 
 namespace pw::kernels {
 
+class CachingAllocator;
+
 class Storage {
  public:
   Storage(Device device, std::size_t bytes);
@@ -23,6 +25,7 @@ class Storage {
  private:
   Device device_;
   std::size_t bytes_;
+  CachingAllocator* allocator_;   // looked up once: the runtime registry takes a global lock
   void* data_;
 };
 
