@@ -124,7 +124,8 @@ class PipelineBackend : public TrainBackend {
     out << spec_.stages << " stages (" << pipeline::schedule_kind_name(spec_.kind) << ", " << spec_.micro_batches
         << " micro-batches";
     if (spec_.chunks > 1) out << ", " << spec_.chunks << " chunks";
-    out << ", split " << split_text() << ") on ";
+    if (partition_.size() > 1) out << ", split " << split_text();
+    out << ") on ";
     for (std::size_t i = 0; i < devices_.size(); ++i) out << (i ? "," : "") << devices_[i].str();
     return out.str();
   }
@@ -199,7 +200,11 @@ class PipelineBackend : public TrainBackend {
 }  // namespace
 
 bool wants_pipeline(const TrainOptions& o) {
-  return o.stages > 1 || o.micro_batches > 1 || !o.devices.empty() || !o.split.empty() || o.chunks > 1;
+  // Any pipeline flag away from its default selects the pipeline (one stage is a valid pipeline),
+  // so none is silently ignored.
+  const TrainOptions defaults;
+  return o.stages > 1 || o.micro_batches > 1 || !o.devices.empty() || !o.split.empty() || o.chunks > 1 ||
+         o.schedule != defaults.schedule || o.recompute != defaults.recompute || o.partition != defaults.partition;
 }
 
 std::unique_ptr<TrainBackend> make_pipeline_backend(const TrainOptions& o, const models::ModelSpec& spec,

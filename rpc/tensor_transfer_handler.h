@@ -1,0 +1,29 @@
+#pragma once
+// The server side of TensorTransfer for one rank: validates each frame and stores it in the
+// rank's mailbox. A bad frame is answered with FrameRejected (the sender sees the reason); it
+// never takes the receiver down.
+#include <atomic>
+#include <cstddef>
+
+#include "pw_thrift/TensorTransfer.h"
+#include "rpc/frame_check.h"
+#include "rpc/mailbox.h"
+
+namespace pw::rpc {
+
+class TensorTransferHandler : public wire::TensorTransferIf {
+ public:
+  TensorTransferHandler(int rank, FrameRules rules, Mailbox& mailbox);
+  void deliver(const wire::TensorFrame& frame) override;   // throws wire::FrameRejected
+  std::size_t refused_frames() const { return refused_.load(); }
+
+ private:
+  [[noreturn]] void refuse(const wire::TensorFrame& frame, const std::string& reason);
+
+  int rank_;
+  FrameRules rules_;
+  Mailbox& mailbox_;
+  std::atomic<std::size_t> refused_{0};
+};
+
+}  // namespace pw::rpc

@@ -1,0 +1,113 @@
+#include "rpc/thrift_server.h"
+
+#include <chrono>
+#include <climits>
+#include <future>
+#include <mutex>
+
+#include <thrift/TOutput.h>
+#include <thrift/protocol/TBinaryProtocol.h>
+#include <thrift/server/TThreadedServer.h>
+#include <thrift/transport/TBufferTransports.h>
+#include <thrift/transport/TServerSocket.h>
+
+#include "core/error.h"
+#include "core/log.h"
+
+namespace pw::rpc {
+
+namespace {
+
+using apache::thrift::TConfiguration;
+namespace transport = apache::thrift::transport;
+namespace server = apache::thrift::server;
+namespace protocol = apache::thrift::protocol;
+
+constexpr std::uint32_t kInitialWriteBuffer = 512;
+// Read buffers grow to the largest frame; beyond this they are freed after each message so an
+// idle connection does not pin a gigabyte.
+constexpr std::uint32_t kReclaimReadBufferAbove = 4u << 20;
+constexpr int kMaxListElements = 1 << 20;
+constexpr auto kStartTimeout = std::chrono::seconds(30);
+
+class LimitedFramedTransportFactory : public transport::TTransportFactory {
+ public:
+  explicit LimitedFramedTransportFactory(std::shared_ptr<TConfiguration> config) : config_(std::move(config)) {}
+  std::shared_ptr<transport::TTransport> getTransport(std::shared_ptr<transport::TTransport> inner) override {
+    return std::make_shared<transport::TFramedTransport>(inner, kInitialWriteBuffer, kReclaimReadBufferAbove, config_);
+  }
+
+ private:
+  std::shared_ptr<TConfiguration> config_;
+};
+
+// Fulfilled once: by preServe (listening) or by the serving thread's failure.
+class StartSignal : public server::TServerEventHandler {
+ public:
+  void preServe() override { settle(nullptr); }
+  void fail(std::exception_ptr error) { settle(std::move(error)); }
+  std::future<void> future() { return promise_.get_future(); }
+
+ private:
+  void settle(std::exception_ptr error) {
+    std::call_once(once_, [&] {
+      if (error) promise_.set_exception(error);
+      else promise_.set_value();
+    });
+  }
+  std::once_flag once_;
+  std::promise<void> promise_;
+};
+
+// Thrift reports every refused connect attempt while a peer starts; our own errors carry what matters.
+void route_thrift_output_to_log() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    apache::thrift::GlobalOutput.setOutputFunction([](const char* message) { PW_LOG(Debug, "thrift: " << message); });
+  });
+}
+
+}  // namespace
+
+ThriftServer::ThriftServer(const HostPort& bind, std::shared_ptr<apache::thrift::TProcessor> processor,
+                           std::size_t max_message_bytes) {
+  PW_CHECK(max_message_bytes > 0 && max_message_bytes <= static_cast<std::size_t>(INT_MAX),
+           "Thrift messages are limited to " << INT_MAX << " bytes, asked for " << max_message_bytes);
+  route_thrift_output_to_log();
+  const int limit = static_cast<int>(max_message_bytes);
+  auto config = std::make_shared<TConfiguration>(limit, limit);
+  auto socket = std::make_shared<transport::TServerSocket>(bind.host, bind.port);
+  auto signal = std::make_shared<StartSignal>();
+  server_ = std::make_shared<server::TThreadedServer>(
+      std::move(processor), socket, std::make_shared<LimitedFramedTransportFactory>(config),
+      std::make_shared<protocol::TBinaryProtocolFactory>(limit, kMaxListElements, /*strict_read=*/true,
+                                                       /*strict_write=*/true));
+  server_->setServerEventHandler(signal);
+  auto started = signal->future();
+  thread_ = std::thread([server = server_, signal] {
+    try {
+      server->serve();
+    } catch (...) {
+      signal->fail(std::current_exception());
+    }
+  });
+  const auto give_up = [&](const std::string& why) {
+    server_->stop();
+    thread_.join();
+    PW_FAIL("cannot serve on " << bind.str() << ": " << why);
+  };
+  if (started.wait_for(kStartTimeout) != std::future_status::ready) give_up("the server did not start");
+  try {
+    started.get();
+  } catch (const std::exception& e) {
+    give_up(e.what());
+  }
+  address_ = HostPort{bind.host, socket->getPort()};
+}
+
+ThriftServer::~ThriftServer() {
+  server_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace pw::rpc

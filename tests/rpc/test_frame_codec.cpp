@@ -1,0 +1,109 @@
+// Frame encoding/decoding, job tokens and addresses: the pieces below the sockets.
+#include <cstdlib>
+#include <cstring>
+
+#include <boost/test/unit_test.hpp>
+
+#include "rpc/frame_codec.h"
+#include "rpc/host_port.h"
+#include "rpc/job_token.h"
+
+namespace pw {
+namespace {
+
+using kernels::DType;
+using kernels::Tensor;
+using rpc::PayloadKind;
+using rpc::Tag;
+
+const rpc::FrameRules kRules{"token", 4, 1 << 20};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(frame_codec)
+
+BOOST_AUTO_TEST_CASE(encode_then_decode_keeps_tag_shape_dtype_and_bytes) {
+  const Tensor t = Tensor::from_vector(std::vector<double>{1.5, -2.25, 3.0}, {3, 1});
+  const Tag tag{11, 2, PayloadKind::TiedGradient, 3};
+  const auto frame = rpc::encode_frame("token", 3, tag, t);
+  BOOST_TEST(frame.data.size() == 24u);
+  const rpc::ReceivedFrame got = rpc::decode_frame(frame, kRules);
+  BOOST_TEST(got.source_rank == 3);
+  BOOST_TEST(rpc::tag_str(got.tag) == rpc::tag_str(tag));
+  BOOST_TEST((got.tag == tag));
+  BOOST_TEST((got.tensor.dtype() == DType::F64));
+  BOOST_TEST(got.tensor.shape() == t.shape());
+  BOOST_TEST(std::memcmp(got.tensor.raw(), t.raw(), 24) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(check_frame_reasons) {
+  auto reason = [](auto mutate) {
+    auto frame = rpc::encode_frame("token", 1, Tag{0, 0, PayloadKind::Activation, 0}, Tensor::zeros({4}, DType::I32));
+    mutate(frame);
+    try {
+      rpc::check_frame(frame, kRules);
+    } catch (const rpc::BadFrameError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  BOOST_TEST(reason([](auto&) {}) == "(accepted)");
+  BOOST_TEST(reason([](auto& f) { f.job_token = "tokeN"; }) == "wrong job token");
+  BOOST_TEST(reason([](auto& f) { f.data += "x"; }) == "shape [4] of I32 needs 16 bytes, the frame has 17");
+  BOOST_TEST(reason([](auto& f) { f.shape = {4, -1}; }) == "dim 1 of the shape is negative (-1)");
+  BOOST_TEST(reason([](auto& f) { f.dtype = static_cast<rpc::wire::ElementType::type>(0); }) ==
+             "unknown dtype code 0; expected 1 (F32) to 5 (U8)");
+  BOOST_TEST(reason([](auto& f) { f.kind = static_cast<rpc::wire::FrameKind::type>(9); }) ==
+             "unknown frame kind 9; expected 1 (activation), 2 (gradient) or 3 (tied gradient)");
+  BOOST_TEST(reason([](auto& f) { f.shape = {1LL << 62, 1LL << 62}; }).find("exceeds the maximum frame size") !=
+             std::string::npos);
+  BOOST_TEST(reason([](auto& f) {
+               f.shape = {1 << 21};
+               f.data.assign(1 << 21, '\0');
+             }).find("over the maximum") != std::string::npos);
+  BOOST_TEST(reason([](auto& f) { f.source_rank = 4; }) == "source rank 4 outside a world of 4");
+  // An empty tensor is fine; its other dims must still fit the limit (keeps shape_numel bounded).
+  BOOST_TEST(reason([](auto& f) {
+               f.shape = {100, 0, 100};
+               f.data.clear();
+             }) == "(accepted)");
+}
+
+BOOST_AUTO_TEST_CASE(tokens_compare_whole_strings) {
+  BOOST_TEST(rpc::tokens_equal("abc", "abc"));
+  BOOST_TEST(!rpc::tokens_equal("abc", "abd"));
+  BOOST_TEST(!rpc::tokens_equal("abc", "abcd"));
+  BOOST_TEST(!rpc::tokens_equal("", "a"));
+}
+
+BOOST_AUTO_TEST_CASE(job_tokens_are_random_hex_and_read_from_the_environment) {
+  const std::string a = rpc::make_job_token(), b = rpc::make_job_token();
+  BOOST_TEST(a.size() == 32u);
+  BOOST_TEST(a.find_first_not_of("0123456789abcdef") == std::string::npos);
+  BOOST_TEST(a != b);
+  ::unsetenv(rpc::kJobTokenEnv);
+  BOOST_TEST(!rpc::job_token_from_env().has_value());
+  ::setenv(rpc::kJobTokenEnv, a.c_str(), 1);
+  BOOST_TEST(rpc::job_token_from_env().value() == a);
+  ::setenv(rpc::kJobTokenEnv, "", 1);
+  BOOST_CHECK_THROW(rpc::job_token_from_env(), InputError);
+  ::setenv(rpc::kJobTokenEnv, "has space", 1);
+  BOOST_CHECK_THROW(rpc::job_token_from_env(), InputError);
+  ::unsetenv(rpc::kJobTokenEnv);
+}
+
+BOOST_AUTO_TEST_CASE(host_port_parsing) {
+  const auto v4 = rpc::parse_host_port("127.0.0.1:29500");
+  BOOST_TEST(v4.host == "127.0.0.1");
+  BOOST_TEST(v4.port == 29500);
+  const auto v6 = rpc::parse_host_port("[::1]:0");
+  BOOST_TEST(v6.host == "::1");
+  BOOST_TEST(v6.str() == "[::1]:0");
+  BOOST_TEST(rpc::parse_host_port("node-3:1").str() == "node-3:1");
+  for (const char* bad : {"", "host", ":80", "host:", "host:-1", "host:65536", "host:8x"})
+    BOOST_CHECK_THROW(rpc::parse_host_port(bad), InputError);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace pw
