@@ -45,6 +45,12 @@ std::optional<std::string> Mailbox::abort_reason() const {
   return aborted_;
 }
 
+void Mailbox::reset() {
+  std::lock_guard lock(mutex_);
+  aborted_.reset();
+  messages_.clear();
+}
+
 std::size_t Mailbox::waiting_messages() const {
   std::lock_guard lock(mutex_);
   return messages_.size();

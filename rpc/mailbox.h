@@ -24,6 +24,7 @@ class Mailbox {
   void abort(const std::string& reason);
   std::optional<std::string> abort_reason() const;
   std::size_t waiting_messages() const;
+  void reset();   // clears an abort and any undelivered messages (between jobs or steps)
 
  private:
   using Key = std::tuple<int, std::int64_t, int, int, int>;
