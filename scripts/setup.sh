@@ -15,6 +15,7 @@ packages=(
   libcli11-dev
   dataset-fashion-mnist
   python3 python3-torch python3-numpy
+  clang libclang-rt-14-dev
 )
 
 missing=()
