@@ -9,10 +9,11 @@ namespace pw::rpc {
 static_assert(std::endian::native == std::endian::little, "pipewright frames assume a little-endian host");
 
 wire::TensorFrame encode_frame(const std::string& job_token, int source_rank, const Tag& tag,
-                               const kernels::Tensor& tensor) {
+                               const kernels::Tensor& tensor, std::string reuse) {
   PW_CHECK(tensor.defined(), "rank " << source_rank << " cannot send an undefined tensor as the " << tag_str(tag));
   const kernels::Tensor host = tensor.to(kernels::Device::cpu());
   wire::TensorFrame frame;
+  frame.data = std::move(reuse);
   frame.job_token = job_token;
   frame.source_rank = source_rank;
   frame.step = tag.step;

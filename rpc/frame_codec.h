@@ -16,9 +16,10 @@ struct ReceivedFrame {
   kernels::Tensor tensor;   // on the CPU
 };
 
-// Copies the tensor's bytes (from any device) into a frame.
+// Copies the tensor's bytes (from any device) into a frame; `reuse` (optional) lends its
+// capacity to the frame's data so repeated sends need not allocate.
 wire::TensorFrame encode_frame(const std::string& job_token, int source_rank, const Tag& tag,
-                               const kernels::Tensor& tensor);
+                               const kernels::Tensor& tensor, std::string reuse = {});
 // Throws BadFrameError for anything check_frame refuses.
 ReceivedFrame decode_frame(const wire::TensorFrame& frame, const FrameRules& rules);
 

@@ -58,7 +58,11 @@ void ThriftTransport::check_peer(int peer, const char* what) const {
 
 void ThriftTransport::send(int peer, const Tag& tag, const kernels::Tensor& tensor, Deadline deadline) {
   check_peer(peer, "send to");
-  const wire::TensorFrame frame = encode_frame(job_token_, rank_, tag, tensor);
+  // Each sending thread reuses one frame, so the tensor bytes are copied into memory that is
+  // already mapped rather than into a fresh allocation per message (page faults dominated large
+  // sends). It holds the largest frame this thread sent until the thread ends.
+  thread_local wire::TensorFrame frame;
+  frame = encode_frame(job_token_, rank_, tag, tensor, std::move(frame.data));
   PW_CHECK(frame.data.size() <= limits_.max_frame_bytes,
            "rank " << rank_ << " cannot send the " << tag_str(tag) << " to rank " << peer << ": "
                    << frame.data.size() << " bytes exceed the maximum frame size of " << limits_.max_frame_bytes);

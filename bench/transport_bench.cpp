@@ -1,0 +1,260 @@
+// Tensor transfer benchmark (print, never assert), one JSON line per size:
+//  Thrift: two ThriftTransport endpoints on 127.0.0.1 in this process; a sender thread sends N F32
+//          tensors with distinct tags to the other endpoint, whose receiver thread receives them.
+//  socket: the same bytes over a plain TCP connection on loopback (length prefix + payload, write
+//          loops on one side, read loops into a preallocated buffer on the other).
+// Bandwidth: bytes moved over N one-way transfers after a warm-up, divided by the wall time from
+// the first send to the last receive. Latency: the median ping-pong round trip of one message of
+// that size (the peer echoes it back), halved. Target (issue 4): thrift/socket >= 0.8 at >= 1 MiB.
+//   build/bin/transport_bench [--sizes 4096,65536,...] [--scale F]
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "rpc/job_token.h"
+#include "rpc/thrift_transport.h"
+
+using namespace pw;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct Figures {
+  double bytes_per_s = 0.0;
+  double latency_s = 0.0;   // one way: half the median round trip
+};
+
+// Transfers per size: about `volume` bytes for bandwidth, `rt_volume` for ping-pong, within bounds.
+int count_for(std::size_t size, double volume, int lo, int hi) {
+  return std::clamp(static_cast<int>(volume / static_cast<double>(size)), lo, hi);
+}
+
+// ---- Thrift ------------------------------------------------------------------------------------
+
+Figures bench_thrift(std::size_t size, int n, int warmup, int round_trips) {
+  const std::string token = rpc::make_job_token();
+  const std::vector<std::string> any_port(2, "127.0.0.1:0");
+  rpc::ThriftTransport a(0, 2, any_port, token);
+  rpc::ThriftTransport b(1, 2, any_port, token);
+  for (auto* t : {&a, &b}) {
+    t->set_peer_address(0, a.address());
+    t->set_peer_address(1, b.address());
+  }
+  const auto deadline = [] { return Clock::now() + std::chrono::seconds(120); };
+  const kernels::Tensor payload = kernels::Tensor::zeros({static_cast<std::int64_t>(size / sizeof(float))});
+  std::int64_t step = 0;
+
+  // One-way stream: sender thread -> receiver thread, distinct tags.
+  const auto stream = [&](int count) {
+    const std::int64_t first = step;
+    step += count;
+    Clock::time_point t0;
+    std::thread receiver([&] {
+      for (int i = 0; i < count; ++i) {
+        kernels::Tensor got = b.recv(0, rpc::Tag{first + i, 0, rpc::PayloadKind::Activation, 1}, deadline());
+        (void)got;
+      }
+    });
+    t0 = Clock::now();
+    std::thread sender([&] {
+      for (int i = 0; i < count; ++i)
+        a.send(1, rpc::Tag{first + i, 0, rpc::PayloadKind::Activation, 1}, payload, deadline());
+    });
+    sender.join();
+    receiver.join();
+    return seconds_since(t0);
+  };
+  stream(warmup);
+  Figures f;
+  f.bytes_per_s = static_cast<double>(size) * n / stream(n);
+
+  // Ping-pong: b echoes every tensor back to a.
+  const std::int64_t first = step;
+  std::thread echo([&] {
+    for (int i = 0; i < round_trips + 1; ++i) {
+      kernels::Tensor got = b.recv(0, rpc::Tag{first + i, 0, rpc::PayloadKind::Activation, 1}, deadline());
+      b.send(0, rpc::Tag{first + i, 0, rpc::PayloadKind::Gradient, 0}, got, deadline());
+    }
+  });
+  std::vector<double> rtts;
+  for (int i = 0; i < round_trips + 1; ++i) {
+    const auto t0 = Clock::now();
+    a.send(1, rpc::Tag{first + i, 0, rpc::PayloadKind::Activation, 1}, payload, deadline());
+    kernels::Tensor back = a.recv(1, rpc::Tag{first + i, 0, rpc::PayloadKind::Gradient, 0}, deadline());
+    if (i > 0) rtts.push_back(seconds_since(t0));   // the first one is a warm-up
+  }
+  echo.join();
+  f.latency_s = median(rtts) / 2;
+  return f;
+}
+
+// ---- plain TCP socket --------------------------------------------------------------------------
+
+void check_sys(bool ok, const char* what) {
+  if (!ok) throw std::runtime_error(std::string(what) + ": " + std::strerror(errno));
+}
+
+void write_all(int fd, const void* data, std::size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    check_sys(w > 0, "send");
+    p += w;
+    n -= static_cast<std::size_t>(w);
+  }
+}
+
+void read_all(int fd, void* data, std::size_t n) {
+  char* p = static_cast<char*>(data);
+  while (n > 0) {
+    const ssize_t r = ::recv(fd, p, n, 0);
+    if (r < 0 && errno == EINTR) continue;
+    check_sys(r > 0, "recv");
+    p += r;
+    n -= static_cast<std::size_t>(r);
+  }
+}
+
+void send_message(int fd, const std::vector<char>& buf) {
+  const std::uint64_t len = buf.size();
+  write_all(fd, &len, sizeof len);
+  write_all(fd, buf.data(), buf.size());
+}
+
+void recv_message(int fd, std::vector<char>& buf) {
+  std::uint64_t len = 0;
+  read_all(fd, &len, sizeof len);
+  if (len != buf.size()) throw std::runtime_error("unexpected message length " + std::to_string(len));
+  read_all(fd, buf.data(), len);
+}
+
+// A connected pair of TCP sockets on 127.0.0.1, both with TCP_NODELAY.
+struct SocketPair {
+  int client = -1;
+  int server = -1;
+  SocketPair() {
+    const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+    check_sys(listener >= 0, "socket");
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    check_sys(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0, "bind");
+    check_sys(::listen(listener, 1) == 0, "listen");
+    socklen_t len = sizeof addr;
+    check_sys(::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) == 0, "getsockname");
+    client = ::socket(AF_INET, SOCK_STREAM, 0);
+    check_sys(client >= 0, "socket");
+    check_sys(::connect(client, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0, "connect");
+    server = ::accept(listener, nullptr, nullptr);
+    check_sys(server >= 0, "accept");
+    ::close(listener);
+    const int one = 1;
+    for (int fd : {client, server}) ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  }
+  ~SocketPair() {
+    ::close(client);
+    ::close(server);
+  }
+};
+
+Figures bench_socket(std::size_t size, int n, int warmup, int round_trips) {
+  SocketPair pair;
+  std::vector<char> out(size, 0);
+  std::vector<char> in(size);
+  const auto stream = [&](int count) {
+    std::thread receiver([&] {
+      for (int i = 0; i < count; ++i) recv_message(pair.server, in);
+    });
+    const auto t0 = Clock::now();
+    std::thread sender([&] {
+      for (int i = 0; i < count; ++i) send_message(pair.client, out);
+    });
+    sender.join();
+    receiver.join();
+    return seconds_since(t0);
+  };
+  stream(warmup);
+  Figures f;
+  f.bytes_per_s = static_cast<double>(size) * n / stream(n);
+
+  std::thread echo([&] {
+    std::vector<char> buf(size);
+    for (int i = 0; i < round_trips + 1; ++i) {
+      recv_message(pair.server, buf);
+      send_message(pair.server, buf);
+    }
+  });
+  std::vector<double> rtts;
+  for (int i = 0; i < round_trips + 1; ++i) {
+    const auto t0 = Clock::now();
+    send_message(pair.client, out);
+    recv_message(pair.client, in);
+    if (i > 0) rtts.push_back(seconds_since(t0));
+  }
+  echo.join();
+  f.latency_s = median(rtts) / 2;
+  return f;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Thrift tensor transfer against a plain TCP socket on loopback"};
+  std::vector<std::size_t> sizes = {4u << 10, 64u << 10, 1u << 20, 16u << 20, 64u << 20};
+  double scale = 1.0;
+  app.add_option("--sizes", sizes, "message sizes in bytes (multiples of 4)")->delimiter(',');
+  app.add_option("--scale", scale, "multiplies the number of transfers per size")->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
+
+  for (const std::size_t size : sizes) {
+    if (size == 0 || size % sizeof(float) != 0) {
+      std::fprintf(stderr, "skipping size %zu: not a positive multiple of 4\n", size);
+      continue;
+    }
+    const int n = std::max(1, static_cast<int>(count_for(size, 384.0 * (1 << 20), 6, 4000) * scale));
+    const int warmup = std::max(1, n / 5);
+    const int round_trips = std::max(3, static_cast<int>(count_for(size, 96.0 * (1 << 20), 5, 1000) * scale));
+    const Figures thrift = bench_thrift(size, n, warmup, round_trips);
+    const Figures sock = bench_socket(size, n, warmup, round_trips);
+    nlohmann::json line = {
+        {"bench", "transport"},
+        {"size_bytes", size},
+        {"transfers", n},
+        {"round_trips", round_trips},
+        {"thrift_MBps", thrift.bytes_per_s / 1e6},
+        {"socket_MBps", sock.bytes_per_s / 1e6},
+        {"bandwidth_ratio", thrift.bytes_per_s / sock.bytes_per_s},
+        {"thrift_latency_us", thrift.latency_s * 1e6},
+        {"socket_latency_us", sock.latency_s * 1e6},
+        {"latency_ratio", thrift.latency_s / sock.latency_s},
+    };
+    std::printf("%s\n", line.dump().c_str());
+    std::fflush(stdout);
+  }
+  return 0;
+}
