@@ -89,6 +89,10 @@ BOOST_AUTO_TEST_CASE(bad_pipeline_flags_get_one_line_errors) {
       {"--stages 2 --schedule interleaved --chunks 1", "interleaved"},
       {"--stages 2 --save /tmp", "--save /tmp is a folder; give a file name"},
   };
+  // CLI11 checks ranges itself, with its own exit code.
+  const auto huge = run_pipewright(kQuick + "--steps 1 --stages 2 --stage-timeout 1e30");
+  BOOST_CHECK_NE(huge.status, 0);
+  BOOST_CHECK_MESSAGE(huge.output.find("--stage-timeout") != std::string::npos, huge.output);
   for (const auto& [args, expected] : cases) {
     const auto r = run_pipewright(kQuick + "--steps 1 " + args);
     BOOST_TEST_CONTEXT(args) {
