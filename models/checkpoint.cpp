@@ -14,12 +14,16 @@ void save_weights(const std::vector<Layer*>& pieces, const std::string& path, co
     for (auto& [name, p] : piece->named_parameters()) tensors.emplace(name, p->value);
     for (auto& [name, b] : piece->named_buffers()) tensors.emplace(name, b->value);
   }
+  save_named_weights(tensors, path, model_name);
+}
+
+void save_named_weights(const kernels::NamedTensors& tensors, const std::string& path, const std::string& model_name) {
   kernels::save_safetensors(path, tensors, {{"format", "pt"}, {"pipewright_model", model_name}});
 }
 
 void load_weights(Layer& model, const std::string& path) { load_weights(std::vector<Layer*>{&model}, path); }
 
-void load_weights(const std::vector<Layer*>& pieces, const std::string& path) {
+void load_weights(const std::vector<Layer*>& pieces, const std::string& path, WeightCoverage coverage) {
   const auto tensors = kernels::load_safetensors(path);
   std::vector<std::pair<Tensor*, const Tensor*>> assignments;
   std::size_t expected = 0;
@@ -36,7 +40,7 @@ void load_weights(const std::vector<Layer*>& pieces, const std::string& path) {
     for (auto& [name, p] : piece->named_parameters()) match(name, p->value);
     for (auto& [name, b] : piece->named_buffers()) match(name, b->value);
   }
-  PW_INPUT_CHECK(tensors.size() == expected, "'" << path << "' holds " << tensors.size() << " tensors but the model has "
+  PW_INPUT_CHECK(coverage == WeightCoverage::Part || tensors.size() == expected, "'" << path << "' holds " << tensors.size() << " tensors but the model has "
                                                  << expected << "; is it a checkpoint of this model?");
   for (auto& [target, source] : assignments) target->copy_from(*source);
 }

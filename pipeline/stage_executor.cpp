@@ -32,8 +32,10 @@ bool is_compute(OpType op) {
 [[noreturn]] void rethrow_with_context(const std::string& context) {
   try {
     throw;
-  } catch (const rpc::AbortedError&) {
-    throw;   // the root cause is another stage's error, reported there
+  } catch (const rpc::AbortedError& e) {
+    // The root cause is another stage's error; in another process the context says what this
+    // stage was blocked on when it heard.
+    throw rpc::AbortedError(context + e.what());
   } catch (const rpc::TimeoutError& e) {
     throw rpc::TimeoutError(context + e.what());
   } catch (const kernels::OutOfMemory& e) {

@@ -20,9 +20,11 @@ PayloadKind kind_from_wire(int value) {
     case wire::FrameKind::ACTIVATION: return PayloadKind::Activation;
     case wire::FrameKind::GRADIENT: return PayloadKind::Gradient;
     case wire::FrameKind::TIED_GRADIENT: return PayloadKind::TiedGradient;
+    case wire::FrameKind::EVALUATION: return PayloadKind::Evaluation;
+    case wire::FrameKind::CONTROL: return PayloadKind::Control;
   }
   throw BadFrameError("unknown frame kind " + std::to_string(value) +
-                      "; expected 1 (activation), 2 (gradient) or 3 (tied gradient)");
+                      "; expected 1 (activation), 2 (gradient), 3 (tied gradient), 4 (evaluation) or 5 (control)");
 }
 
 // Bytes the shape needs, or throws when a dim is negative or the product passes `max_bytes`.
@@ -101,6 +103,8 @@ wire::FrameKind::type to_wire(PayloadKind kind) {
     case PayloadKind::Activation: return wire::FrameKind::ACTIVATION;
     case PayloadKind::Gradient: return wire::FrameKind::GRADIENT;
     case PayloadKind::TiedGradient: return wire::FrameKind::TIED_GRADIENT;
+    case PayloadKind::Evaluation: return wire::FrameKind::EVALUATION;
+    case PayloadKind::Control: return wire::FrameKind::CONTROL;
   }
   PW_FAIL("payload kind " << static_cast<int>(kind) << " has no wire code");
 }

@@ -8,6 +8,8 @@ enum FrameKind {
   ACTIVATION = 1,
   GRADIENT = 2,
   TIED_GRADIENT = 3,
+  EVALUATION = 4,
+  CONTROL = 5,
 }
 
 enum ElementType {
@@ -58,20 +60,37 @@ struct JobLayout {
   4: list<RankPlacement> ranks,
 }
 
-exception RendezvousFailed {
-  1: string reason,
+enum RendezvousError {
+  JOB_FAILED = 1,   // another rank failed or was lost; the reason names it
+  TIMED_OUT = 2,
+  REFUSED = 3,      // wrong token or a request outside the job (rank out of range...)
 }
 
+exception RendezvousFailed {
+  1: string reason,
+  2: i32 code,      // a RendezvousError
+}
+
+// Every blocking call takes the caller's remaining time (timeout_ms) and throws RendezvousFailed
+// when it passes, or as soon as the job has failed (the reason names the rank that failed).
 service Rendezvous {
-  // Blocks until every rank has registered (or the server's deadline passes), then returns the layout.
-  JobLayout register_rank(1: string job_token, 2: i32 rank, 3: string address)
+  // Blocks until every rank has registered, then returns the layout (rank r: stage r % stages,
+  // replica r / stages).
+  JobLayout register_rank(1: string job_token, 2: i32 rank, 3: string address, 4: i32 timeout_ms)
       throws (1: RendezvousFailed failed),
-  // The NCCL unique id of a communicator group, published once by the group's root.
-  void put_nccl_id(1: string job_token, 2: string group, 3: binary id) throws (1: RendezvousFailed failed),
-  binary get_nccl_id(1: string job_token, 2: string group, 3: i32 timeout_ms)
-      throws (1: RendezvousFailed failed),
-  // Returns once every rank reached the barrier `name`; throws after timeout_ms.
+  // A key-value store shared by the job: NCCL unique ids, Gloo's store, a split chosen by rank 0.
+  void store_set(1: string job_token, 2: string key, 3: binary value) throws (1: RendezvousFailed failed),
+  binary store_get(1: string job_token, 2: string key, 3: i32 timeout_ms) throws (1: RendezvousFailed failed),
+  // Returns once every rank reached the barrier `name` (each name is used once).
   void barrier(1: string job_token, 2: string name, 3: i32 rank, 4: i32 timeout_ms)
       throws (1: RendezvousFailed failed),
-  void heartbeat(1: string job_token, 2: i32 rank) throws (1: RendezvousFailed failed),
+  // Liveness, on a connection of its own: the connection that sends a rank's heartbeats closing
+  // before that rank left means the rank is lost. Returns "" while the job is healthy, else the
+  // reason it failed. `now_ns` is the server's steady clock (for trace clock offsets).
+  string heartbeat(1: string job_token, 2: i32 rank) throws (1: RendezvousFailed failed),
+  i64 now_ns(1: string job_token) throws (1: RendezvousFailed failed),
+  // A rank that fails reports why before it exits, so the others stop at once with the cause.
+  void report_failure(1: string job_token, 2: i32 rank, 3: string reason) throws (1: RendezvousFailed failed),
+  // A rank that finished closes its connections without being counted as lost.
+  void leave(1: string job_token, 2: i32 rank) throws (1: RendezvousFailed failed),
 }

@@ -71,7 +71,19 @@ void route_thrift_output_to_log() {
 }  // namespace
 
 ThriftServer::ThriftServer(const HostPort& bind, std::shared_ptr<apache::thrift::TProcessor> processor,
-                           std::size_t max_message_bytes) {
+                           std::size_t max_message_bytes, int max_connections) {
+  start(bind, std::move(processor), max_message_bytes, max_connections);
+}
+
+ThriftServer::ThriftServer(const HostPort& bind, std::shared_ptr<apache::thrift::TProcessorFactory> factory,
+                           std::size_t max_message_bytes, int max_connections) {
+  start(bind, std::move(factory), max_message_bytes, max_connections);
+}
+
+template <typename ProcessorOrFactory>
+void ThriftServer::start(const HostPort& bind, std::shared_ptr<ProcessorOrFactory> processor,
+                         std::size_t max_message_bytes, int max_connections) {
+  PW_CHECK(max_connections > 0, "a server needs at least one connection, got " << max_connections);
   PW_CHECK(max_message_bytes > 0 && max_message_bytes <= static_cast<std::size_t>(INT_MAX),
            "Thrift messages are limited to " << INT_MAX << " bytes, asked for " << max_message_bytes);
   route_thrift_output_to_log();
@@ -84,6 +96,7 @@ ThriftServer::ThriftServer(const HostPort& bind, std::shared_ptr<apache::thrift:
       std::make_shared<protocol::TBinaryProtocolFactory>(limit, kMaxListElements, /*strict_read=*/true,
                                                        /*strict_write=*/true));
   server_->setServerEventHandler(signal);
+  server_->setConcurrentClientLimit(max_connections);
   auto started = signal->future();
   thread_ = std::thread([server = server_, signal] {
     try {

@@ -12,7 +12,10 @@ namespace pw::rpc {
 
 using Deadline = std::chrono::steady_clock::time_point;
 
-enum class PayloadKind { Activation, Gradient, TiedGradient };
+// Evaluation: a forward-only activation between stages while evaluating (micro_batch = the
+// evaluation batch). Control: small tensors of the job itself (step metrics, gathered weights),
+// micro_batch names the message.
+enum class PayloadKind { Activation, Gradient, TiedGradient, Evaluation, Control };
 std::string payload_kind_name(PayloadKind kind);
 
 struct Tag {

@@ -1,4 +1,4 @@
-// The pipewright command: train (later plan, launch, prof, ps) and info.
+// The pipewright command: train, plan, launch and info.
 #include <cstdio>
 #include <cstdlib>
 
@@ -8,6 +8,7 @@
 #include "kernels/allocator.h"
 #include "rpc/transport.h"
 #include "tools/info_command.h"
+#include "tools/launch_command.h"
 #include "tools/plan_command.h"
 #include "tools/train_command.h"
 
@@ -19,10 +20,16 @@ int main(int argc, char** argv) {
   pw::tools::add_info_command(app);
   pw::tools::PlanOptions plan;
   pw::tools::add_plan_command(app, plan);
+  pw::tools::LaunchOptions launch;
+  pw::tools::add_launch_command(app, launch);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const pw::rpc::AbortedError& e) {
+    // Another rank of the job failed; the message names it and what this rank was doing.
+    std::fprintf(stderr, "pipewright: stopped: %s\n", e.what());
+    return 5;
   } catch (const pw::rpc::TimeoutError& e) {
     std::fprintf(stderr, "pipewright: timeout: %s\n", e.what());
     return 4;

@@ -7,79 +7,11 @@
 #include "models/checkpoint.h"
 #include "partition/partitioners.h"
 #include "pipeline/pipeline_trainer.h"
-#include "pipeline/planner.h"
+#include "tools/pipeline_setup.h"
 #include "tools/train_backend.h"
 
 namespace pw::tools {
 namespace {
-
-std::vector<kernels::Device> parse_devices(const TrainOptions& o, int stages) {
-  std::vector<kernels::Device> devices;
-  if (!o.devices.empty()) {
-    std::stringstream in(o.devices);
-    std::string item;
-    while (std::getline(in, item, ',')) devices.push_back(kernels::Device::parse(item));
-    PW_INPUT_CHECK(static_cast<int>(devices.size()) == stages,
-                   "--devices lists " << devices.size() << " devices for " << stages
-                                      << " stages; give one per stage, e.g. cpu:0,cpu:1");
-  } else {
-    const auto base = kernels::Device::parse(o.device);
-    const int gpus = kernels::cuda_device_count();
-    for (int s = 0; s < stages; ++s)
-      devices.push_back(base.is_cpu() ? kernels::Device::cpu(s) : kernels::Device::cuda(gpus > 0 ? s % gpus : 0));
-  }
-  const int gpus = kernels::cuda_device_count();
-  for (const auto& d : devices)
-    PW_INPUT_CHECK(d.is_cpu() || d.index < gpus, "device " << d.str() << ": this machine has " << gpus
-                                                           << " CUDA device(s)" << (gpus == 0 ? "; use cpu:N devices" : ""));
-  return devices;
-}
-
-// --stages defaults to the pieces --split makes (over --chunks), --micro-batches to one per stage.
-pipeline::ScheduleSpec schedule_of(const TrainOptions& o) {
-  pipeline::ScheduleSpec s;
-  s.kind = pipeline::parse_schedule_kind(o.schedule);
-  s.chunks = o.chunks;
-  const int pieces = o.split.empty() ? 0 : static_cast<int>(partition::parse_split_points(o.split).size()) + 1;
-  if (o.stages > 0) {
-    s.stages = o.stages;
-    PW_INPUT_CHECK(pieces == 0 || pieces == s.stages * s.chunks,
-                   "--split " << o.split << " makes " << pieces << " pieces but --stages " << s.stages << " x --chunks "
-                              << s.chunks << " needs " << s.stages * s.chunks);
-  } else {
-    PW_INPUT_CHECK(pieces % s.chunks == 0, "--split " << o.split << " makes " << pieces
-                                                      << " pieces, not a multiple of --chunks " << s.chunks);
-    s.stages = pieces > 0 ? pieces / s.chunks : 1;
-  }
-  s.micro_batches = o.micro_batches > 0 ? o.micro_batches : s.stages;
-  validate(s);
-  return s;
-}
-
-// The split for --split or --partition; the profile method measures every layer on the first
-// stage's device with one micro-batch first.
-partition::Partition split_for(const TrainOptions& o, const partition::ModelDescription& model,
-                               const pipeline::ScheduleSpec& spec, const std::vector<kernels::Device>& devices) {
-  pipeline::SplitChoice choice;
-  if (!o.split.empty()) choice.split_points = partition::parse_split_points(o.split);
-  else choice.method = partition::parse_partition_method(o.partition);
-  partition::CostModel cost;
-  cost.stages = spec.stages;
-  cost.chunks = spec.chunks;
-  cost.micro_batches = spec.micro_batches;
-  cost.in_flight = pipeline::in_flight_of(spec.kind);
-  cost.recompute = partition::parse_recompute(o.recompute);
-  cost.optimizer_state = partition::optimizer_state_tensors(models::parse_optimizer_kind(o.optimizer));
-  if (!o.device_memory.empty()) cost.device_memory = {parse_bytes(o.device_memory)};
-  std::vector<partition::LayerProfile> profiles;
-  if (choice.split_points.empty() && choice.method == partition::PartitionMethod::Profile) {
-    partition::check_stage_count(model.layer_count(), cost.pieces(), model.name);
-    std::fprintf(stderr, "profiling %d layers of %s on %s...\n", model.layer_count(), model.name.c_str(),
-                 devices.front().str().c_str());
-    profiles = partition::profile_layers(model, devices.front(), o.batch_size / spec.micro_batches, 3);
-  }
-  return pipeline::choose_partition(model, choice, cost, profiles);
-}
 
 class PipelineBackend : public TrainBackend {
  public:
@@ -89,12 +21,7 @@ class PipelineBackend : public TrainBackend {
     const int stages = po.spec.stages;
     // Stage counts and split points are checked before anything is built or profiled.
     model_ = partition::describe(spec);
-    partition::check_stage_count(model_.layer_count(), stages * po.spec.chunks, model_.name);
-    if (!o.split.empty())
-      partition::split_at(model_.layer_count(), partition::parse_split_points(o.split), {"--split", model_.name});
-    PW_INPUT_CHECK(o.batch_size % po.spec.micro_batches == 0,
-                   "--batch-size " << o.batch_size << " does not split into " << po.spec.micro_batches
-                                   << " equal micro-batches; use a batch size divisible by " << po.spec.micro_batches);
+    check_pipeline_flags(o, model_, po.spec);
     po.devices = parse_devices(o, stages);
     const int threads = o.threads > 0 ? o.threads
                                       : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / stages);
@@ -110,7 +37,7 @@ class PipelineBackend : public TrainBackend {
     devices_ = po.devices;
     spec_ = po.spec;
     recompute_ = po.recompute;
-    partition_ = split_for(o, model_, po.spec, po.devices);
+    partition_ = split_for(o, model_, po.spec, po.devices.front());
     trainer_ = std::make_unique<pipeline::PipelineTrainer>(model_, partition_, po);
     if (!o.load_path.empty()) {
       std::vector<models::Layer*> layers;

@@ -8,7 +8,7 @@ namespace pw::tools {
 
 ProgressLine::ProgressLine(std::FILE* out, std::int64_t total_steps, std::int64_t line_every)
     : out_(out),
-      style_(isatty(fileno(out)) ? ProgressStyle::InPlace : ProgressStyle::Lines),
+      style_(out != nullptr && isatty(fileno(out)) ? ProgressStyle::InPlace : ProgressStyle::Lines),
       total_(total_steps),
       line_every_(line_every < 1 ? 1 : line_every) {}
 
@@ -23,6 +23,7 @@ std::string format_duration(double seconds) {
 }
 
 void ProgressLine::update(std::int64_t step, double loss, double samples_per_second, double elapsed) {
+  if (out_ == nullptr) return;
   const bool last = step == total_;
   if (style_ == ProgressStyle::Lines && step % line_every_ != 0 && !last && step != 1) return;
   const double eta = step > 0 ? elapsed / static_cast<double>(step) * static_cast<double>(total_ - step) : 0.0;
@@ -38,6 +39,7 @@ void ProgressLine::update(std::int64_t step, double loss, double samples_per_sec
 }
 
 void ProgressLine::finish() {
+  if (out_ == nullptr) return;
   if (dirty_) std::fprintf(out_, "\n");
   dirty_ = false;
   std::fflush(out_);

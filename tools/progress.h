@@ -10,6 +10,7 @@ enum class ProgressStyle { InPlace, Lines };
 
 class ProgressLine {
  public:
+  // `out` null: prints nothing (the other ranks of a multi-process job).
   ProgressLine(std::FILE* out, std::int64_t total_steps, std::int64_t line_every);
   void update(std::int64_t step, double loss, double samples_per_second, double elapsed_seconds);
   void finish();

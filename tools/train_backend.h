@@ -10,6 +10,7 @@
 #include "models/data/data_loader.h"
 #include "models/trainer.h"
 #include "models/zoo/model_spec.h"
+#include "rpc/launch_env.h"
 #include "tools/train_command.h"
 
 namespace pw::tools {
@@ -31,6 +32,11 @@ class TrainBackend {
   virtual void save(const std::string& path, const std::string& model_name) = 0;
   virtual void reset_peak_memory() = 0;
   virtual void synchronize() = 0;
+  // In a multi-process job only rank 0 prints progress and writes the summary and the weights.
+  virtual bool is_primary() const { return true; }
+  // Whether this process takes part in saving: --save was given (to rank 0, in a multi-process job).
+  virtual bool saves(const std::string& path) const { return !path.empty(); }
+  virtual void finish() {}   // after the last step, evaluation and save: leave the job cleanly
   // Backend-specific summary fields (device, peak memory, stage figures...).
   virtual void add_summary(nlohmann::json& summary, const std::vector<double>& stage_busy_seconds,
                            double train_seconds) = 0;
@@ -40,6 +46,9 @@ std::unique_ptr<TrainBackend> make_single_device_backend(const TrainOptions& o, 
                                                          const models::OptimizerConfig& optimizer);
 std::unique_ptr<TrainBackend> make_pipeline_backend(const TrainOptions& o, const models::ModelSpec& spec,
                                                     const models::OptimizerConfig& optimizer);
+// A rank of a multi-process job: one pipeline stage per process.
+std::unique_ptr<TrainBackend> make_process_backend(const TrainOptions& o, const models::ModelSpec& spec,
+                                                   const models::OptimizerConfig& optimizer, const rpc::LaunchEnv& env);
 bool wants_pipeline(const TrainOptions& o);
 
 }  // namespace pw::tools

@@ -121,6 +121,16 @@ void add_train_command(CLI::App& app, TrainOptions& o) {
   cmd->add_option("--recompute", o.recompute, "none, all or except-last")->capture_default_str();
   cmd->add_option("--stage-timeout", o.stage_timeout_seconds, "seconds a stage waits for a neighbour before failing")
       ->capture_default_str()->check(CLI::Range(0.001, 1e6));
+  cmd->add_option("--transport", o.transport,
+                  "auto, inprocess, thrift or nccl (auto: in-process within one process, NCCL between GPUs of a "
+                  "multi-process job, else Thrift)")
+      ->capture_default_str();
+  cmd->add_option("--heartbeat-timeout", o.heartbeat_timeout_seconds,
+                  "multi-process jobs: seconds after which a silent rank ends the job (a killed rank ends it at once)")
+      ->capture_default_str()->check(CLI::Range(0.5, 1e6));
+  cmd->add_option("--startup-timeout", o.startup_timeout_seconds,
+                  "multi-process jobs: seconds for every rank to reach the rendezvous")
+      ->capture_default_str()->check(CLI::Range(0.1, 1e6));
   cmd->add_option("--eval-batches", o.eval_batches, "evaluate on at most N test batches (default: all)");
   cmd->callback([&o] { std::exit(run_train(o)); });
 }
@@ -155,7 +165,11 @@ int run_train(const TrainOptions& o) {
   PW_INPUT_CHECK(train_loader.batches_per_epoch() > 0, "--batch-size " << o.batch_size << " is larger than the "
                                                                        << data.train->size() << " training samples");
   const std::int64_t total_steps = o.steps > 0 ? o.steps : o.epochs * train_loader.batches_per_epoch();
-  auto backend = wants_pipeline(o) ? make_pipeline_backend(o, spec, oc) : make_single_device_backend(o, spec, oc);
+  const auto launch = rpc::launch_env();
+  auto backend = launch                ? make_process_backend(o, spec, oc, *launch)
+                 : wants_pipeline(o) ? make_pipeline_backend(o, spec, oc)
+                                     : make_single_device_backend(o, spec, oc);
+  const bool primary = backend->is_primary();
 
   std::fprintf(stderr, "pipewright train: %s (%lld parameters, %s activations/sample) on %s, %s, batch %lld, %lld steps\n",
                spec.name.c_str(), static_cast<long long>(stats.parameters),
@@ -169,7 +183,7 @@ int run_train(const TrainOptions& o) {
   step_seconds.reserve(static_cast<std::size_t>(total_steps));
   loss_history.reserve(static_cast<std::size_t>(total_steps));
   std::int64_t samples = 0, correct = 0, step = 0, epoch = 0;
-  ProgressLine progress(stderr, total_steps, o.log_every);
+  ProgressLine progress(primary ? stderr : nullptr, total_steps, o.log_every);
   while (step < total_steps) {
     train_loader.start_epoch(epoch++);
     while (step < total_steps) {
@@ -194,17 +208,18 @@ int run_train(const TrainOptions& o) {
   backend->synchronize();
 
   // The weights are written before evaluation, so nothing that goes wrong there loses them.
-  if (!o.save_path.empty()) backend->save(o.save_path, spec.name);
+  if (backend->saves(o.save_path)) backend->save(o.save_path, spec.name);   // gathers to rank 0 in a multi-process job
   // Evaluation batches are micro-batch sized: a stage holds no more at once than in training.
   DataLoader test_loader(*data.test, std::max<std::int64_t>(1, o.batch_size / backend->micro_batches()),
                          data::Shuffle::No, o.seed, data::LastBatch::Keep);
   const EvalResult eval = backend->evaluate(test_loader, o.eval_batches);
   const double wall = seconds_since(start);
   const double sps = train_seconds > 0 ? static_cast<double>(samples) / train_seconds : 0.0;
-  std::fprintf(stderr, "test accuracy %.4f (loss %.4f, %lld samples); train %.1f samples/s; %s wall\n", eval.accuracy,
+  if (primary)
+    std::fprintf(stderr, "test accuracy %.4f (loss %.4f, %lld samples); train %.1f samples/s; %s wall\n", eval.accuracy,
                eval.loss, static_cast<long long>(eval.samples), sps, format_duration(wall).c_str());
 
-  if (!o.summary_path.empty()) {
+  if (!o.summary_path.empty() && primary) {
     nlohmann::json j;
     j["model"] = spec.name;
     j["params"] = stats.parameters;
@@ -229,6 +244,7 @@ int run_train(const TrainOptions& o) {
     backend->add_summary(j, stage_busy, train_seconds);
     write_json_file(o.summary_path, j);
   }
+  backend->finish();
   return 0;
 }
 

@@ -40,7 +40,11 @@ struct TrainOptions {
   std::string split;       // "3,7,12"
   std::string partition = "uniform";
   std::string recompute = "none";
-  double stage_timeout_seconds = 60.0;   // -1: the whole test split
+  double stage_timeout_seconds = 60.0;
+  // Multi-process jobs (started by `pipewright launch`, srun, mpirun or torchrun-style variables):
+  std::string transport = "auto";          // auto, inprocess, thrift or nccl
+  double heartbeat_timeout_seconds = 5.0;  // a rank silent this long (or whose process died) ends the job
+  double startup_timeout_seconds = 120.0;  // for every rank to register at the rendezvous
 };
 
 void add_train_command(CLI::App& app, TrainOptions& options);

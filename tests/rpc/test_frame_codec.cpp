@@ -54,7 +54,7 @@ BOOST_AUTO_TEST_CASE(check_frame_reasons) {
   BOOST_TEST(reason([](auto& f) { f.dtype = static_cast<rpc::wire::ElementType::type>(0); }) ==
              "unknown dtype code 0; expected 1 (F32) to 5 (U8)");
   BOOST_TEST(reason([](auto& f) { f.kind = static_cast<rpc::wire::FrameKind::type>(9); }) ==
-             "unknown frame kind 9; expected 1 (activation), 2 (gradient) or 3 (tied gradient)");
+             "unknown frame kind 9; expected 1 (activation), 2 (gradient), 3 (tied gradient), 4 (evaluation) or 5 (control)");
   BOOST_TEST(reason([](auto& f) { f.shape = {1LL << 62, 1LL << 62}; }).find("exceeds the maximum frame size") !=
              std::string::npos);
   BOOST_TEST(reason([](auto& f) {

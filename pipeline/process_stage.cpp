@@ -1,0 +1,184 @@
+#include "pipeline/process_stage.h"
+
+#include <cstring>
+#include <sstream>
+
+#include "core/clock.h"
+#include "kernels/runtime.h"
+#include "models/loss.h"
+#include "pipeline/micro_batch.h"
+
+namespace pw::pipeline {
+
+namespace {
+
+// Control messages (Tag::micro_batch) between the ranks of one job.
+enum ControlMessage : int { kStepFigures = 0, kEvalFigures = 1, kWeightNames = 2, kFirstWeight = 3 };
+
+kernels::Tensor doubles_tensor(const std::vector<double>& values) {
+  return kernels::Tensor::from_vector(values, {static_cast<std::int64_t>(values.size())}, kernels::Device::cpu(0));
+}
+
+std::vector<double> tensor_doubles(const kernels::Tensor& t, std::size_t expected, const std::string& what) {
+  PW_CHECK(t.dtype() == kernels::DType::F64 && static_cast<std::size_t>(t.numel()) == expected,
+           what << ": expected " << expected << " F64 values, got " << t.describe());
+  return t.to_double_vector();
+}
+
+}  // namespace
+
+ProcessStage::ProcessStage(const partition::ModelDescription& model, const partition::Partition& partition,
+                           PipelineOptions options, rpc::Transport& transport, rpc::Transport& control)
+    : options_(std::move(options)), transport_(transport), control_(control) {
+  validate(options_.spec);
+  const int P = options_.spec.stages;
+  const int V = options_.spec.chunks;
+  const int s = transport_.rank();
+  PW_INPUT_CHECK(transport_.world_size() == P, "a job of " << transport_.world_size() << " ranks runs " << P
+                                                           << " stages here; give one rank per stage (--stages "
+                                                           << transport_.world_size() << ")");
+  PW_INPUT_CHECK(static_cast<int>(partition.size()) == P * V,
+                 "the split has " << partition.size() << " parts but " << P << " stages x " << V << " chunks need "
+                                  << P * V);
+  partition::check_partition(partition, model.layer_count());
+  PW_INPUT_CHECK(options_.devices.size() == 1, "a process stage runs on one device, got " << options_.devices.size());
+  PW_INPUT_CHECK(model.tied.empty(), "model " << model.name << " ties weights across stages, which multi-process "
+                                              "pipelines do not support yet; run it embedded (one process)");
+  std::vector<std::unique_ptr<models::Sequential>> chunks;
+  for (int c = 0; c < V; ++c) {
+    models::LayerDeviceScope on_device(options_.devices.front());
+    chunks.push_back(partition::build_stage(model, partition[static_cast<std::size_t>(c * P + s)], options_.seed));
+  }
+  StageConfig config;
+  config.spec = options_.spec;
+  config.stage = s;
+  config.device = options_.devices.front();
+  config.recompute = options_.recompute;
+  config.timeout = options_.timeout;
+  executor_ = std::make_unique<StageExecutor>(config, std::move(chunks), options_.optimizer, transport_);
+}
+
+std::vector<std::vector<double>> ProcessStage::exchange(const std::vector<double>& values, int message,
+                                                        std::int64_t round) {
+  const int P = stages();
+  const rpc::Tag tag{round, message, rpc::PayloadKind::Control, 0};
+  const auto payload = doubles_tensor(values);
+  for (int r = 0; r < P; ++r)
+    if (r != stage()) control_.send(r, tag, payload, deadline());
+  std::vector<std::vector<double>> all(static_cast<std::size_t>(P));
+  for (int r = 0; r < P; ++r)
+    all[static_cast<std::size_t>(r)] =
+        r == stage() ? values
+                     : tensor_doubles(control_.recv(r, tag, deadline()), values.size(),
+                                      "figures from rank " + std::to_string(r));
+  return all;
+}
+
+PipelineStepResult ProcessStage::train_step(const models::data::Batch& batch) {
+  MicroBatchInputs inputs{split_batch(batch.images, options_.spec.micro_batches),
+                          split_batch(batch.labels, options_.spec.micro_batches)};
+  const auto start = Clock::now();
+  const std::int64_t step = step_++;
+  StageStepResult mine = executor_->run_step(step, inputs);
+  const auto peak = kernels::DeviceRuntime::get(options_.devices.front()).allocator().stats().peak_in_use;
+  const auto all = exchange({mine.loss_sum, static_cast<double>(mine.correct), static_cast<double>(mine.samples),
+                             mine.busy_seconds, static_cast<double>(peak)},
+                            kStepFigures, step);
+  PipelineStepResult r;
+  r.wall_seconds = seconds_since(start);
+  double loss_sum = 0.0;
+  stage_peak_memory_.clear();
+  for (const auto& f : all) {
+    loss_sum += f[0];
+    r.correct += static_cast<std::int64_t>(f[1]);
+    r.samples += static_cast<std::int64_t>(f[2]);
+    r.stage_busy_seconds.push_back(f[3]);
+    stage_peak_memory_.push_back(static_cast<std::int64_t>(f[4]));
+  }
+  r.loss = r.samples > 0 ? loss_sum / static_cast<double>(r.samples) : 0.0;
+  r.stages.push_back(std::move(mine));
+  return r;
+}
+
+models::EvalResult ProcessStage::evaluate(models::data::DataLoader& loader, std::int64_t max_batches) {
+  const int P = stages();
+  const int V = options_.spec.chunks;
+  const int last = P * V - 1;
+  const std::int64_t round = evaluations_++;
+  const auto device = options_.devices.front();
+  // Every rank walks the same test batches; activations travel stage to stage as in training.
+  double loss_sum = 0.0, correct = 0.0, samples = 0.0;
+  loader.start_epoch(0);
+  int b = 0;
+  while (auto batch = loader.next()) {
+    if (max_batches >= 0 && b >= max_batches) break;
+    for (int c = 0; c < V; ++c) {
+      const int v = c * P + stage();
+      const rpc::Tag in_tag{round, b, rpc::PayloadKind::Evaluation, v};
+      kernels::Tensor x = v == 0 ? batch->images.to(device) : transport_.recv((v - 1) % P, in_tag, deadline()).to(device);
+      kernels::Tensor y = executor_->chunk(c).forward(x, models::Mode::Eval).y;
+      if (v == last) {
+        const auto labels = batch->labels.to(y.device());
+        const auto loss = models::softmax_cross_entropy(y, labels, 1.0);
+        loss_sum += loss.loss * static_cast<double>(labels.numel());
+        correct += static_cast<double>(loss.correct);
+        samples += static_cast<double>(labels.numel());
+      } else {
+        transport_.send((v + 1) % P, rpc::Tag{round, b, rpc::PayloadKind::Evaluation, v + 1}, y, deadline());
+      }
+    }
+    ++b;
+  }
+  const auto all = exchange({loss_sum, correct, samples}, kEvalFigures, round);
+  const auto& f = all[static_cast<std::size_t>(last % P)];
+  models::EvalResult r;
+  r.samples = static_cast<std::int64_t>(f[2]);
+  if (r.samples > 0) {
+    r.loss = f[0] / f[2];
+    r.accuracy = f[1] / f[2];
+  }
+  return r;
+}
+
+std::vector<models::Layer*> ProcessStage::layers() {
+  std::vector<models::Layer*> out;
+  for (int c = 0; c < executor_->chunk_count(); ++c) out.push_back(&executor_->chunk(c));
+  return out;
+}
+
+kernels::NamedTensors ProcessStage::gather_weights() {
+  const std::int64_t round = gathers_++;
+  std::vector<std::pair<std::string, kernels::Tensor>> mine;
+  for (auto* layer : layers()) {
+    for (auto& [name, p] : layer->named_parameters()) mine.emplace_back(name, p->value);
+    for (auto& [name, b] : layer->named_buffers()) mine.emplace_back(name, b->value);
+  }
+  if (stage() != 0) {
+    // Names first (one per line, as bytes), then the tensors in the same order.
+    std::string names;
+    for (const auto& [name, t] : mine) names += name + "\n";
+    auto text = kernels::Tensor::empty({static_cast<std::int64_t>(names.size())}, kernels::DType::U8,
+                                       kernels::Device::cpu(0));
+    std::memcpy(text.raw(), names.data(), names.size());
+    control_.send(0, rpc::Tag{round, kWeightNames, rpc::PayloadKind::Control, 0}, text, deadline());
+    for (std::size_t i = 0; i < mine.size(); ++i)
+      control_.send(0, rpc::Tag{round, kFirstWeight + static_cast<int>(i), rpc::PayloadKind::Control, 0},
+                      mine[i].second, deadline());
+    return {};
+  }
+  kernels::NamedTensors all;
+  for (auto& [name, t] : mine) all.emplace(name, t.to(kernels::Device::cpu(0)));
+  for (int r = 1; r < stages(); ++r) {
+    const auto text = control_.recv(r, rpc::Tag{round, kWeightNames, rpc::PayloadKind::Control, 0}, deadline());
+    PW_CHECK(text.dtype() == kernels::DType::U8, "weight names from rank " << r << " are " << text.describe());
+    std::istringstream names(std::string(static_cast<const char*>(text.to(kernels::Device::cpu(0)).raw()), text.nbytes()));
+    std::string name;
+    for (int i = 0; std::getline(names, name); ++i) {
+      auto t = control_.recv(r, rpc::Tag{round, kFirstWeight + i, rpc::PayloadKind::Control, 0}, deadline());
+      PW_CHECK(all.emplace(name, std::move(t)).second, "rank " << r << " sent weight '" << name << "' twice");
+    }
+  }
+  return all;
+}
+
+}  // namespace pw::pipeline

@@ -1,0 +1,129 @@
+#include "rpc/launch_env.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/error.h"
+#include "rpc/job_token.h"
+
+namespace pw::rpc {
+
+namespace {
+
+struct Names {
+  const char* rank;
+  const char* world;
+  const char* local_rank;
+  const char* local_world;
+  const char* launcher;
+};
+
+constexpr Names kLaunchers[] = {
+    {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "torchrun-style"},
+    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
+     "Open MPI"},
+    {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", "Slurm"},
+};
+
+std::optional<int> read_int(const EnvLookup& lookup, const char* name, int min_value) {
+  const char* text = lookup(name);
+  if (text == nullptr) return std::nullopt;
+  const std::string_view s(text);
+  int value = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+  PW_INPUT_CHECK(!s.empty() && ec == std::errc() && end == s.data() + s.size() && value >= min_value,
+                 name << "='" << s << "' is not an integer >= " << min_value);
+  return value;
+}
+
+}  // namespace
+
+bool is_loopback_host(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+std::string local_address_towards(const std::string& master_host) {
+  if (const char* forced = std::getenv("PW_ADVERTISE_ADDR"); forced != nullptr && *forced != '\0') return forced;
+  if (is_loopback_host(master_host)) return master_host == "::1" ? "::1" : "127.0.0.1";
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  const int rc = getaddrinfo(master_host.c_str(), "9", &hints, &found);
+  PW_INPUT_CHECK(rc == 0 && found != nullptr,
+                 "cannot resolve the rendezvous host '" << master_host << "': " << gai_strerror(rc));
+  std::string address;
+  // Connecting a UDP socket sends nothing; it only asks the kernel which local address routes there.
+  const int fd = socket(found->ai_family, SOCK_DGRAM, 0);
+  if (fd >= 0 && connect(fd, found->ai_addr, found->ai_addrlen) == 0) {
+    sockaddr_storage local{};
+    socklen_t len = sizeof local;
+    char text[INET6_ADDRSTRLEN] = {};
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
+      const void* raw = local.ss_family == AF_INET6
+                            ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
+                            : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr);
+      if (inet_ntop(local.ss_family, raw, text, sizeof text) != nullptr) address = text;
+    }
+  }
+  if (fd >= 0) close(fd);
+  freeaddrinfo(found);
+  PW_INPUT_CHECK(!address.empty(), "no local address routes to the rendezvous host '"
+                                       << master_host << "'; set PW_ADVERTISE_ADDR to this host's address");
+  return address;
+}
+
+std::optional<LaunchEnv> launch_env_from(const EnvLookup& lookup) {
+  for (const Names& names : kLaunchers) {
+    const auto world = read_int(lookup, names.world, 1);
+    const auto rank = read_int(lookup, names.rank, 0);
+    if (!world && !rank) continue;
+    PW_INPUT_CHECK(world && rank, names.launcher << " environment: " << (world ? names.rank : names.world)
+                                                 << " is missing (" << (world ? names.world : names.rank)
+                                                 << " is set); set both");
+    if (*world == 1) return std::nullopt;
+    PW_INPUT_CHECK(*rank < *world, names.rank << "=" << *rank << " is outside " << names.world << "=" << *world);
+    LaunchEnv env;
+    env.launcher = names.launcher;
+    env.rank = *rank;
+    env.world_size = *world;
+    env.local_rank = read_int(lookup, names.local_rank, 0).value_or(0);
+    // Slurm's SLURM_NTASKS_PER_NODE may be a list like "2(x3)"; only a plain number is used.
+    try {
+      env.local_world_size = read_int(lookup, names.local_world, 1).value_or(1);
+    } catch (const InputError&) {
+      env.local_world_size = 1;
+    }
+    const char* addr = lookup("MASTER_ADDR");
+    PW_INPUT_CHECK(addr != nullptr && *addr != '\0',
+                   names.launcher << " environment with " << names.world << "=" << *world
+                                  << " but no MASTER_ADDR; set MASTER_ADDR (and MASTER_PORT, default "
+                                  << kDefaultMasterPort << ") to rank 0's host");
+    env.master.host = addr;
+    env.master.port = read_int(lookup, "MASTER_PORT", 1).value_or(kDefaultMasterPort);
+    PW_INPUT_CHECK(env.master.port <= 65535, "MASTER_PORT=" << env.master.port << " is not a port (1 to 65535)");
+    const char* token = lookup(kJobTokenEnv);
+    PW_INPUT_CHECK(token != nullptr, "a " << *world << "-rank job needs the job token in " << kJobTokenEnv
+                                          << " on every rank (pipewright launch sets it; with srun or mpirun export "
+                                          << kJobTokenEnv << "=$(openssl rand -hex 16) first)");
+    env.job_token = token;
+    check_job_token(env.job_token, kJobTokenEnv);
+    const char* advertise = lookup("PW_ADVERTISE_ADDR");
+    env.advertise_host = advertise != nullptr && *advertise != '\0' ? advertise : "";
+    return env;
+  }
+  return std::nullopt;
+}
+
+std::optional<LaunchEnv> launch_env() {
+  auto env = launch_env_from([](const char* name) { return std::getenv(name); });
+  if (env && env->advertise_host.empty()) env->advertise_host = local_address_towards(env->master.host);
+  return env;
+}
+
+}  // namespace pw::rpc

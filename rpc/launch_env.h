@@ -1,0 +1,41 @@
+#pragma once
+// Where a rank learns who it is: the environment its launcher set. Read in this order:
+// torchrun's (and `pipewright launch`'s) RANK / WORLD_SIZE / LOCAL_RANK / LOCAL_WORLD_SIZE;
+// Open MPI's OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK / _LOCAL_SIZE (mpirun); Slurm's
+// SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID (srun). The rendezvous is MASTER_ADDR:MASTER_PORT
+// (port 29500 when only the address is set), and the job token PW_JOB_TOKEN.
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "rpc/host_port.h"
+
+namespace pw::rpc {
+
+struct LaunchEnv {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_world_size = 1;
+  HostPort master;            // the rendezvous service of rank 0
+  std::string job_token;
+  std::string advertise_host;  // the address peers reach this rank at
+  std::string launcher;        // "torchrun-style", "Open MPI" or "Slurm"
+};
+
+inline constexpr int kDefaultMasterPort = 29500;
+
+using EnvLookup = std::function<const char*(const char*)>;   // getenv, or a map in tests
+
+// Nothing when no launcher variables are set or the world has one rank; InputError naming the
+// variable for a malformed or inconsistent environment (rank outside the world, no MASTER_ADDR,
+// no PW_JOB_TOKEN...).
+std::optional<LaunchEnv> launch_env_from(const EnvLookup& lookup);
+std::optional<LaunchEnv> launch_env();   // from the process environment
+
+// The local address that routes to `master` (loopback for a loopback master). PW_ADVERTISE_ADDR
+// overrides it.
+std::string local_address_towards(const std::string& master_host);
+bool is_loopback_host(const std::string& host);
+
+}  // namespace pw::rpc

@@ -1,0 +1,266 @@
+#include "tools/launch_command.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <csignal>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "core/error.h"
+#include "rpc/host_port.h"
+#include "rpc/job_token.h"
+#include "rpc/launch_env.h"
+
+namespace pw::tools {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kPoll = std::chrono::milliseconds(50);
+constexpr auto kTermToKill = std::chrono::seconds(3);
+
+std::atomic<int> g_signal{0};
+extern "C" void remember_signal(int sig) { g_signal.store(sig); }
+
+// A port nobody listens on now (the rendezvous binds it a moment later, as torchrun does).
+int free_loopback_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  PW_CHECK(fd >= 0, "socket(): " << std::strerror(errno));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  close(fd);
+  PW_CHECK(ok, "cannot find a free loopback port: " << std::strerror(errno));
+  return ntohs(addr.sin_port);
+}
+
+std::string describe_status(int status) {
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    return "was killed by signal " + std::to_string(sig) + " (" + (sigabbrev_np(sig) ? std::string("SIG") + sigabbrev_np(sig) : "?") + ")";
+  }
+  return "exited with status " + std::to_string(WEXITSTATUS(status));
+}
+
+int exit_code_of(int status) { return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status); }
+
+// `pipewright train` exits 5 when it stopped because another rank failed: an echo, not a cause.
+constexpr int kStoppedByOtherRank = 5;
+bool is_echo(int status) { return WIFEXITED(status) && WEXITSTATUS(status) == kStoppedByOtherRank; }
+
+// Copies a child's output to ours line by line with "[rank N] " in front.
+class OutputForwarder {
+ public:
+  OutputForwarder(int fd, std::FILE* out, std::string prefix, std::mutex& mutex)
+      : thread_([fd, out, prefix = std::move(prefix), &mutex] {
+          std::string pending;
+          char buf[4096];
+          const auto emit = [&](const std::string& line) {
+            std::lock_guard lock(mutex);
+            std::fprintf(out, "%s%s\n", prefix.c_str(), line.c_str());
+            std::fflush(out);
+          };
+          for (;;) {
+            const ssize_t n = read(fd, buf, sizeof buf);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) break;
+            pending.append(buf, static_cast<std::size_t>(n));
+            for (std::size_t nl; (nl = pending.find_first_of("\n\r")) != std::string::npos;) {
+              if (nl > 0) emit(pending.substr(0, nl));
+              pending.erase(0, nl + 1);
+            }
+          }
+          if (!pending.empty()) emit(pending);
+          close(fd);
+        }) {}
+  ~OutputForwarder() {
+    if (thread_.joinable()) thread_.join();
+  }
+  OutputForwarder(const OutputForwarder&) = delete;
+  OutputForwarder& operator=(const OutputForwarder&) = delete;
+
+ private:
+  std::thread thread_;
+};
+
+struct Rank {
+  int rank = 0;
+  pid_t pid = -1;
+  std::optional<int> status;   // set once reaped
+};
+
+void set_env(const char* name, const std::string& value) { setenv(name, value.c_str(), 1); }
+
+// In the child: exports the rank's environment and runs this executable with `args`.
+[[noreturn]] void exec_rank(const std::vector<std::string>& args, int out_fd, int err_fd, pid_t launcher) {
+  // The rank dies with its launcher, so a killed launcher leaves no rank behind.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != launcher) _exit(127);
+  dup2(out_fd, STDOUT_FILENO);
+  dup2(err_fd, STDERR_FILENO);
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>("pipewright"));
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  execv("/proc/self/exe", argv.data());
+  std::fprintf(stderr, "pipewright launch: cannot start the rank: %s\n", std::strerror(errno));
+  _exit(127);
+}
+
+}  // namespace
+
+void add_launch_command(CLI::App& app, LaunchOptions& o) {
+  auto* cmd = app.add_subcommand("launch", "start this node's ranks of a multi-process job: pipewright launch "
+                                           "--nproc-per-node N [--nnodes K --node-rank I --master HOST:PORT] -- "
+                                           "<train arguments>");
+  cmd->add_option("--nproc-per-node", o.nproc_per_node, "ranks on this node")->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--nnodes", o.nnodes, "nodes in the job")->capture_default_str()->check(CLI::Range(1, 65536));
+  cmd->add_option("--node-rank", o.node_rank, "this node's index, 0 to nnodes-1")->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--master", o.master,
+                  "HOST:PORT of node 0, where rank 0 serves the rendezvous (default 127.0.0.1 and a free port; "
+                  "required with --nnodes > 1)");
+  cmd->add_option("--grace", o.grace_seconds,
+                  "seconds the other ranks get to stop by themselves after one fails, before they are killed")
+      ->capture_default_str()->check(CLI::Range(0.0, 3600.0));
+  cmd->add_option("command", o.command, "pipewright arguments after --, e.g. -- train --model seed-cnn --stages 4")
+      ->required();
+  cmd->callback([&o] { std::exit(run_launch(o)); });
+}
+
+int run_launch(const LaunchOptions& o) {
+  PW_INPUT_CHECK(o.node_rank < o.nnodes, "--node-rank " << o.node_rank << " outside --nnodes " << o.nnodes
+                                                        << "; expected 0 to " << o.nnodes - 1);
+  std::string token;
+  if (auto from_env = rpc::job_token_from_env()) token = *from_env;
+  PW_INPUT_CHECK(o.nnodes == 1 || !token.empty(), "a job of " << o.nnodes << " nodes needs the same job token on every "
+                                                  "node: export " << rpc::kJobTokenEnv
+                                                  << "=<secret> (e.g. $(openssl rand -hex 16)) before each launch");
+  if (token.empty()) token = rpc::make_job_token();
+  PW_INPUT_CHECK(o.nnodes == 1 || !o.master.empty(),
+                 "--nnodes " << o.nnodes << " needs --master HOST:PORT (node 0's address, reachable from every node)");
+  const rpc::HostPort master =
+      o.master.empty() ? rpc::HostPort{"127.0.0.1", free_loopback_port()} : rpc::parse_host_port(o.master);
+  PW_INPUT_CHECK(master.port > 0, "--master " << o.master << ": give a port other than 0");
+  std::vector<std::string> args = o.command;
+  static const char* kSubcommands[] = {"train", "plan", "info", "launch"};
+  const bool has_subcommand =
+      std::any_of(std::begin(kSubcommands), std::end(kSubcommands), [&](const char* s) { return args.front() == s; });
+  if (!has_subcommand) args.insert(args.begin(), "train");
+  PW_INPUT_CHECK(args.front() != "launch", "pipewright launch cannot launch itself; give train arguments after --");
+
+  const int world = o.nnodes * o.nproc_per_node;
+  std::fprintf(stderr, "pipewright launch: node %d of %d starts ranks %d-%d of %d; rendezvous %s\n", o.node_rank,
+               o.nnodes, o.node_rank * o.nproc_per_node, (o.node_rank + 1) * o.nproc_per_node - 1, world,
+               master.str().c_str());
+  std::signal(SIGINT, remember_signal);
+  std::signal(SIGTERM, remember_signal);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  std::mutex output_mutex;
+  std::vector<Rank> ranks;
+  std::vector<std::unique_ptr<OutputForwarder>> forwarders;
+  const pid_t self = getpid();
+  for (int local = 0; local < o.nproc_per_node; ++local) {
+    const int rank = o.node_rank * o.nproc_per_node + local;
+    int out_pipe[2], err_pipe[2];
+    PW_CHECK(pipe2(out_pipe, O_CLOEXEC) == 0 && pipe2(err_pipe, O_CLOEXEC) == 0, "pipe(): " << std::strerror(errno));
+    set_env("RANK", std::to_string(rank));
+    set_env("WORLD_SIZE", std::to_string(world));
+    set_env("LOCAL_RANK", std::to_string(local));
+    set_env("LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node));
+    set_env("GROUP_RANK", std::to_string(o.node_rank));
+    set_env("MASTER_ADDR", master.host);
+    set_env("MASTER_PORT", std::to_string(master.port));
+    set_env(rpc::kJobTokenEnv, token);
+    const pid_t pid = fork();
+    PW_CHECK(pid >= 0, "fork(): " << std::strerror(errno));
+    if (pid == 0) exec_rank(args, out_pipe[1], err_pipe[1], self);
+    close(out_pipe[1]);
+    close(err_pipe[1]);
+    ranks.push_back(Rank{rank, pid, std::nullopt});
+    const std::string prefix = "[rank " + std::to_string(rank) + "] ";
+    forwarders.push_back(std::make_unique<OutputForwarder>(out_pipe[0], stdout, prefix, output_mutex));
+    forwarders.push_back(std::make_unique<OutputForwarder>(err_pipe[0], stderr, prefix, output_mutex));
+  }
+
+  const auto say = [&](const std::string& line) {
+    std::lock_guard lock(output_mutex);
+    std::fprintf(stderr, "pipewright launch: %s\n", line.c_str());
+    std::fflush(stderr);
+  };
+  std::optional<Rank> first_failure;
+  std::optional<Clock::time_point> stop_by, kill_by;
+  std::size_t running = ranks.size();
+  while (running > 0) {
+    for (auto& r : ranks) {
+      if (r.status) continue;
+      int status = 0;
+      const pid_t done = waitpid(r.pid, &status, WNOHANG);
+      if (done != r.pid) continue;
+      r.status = status;
+      --running;
+      if (status != 0) {
+        say("rank " + std::to_string(r.rank) + " (pid " + std::to_string(r.pid) + ") " + describe_status(status));
+        // The root cause: the first rank that failed by itself (killed, crashed, bad input),
+        // else the first that stopped.
+        if (first_failure && first_failure->rank >= 0 && is_echo(*first_failure->status) && !is_echo(status))
+          first_failure = r;
+        if (!first_failure) {
+          first_failure = r;
+          stop_by = Clock::now() + std::chrono::milliseconds(static_cast<std::int64_t>(o.grace_seconds * 1000));
+          if (running > 0)
+            say("stopping the job: the other ranks get " + std::to_string(static_cast<int>(o.grace_seconds)) +
+                " s to stop by themselves");
+        }
+      }
+    }
+    if (const int sig = g_signal.exchange(0); sig != 0) {
+      say(std::string("got SIG") + sigabbrev_np(sig) + "; stopping every rank");
+      for (auto& r : ranks)
+        if (!r.status) kill(r.pid, SIGTERM);
+      if (!kill_by) kill_by = Clock::now() + kTermToKill;
+      if (!first_failure) first_failure = Rank{-1, -1, 128 + sig};
+    }
+    if (stop_by && Clock::now() > *stop_by && !kill_by) {
+      for (auto& r : ranks)
+        if (!r.status) {
+          say("rank " + std::to_string(r.rank) + " did not stop; terminating it");
+          kill(r.pid, SIGTERM);
+        }
+      kill_by = Clock::now() + kTermToKill;
+    }
+    if (kill_by && Clock::now() > *kill_by) {
+      for (auto& r : ranks)
+        if (!r.status) kill(r.pid, SIGKILL);
+    }
+    if (running > 0) std::this_thread::sleep_for(kPoll);
+  }
+  forwarders.clear();   // the pipes close with the ranks
+  if (!first_failure) {
+    say("all " + std::to_string(ranks.size()) + " ranks finished");
+    return 0;
+  }
+  if (first_failure->rank < 0) return *first_failure->status;
+  say("job failed: rank " + std::to_string(first_failure->rank) + " " + describe_status(*first_failure->status));
+  const int code = exit_code_of(*first_failure->status);
+  return code == 0 ? 1 : code;
+}
+
+}  // namespace pw::tools

@@ -1,0 +1,23 @@
+#pragma once
+// `pipewright launch`: starts one node's ranks of a multi-process job (as torchrun does), forwards
+// their output with a rank prefix, and stops them all when one fails.
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace pw::tools {
+
+struct LaunchOptions {
+  int nproc_per_node = 1;
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master;            // host:port of rank 0's rendezvous; default 127.0.0.1 and a free port
+  double grace_seconds = 10.0;   // after one rank fails, how long the others get to stop by themselves
+  std::vector<std::string> command;   // the pipewright arguments after "--" ("train" may be left out)
+};
+
+void add_launch_command(CLI::App& app, LaunchOptions& options);
+int run_launch(const LaunchOptions& options);
+
+}  // namespace pw::tools

@@ -1,0 +1,307 @@
+// `pipewright train` as one rank of a multi-process job: this process runs one pipeline stage,
+// rank 0 also runs the rendezvous, and a heartbeat ends the job on every rank as soon as one
+// rank fails, dies or stops answering.
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "core/units.h"
+#include "kernels/runtime.h"
+#include "kernels/safetensors.h"
+#include "kernels/stream.h"
+#include "models/checkpoint.h"
+#include "pipeline/process_stage.h"
+#include "rpc/nccl_transport.h"
+#include "rpc/rendezvous_client.h"
+#include "rpc/rendezvous_server.h"
+#include "rpc/thrift_transport.h"
+#include "tools/pipeline_setup.h"
+#include "tools/train_backend.h"
+
+namespace pw::tools {
+namespace {
+
+using std::chrono::milliseconds;
+
+milliseconds millis(double seconds) { return milliseconds(static_cast<std::int64_t>(seconds * 1000.0)); }
+
+enum class TransportKind { Thrift, Nccl };
+
+TransportKind transport_for(const std::string& flag, kernels::Device device) {
+  if (flag == "thrift") return TransportKind::Thrift;
+  if (flag == "nccl") {
+    PW_INPUT_CHECK(device.is_cuda(), "--transport nccl moves CUDA tensors, but this rank runs on "
+                                         << device.str() << "; use --device cuda or --transport thrift");
+    return TransportKind::Nccl;
+  }
+  PW_INPUT_CHECK(flag == "auto", "--transport " << flag
+                                                << " is not available in a multi-process job; use auto, thrift or nccl");
+  return device.is_cuda() ? TransportKind::Nccl : TransportKind::Thrift;
+}
+
+const char* transport_name(TransportKind kind) { return kind == TransportKind::Nccl ? "nccl" : "thrift"; }
+
+// This rank's device: its entry of --devices, else its local GPU for --device cuda, else cpu:0.
+kernels::Device device_of_rank(const TrainOptions& o, const rpc::LaunchEnv& env, int stages) {
+  if (!o.devices.empty()) return parse_devices(o, stages)[static_cast<std::size_t>(env.rank % stages)];
+  const auto base = kernels::Device::parse(o.device);
+  if (base.is_cpu()) return kernels::Device::cpu(0);
+  const int gpus = kernels::cuda_device_count();
+  PW_INPUT_CHECK(gpus > 0, "--device " << o.device << ": this machine has no CUDA device; use --device cpu:0");
+  return kernels::Device::cuda(env.local_rank % gpus);
+}
+
+// The flags every rank must agree on (outputs such as --summary and --save are rank 0's business).
+std::string shared_flags(const TrainOptions& o) {
+  std::ostringstream out;
+  out << "--model " << o.model << " --dataset " << o.dataset << " --synthetic-shape " << o.synthetic_shape
+      << " --synthetic-size " << o.synthetic_size << " --width " << o.width << " --epochs " << o.epochs << " --steps "
+      << o.steps << " --batch-size " << o.batch_size << " --lr " << o.lr << " --optimizer " << o.optimizer
+      << " --momentum " << o.momentum << " --weight-decay " << o.weight_decay << " --seed " << o.seed
+      << " --eval-batches " << o.eval_batches << " --stages " << o.stages << " --micro-batches " << o.micro_batches
+      << " --schedule " << o.schedule << " --chunks " << o.chunks << " --split '" << o.split << "' --partition "
+      << o.partition << " --recompute " << o.recompute << " --transport " << o.transport;
+  return out.str();
+}
+
+std::string split_points_text(const partition::Partition& p) {
+  std::ostringstream out;
+  for (std::size_t i = 1; i < p.size(); ++i) out << (i > 1 ? "," : "") << p[i].begin;
+  return out.str();
+}
+
+class ProcessBackend : public TrainBackend {
+ public:
+  ProcessBackend(const TrainOptions& o, const models::ModelSpec& spec, const models::OptimizerConfig& oc,
+                 const rpc::LaunchEnv& env)
+      : env_(env) {
+    pipeline::PipelineOptions po;
+    po.spec = schedule_of(o);
+    model_ = partition::describe(spec);
+    check_pipeline_flags(o, model_, po.spec);
+    PW_INPUT_CHECK(env_.world_size == po.spec.stages,
+                   "this job has " << env_.world_size << " ranks (" << env_.launcher << " environment) but --stages "
+                                   << po.spec.stages << "; a multi-process job runs one stage per rank, so give --stages "
+                                   << env_.world_size);
+    device_ = device_of_rank(o, env_, po.spec.stages);
+    auto& runtime = kernels::DeviceRuntime::get(device_);
+    if (device_.is_cpu())
+      runtime.set_threads(o.threads > 0 ? o.threads
+                                        : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
+                                                          std::max(1, env_.local_world_size)));
+    if (!o.device_memory.empty()) runtime.set_memory_cap(parse_bytes(o.device_memory));
+    transport_kind_ = transport_for(o.transport, device_);
+    heartbeat_timeout_ = millis(o.heartbeat_timeout_seconds);
+    const auto startup_deadline = Clock::now() + millis(o.startup_timeout_seconds);
+
+    if (env_.rank == 0)
+      rendezvous_ = std::make_unique<rpc::RendezvousServer>(
+          env_.master, rpc::RendezvousConfig{env_.world_size, po.spec.stages, env_.job_token, heartbeat_timeout_});
+    // Thrift carries the job's control messages in every case; NCCL, when chosen, the tensors.
+    std::vector<std::string> addresses(static_cast<std::size_t>(env_.world_size), "127.0.0.1:0");
+    addresses[static_cast<std::size_t>(env_.rank)] = rpc::HostPort{env_.advertise_host, 0}.str();
+    thrift_ = std::make_unique<rpc::ThriftTransport>(env_.rank, env_.world_size, addresses, env_.job_token);
+    client_ = std::make_unique<rpc::RendezvousClient>(env_.master, env_.job_token, env_.rank);
+    const auto layout = client_->register_rank(thrift_->address(), startup_deadline);
+    for (const auto& placement : layout.ranks) {
+      if (placement.rank != env_.rank) thrift_->set_peer_address(placement.rank, placement.address);
+      addresses_.push_back(placement.address);
+    }
+    heartbeat_ = std::make_unique<rpc::Heartbeat>(
+        env_.master, env_.job_token, env_.rank, std::min(milliseconds(250), heartbeat_timeout_ / 4), heartbeat_timeout_,
+        [this](const std::string& reason) { on_job_failure(reason); });
+
+    guard([&] {
+      if (transport_kind_ == TransportKind::Nccl) open_nccl_links(po.spec, startup_deadline);
+      // Rank 0 chooses the split (the profile method measures layers once) and tells the others,
+      // with its flags (every rank must train the same way) and whether it saves the weights.
+      if (env_.rank == 0) {
+        client_->set("flags", shared_flags(o));
+        client_->set("save", o.save_path.empty() ? "no" : "yes");
+        partition_ = split_for(o, model_, po.spec, device_);
+        client_->set("split", split_points_text(partition_));
+      } else {
+        const auto flags = client_->get("flags", startup_deadline);
+        PW_INPUT_CHECK(flags == shared_flags(o), "rank " << env_.rank << " was started with other train flags than rank 0;"
+                                                 " give every rank the same ones. Rank 0: " << flags << "; rank "
+                                                 << env_.rank << ": " << shared_flags(o));
+        saves_ = client_->get("save", startup_deadline) == "yes";
+        const auto text = client_->get("split", startup_deadline);
+        partition_ = partition::split_at(model_.layer_count(),
+                                         text.empty() ? std::vector<int>{} : partition::parse_split_points(text));
+      }
+      po.devices = {device_};
+      po.recompute = partition::parse_recompute(o.recompute);
+      po.timeout = millis(o.stage_timeout_seconds);
+      po.optimizer = oc;
+      po.seed = o.seed;
+      spec_ = po.spec;
+      stage_ = std::make_unique<pipeline::ProcessStage>(model_, partition_, po, transport(), *thrift_);
+      if (!o.load_path.empty()) models::load_weights(stage_->layers(), o.load_path, models::WeightCoverage::Part);
+      client_->barrier("built", startup_deadline);
+    });
+  }
+
+  ~ProcessBackend() override {
+    if (finished_) return;
+    // Failing: give the others a moment to hear why from rank 0's rendezvous before it goes.
+    heartbeat_.reset();
+    if (rendezvous_) rendezvous_->wait_until_all_left(std::min(milliseconds(3000), heartbeat_timeout_));
+  }
+
+  std::string describe() const override {
+    std::ostringstream out;
+    out << "rank " << env_.rank << " of " << env_.world_size << " (" << env_.launcher << "): stage " << env_.rank
+        << " of " << spec_.stages << " (" << pipeline::schedule_kind_name(spec_.kind) << ", " << spec_.micro_batches
+        << " micro-batches, split " << split_points_text(partition_) << ") on " << device_.str() << " over "
+        << transport_name(transport_kind_) << ", rendezvous " << env_.master.str();
+    return out.str();
+  }
+
+  int micro_batches() const override { return spec_.micro_batches; }
+  bool is_primary() const override { return env_.rank == 0; }
+  bool saves(const std::string& path) const override { return env_.rank == 0 ? !path.empty() : saves_; }
+
+  StepOutcome step(const models::data::Batch& batch) override {
+    return guard([&] {
+      auto r = stage_->train_step(batch);
+      return StepOutcome{r.loss, r.correct, r.samples, std::move(r.stage_busy_seconds)};
+    });
+  }
+
+  models::EvalResult evaluate(models::data::DataLoader& loader, std::int64_t max_batches) override {
+    return guard([&] { return stage_->evaluate(loader, max_batches); });
+  }
+
+  void save(const std::string& path, const std::string& model_name) override {
+    guard([&] {
+      auto tensors = stage_->gather_weights();
+      if (env_.rank == 0) models::save_named_weights(tensors, path, model_name);
+    });
+  }
+
+  void reset_peak_memory() override { kernels::DeviceRuntime::get(device_).allocator().reset_peak(); }
+  void synchronize() override { kernels::current_stream(device_).synchronize(); }
+
+  void add_summary(nlohmann::json& j, const std::vector<double>& busy, double train_seconds) override {
+    j["device"] = device_.str();
+    j["world_size"] = env_.world_size;
+    j["launcher"] = env_.launcher;
+    j["transport"] = transport_name(transport_kind_);
+    j["rank_addresses"] = addresses_;
+    j["threads"] = kernels::DeviceRuntime::get(device_).threads();
+    j["stages"] = spec_.stages;
+    j["micro_batches"] = spec_.micro_batches;
+    j["schedule"] = pipeline::schedule_kind_name(spec_.kind);
+    j["chunks"] = spec_.chunks;
+    std::vector<int> split;
+    for (std::size_t i = 1; i < partition_.size(); ++i) split.push_back(partition_[i].begin);
+    j["split"] = split;
+    const auto& peaks = stage_->stage_peak_memory();
+    j["stage_peak_memory_bytes"] = peaks;
+    if (!peaks.empty()) j["peak_memory_bytes"] = *std::max_element(peaks.begin(), peaks.end());
+    std::vector<double> fraction;
+    for (double b : busy) fraction.push_back(train_seconds > 0 ? b / train_seconds : 0.0);
+    j["stage_busy_fraction"] = fraction;
+  }
+
+  void finish() override {
+    guard([&] { client_->barrier("finished", Clock::now() + std::chrono::seconds(60)); });
+    heartbeat_->stop();
+    client_->leave();
+    finished_ = true;
+    if (rendezvous_) rendezvous_->wait_until_all_left(std::chrono::seconds(10));
+  }
+
+ private:
+  // NCCL carries activations and gradients between neighbouring stages (Thrift keeps the small
+  // control messages). Each link's first message needs both ends, so the links are opened here,
+  // every rank in ascending peer order (which cannot deadlock).
+  void open_nccl_links(const pipeline::ScheduleSpec& spec, rpc::Deadline deadline) {
+    nccl_ = rpc::make_nccl_transport(env_.rank, env_.world_size, device_, *client_, "train");
+#ifdef PW_WITH_CUDA
+    const int P = spec.stages;
+    std::set<int> peers;
+    if (env_.rank > 0) peers.insert(env_.rank - 1);
+    if (env_.rank + 1 < P) peers.insert(env_.rank + 1);
+    if (spec.chunks > 1) peers.insert((env_.rank + 1) % P), peers.insert((env_.rank + P - 1) % P);
+    peers.erase(env_.rank);
+    auto& nccl = dynamic_cast<rpc::NcclTransport&>(*nccl_);
+    for (int peer : peers) nccl.connect(peer, deadline);
+#else
+    (void)spec;
+    (void)deadline;
+#endif
+  }
+
+  rpc::Transport& transport() { return nccl_ ? *nccl_ : static_cast<rpc::Transport&>(*thrift_); }
+
+  // Called from the heartbeat thread: wakes this rank's waits and, should the rank be deep in a
+  // long computation, ends the process after a grace period so it never outlives the job.
+  void on_job_failure(const std::string& reason) {
+    const std::string message = "job stopped: " + reason;
+    thrift_->abort(message);
+    if (nccl_) nccl_->abort(message);
+    const auto grace = std::max(milliseconds(2000), heartbeat_timeout_);
+    std::thread([message, grace, rank = env_.rank] {
+      std::this_thread::sleep_for(grace);
+      std::fprintf(stderr, "pipewright: rank %d: %s (still busy %.1f s later; exiting)\n", rank, message.c_str(),
+                   std::chrono::duration<double>(grace).count());
+      std::fflush(stderr);
+      _exit(5);
+    }).detach();
+  }
+
+  // Runs `body`; on this rank's own failure tells the rendezvous why (so every rank stops with
+  // the cause). An error that is the echo of another rank's loss (a refused send to a dead peer)
+  // becomes an AbortedError naming that rank, once the heartbeat has heard of it.
+  template <typename Body>
+  auto guard(Body body) -> decltype(body()) {
+    try {
+      return body();
+    } catch (const rpc::AbortedError&) {
+      throw;
+    } catch (const std::exception& e) {
+      const auto until = Clock::now() + std::min(milliseconds(1500), heartbeat_timeout_);
+      while (heartbeat_ && heartbeat_->failure().empty() && Clock::now() < until)
+        std::this_thread::sleep_for(milliseconds(50));
+      if (heartbeat_ && !heartbeat_->failure().empty())
+        throw rpc::AbortedError(std::string(e.what()) + " (job stopped: " + heartbeat_->failure() + ")");
+      client_->report_failure(e.what());
+      thrift_->abort("job stopped: this rank failed");
+      throw;
+    }
+  }
+
+  rpc::LaunchEnv env_;
+  kernels::Device device_;
+  TransportKind transport_kind_ = TransportKind::Thrift;
+  milliseconds heartbeat_timeout_{5000};
+  pipeline::ScheduleSpec spec_;
+  partition::ModelDescription model_;
+  partition::Partition partition_;
+  std::vector<std::string> addresses_;
+  bool finished_ = false;
+  bool saves_ = false;   // on ranks other than 0: whether rank 0 saves (every rank then sends its weights)
+  // Destroyed bottom-up: the stage first, the rendezvous service last.
+  std::unique_ptr<rpc::RendezvousServer> rendezvous_;
+  std::unique_ptr<rpc::ThriftTransport> thrift_;
+  std::unique_ptr<rpc::RendezvousClient> client_;
+  std::unique_ptr<rpc::Transport> nccl_;
+  std::unique_ptr<pipeline::ProcessStage> stage_;
+  std::unique_ptr<rpc::Heartbeat> heartbeat_;   // first to go: its callback uses the transports
+};
+
+}  // namespace
+
+std::unique_ptr<TrainBackend> make_process_backend(const TrainOptions& o, const models::ModelSpec& spec,
+                                                   const models::OptimizerConfig& optimizer, const rpc::LaunchEnv& env) {
+  return std::make_unique<ProcessBackend>(o, spec, optimizer, env);
+}
+
+}  // namespace pw::tools
