@@ -5,6 +5,7 @@
 #include "core/clock.h"
 #include "kernels/runtime.h"
 #include "pipeline/micro_batch.h"
+#include "rpc/job_token.h"
 
 namespace pw::pipeline {
 namespace {
@@ -68,8 +69,18 @@ PipelineTrainer::PipelineTrainer(const partition::ModelDescription& model, const
     }
   }
   auto tied = tied_groups(model, chunks);
+  if (options_.links == StageLinks::Thrift) {
+    const std::string token = rpc::make_job_token();
+    const std::vector<std::string> loopback(static_cast<std::size_t>(P), "127.0.0.1:0");
+    for (int s = 0; s < P; ++s) transports_.push_back(std::make_unique<rpc::ThriftTransport>(s, P, loopback, token));
+    for (int s = 0; s < P; ++s)
+      for (int peer = 0; peer < P; ++peer)
+        static_cast<rpc::ThriftTransport&>(*transports_[static_cast<std::size_t>(s)])
+            .set_peer_address(peer, static_cast<rpc::ThriftTransport&>(*transports_[static_cast<std::size_t>(peer)]).address());
+  } else {
+    for (int s = 0; s < P; ++s) transports_.push_back(hub_.endpoint(s));
+  }
   for (int s = 0; s < P; ++s) {
-    transports_.push_back(hub_.endpoint(s));
     StageConfig config;
     config.spec = options_.spec;
     config.stage = s;
@@ -83,8 +94,20 @@ PipelineTrainer::PipelineTrainer(const partition::ModelDescription& model, const
   }
 }
 
+void PipelineTrainer::abort_all(const std::string& reason) {
+  if (options_.links == StageLinks::InProcess) hub_.abort(reason);
+  else
+    for (auto& t : transports_) t->abort(reason);
+}
+
+void PipelineTrainer::reset_all() {
+  if (options_.links == StageLinks::InProcess) hub_.reset();
+  else
+    for (auto& t : transports_) static_cast<rpc::ThriftTransport&>(*t).reset();
+}
+
 PipelineTrainer::~PipelineTrainer() {
-  hub_.abort("the pipeline is shutting down");
+  abort_all("the pipeline is shutting down");
   workers_.clear();   // joins the stage threads before the executors go
 }
 
@@ -93,7 +116,7 @@ PipelineStepResult PipelineTrainer::train_step(const models::data::Batch& batch)
   MicroBatchInputs inputs{split_batch(batch.images, options_.spec.micro_batches),
                           split_batch(batch.labels, options_.spec.micro_batches)};
   // Every stage thread is idle here: clear what a failed step may have left behind.
-  hub_.reset();
+  reset_all();
   const auto start = Clock::now();
   const std::int64_t step = step_++;
   std::vector<StageStepResult> results(static_cast<std::size_t>(P));
@@ -104,10 +127,10 @@ PipelineStepResult PipelineTrainer::train_step(const models::data::Batch& batch)
       try {
         results[su] = executors_[su]->run_step(step, inputs);
       } catch (const std::exception& e) {
-        hub_.abort(std::string("stopped because another stage failed: ") + e.what());
+        abort_all(std::string("stopped because another stage failed: ") + e.what());
         throw;
       } catch (...) {
-        hub_.abort("stopped because another stage failed");
+        abort_all("stopped because another stage failed");
         throw;
       }
     }));

@@ -12,8 +12,13 @@
 #include "pipeline/stage_executor.h"
 #include "pipeline/stage_worker.h"
 #include "rpc/in_process_transport.h"
+#include "rpc/thrift_transport.h"
 
 namespace pw::pipeline {
+
+// How the stages of an embedded pipeline talk: through memory, or through Thrift on loopback (as
+// separate processes would; for tests and `--transport thrift`).
+enum class StageLinks { InProcess, Thrift };
 
 struct PipelineOptions {
   ScheduleSpec spec;
@@ -22,6 +27,7 @@ struct PipelineOptions {
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
   models::OptimizerConfig optimizer;
   std::uint64_t seed = 0;
+  StageLinks links = StageLinks::InProcess;
 };
 
 struct PipelineStepResult {
@@ -50,6 +56,9 @@ class PipelineTrainer {
   std::vector<std::pair<std::string, models::Parameter*>> named_parameters();
 
  private:
+  void abort_all(const std::string& reason);
+  void reset_all();
+
   PipelineOptions options_;
   rpc::InProcessHub hub_;
   std::vector<std::unique_ptr<rpc::Transport>> transports_;

@@ -63,14 +63,25 @@ std::vector<std::vector<double>> ProcessStage::exchange(const std::vector<double
   const int P = stages();
   const rpc::Tag tag{round, message, rpc::PayloadKind::Control, 0};
   const auto payload = doubles_tensor(values);
-  for (int r = 0; r < P; ++r)
-    if (r != stage()) control_.send(r, tag, payload, deadline());
   std::vector<std::vector<double>> all(static_cast<std::size_t>(P));
-  for (int r = 0; r < P; ++r)
-    all[static_cast<std::size_t>(r)] =
-        r == stage() ? values
-                     : tensor_doubles(control_.recv(r, tag, deadline()), values.size(),
-                                      "figures from rank " + std::to_string(r));
+  int peer = 0;
+  try {
+    for (peer = 0; peer < P; ++peer)
+      if (peer != stage()) control_.send(peer, tag, payload, deadline());
+    for (peer = 0; peer < P; ++peer)
+      all[static_cast<std::size_t>(peer)] =
+          peer == stage() ? values
+                          : tensor_doubles(control_.recv(peer, tag, deadline()), values.size(),
+                                           "figures from rank " + std::to_string(peer));
+  } catch (const std::exception& e) {
+    std::ostringstream context;
+    context << "stage " << stage() << " (" << options_.devices.front().str() << "), step " << round
+            << ", exchanging " << (message == kStepFigures ? "the step's" : "the evaluation's") << " figures with rank "
+            << peer << ": " << e.what();
+    if (dynamic_cast<const rpc::AbortedError*>(&e)) throw rpc::AbortedError(context.str());
+    if (dynamic_cast<const rpc::TimeoutError*>(&e)) throw rpc::TimeoutError(context.str());
+    throw Error(context.str());
+  }
   return all;
 }
 

@@ -45,6 +45,7 @@ class ThriftTransport : public Transport {
   kernels::Tensor recv(int peer, const Tag& tag, Deadline deadline) override;
   // Wakes this rank's pending and future receives with AbortedError (peers are not told).
   void abort(const std::string& reason) override;
+  void reset() { mailbox_.reset(); }   // clears an abort and unclaimed messages (between steps)
 
  private:
   void check_peer(int peer, const char* what) const;

@@ -34,6 +34,12 @@ class PipelineBackend : public TrainBackend {
     po.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.stage_timeout_seconds * 1000));
     po.optimizer = oc;
     po.seed = o.seed;
+    // One process: in-process links unless Thrift is forced (it then runs over loopback).
+    PW_INPUT_CHECK(o.transport == "auto" || o.transport == "inprocess" || o.transport == "thrift",
+                   "--transport " << o.transport << ": the stages of this job share one process, where auto, inprocess "
+                                  "or thrift work; NCCL links need one process per GPU (pipewright launch)");
+    po.links = o.transport == "thrift" ? pipeline::StageLinks::Thrift : pipeline::StageLinks::InProcess;
+    links_ = o.transport == "thrift" ? "thrift" : "inprocess";
     devices_ = po.devices;
     spec_ = po.spec;
     recompute_ = po.recompute;
@@ -92,6 +98,7 @@ class PipelineBackend : public TrainBackend {
     j["schedule"] = pipeline::schedule_kind_name(spec_.kind);
     j["chunks"] = spec_.chunks;
     j["recompute"] = partition::recompute_name(recompute_);
+    j["transport"] = links_;
     std::vector<int> split;
     for (std::size_t i = 1; i < partition_.size(); ++i) split.push_back(partition_[i].begin);
     j["split"] = split;
@@ -117,6 +124,7 @@ class PipelineBackend : public TrainBackend {
   }
 
   std::vector<kernels::Device> devices_;
+  std::string links_;
   pipeline::ScheduleSpec spec_;
   pipeline::RecomputeMode recompute_ = pipeline::RecomputeMode::None;
   partition::ModelDescription model_;
@@ -131,7 +139,8 @@ bool wants_pipeline(const TrainOptions& o) {
   // so none is silently ignored.
   const TrainOptions defaults;
   return o.stages > 1 || o.micro_batches > 1 || !o.devices.empty() || !o.split.empty() || o.chunks > 1 ||
-         o.schedule != defaults.schedule || o.recompute != defaults.recompute || o.partition != defaults.partition;
+         o.schedule != defaults.schedule || o.recompute != defaults.recompute || o.partition != defaults.partition ||
+         o.transport != defaults.transport;
 }
 
 std::unique_ptr<TrainBackend> make_pipeline_backend(const TrainOptions& o, const models::ModelSpec& spec,

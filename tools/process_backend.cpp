@@ -3,6 +3,7 @@
 // rank fails, dies or stops answering.
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -19,6 +20,7 @@
 #include "rpc/nccl_transport.h"
 #include "rpc/rendezvous_client.h"
 #include "rpc/rendezvous_server.h"
+#include "rpc/routing_transport.h"
 #include "rpc/thrift_transport.h"
 #include "tools/pipeline_setup.h"
 #include "tools/train_backend.h"
@@ -32,19 +34,23 @@ milliseconds millis(double seconds) { return milliseconds(static_cast<std::int64
 
 enum class TransportKind { Thrift, Nccl };
 
-TransportKind transport_for(const std::string& flag, kernels::Device device) {
+const char* transport_name(TransportKind kind) { return kind == TransportKind::Nccl ? "nccl" : "thrift"; }
+
+// The transport of the link between this rank (on `self`) and a peer (on `peer`): NCCL when both
+// ends are GPUs (auto), Thrift otherwise; --transport forces one for every link.
+TransportKind link_transport(const std::string& flag, kernels::Device self, kernels::Device peer, int peer_rank) {
   if (flag == "thrift") return TransportKind::Thrift;
   if (flag == "nccl") {
-    PW_INPUT_CHECK(device.is_cuda(), "--transport nccl moves CUDA tensors, but this rank runs on "
-                                         << device.str() << "; use --device cuda or --transport thrift");
+    PW_INPUT_CHECK(self.is_cuda() && peer.is_cuda(),
+                   "--transport nccl moves tensors between GPUs, but the link to rank "
+                       << peer_rank << " joins " << self.str() << " and " << peer.str()
+                       << "; use --transport auto (Thrift for links with a CPU end) or thrift");
     return TransportKind::Nccl;
   }
-  PW_INPUT_CHECK(flag == "auto", "--transport " << flag
-                                                << " is not available in a multi-process job; use auto, thrift or nccl");
-  return device.is_cuda() ? TransportKind::Nccl : TransportKind::Thrift;
+  PW_INPUT_CHECK(flag == "auto", "--transport " << flag << " is not available in a multi-process job (ranks are "
+                                                << "separate processes); use auto, thrift or nccl");
+  return self.is_cuda() && peer.is_cuda() ? TransportKind::Nccl : TransportKind::Thrift;
 }
-
-const char* transport_name(TransportKind kind) { return kind == TransportKind::Nccl ? "nccl" : "thrift"; }
 
 // This rank's device: its entry of --devices, else its local GPU for --device cuda, else cpu:0.
 kernels::Device device_of_rank(const TrainOptions& o, const rpc::LaunchEnv& env, int stages) {
@@ -95,7 +101,6 @@ class ProcessBackend : public TrainBackend {
                                         : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
                                                           std::max(1, env_.local_world_size)));
     if (!o.device_memory.empty()) runtime.set_memory_cap(parse_bytes(o.device_memory));
-    transport_kind_ = transport_for(o.transport, device_);
     heartbeat_timeout_ = millis(o.heartbeat_timeout_seconds);
     const auto startup_deadline = Clock::now() + millis(o.startup_timeout_seconds);
 
@@ -117,7 +122,7 @@ class ProcessBackend : public TrainBackend {
         [this](const std::string& reason) { on_job_failure(reason); });
 
     guard([&] {
-      if (transport_kind_ == TransportKind::Nccl) open_nccl_links(po.spec, startup_deadline);
+      choose_links(o.transport, po.spec, startup_deadline);
       // Rank 0 chooses the split (the profile method measures layers once) and tells the others,
       // with its flags (every rank must train the same way) and whether it saves the weights.
       if (env_.rank == 0) {
@@ -159,7 +164,7 @@ class ProcessBackend : public TrainBackend {
     out << "rank " << env_.rank << " of " << env_.world_size << " (" << env_.launcher << "): stage " << env_.rank
         << " of " << spec_.stages << " (" << pipeline::schedule_kind_name(spec_.kind) << ", " << spec_.micro_batches
         << " micro-batches, split " << split_points_text(partition_) << ") on " << device_.str() << " over "
-        << transport_name(transport_kind_) << ", rendezvous " << env_.master.str();
+        << link_text() << ", rendezvous " << env_.master.str();
     return out.str();
   }
 
@@ -192,7 +197,7 @@ class ProcessBackend : public TrainBackend {
     j["device"] = device_.str();
     j["world_size"] = env_.world_size;
     j["launcher"] = env_.launcher;
-    j["transport"] = transport_name(transport_kind_);
+    j["transport"] = link_text();
     j["rank_addresses"] = addresses_;
     j["threads"] = kernels::DeviceRuntime::get(device_).threads();
     j["stages"] = spec_.stages;
@@ -222,30 +227,56 @@ class ProcessBackend : public TrainBackend {
   // NCCL carries activations and gradients between neighbouring stages (Thrift keeps the small
   // control messages). Each link's first message needs both ends, so the links are opened here,
   // every rank in ascending peer order (which cannot deadlock).
-  void open_nccl_links(const pipeline::ScheduleSpec& spec, rpc::Deadline deadline) {
-    nccl_ = rpc::make_nccl_transport(env_.rank, env_.world_size, device_, *client_, "train");
-#ifdef PW_WITH_CUDA
+  void choose_links(const std::string& flag, const pipeline::ScheduleSpec& spec, rpc::Deadline deadline) {
+    client_->set("device/" + std::to_string(env_.rank), device_.str());
     const int P = spec.stages;
-    std::set<int> peers;
-    if (env_.rank > 0) peers.insert(env_.rank - 1);
-    if (env_.rank + 1 < P) peers.insert(env_.rank + 1);
-    if (spec.chunks > 1) peers.insert((env_.rank + 1) % P), peers.insert((env_.rank + P - 1) % P);
-    peers.erase(env_.rank);
-    auto& nccl = dynamic_cast<rpc::NcclTransport&>(*nccl_);
-    for (int peer : peers) nccl.connect(peer, deadline);
-#else
-    (void)spec;
-    (void)deadline;
+    std::set<int> neighbours;
+    if (env_.rank > 0) neighbours.insert(env_.rank - 1);
+    if (env_.rank + 1 < P) neighbours.insert(env_.rank + 1);
+    if (spec.chunks > 1) neighbours.insert({(env_.rank + 1) % P, (env_.rank + P - 1) % P});
+    neighbours.erase(env_.rank);
+    std::vector<rpc::Transport*> links(static_cast<std::size_t>(env_.world_size), thrift_.get());
+    std::vector<int> nccl_peers;
+    for (int peer : neighbours) {
+      const auto device = kernels::Device::parse(client_->get("device/" + std::to_string(peer), deadline));
+      const auto kind = link_transport(flag, device_, device, peer);
+      link_names_.insert(transport_name(kind));
+      if (kind == TransportKind::Nccl) nccl_peers.push_back(peer);
+    }
+    if (link_names_.empty()) link_names_.insert("thrift");
+    if (!nccl_peers.empty()) {
+      {
+        auto nccl = rpc::make_nccl_transport(env_.rank, env_.world_size, device_, *client_, "train");
+        std::lock_guard lock(nccl_mutex_);
+        nccl_ = std::move(nccl);
+      }
+#ifdef PW_WITH_CUDA
+      // Each NCCL link's first message needs both ends: open them now, in ascending peer order
+      // on every rank (which cannot deadlock).
+      auto& nccl = dynamic_cast<rpc::NcclTransport&>(*nccl_);
+      for (int peer : nccl_peers) {
+        nccl.connect(peer, deadline);
+        links[static_cast<std::size_t>(peer)] = nccl_.get();
+      }
 #endif
+    }
+    links[static_cast<std::size_t>(env_.rank)] = nullptr;
+    routes_ = std::make_unique<rpc::RoutingTransport>(env_.rank, std::move(links));
   }
 
-  rpc::Transport& transport() { return nccl_ ? *nccl_ : static_cast<rpc::Transport&>(*thrift_); }
+  rpc::Transport& transport() { return *routes_; }
+  std::string link_text() const {
+    std::string out;
+    for (const auto& name : link_names_) out += (out.empty() ? "" : "+") + name;
+    return out;
+  }
 
   // Called from the heartbeat thread: wakes this rank's waits and, should the rank be deep in a
   // long computation, ends the process after a grace period so it never outlives the job.
   void on_job_failure(const std::string& reason) {
     const std::string message = "job stopped: " + reason;
     thrift_->abort(message);
+    std::lock_guard lock(nccl_mutex_);
     if (nccl_) nccl_->abort(message);
     const auto grace = std::max(milliseconds(2000), heartbeat_timeout_);
     std::thread([message, grace, rank = env_.rank] {
@@ -280,7 +311,7 @@ class ProcessBackend : public TrainBackend {
 
   rpc::LaunchEnv env_;
   kernels::Device device_;
-  TransportKind transport_kind_ = TransportKind::Thrift;
+  std::set<std::string> link_names_;   // the transports of this rank's links to its neighbours
   milliseconds heartbeat_timeout_{5000};
   pipeline::ScheduleSpec spec_;
   partition::ModelDescription model_;
@@ -292,7 +323,9 @@ class ProcessBackend : public TrainBackend {
   std::unique_ptr<rpc::RendezvousServer> rendezvous_;
   std::unique_ptr<rpc::ThriftTransport> thrift_;
   std::unique_ptr<rpc::RendezvousClient> client_;
+  std::mutex nccl_mutex_;   // the heartbeat thread aborts nccl_ while it may still be made
   std::unique_ptr<rpc::Transport> nccl_;
+  std::unique_ptr<rpc::RoutingTransport> routes_;
   std::unique_ptr<pipeline::ProcessStage> stage_;
   std::unique_ptr<rpc::Heartbeat> heartbeat_;   // first to go: its callback uses the transports
 };

@@ -86,6 +86,15 @@ class BackgroundCommand {
   std::optional<int> status_;
 };
 
+// A launched rank's RANK, read from its environment (-1 when unreadable).
+inline int rank_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  std::string entry;
+  while (std::getline(in, entry, '\0'))
+    if (entry.rfind("RANK=", 0) == 0) return std::stoi(entry.substr(5));
+  return -1;
+}
+
 // False once the process is gone (a zombie left to an init that does not reap counts as gone).
 inline bool process_exists(pid_t pid) {
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");

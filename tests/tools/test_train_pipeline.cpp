@@ -54,6 +54,17 @@ BOOST_AUTO_TEST_CASE(pipeline_runs_match_the_single_device_run_and_report_stages
   BOOST_CHECK_EQUAL(split["schedule"], "1f1b");
 }
 
+BOOST_AUTO_TEST_CASE(stages_linked_by_thrift_on_loopback_match_in_process_links_bitwise) {
+  ScratchDir dir("pipethrift");
+  const std::string args = "--steps 4 --stages 3 --micro-batches 4 --threads 1 ";
+  const auto memory = train(dir, "memory.json", args);
+  const auto thrift = train(dir, "thrift.json", args + "--transport thrift");
+  BOOST_TEST(memory["transport"] == "inprocess");
+  BOOST_TEST(thrift["transport"] == "thrift");
+  BOOST_TEST(memory["loss_history"] == thrift["loss_history"]);
+  BOOST_TEST(memory["test_loss"] == thrift["test_loss"]);
+}
+
 BOOST_AUTO_TEST_CASE(pipeline_weights_save_and_load_like_single_device_ones) {
   ScratchDir dir("pipesave");
   const auto weights = dir.file("w.safetensors");
@@ -88,6 +99,9 @@ BOOST_AUTO_TEST_CASE(bad_pipeline_flags_get_one_line_errors) {
       {"--stages 3 --split 3", "--split 3 makes 2 pieces but --stages 3"},
       {"--stages 2 --schedule interleaved --chunks 1", "interleaved"},
       {"--stages 2 --save /tmp", "--save /tmp is a folder; give a file name"},
+      {"--stages 2 --transport nccl", "--transport nccl: the stages of this job share one process"},
+      {"--stages 2 --transport pigeon", "--transport pigeon: the stages of this job share one process, where auto, "
+                                        "inprocess or thrift work"},
   };
   // CLI11 checks ranges itself, with its own exit code.
   const auto huge = run_pipewright(kQuick + "--steps 1 --stages 2 --stage-timeout 1e30");
