@@ -137,6 +137,19 @@ void Tensor::copy_from(const Tensor& src) {
   copy_bytes(raw(), device_, src.raw(), src.device_, nbytes());
 }
 
+void Tensor::copy_elements_from(const Tensor& src, std::int64_t src_offset, std::int64_t dst_offset,
+                                std::int64_t count) {
+  PW_CHECK(src.dtype_ == dtype_, "copy_elements_from " << src.describe() << " into " << describe());
+  PW_CHECK(count >= 0 && src_offset >= 0 && dst_offset >= 0 && src_offset + count <= src.numel() &&
+               dst_offset + count <= numel(),
+           "copy_elements_from: " << count << " elements at " << src_offset << " of " << src.describe() << " to "
+                                  << dst_offset << " of " << describe() << " is out of range");
+  const std::size_t size = dtype_size(dtype_);
+  copy_bytes(static_cast<char*>(raw()) + static_cast<std::size_t>(dst_offset) * size, device_,
+             static_cast<const char*>(src.raw()) + static_cast<std::size_t>(src_offset) * size, src.device_,
+             static_cast<std::size_t>(count) * size);
+}
+
 void Tensor::zero_() {
   if (nbytes() == 0) return;
   if (device_.is_cpu()) {

@@ -62,6 +62,9 @@ class Tensor {
   Tensor to(Device device) const;   // returns *this when already there
   Tensor to(DType dtype) const;     // CPU only: F32 <-> F64 conversion for references
   void copy_from(const Tensor& src);   // same shape and dtype, any devices
+  // Elements [src_offset, src_offset + count) of `src` into [dst_offset, ...) of this tensor, in
+  // flat (row-major) order; same dtype, any devices. Gradient buckets pack and unpack with it.
+  void copy_elements_from(const Tensor& src, std::int64_t src_offset, std::int64_t dst_offset, std::int64_t count);
   void zero_();
 
   // Host copy of the values as double / int64 (any device, any float dtype).

@@ -47,11 +47,14 @@ class PipelineTrainer {
   ~PipelineTrainer();
 
   PipelineStepResult train_step(const models::data::Batch& batch);
+  // Makes every pending wait of every stage throw AbortedError (another replica failed).
+  void abort(const std::string& reason) { abort_all(reason); }
   models::EvalResult evaluate(models::data::DataLoader& loader, std::int64_t max_batches = -1);
 
   int stages() const { return options_.spec.stages; }
   std::vector<std::int64_t> stage_peak_memory() const;
   std::vector<models::Layer*> stage_layers(int stage);   // the stage's chunks
+  StageExecutor& executor(int stage) { return *executors_.at(static_cast<std::size_t>(stage)); }
   // Every stage's parameters by their whole-model names (tied copies appear once per holder).
   std::vector<std::pair<std::string, models::Parameter*>> named_parameters();
 

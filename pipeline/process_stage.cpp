@@ -28,15 +28,18 @@ std::vector<double> tensor_doubles(const kernels::Tensor& t, std::size_t expecte
 }  // namespace
 
 ProcessStage::ProcessStage(const partition::ModelDescription& model, const partition::Partition& partition,
-                           PipelineOptions options, rpc::Transport& transport, rpc::Transport& control)
-    : options_(std::move(options)), transport_(transport), control_(control) {
+                           PipelineOptions options, rpc::Transport& transport, rpc::Transport& control,
+                           int replicas)
+    : options_(std::move(options)), transport_(transport), control_(control), replicas_(replicas) {
   validate(options_.spec);
   const int P = options_.spec.stages;
   const int V = options_.spec.chunks;
   const int s = transport_.rank();
-  PW_INPUT_CHECK(transport_.world_size() == P, "a job of " << transport_.world_size() << " ranks runs " << P
-                                                           << " stages here; give one rank per stage (--stages "
-                                                           << transport_.world_size() << ")");
+  PW_INPUT_CHECK(transport_.world_size() == P, "a pipeline of " << transport_.world_size() << " ranks runs " << P
+                                                                << " stages here; give one rank per stage");
+  PW_INPUT_CHECK(replicas_ >= 1 && control_.world_size() == P * replicas_,
+                 "a job of " << control_.world_size() << " ranks cannot hold " << P << " stages x " << replicas_
+                             << " replicas");
   PW_INPUT_CHECK(static_cast<int>(partition.size()) == P * V,
                  "the split has " << partition.size() << " parts but " << P << " stages x " << V << " chunks need "
                                   << P * V);
@@ -60,17 +63,18 @@ ProcessStage::ProcessStage(const partition::ModelDescription& model, const parti
 
 std::vector<std::vector<double>> ProcessStage::exchange(const std::vector<double>& values, int message,
                                                         std::int64_t round) {
-  const int P = stages();
+  const int world = control_.world_size();
+  const int self = control_.rank();
   const rpc::Tag tag{round, message, rpc::PayloadKind::Control, 0};
   const auto payload = doubles_tensor(values);
-  std::vector<std::vector<double>> all(static_cast<std::size_t>(P));
+  std::vector<std::vector<double>> all(static_cast<std::size_t>(world));
   int peer = 0;
   try {
-    for (peer = 0; peer < P; ++peer)
-      if (peer != stage()) control_.send(peer, tag, payload, deadline());
-    for (peer = 0; peer < P; ++peer)
+    for (peer = 0; peer < world; ++peer)
+      if (peer != self) control_.send(peer, tag, payload, deadline());
+    for (peer = 0; peer < world; ++peer)
       all[static_cast<std::size_t>(peer)] =
-          peer == stage() ? values
+          peer == self ? values
                           : tensor_doubles(control_.recv(peer, tag, deadline()), values.size(),
                                            "figures from rank " + std::to_string(peer));
   } catch (const std::exception& e) {
@@ -85,9 +89,14 @@ std::vector<std::vector<double>> ProcessStage::exchange(const std::vector<double
   return all;
 }
 
-PipelineStepResult ProcessStage::train_step(const models::data::Batch& batch) {
-  MicroBatchInputs inputs{split_batch(batch.images, options_.spec.micro_batches),
-                          split_batch(batch.labels, options_.spec.micro_batches)};
+PipelineStepResult ProcessStage::train_step(const models::data::Batch& global) {
+  // This replica's share of the global batch: the same rows the embedded hybrid trainer gives it.
+  const auto images = replicas_ > 1 ? split_batch(global.images, replicas_)[static_cast<std::size_t>(replica())]
+                                    : global.images;
+  const auto labels = replicas_ > 1 ? split_batch(global.labels, replicas_)[static_cast<std::size_t>(replica())]
+                                    : global.labels;
+  MicroBatchInputs inputs{split_batch(images, options_.spec.micro_batches),
+                          split_batch(labels, options_.spec.micro_batches)};
   const auto start = Clock::now();
   const std::int64_t step = step_++;
   StageStepResult mine = executor_->run_step(step, inputs);
@@ -98,13 +107,17 @@ PipelineStepResult ProcessStage::train_step(const models::data::Batch& batch) {
   PipelineStepResult r;
   r.wall_seconds = seconds_since(start);
   double loss_sum = 0.0;
-  stage_peak_memory_.clear();
-  for (const auto& f : all) {
+  const int P = stages();
+  stage_peak_memory_.assign(static_cast<std::size_t>(P), 0);
+  r.stage_busy_seconds.assign(static_cast<std::size_t>(P), 0.0);
+  for (std::size_t rank = 0; rank < all.size(); ++rank) {
+    const auto& f = all[rank];
+    const auto s = rank % static_cast<std::size_t>(P);
     loss_sum += f[0];
     r.correct += static_cast<std::int64_t>(f[1]);
     r.samples += static_cast<std::int64_t>(f[2]);
-    r.stage_busy_seconds.push_back(f[3]);
-    stage_peak_memory_.push_back(static_cast<std::int64_t>(f[4]));
+    r.stage_busy_seconds[s] += f[3] / static_cast<double>(replicas_);   // mean over the stage's replicas
+    stage_peak_memory_[s] = std::max(stage_peak_memory_[s], static_cast<std::int64_t>(f[4]));
   }
   r.loss = r.samples > 0 ? loss_sum / static_cast<double>(r.samples) : 0.0;
   r.stages.push_back(std::move(mine));
@@ -121,7 +134,10 @@ models::EvalResult ProcessStage::evaluate(models::data::DataLoader& loader, std:
   double loss_sum = 0.0, correct = 0.0, samples = 0.0;
   loader.start_epoch(0);
   int b = 0;
-  while (auto batch = loader.next()) {
+  // Replica 0 evaluates; the others only hear the result.
+  while (replica() == 0) {
+    auto batch = loader.next();
+    if (!batch) break;
     if (max_batches >= 0 && b >= max_batches) break;
     for (int c = 0; c < V; ++c) {
       const int v = c * P + stage();
@@ -141,7 +157,7 @@ models::EvalResult ProcessStage::evaluate(models::data::DataLoader& loader, std:
     ++b;
   }
   const auto all = exchange({loss_sum, correct, samples}, kEvalFigures, round);
-  const auto& f = all[static_cast<std::size_t>(last % P)];
+  const auto& f = all[static_cast<std::size_t>(last % P)];   // the last stage of replica 0
   models::EvalResult r;
   r.samples = static_cast<std::int64_t>(f[2]);
   if (r.samples > 0) {
@@ -159,6 +175,7 @@ std::vector<models::Layer*> ProcessStage::layers() {
 
 kernels::NamedTensors ProcessStage::gather_weights() {
   const std::int64_t round = gathers_++;
+  if (replica() != 0) return {};   // replicas hold the same weights as replica 0
   std::vector<std::pair<std::string, kernels::Tensor>> mine;
   for (auto* layer : layers()) {
     for (auto& [name, p] : layer->named_parameters()) mine.emplace_back(name, p->value);

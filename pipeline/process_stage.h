@@ -1,8 +1,9 @@
 #pragma once
-// One stage of a pipeline whose stages are separate processes (on one host or many): this rank
-// builds only its own stage's layers and runs its StageExecutor; per-step figures (loss, accuracy,
+// One stage of a pipeline whose stages are separate processes (on one host or many), possibly
+// one of several data-parallel replicas: this rank builds only its own stage's layers and runs its
+// StageExecutor on its replica's share of each global batch; per-step figures (loss, accuracy,
 // busy time, peak memory) and evaluation results are exchanged so that every rank reports the
-// same numbers; rank 0 gathers the weights for a checkpoint. Rank r is stage r.
+// same numbers; rank 0 gathers the weights for a checkpoint. World rank = replica * stages + stage.
 #include <chrono>
 #include <memory>
 #include <vector>
@@ -19,10 +20,10 @@ namespace pw::pipeline {
 class ProcessStage {
  public:
   // `options.devices` holds this rank's one device. `transport` carries activations and
-  // gradients between the stages' ranks, `control` the small messages between any two ranks
-  // (figures, gathered weights); they may be the same.
+  // gradients between this replica's stages (its ranks are the stages), `control` the small
+  // messages between any two ranks of the job (figures, gathered weights).
   ProcessStage(const partition::ModelDescription& model, const partition::Partition& partition,
-               PipelineOptions options, rpc::Transport& transport, rpc::Transport& control);
+               PipelineOptions options, rpc::Transport& transport, rpc::Transport& control, int replicas = 1);
 
   PipelineStepResult train_step(const models::data::Batch& batch);
   models::EvalResult evaluate(models::data::DataLoader& loader, std::int64_t max_batches = -1);
@@ -31,18 +32,23 @@ class ProcessStage {
   kernels::NamedTensors gather_weights();
 
   int stage() const { return executor_->config().stage; }
+  int replica() const { return control_.rank() / stages(); }
+  int replicas() const { return replicas_; }
+  StageExecutor& executor() { return *executor_; }
   int stages() const { return executor_->config().spec.stages; }
   std::vector<models::Layer*> layers();   // this stage's chunks
   const std::vector<std::int64_t>& stage_peak_memory() const { return stage_peak_memory_; }   // last step's
 
  private:
-  // Sends `values` to every other rank and returns every rank's (this one's included), by rank.
+  // Sends `values` to every other rank of the job and returns every rank's (this one's
+  // included), by world rank.
   std::vector<std::vector<double>> exchange(const std::vector<double>& values, int message, std::int64_t round);
   rpc::Deadline deadline() const { return std::chrono::steady_clock::now() + options_.timeout; }
 
   PipelineOptions options_;
   rpc::Transport& transport_;
   rpc::Transport& control_;
+  int replicas_;
   std::unique_ptr<StageExecutor> executor_;
   std::int64_t step_ = 0;
   std::int64_t evaluations_ = 0;

@@ -67,6 +67,13 @@ StageExecutor::StageExecutor(StageConfig config, std::vector<std::unique_ptr<mod
   optimizer_ = std::make_unique<models::Optimizer>(std::move(params), optimizer);
 }
 
+std::vector<models::Parameter*> StageExecutor::parameters() {
+  std::vector<models::Parameter*> out;
+  for (auto& c : chunks_)
+    for (auto* p : c->parameters()) out.push_back(p);
+  return out;
+}
+
 bool StageExecutor::last_virtual(const Instruction& in) const {
   return virtual_stage_of(in) == config_.spec.stages * config_.spec.chunks - 1;
 }
@@ -108,8 +115,15 @@ StageStepResult StageExecutor::run_step(std::int64_t step, const MicroBatchInput
   for (const auto& labels : inputs.labels) mini_batch_size_ += labels.numel();
   states_.clear();
   result_ = {};
+  const auto schedule = stage_schedule(config_.spec, config_.stage);
+  last_gradient_op_.assign(chunks_.size(), schedule.size());
+  for (std::size_t i = 0; i < schedule.size(); ++i)
+    if (schedule[i].op == OpType::Backward || schedule[i].op == OpType::BackwardWeight)
+      last_gradient_op_.at(static_cast<std::size_t>(schedule[i].chunk)) = i;
+  if (config_.gradient_sync != nullptr) config_.gradient_sync->start_step(step);
   const auto start = Clock::now();
-  for (const Instruction& in : stage_schedule(config_.spec, config_.stage)) {
+  for (current_index_ = 0; current_index_ < schedule.size(); ++current_index_) {
+    const Instruction& in = schedule[current_index_];
     const auto index = static_cast<std::size_t>(in.op);
     const Handler handler = index < handlers.size() ? handlers[index] : nullptr;
     PW_CHECK(handler != nullptr, "stage " << config_.stage << ": no handler for instruction kind " << index);
@@ -170,11 +184,31 @@ void StageExecutor::forward(const Instruction& in) { run_forward(in, models::Mod
 
 void StageExecutor::recompute(const Instruction& in) { ensure_context(in); }
 
+template <typename Body>
+void StageExecutor::with_final_gradients(const Instruction& in, std::size_t index, Body body) {
+  GradientSync* sync = config_.gradient_sync;
+  if (sync == nullptr || index != last_gradient_op_.at(static_cast<std::size_t>(in.chunk))) {
+    body();
+    return;
+  }
+  auto& c = chunk(in.chunk);
+  c.set_backward_hook([sync](models::Layer& child) {
+    for (auto* p : child.parameters()) sync->ready(p);
+  });
+  struct ClearHook {
+    models::Sequential& c;
+    ~ClearHook() { c.set_backward_hook({}); }
+  } clear{c};
+  body();
+  for (auto* p : c.parameters()) sync->ready(p);   // any parameter held by the chunk itself
+}
+
 void StageExecutor::backward(const Instruction& in) {
   ensure_context(in);
   auto& st = state(in);
   PW_CHECK(st.grad_output.defined(), "no output gradient (was RecvGradient scheduled before this backward?)");
-  kernels::Tensor grad_input = chunk(in.chunk).backward(*st.ctx, st.grad_output);
+  kernels::Tensor grad_input;
+  with_final_gradients(in, current_index_, [&] { grad_input = chunk(in.chunk).backward(*st.ctx, st.grad_output); });
   st.ctx.reset();
   st.grad_output = kernels::Tensor();
   st.input = kernels::Tensor();
@@ -195,7 +229,7 @@ void StageExecutor::backward_input(const Instruction& in) {
 void StageExecutor::backward_weight(const Instruction& in) {
   auto& st = state(in);
   PW_CHECK(st.ctx != nullptr, "weight-gradient half before its input-gradient half");
-  chunk(in.chunk).backward_weight(*st.ctx);
+  with_final_gradients(in, current_index_, [&] { chunk(in.chunk).backward_weight(*st.ctx); });
   st.ctx.reset();
   if (!st.grad_input.defined()) states_.erase({in.micro_batch, in.chunk});
 }
@@ -240,6 +274,7 @@ void StageExecutor::send_gradient(const Instruction& in) {
 }
 
 void StageExecutor::reduce_grads(const Instruction&) {
+  if (config_.gradient_sync != nullptr) config_.gradient_sync->finish(deadline());
   for (std::size_t g = 0; g < tied_.size(); ++g) {
     TiedGroup& group = tied_[g];
     if (group.local.empty()) continue;

@@ -10,6 +10,7 @@
 
 #include "models/layers/sequential.h"
 #include "models/optimizer.h"
+#include "pipeline/gradient_sync.h"
 #include "pipeline/recompute.h"
 #include "pipeline/schedule.h"
 #include "rpc/transport.h"
@@ -30,6 +31,7 @@ struct StageConfig {
   kernels::Device device;
   RecomputeMode recompute = RecomputeMode::None;
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
+  GradientSync* gradient_sync = nullptr;   // replicas of this stage to average gradients with, if any
 };
 
 // What the first virtual stage feeds and the last one scores, per micro-batch, on the CPU.
@@ -60,6 +62,9 @@ class StageExecutor {
   models::Sequential& chunk(int c) { return *chunks_.at(static_cast<std::size_t>(c)); }
   int chunk_count() const { return static_cast<int>(chunks_.size()); }
   const StageConfig& config() const { return config_; }
+  // Replicas to average this stage's gradients with (nullptr: none). Set between steps.
+  void set_gradient_sync(GradientSync* sync) { config_.gradient_sync = sync; }
+  std::vector<models::Parameter*> parameters();   // every chunk's, in model order
 
  private:
   struct MicroBatchState {
@@ -84,6 +89,10 @@ class StageExecutor {
   void optimizer_step(const Instruction& in);
 
   MicroBatchState& state(const Instruction& in);
+  // Runs a backward (or its weight half) of `in`; on the chunk's last one of the step, reports
+  // each child layer's gradients final to the gradient sync as soon as they are.
+  template <typename Body>
+  void with_final_gradients(const Instruction& in, std::size_t index, Body body);
   kernels::Tensor received(const kernels::Tensor& t, const Instruction& in);
   void run_forward(const Instruction& in, models::Mode mode);
   void ensure_context(const Instruction& in);
@@ -106,6 +115,8 @@ class StageExecutor {
   const MicroBatchInputs* inputs_ = nullptr;
   std::int64_t mini_batch_size_ = 1;   // the loss gradient is scaled by 1/mini_batch_size_
   std::map<std::pair<int, int>, MicroBatchState> states_;   // (micro_batch, chunk)
+  std::vector<std::size_t> last_gradient_op_;   // per chunk: index of its last backward/weight op
+  std::size_t current_index_ = 0;               // of the instruction running
   StageStepResult result_;
 };
 

@@ -61,6 +61,10 @@ bool tokens_equal(std::string_view a, std::string_view b) {
 }
 
 FrameHeader check_frame(const wire::TensorFrame& frame, const FrameRules& rules) {
+  return check_frame_header(frame, frame.data.size(), rules);
+}
+
+FrameHeader check_frame_header(const wire::TensorFrame& frame, std::size_t payload_bytes, const FrameRules& rules) {
   if (!tokens_equal(frame.job_token, rules.job_token)) throw BadFrameError("wrong job token");
   if (frame.source_rank < 0 || frame.source_rank >= rules.world_size)
     throw BadFrameError("source rank " + std::to_string(frame.source_rank) + " outside a world of " +
@@ -76,14 +80,14 @@ FrameHeader check_frame(const wire::TensorFrame& frame, const FrameRules& rules)
     throw BadFrameError("shape has " + std::to_string(frame.shape.size()) + " dims; at most " +
                         std::to_string(kMaxFrameDims) + " are accepted");
   header.shape.assign(frame.shape.begin(), frame.shape.end());
-  if (frame.data.size() > rules.max_frame_bytes)
-    throw BadFrameError("frame carries " + std::to_string(frame.data.size()) + " bytes, over the maximum of " +
+  if (payload_bytes > rules.max_frame_bytes)
+    throw BadFrameError("frame carries " + std::to_string(payload_bytes) + " bytes, over the maximum of " +
                         std::to_string(rules.max_frame_bytes));
   const std::size_t needed = required_bytes(header.shape, header.dtype, rules.max_frame_bytes);
-  if (needed != frame.data.size())
+  if (needed != payload_bytes)
     throw BadFrameError("shape " + kernels::shape_str(header.shape) + " of " + kernels::dtype_name(header.dtype) +
                         " needs " + std::to_string(needed) + " bytes, the frame has " +
-                        std::to_string(frame.data.size()));
+                        std::to_string(payload_bytes));
   return header;
 }
 

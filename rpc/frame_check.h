@@ -36,6 +36,9 @@ struct FrameHeader {
 
 // Throws BadFrameError ("wrong job token", "shape [2, 3] of F32 needs 24 bytes, the frame has 20").
 FrameHeader check_frame(const wire::TensorFrame& frame, const FrameRules& rules);
+// The same checks for a frame whose `payload_bytes` tensor bytes are not read yet (frame.data is
+// ignored): a receiver runs it before it reads the bytes into a tensor.
+FrameHeader check_frame_header(const wire::TensorFrame& frame, std::size_t payload_bytes, const FrameRules& rules);
 
 // Compares in time independent of where the strings differ, so a token cannot be guessed bytewise.
 bool tokens_equal(std::string_view a, std::string_view b);

@@ -11,15 +11,21 @@
 #include <thrift/transport/TTransportException.h>
 #include <thrift/transport/TVirtualTransport.h>
 
+#include "core/log.h"
+#include "rpc/frame_codec.h"
+
 namespace pw::rpc {
 
 namespace {
 
+namespace protocol = apache::thrift::protocol;
 namespace transport = apache::thrift::transport;
 using Clock = std::chrono::steady_clock;
 
 constexpr auto kMaxConnectAttempt = std::chrono::milliseconds(2000);
 constexpr auto kRetryPause = std::chrono::milliseconds(20);
+// How long a closing link waits for the answers to its pipelined frames.
+constexpr auto kDrainTimeout = std::chrono::milliseconds(2000);
 
 // Thrift treats a timeout of 0 as "wait forever", so an expired deadline still gets 1 ms.
 int millis_until(Deadline deadline, std::chrono::milliseconds cap = std::chrono::milliseconds::max()) {
@@ -114,17 +120,26 @@ class GatherFramedTransport : public transport::TVirtualTransport<GatherFramedTr
 PeerLink::PeerLink(int self_rank, int peer_rank, HostPort address)
     : self_rank_(self_rank), peer_rank_(peer_rank), address_(std::move(address)) {}
 
-PeerLink::~PeerLink() { close(); }
+PeerLink::~PeerLink() {
+  drain_answers();
+  close();
+}
 
 std::string PeerLink::who() const { return "rank " + std::to_string(peer_rank_) + " at " + address_.str(); }
 
+std::string PeerLink::describe(const Tag& tag) const {
+  return "the " + tag_str(tag) + " from rank " + std::to_string(self_rank_) + " to " + who();
+}
+
 void PeerLink::set_address(HostPort address) {
   std::lock_guard lock(mutex_);
+  drain_answers();
   close();
   address_ = std::move(address);
 }
 
 void PeerLink::close() noexcept {
+  unanswered_.clear();
   client_.reset();
   if (framed_) {
     try {
@@ -134,6 +149,33 @@ void PeerLink::close() noexcept {
   }
   framed_.reset();
   socket_.reset();
+}
+
+std::string PeerLink::read_answer() {
+  std::string refusal;
+  try {
+    client_->recv_deliver();
+  } catch (const wire::FrameRejected& rejected) {
+    refusal = "rank " + std::to_string(peer_rank_) + " refused the frame: " + rejected.reason + " (" +
+              describe(unanswered_.front()) + ")";
+  }
+  unanswered_.pop_front();
+  return refusal;
+}
+
+void PeerLink::drain_answers() noexcept {
+  if (!client_ || unanswered_.empty()) return;
+  const Deadline give_up = Clock::now() + kDrainTimeout;
+  try {
+    while (!unanswered_.empty()) {
+      socket_->setRecvTimeout(millis_until(give_up));
+      if (std::string refusal = read_answer(); !refusal.empty()) PW_LOG(Warn, refusal);
+    }
+  } catch (const std::exception& e) {
+    PW_LOG(Warn, "rank " << self_rank_ << " closes its connection to " << who() << " with " << unanswered_.size()
+                         << " frame(s) unanswered: " << e.what());
+    close();
+  }
 }
 
 void PeerLink::connect(const Tag& tag, Deadline deadline, const std::function<void()>& throw_if_aborted) {
@@ -162,26 +204,51 @@ void PeerLink::connect(const Tag& tag, Deadline deadline, const std::function<vo
 
 void PeerLink::deliver(const wire::TensorFrame& frame, const Tag& tag, Deadline deadline,
                        const std::function<void()>& throw_if_aborted) {
+  deliver(frame, std::as_bytes(std::span(frame.data)), tag, deadline, throw_if_aborted);
+}
+
+void PeerLink::deliver(const wire::TensorFrame& header, std::span<const std::byte> data, const Tag& tag,
+                       Deadline deadline, const std::function<void()>& throw_if_aborted) {
   std::lock_guard lock(mutex_);
   if (!client_) connect(tag, deadline, throw_if_aborted);
   const int timeout_ms = millis_until(deadline);
   socket_->setSendTimeout(timeout_ms);
   socket_->setRecvTimeout(timeout_ms);
-  const std::string what = "the " + tag_str(tag) + " from rank " + std::to_string(self_rank_) + " to " + who();
+  const std::size_t pipelined_before = unanswered_.size();
+  std::string refusal;   // the first refusal read; the frame it names may be an earlier one
   try {
-    client_->deliver(frame);
-  } catch (const wire::FrameRejected& rejected) {
-    throw Error("rank " + std::to_string(peer_rank_) + " refused the frame: " + rejected.reason + " (" + what + ")");
+    while (refusal.empty() && unanswered_.size() >= kUnansweredFrames) refusal = read_answer();
+    if (refusal.empty()) {
+      // The gather transport keeps pointers into `data` until flush() writes them: within this call.
+      protocol::TProtocol& out = *client_->getOutputProtocol();
+      write_deliver_call(out, header, data);
+      out.getTransport()->writeEnd();
+      out.getTransport()->flush();
+      unanswered_.push_back(tag);
+      if (data.size() < kPipelinedAtLeast) {
+        while (!unanswered_.empty()) {
+          std::string answer = read_answer();
+          if (refusal.empty()) refusal = std::move(answer);
+        }
+      }
+    }
   } catch (const transport::TTransportException& e) {
     close();   // the stream is out of step after a partial exchange
+    const std::string what = describe(tag) + (pipelined_before == 0 ? std::string()
+                                                                    : " (after " + std::to_string(pipelined_before) +
+                                                                          " pipelined frame(s) not yet answered)");
     if (e.getType() == transport::TTransportException::TIMED_OUT)
       throw TimeoutError("timed out sending " + what + ": " + e.what());
     throw Error("lost the connection while sending " + what + ": " + e.what() +
                 " (a frame over the receiver's maximum frame size also closes the connection)");
   } catch (const apache::thrift::TException& e) {
     close();
-    throw Error("failed to send " + what + ": " + e.what());
+    throw Error("failed to send " + describe(tag) + ": " + e.what());
+  } catch (...) {
+    close();   // a half-written call may have left pointers into `data` in the transport
+    throw;
   }
+  if (!refusal.empty()) throw Error(refusal);
 }
 
 }  // namespace pw::rpc

@@ -4,9 +4,11 @@
 // never takes the receiver down.
 #include <atomic>
 #include <cstddef>
+#include <string>
 
 #include "pw_thrift/TensorTransfer.h"
 #include "rpc/frame_check.h"
+#include "rpc/frame_codec.h"
 #include "rpc/mailbox.h"
 
 namespace pw::rpc {
@@ -15,11 +17,14 @@ class TensorTransferHandler : public wire::TensorTransferIf {
  public:
   TensorTransferHandler(int rank, FrameRules rules, Mailbox& mailbox);
   void deliver(const wire::TensorFrame& frame) override;   // throws wire::FrameRejected
+  // For a frame decoded elsewhere (already checked by check_frame): stores it or throws FrameRejected.
+  void store(ReceivedFrame received);
+  // Counts and logs the refusal, then throws FrameRejected with `reason`.
+  [[noreturn]] void refuse(int claimed_source, const std::string& reason);
+  const FrameRules& rules() const { return rules_; }
   std::size_t refused_frames() const { return refused_.load(); }
 
  private:
-  [[noreturn]] void refuse(const wire::TensorFrame& frame, const std::string& reason);
-
   int rank_;
   FrameRules rules_;
   Mailbox& mailbox_;

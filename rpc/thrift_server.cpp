@@ -8,11 +8,11 @@
 #include <thrift/TOutput.h>
 #include <thrift/protocol/TBinaryProtocol.h>
 #include <thrift/server/TThreadedServer.h>
-#include <thrift/transport/TBufferTransports.h>
 #include <thrift/transport/TServerSocket.h>
 
 #include "core/error.h"
 #include "core/log.h"
+#include "rpc/streaming_framed_transport.h"
 
 namespace pw::rpc {
 
@@ -23,24 +23,8 @@ namespace transport = apache::thrift::transport;
 namespace server = apache::thrift::server;
 namespace protocol = apache::thrift::protocol;
 
-constexpr std::uint32_t kInitialWriteBuffer = 512;
-// Read buffers grow to the largest frame and are kept for the next one (a fresh buffer per frame
-// spent a third of a large transfer in page faults); beyond this size they are freed after each
-// message so an idle connection does not pin a gigabyte.
-constexpr std::uint32_t kReclaimReadBufferAbove = 256u << 20;
 constexpr int kMaxListElements = 1 << 20;
 constexpr auto kStartTimeout = std::chrono::seconds(30);
-
-class LimitedFramedTransportFactory : public transport::TTransportFactory {
- public:
-  explicit LimitedFramedTransportFactory(std::shared_ptr<TConfiguration> config) : config_(std::move(config)) {}
-  std::shared_ptr<transport::TTransport> getTransport(std::shared_ptr<transport::TTransport> inner) override {
-    return std::make_shared<transport::TFramedTransport>(inner, kInitialWriteBuffer, kReclaimReadBufferAbove, config_);
-  }
-
- private:
-  std::shared_ptr<TConfiguration> config_;
-};
 
 // Fulfilled once: by preServe (listening) or by the serving thread's failure.
 class StartSignal : public server::TServerEventHandler {
@@ -92,7 +76,7 @@ void ThriftServer::start(const HostPort& bind, std::shared_ptr<ProcessorOrFactor
   auto socket = std::make_shared<transport::TServerSocket>(bind.host, bind.port);
   auto signal = std::make_shared<StartSignal>();
   server_ = std::make_shared<server::TThreadedServer>(
-      std::move(processor), socket, std::make_shared<LimitedFramedTransportFactory>(config),
+      std::move(processor), socket, std::make_shared<StreamingFramedTransportFactory>(config),
       std::make_shared<protocol::TBinaryProtocolFactory>(limit, kMaxListElements, /*strict_read=*/true,
                                                        /*strict_write=*/true));
   server_->setServerEventHandler(signal);

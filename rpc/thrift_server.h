@@ -1,7 +1,8 @@
 #pragma once
 // A Thrift server on its own thread, RAII: listening once constructed, stopped and joined when
 // destroyed (open connections are interrupted, so a connected peer never delays shutdown).
-// Framed transport with a maximum frame size, binary protocol, one thread per connection.
+// Framed transport with a maximum frame size (read without buffering whole frames), binary
+// protocol, one thread per connection.
 #include <cstddef>
 #include <memory>
 #include <thread>

@@ -1,7 +1,9 @@
 #include "rpc/thrift_transport.h"
 
 #include <climits>
+#include <span>
 
+#include "rpc/direct_tensor_processor.h"
 #include "rpc/frame_codec.h"
 #include "rpc/host_port.h"
 #include "rpc/job_token.h"
@@ -33,7 +35,8 @@ ThriftTransport::ThriftTransport(int rank, int world_size, const std::vector<std
   handler_ = std::make_shared<TensorTransferHandler>(rank, FrameRules{job_token_, world_size, limits.max_frame_bytes},
                                                      mailbox_);
   for (int peer = 0; peer < world_size; ++peer) links_.push_back(std::make_unique<PeerLink>(rank, peer, parsed[peer]));
-  server_ = std::make_unique<ThriftServer>(parsed[rank], std::make_shared<wire::TensorTransferProcessor>(handler_),
+  // Reads each frame's tensor bytes straight from the socket into tensor storage, after the header passed the checks.
+  server_ = std::make_unique<ThriftServer>(parsed[rank], std::make_shared<DirectTensorTransferProcessor>(handler_),
                                            limits.max_frame_bytes + kFrameHeaderAllowance);
 }
 
@@ -58,15 +61,16 @@ void ThriftTransport::check_peer(int peer, const char* what) const {
 
 void ThriftTransport::send(int peer, const Tag& tag, const kernels::Tensor& tensor, Deadline deadline) {
   check_peer(peer, "send to");
-  // Each sending thread reuses one frame, so the tensor bytes are copied into memory that is
-  // already mapped rather than into a fresh allocation per message (page faults dominated large
-  // sends). It holds the largest frame this thread sent until the thread ends.
-  thread_local wire::TensorFrame frame;
-  frame = encode_frame(job_token_, rank_, tag, tensor, std::move(frame.data));
-  PW_CHECK(frame.data.size() <= limits_.max_frame_bytes,
-           "rank " << rank_ << " cannot send the " << tag_str(tag) << " to rank " << peer << ": "
-                   << frame.data.size() << " bytes exceed the maximum frame size of " << limits_.max_frame_bytes);
-  links_[peer]->deliver(frame, tag, deadline, [this] {
+  PW_CHECK(tensor.defined(), "rank " << rank_ << " cannot send an undefined tensor as the " << tag_str(tag));
+  // `host` shares a CPU tensor's storage (a device tensor is copied) and keeps it alive while
+  // deliver() writes its bytes straight to the socket; deliver() is done with them when it returns.
+  const kernels::Tensor host = tensor.to(kernels::Device::cpu());
+  PW_CHECK(host.nbytes() <= limits_.max_frame_bytes,
+           "rank " << rank_ << " cannot send the " << tag_str(tag) << " to rank " << peer << ": " << host.nbytes()
+                   << " bytes exceed the maximum frame size of " << limits_.max_frame_bytes);
+  const wire::TensorFrame header = encode_frame_header(job_token_, rank_, tag, host);
+  const std::span bytes(static_cast<const std::byte*>(host.raw()), host.nbytes());
+  links_[peer]->deliver(header, bytes, tag, deadline, [this] {
     if (auto reason = mailbox_.abort_reason()) throw AbortedError(*reason);
   });
 }

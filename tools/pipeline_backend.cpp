@@ -6,7 +6,7 @@
 #include "kernels/stream.h"
 #include "models/checkpoint.h"
 #include "partition/partitioners.h"
-#include "pipeline/pipeline_trainer.h"
+#include "dataparallel/hybrid_trainer.h"
 #include "tools/pipeline_setup.h"
 #include "tools/train_backend.h"
 
@@ -23,8 +23,9 @@ class PipelineBackend : public TrainBackend {
     model_ = partition::describe(spec);
     check_pipeline_flags(o, model_, po.spec);
     po.devices = parse_devices(o, stages);
+    const int ranks = stages * o.replicas;
     const int threads = o.threads > 0 ? o.threads
-                                      : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / stages);
+                                      : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / ranks);
     for (const auto& d : po.devices) {
       auto& rt = kernels::DeviceRuntime::get(d);
       if (d.is_cpu()) rt.set_threads(threads);
@@ -44,16 +45,25 @@ class PipelineBackend : public TrainBackend {
     spec_ = po.spec;
     recompute_ = po.recompute;
     partition_ = split_for(o, model_, po.spec, po.devices.front());
-    trainer_ = std::make_unique<pipeline::PipelineTrainer>(model_, partition_, po);
-    if (!o.load_path.empty()) {
-      std::vector<models::Layer*> layers;
-      for (auto& [stage, piece] : pieces()) layers.push_back(piece);
-      models::load_weights(layers, o.load_path);
-    }
+    dp::BucketOptions buckets;
+    buckets.bucket_bytes = static_cast<std::size_t>(parse_bytes(o.bucket_size));
+    buckets.compression = dp::parse_compression(o.grad_compression);
+    compression_ = buckets.compression;
+    bucket_bytes_ = buckets.bucket_bytes;
+    trainer_ = std::make_unique<dp::HybridTrainer>(model_, partition_, po, o.replicas, buckets);
+    if (o.replicas > 1) std::fprintf(stderr, "%s", trainer_->topology().grid().c_str());
+    if (!o.load_path.empty())
+      for (int r = 0; r < o.replicas; ++r) {
+        std::vector<models::Layer*> layers;
+        for (auto& [stage, piece] : pieces(r)) layers.push_back(piece);
+        models::load_weights(layers, o.load_path);
+      }
   }
 
   std::string describe() const override {
     std::ostringstream out;
+    const int replicas = trainer_->topology().replicas();
+    if (replicas > 1) out << replicas << " replicas x ";
     out << spec_.stages << " stages (" << pipeline::schedule_kind_name(spec_.kind) << ", " << spec_.micro_batches
         << " micro-batches";
     if (spec_.chunks > 1) out << ", " << spec_.chunks << " chunks";
@@ -63,7 +73,8 @@ class PipelineBackend : public TrainBackend {
     return out.str();
   }
 
-  int micro_batches() const override { return spec_.micro_batches; }
+  // Micro-batches per global batch: evaluation batches are the size a stage sees in training.
+  int micro_batches() const override { return spec_.micro_batches * trainer_->topology().replicas(); }
 
   StepOutcome step(const models::data::Batch& batch) override {
     auto r = trainer_->train_step(batch);
@@ -76,7 +87,7 @@ class PipelineBackend : public TrainBackend {
 
   void save(const std::string& path, const std::string& model_name) override {
     std::vector<models::Layer*> layers;
-    for (auto& [name, piece] : pieces()) layers.push_back(piece);
+    for (auto& [name, piece] : pieces(0)) layers.push_back(piece);
     models::save_weights(layers, path, model_name);
   }
 
@@ -99,6 +110,18 @@ class PipelineBackend : public TrainBackend {
     j["chunks"] = spec_.chunks;
     j["recompute"] = partition::recompute_name(recompute_);
     j["transport"] = links_;
+    j["replicas"] = trainer_->topology().replicas();
+    if (trainer_->topology().replicas() > 1) {
+      j["bucket_bytes"] = bucket_bytes_;
+      j["grad_compression"] = dp::compression_name(compression_);
+      const auto stats = trainer_->reduce_stats();
+      std::vector<std::int64_t> buckets;   // replica 0's stages
+      for (int s = 0; s < spec_.stages; ++s) buckets.push_back(stats[static_cast<std::size_t>(s)].buckets);
+      j["gradient_buckets"] = buckets;
+      double exposed = 0.0;
+      for (const auto& s : stats) exposed = std::max(exposed, s.exposed_seconds);
+      j["allreduce_exposed_seconds_last_step"] = exposed;
+    }
     std::vector<int> split;
     for (std::size_t i = 1; i < partition_.size(); ++i) split.push_back(partition_[i].begin);
     j["split"] = split;
@@ -116,10 +139,11 @@ class PipelineBackend : public TrainBackend {
     for (std::size_t i = 1; i < partition_.size(); ++i) out << (i > 1 ? "," : "") << partition_[i].begin;
     return out.str();
   }
-  std::vector<std::pair<int, models::Layer*>> pieces() {
+  std::vector<std::pair<int, models::Layer*>> pieces(int replica) {
     std::vector<std::pair<int, models::Layer*>> out;
-    for (int s = 0; s < trainer_->stages(); ++s)
-      for (auto* layer : trainer_->stage_layers(s)) out.emplace_back(s, layer);
+    auto& t = trainer_->replica(replica);
+    for (int s = 0; s < t.stages(); ++s)
+      for (auto* layer : t.stage_layers(s)) out.emplace_back(s, layer);
     return out;
   }
 
@@ -129,7 +153,9 @@ class PipelineBackend : public TrainBackend {
   pipeline::RecomputeMode recompute_ = pipeline::RecomputeMode::None;
   partition::ModelDescription model_;
   partition::Partition partition_;
-  std::unique_ptr<pipeline::PipelineTrainer> trainer_;
+  dp::Compression compression_ = dp::Compression::None;
+  std::size_t bucket_bytes_ = 0;
+  std::unique_ptr<dp::HybridTrainer> trainer_;
 };
 
 }  // namespace
@@ -140,7 +166,7 @@ bool wants_pipeline(const TrainOptions& o) {
   const TrainOptions defaults;
   return o.stages > 1 || o.micro_batches > 1 || !o.devices.empty() || !o.split.empty() || o.chunks > 1 ||
          o.schedule != defaults.schedule || o.recompute != defaults.recompute || o.partition != defaults.partition ||
-         o.transport != defaults.transport;
+         o.transport != defaults.transport || o.replicas > 1;
 }
 
 std::unique_ptr<TrainBackend> make_pipeline_backend(const TrainOptions& o, const models::ModelSpec& spec,

@@ -14,18 +14,22 @@
 namespace pw::tools {
 
 std::vector<kernels::Device> parse_devices(const TrainOptions& o, int stages) {
+  const int replicas = std::max(1, o.replicas);
+  const int ranks = stages * replicas;
   std::vector<kernels::Device> devices;
   if (!o.devices.empty()) {
     std::stringstream in(o.devices);
     std::string item;
     while (std::getline(in, item, ',')) devices.push_back(kernels::Device::parse(item));
-    PW_INPUT_CHECK(static_cast<int>(devices.size()) == stages,
-                   "--devices lists " << devices.size() << " devices for " << stages
-                                      << " stages; give one per stage, e.g. cpu:0,cpu:1");
+    PW_INPUT_CHECK(static_cast<int>(devices.size()) == ranks,
+                   "--devices lists " << devices.size() << " devices for " << stages << " stages"
+                                      << (replicas > 1 ? " x " + std::to_string(replicas) + " replicas" : std::string())
+                                      << "; give one per " << (replicas > 1 ? "rank (replica-major)" : "stage")
+                                      << ", e.g. cpu:0,cpu:1");
   } else {
     const auto base = kernels::Device::parse(o.device);
     const int gpus = kernels::cuda_device_count();
-    for (int s = 0; s < stages; ++s)
+    for (int s = 0; s < ranks; ++s)
       devices.push_back(base.is_cpu() ? kernels::Device::cpu(s) : kernels::Device::cuda(gpus > 0 ? s % gpus : 0));
   }
   const int gpus = kernels::cuda_device_count();
@@ -60,9 +64,15 @@ void check_pipeline_flags(const TrainOptions& o, const partition::ModelDescripti
   partition::check_stage_count(model.layer_count(), spec.stages * spec.chunks, model.name);
   if (!o.split.empty())
     partition::split_at(model.layer_count(), partition::parse_split_points(o.split), {"--split", model.name});
-  PW_INPUT_CHECK(o.batch_size % spec.micro_batches == 0,
-                 "--batch-size " << o.batch_size << " does not split into " << spec.micro_batches
-                                 << " equal micro-batches; use a batch size divisible by " << spec.micro_batches);
+  const std::int64_t replicas = std::max(1, o.replicas);
+  PW_INPUT_CHECK(o.batch_size % replicas == 0, "--batch-size " << o.batch_size << " (the global batch) does not split "
+                                                               "evenly over " << replicas << " replicas; use a multiple of "
+                                                               << replicas);
+  const std::int64_t local = o.batch_size / replicas;
+  PW_INPUT_CHECK(local % spec.micro_batches == 0,
+                 "--batch-size " << o.batch_size << (replicas > 1 ? " (" + std::to_string(local) + " per replica)" : "")
+                                 << " does not split into " << spec.micro_batches
+                                 << " equal micro-batches; use a batch size divisible by " << replicas * spec.micro_batches);
 }
 
 partition::Partition split_for(const TrainOptions& o, const partition::ModelDescription& model,
@@ -83,7 +93,7 @@ partition::Partition split_for(const TrainOptions& o, const partition::ModelDesc
     partition::check_stage_count(model.layer_count(), cost.pieces(), model.name);
     std::fprintf(stderr, "profiling %d layers of %s on %s...\n", model.layer_count(), model.name.c_str(),
                  profile_on.str().c_str());
-    profiles = partition::profile_layers(model, profile_on, o.batch_size / spec.micro_batches, 3);
+    profiles = partition::profile_layers(model, profile_on, o.batch_size / std::max(1, o.replicas) / spec.micro_batches, 3);
   }
   return pipeline::choose_partition(model, choice, cost, profiles);
 }

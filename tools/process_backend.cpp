@@ -21,6 +21,10 @@
 #include "rpc/rendezvous_client.h"
 #include "rpc/rendezvous_server.h"
 #include "rpc/routing_transport.h"
+#include "rpc/subgroup_transport.h"
+#include "dataparallel/bucket_reducer.h"
+#include "dataparallel/gloo_collective.h"
+#include "dataparallel/topology.h"
 #include "rpc/thrift_transport.h"
 #include "tools/pipeline_setup.h"
 #include "tools/train_backend.h"
@@ -54,7 +58,7 @@ TransportKind link_transport(const std::string& flag, kernels::Device self, kern
 
 // This rank's device: its entry of --devices, else its local GPU for --device cuda, else cpu:0.
 kernels::Device device_of_rank(const TrainOptions& o, const rpc::LaunchEnv& env, int stages) {
-  if (!o.devices.empty()) return parse_devices(o, stages)[static_cast<std::size_t>(env.rank % stages)];
+  if (!o.devices.empty()) return parse_devices(o, stages)[static_cast<std::size_t>(env.rank)];
   const auto base = kernels::Device::parse(o.device);
   if (base.is_cpu()) return kernels::Device::cpu(0);
   const int gpus = kernels::cuda_device_count();
@@ -71,7 +75,8 @@ std::string shared_flags(const TrainOptions& o) {
       << " --momentum " << o.momentum << " --weight-decay " << o.weight_decay << " --seed " << o.seed
       << " --eval-batches " << o.eval_batches << " --stages " << o.stages << " --micro-batches " << o.micro_batches
       << " --schedule " << o.schedule << " --chunks " << o.chunks << " --split '" << o.split << "' --partition "
-      << o.partition << " --recompute " << o.recompute << " --transport " << o.transport;
+      << o.partition << " --recompute " << o.recompute << " --transport " << o.transport << " --replicas " << o.replicas
+      << " --bucket-size " << o.bucket_size << " --grad-compression " << o.grad_compression;
   return out.str();
 }
 
@@ -90,10 +95,14 @@ class ProcessBackend : public TrainBackend {
     po.spec = schedule_of(o);
     model_ = partition::describe(spec);
     check_pipeline_flags(o, model_, po.spec);
-    PW_INPUT_CHECK(env_.world_size == po.spec.stages,
+    const int P = po.spec.stages;
+    PW_INPUT_CHECK(env_.world_size == P * o.replicas,
                    "this job has " << env_.world_size << " ranks (" << env_.launcher << " environment) but --stages "
-                                   << po.spec.stages << "; a multi-process job runs one stage per rank, so give --stages "
-                                   << env_.world_size);
+                                   << P << " x --replicas " << o.replicas << " needs " << P * o.replicas
+                                   << "; a multi-process job runs one stage of one replica per rank");
+    replicas_ = o.replicas;
+    stage_index_ = env_.rank % P;
+    replica_index_ = env_.rank / P;
     device_ = device_of_rank(o, env_, po.spec.stages);
     auto& runtime = kernels::DeviceRuntime::get(device_);
     if (device_.is_cpu())
@@ -146,9 +155,15 @@ class ProcessBackend : public TrainBackend {
       po.optimizer = oc;
       po.seed = o.seed;
       spec_ = po.spec;
-      stage_ = std::make_unique<pipeline::ProcessStage>(model_, partition_, po, transport(), *thrift_);
+      std::vector<int> members;
+      for (int s = 0; s < P; ++s) members.push_back(replica_index_ * P + s);
+      pipeline_view_ = std::make_unique<rpc::SubgroupTransport>(*routes_, members, stage_index_);
+      stage_ = std::make_unique<pipeline::ProcessStage>(model_, partition_, po, *pipeline_view_, *thrift_, replicas_);
+      if (replicas_ > 1) join_replicas(o, po.timeout);
       if (!o.load_path.empty()) models::load_weights(stage_->layers(), o.load_path, models::WeightCoverage::Part);
       client_->barrier("built", startup_deadline);
+      if (env_.rank == 0 && replicas_ > 1)
+        std::fprintf(stderr, "%s", dp::Topology(P, replicas_).grid().c_str());
     });
   }
 
@@ -161,14 +176,16 @@ class ProcessBackend : public TrainBackend {
 
   std::string describe() const override {
     std::ostringstream out;
-    out << "rank " << env_.rank << " of " << env_.world_size << " (" << env_.launcher << "): stage " << env_.rank
-        << " of " << spec_.stages << " (" << pipeline::schedule_kind_name(spec_.kind) << ", " << spec_.micro_batches
+    out << "rank " << env_.rank << " of " << env_.world_size << " (" << env_.launcher << "): stage " << stage_index_
+        << " of " << spec_.stages;
+    if (replicas_ > 1) out << ", replica " << replica_index_ << " of " << replicas_;
+    out << " (" << pipeline::schedule_kind_name(spec_.kind) << ", " << spec_.micro_batches
         << " micro-batches, split " << split_points_text(partition_) << ") on " << device_.str() << " over "
         << link_text() << ", rendezvous " << env_.master.str();
     return out.str();
   }
 
-  int micro_batches() const override { return spec_.micro_batches; }
+  int micro_batches() const override { return spec_.micro_batches * replicas_; }
   bool is_primary() const override { return env_.rank == 0; }
   bool saves(const std::string& path) const override { return env_.rank == 0 ? !path.empty() : saves_; }
 
@@ -196,6 +213,8 @@ class ProcessBackend : public TrainBackend {
   void add_summary(nlohmann::json& j, const std::vector<double>& busy, double train_seconds) override {
     j["device"] = device_.str();
     j["world_size"] = env_.world_size;
+    j["replicas"] = replicas_;
+    if (replicas_ > 1) j["grad_compression"] = dp::compression_name(compression_);
     j["launcher"] = env_.launcher;
     j["transport"] = link_text();
     j["rank_addresses"] = addresses_;
@@ -227,13 +246,37 @@ class ProcessBackend : public TrainBackend {
   // NCCL carries activations and gradients between neighbouring stages (Thrift keeps the small
   // control messages). Each link's first message needs both ends, so the links are opened here,
   // every rank in ascending peer order (which cannot deadlock).
+  // This stage's replicas average their gradients (Gloo on CPU); they start from replica 0's weights.
+  void join_replicas(const TrainOptions& o, milliseconds timeout) {
+    PW_INPUT_CHECK(device_.is_cpu(), "data-parallel replicas on " << device_.str()
+                                                                  << " need the NCCL all-reduce, which this build runs only "
+                                                                     "embedded; use CPU devices for multi-process replicas");
+    collective_ = std::make_unique<dp::GlooCollective>(replica_index_, replicas_, *client_,
+                                                       "dp/stage" + std::to_string(stage_index_) + "/",
+                                                       env_.advertise_host, timeout);
+    for (auto* layer : stage_->layers()) {
+      for (auto& [name, p] : layer->named_parameters()) collective_->broadcast(p->value, 0);
+      for (auto& [name, b] : layer->named_buffers()) collective_->broadcast(b->value, 0);
+    }
+    dp::BucketOptions buckets;
+    buckets.bucket_bytes = static_cast<std::size_t>(parse_bytes(o.bucket_size));
+    buckets.compression = dp::parse_compression(o.grad_compression);
+    compression_ = buckets.compression;
+    auto reducer = std::make_unique<dp::BucketReducer>(stage_->executor().parameters(), *collective_, buckets);
+    stage_->executor().set_gradient_sync(reducer.get());
+    std::lock_guard lock(nccl_mutex_);
+    reducer_ = std::move(reducer);
+  }
+
   void choose_links(const std::string& flag, const pipeline::ScheduleSpec& spec, rpc::Deadline deadline) {
     client_->set("device/" + std::to_string(env_.rank), device_.str());
     const int P = spec.stages;
+    const int base = (env_.rank / P) * P;   // this replica's stage 0
+    const int s = env_.rank % P;
     std::set<int> neighbours;
-    if (env_.rank > 0) neighbours.insert(env_.rank - 1);
-    if (env_.rank + 1 < P) neighbours.insert(env_.rank + 1);
-    if (spec.chunks > 1) neighbours.insert({(env_.rank + 1) % P, (env_.rank + P - 1) % P});
+    if (s > 0) neighbours.insert(base + s - 1);
+    if (s + 1 < P) neighbours.insert(base + s + 1);
+    if (spec.chunks > 1) neighbours.insert({base + (s + 1) % P, base + (s + P - 1) % P});
     neighbours.erase(env_.rank);
     std::vector<rpc::Transport*> links(static_cast<std::size_t>(env_.world_size), thrift_.get());
     std::vector<int> nccl_peers;
@@ -278,6 +321,7 @@ class ProcessBackend : public TrainBackend {
     thrift_->abort(message);
     std::lock_guard lock(nccl_mutex_);
     if (nccl_) nccl_->abort(message);
+    if (reducer_) reducer_->abort(message);
     const auto grace = std::max(milliseconds(2000), heartbeat_timeout_);
     std::thread([message, grace, rank = env_.rank] {
       std::this_thread::sleep_for(grace);
@@ -318,6 +362,10 @@ class ProcessBackend : public TrainBackend {
   partition::Partition partition_;
   std::vector<std::string> addresses_;
   bool finished_ = false;
+  int replicas_ = 1;
+  int stage_index_ = 0;
+  int replica_index_ = 0;
+  dp::Compression compression_ = dp::Compression::None;
   bool saves_ = false;   // on ranks other than 0: whether rank 0 saves (every rank then sends its weights)
   // Destroyed bottom-up: the stage first, the rendezvous service last.
   std::unique_ptr<rpc::RendezvousServer> rendezvous_;
@@ -326,7 +374,10 @@ class ProcessBackend : public TrainBackend {
   std::mutex nccl_mutex_;   // the heartbeat thread aborts nccl_ while it may still be made
   std::unique_ptr<rpc::Transport> nccl_;
   std::unique_ptr<rpc::RoutingTransport> routes_;
+  std::unique_ptr<rpc::SubgroupTransport> pipeline_view_;   // this replica's stages as ranks 0..P-1
   std::unique_ptr<pipeline::ProcessStage> stage_;
+  std::unique_ptr<dp::GlooCollective> collective_;
+  std::unique_ptr<dp::BucketReducer> reducer_;
   std::unique_ptr<rpc::Heartbeat> heartbeat_;   // first to go: its callback uses the transports
 };
 

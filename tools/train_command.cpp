@@ -121,6 +121,13 @@ void add_train_command(CLI::App& app, TrainOptions& o) {
   cmd->add_option("--recompute", o.recompute, "none, all or except-last")->capture_default_str();
   cmd->add_option("--stage-timeout", o.stage_timeout_seconds, "seconds a stage waits for a neighbour before failing")
       ->capture_default_str()->check(CLI::Range(0.001, 1e6));
+  cmd->add_option("--replicas", o.replicas,
+                  "data-parallel replicas of the pipeline; --batch-size is the global batch, split evenly over them")
+      ->capture_default_str()->check(CLI::Range(1, 4096));
+  cmd->add_option("--bucket-size", o.bucket_size, "gradients are all-reduced in buckets of about this size")
+      ->capture_default_str();
+  cmd->add_option("--grad-compression", o.grad_compression, "none or fp16 (all-reduce gradients as fp16)")
+      ->capture_default_str();
   cmd->add_option("--transport", o.transport,
                   "auto, inprocess, thrift or nccl (auto: in-process within one process, NCCL between GPUs of a "
                   "multi-process job, else Thrift)")

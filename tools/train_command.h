@@ -41,6 +41,10 @@ struct TrainOptions {
   std::string partition = "uniform";
   std::string recompute = "none";
   double stage_timeout_seconds = 60.0;
+  // Data parallelism: replicas of the pipeline, each stage averaging its gradients with its replicas.
+  int replicas = 1;
+  std::string bucket_size = "25MiB";
+  std::string grad_compression = "none";   // none or fp16
   // Multi-process jobs (started by `pipewright launch`, srun, mpirun or torchrun-style variables):
   std::string transport = "auto";          // auto, inprocess, thrift or nccl
   double heartbeat_timeout_seconds = 5.0;  // a rank silent this long (or whose process died) ends the job

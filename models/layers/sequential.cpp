@@ -30,22 +30,28 @@ Tensor run_chain(const std::vector<std::pair<std::string, std::unique_ptr<Layer>
 
 enum class Half { Full, InputOnly };
 
+using Hook = Sequential::BackwardHook;
+
 Tensor chain_backward(const std::vector<std::pair<std::string, std::unique_ptr<Layer>>>& children, std::size_t end,
-                      std::vector<std::unique_ptr<Context>>& contexts, Tensor g, Half half) {
+                      std::vector<std::unique_ptr<Context>>& contexts, Tensor g, Half half, const Hook* hook = nullptr) {
   PW_CHECK(contexts.size() >= end, "backward after an eval-mode forward (its contexts were not kept)");
   for (std::size_t i = end; i-- > 0;) {
     Layer& layer = *children[i].second;
     g = half == Half::Full ? layer.backward(*contexts[i], g) : layer.backward_input(*contexts[i], g);
-    if (half == Half::Full) contexts[i].reset();
+    if (half == Half::Full) {
+      contexts[i].reset();
+      if (hook != nullptr && *hook) (*hook)(layer);
+    }
   }
   return g;
 }
 
 void chain_backward_weight(const std::vector<std::pair<std::string, std::unique_ptr<Layer>>>& children,
-                           std::size_t end, std::vector<std::unique_ptr<Context>>& contexts) {
+                           std::size_t end, std::vector<std::unique_ptr<Context>>& contexts, const Hook* hook = nullptr) {
   for (std::size_t i = end; i-- > 0;) {
     children[i].second->backward_weight(*contexts[i]);
     contexts[i].reset();
+    if (hook != nullptr && *hook) (*hook)(*children[i].second);
   }
 }
 }  // namespace
@@ -79,7 +85,7 @@ Layer::Output Sequential::forward_impl(const Tensor& x, Mode mode) {
 
 Tensor Sequential::backward_impl(Context& ctx, const Tensor& grad_y) {
   auto& c = static_cast<ChainContext&>(ctx);
-  return chain_backward(children_, children_.size(), c.children, grad_y, Half::Full);
+  return chain_backward(children_, children_.size(), c.children, grad_y, Half::Full, &backward_hook_);
 }
 
 Tensor Sequential::backward_input_impl(Context& ctx, const Tensor& grad_y) {
@@ -89,7 +95,7 @@ Tensor Sequential::backward_input_impl(Context& ctx, const Tensor& grad_y) {
 
 void Sequential::backward_weight_impl(Context& ctx, const Tensor&) {
   auto& c = static_cast<ChainContext&>(ctx);
-  chain_backward_weight(children_, children_.size(), c.children);
+  chain_backward_weight(children_, children_.size(), c.children, &backward_hook_);
 }
 
 Residual::Residual(std::vector<std::pair<std::string, std::unique_ptr<Layer>>> main, std::unique_ptr<Layer> shortcut)

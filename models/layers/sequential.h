@@ -1,6 +1,7 @@
 #pragma once
 // Containers: Sequential (children in order) and Residual (a main branch plus an optional
 // projection shortcut, added, then ReLU: ResNet's BasicBlock and Bottleneck).
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,12 +19,21 @@ class Sequential : public Layer {
   std::string type_name() const override { return "Sequential"; }
   std::int64_t activation_elements(const Shape& input) const override;
 
+  // Called after each child has added its parameter gradients in a backward (the full one or the
+  // weight half), last child first: data-parallel training starts reducing those gradients while
+  // the earlier children still run. Empty: no calls.
+  using BackwardHook = std::function<void(Layer& child)>;
+  void set_backward_hook(BackwardHook hook) { backward_hook_ = std::move(hook); }
+
  protected:
   Output forward_impl(const Tensor& x, Mode mode) override;
   Tensor backward_input_impl(Context& ctx, const Tensor& grad_y) override;
   void backward_weight_impl(Context& ctx, const Tensor& grad_y) override;
   Tensor backward_impl(Context& ctx, const Tensor& grad_y) override;
   Shape output_shape_impl(const Shape& input) const override;
+
+ private:
+  BackwardHook backward_hook_;
 };
 
 class Residual : public Layer {

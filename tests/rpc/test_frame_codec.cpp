@@ -3,7 +3,10 @@
 #include <cstring>
 
 #include <boost/test/unit_test.hpp>
+#include <thrift/protocol/TBinaryProtocol.h>
+#include <thrift/transport/TBufferTransports.h>
 
+#include "pw_thrift/TensorTransfer.h"
 #include "rpc/frame_codec.h"
 #include "rpc/host_port.h"
 #include "rpc/job_token.h"
@@ -17,6 +20,13 @@ using rpc::PayloadKind;
 using rpc::Tag;
 
 const rpc::FrameRules kRules{"token", 4, 1 << 20};
+
+Tensor patterned(const kernels::Shape& shape, DType dtype) {
+  Tensor t = Tensor::empty(shape, dtype);
+  auto* bytes = static_cast<unsigned char*>(t.raw());
+  for (std::size_t i = 0; i < t.nbytes(); ++i) bytes[i] = static_cast<unsigned char>(i * 37 + 11);
+  return t;
+}
 
 }  // namespace
 
@@ -34,6 +44,41 @@ BOOST_AUTO_TEST_CASE(encode_then_decode_keeps_tag_shape_dtype_and_bytes) {
   BOOST_TEST((got.tensor.dtype() == DType::F64));
   BOOST_TEST(got.tensor.shape() == t.shape());
   BOOST_TEST(std::memcmp(got.tensor.raw(), t.raw(), 24) == 0);
+}
+
+// The sender writes fields 1-8 with the protocol and the tensor bytes from the tensor itself; the
+// receiver (and any Thrift peer) must see exactly what the generated client writes.
+BOOST_AUTO_TEST_CASE(zero_copy_call_writes_the_same_bytes_as_the_generated_client) {
+  using apache::thrift::protocol::TBinaryProtocol;
+  using apache::thrift::transport::TFramedTransport;
+  using apache::thrift::transport::TMemoryBuffer;
+  const std::vector<std::pair<Tensor, Tag>> cases = {
+      {patterned({0}, DType::F32), Tag{0, 0, PayloadKind::Activation, 0}},
+      {patterned({}, DType::F64), Tag{1, 2, PayloadKind::Gradient, 3}},
+      {patterned({3, 0, 2}, DType::I64), Tag{5, 0, PayloadKind::Evaluation, 1}},
+      {patterned({7, 3}, DType::U8), Tag{1LL << 40, 7, PayloadKind::TiedGradient, 2}},
+      {patterned({128, 1024}, DType::I32), Tag{9, 1, PayloadKind::Control, 0}},
+  };
+  for (const auto& [tensor, tag] : cases) {
+    auto generated_buffer = std::make_shared<TMemoryBuffer>();
+    rpc::wire::TensorTransferClient client(
+        std::make_shared<TBinaryProtocol>(std::make_shared<TFramedTransport>(generated_buffer)));
+    client.send_deliver(rpc::encode_frame("token", 2, tag, tensor));
+
+    auto zero_copy_buffer = std::make_shared<TMemoryBuffer>();
+    auto framed = std::make_shared<TFramedTransport>(zero_copy_buffer);
+    TBinaryProtocol out(framed);
+    const rpc::wire::TensorFrame header = rpc::encode_frame_header("token", 2, tag, tensor);
+    BOOST_TEST(header.data.empty());
+    rpc::write_deliver_call(out, header, std::span(static_cast<const std::byte*>(tensor.raw()), tensor.nbytes()));
+    framed->writeEnd();
+    framed->flush();
+
+    const std::string expected = generated_buffer->getBufferAsString();
+    const std::string got = zero_copy_buffer->getBufferAsString();
+    BOOST_TEST(got.size() == expected.size());
+    BOOST_TEST((got == expected), "bytes differ for " << rpc::tag_str(tag) << " of " << tensor.describe());
+  }
 }
 
 BOOST_AUTO_TEST_CASE(check_frame_reasons) {

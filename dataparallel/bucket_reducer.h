@@ -1,0 +1,75 @@
+#pragma once
+// Averages one stage's gradients over its replicas, DDP-style: parameters are grouped into
+// buckets of about `bucket_bytes` in backward order (last layers first); a bucket is
+// all-reduced on a background thread as soon as all its gradients are final, while backward
+// still runs for the layers before it. Buckets are reduced in the same order on every replica.
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "dataparallel/collective.h"
+#include "pipeline/gradient_sync.h"
+
+namespace pw::dp {
+
+struct BucketOptions {
+  std::size_t bucket_bytes = std::size_t{25} << 20;
+  Compression compression = Compression::None;
+};
+
+struct ReduceStats {
+  std::int64_t buckets = 0;
+  std::int64_t bytes = 0;            // F32 gradient bytes reduced per step
+  double reduce_seconds = 0.0;       // last step: time the background thread spent in collectives
+  double exposed_seconds = 0.0;      // last step: time finish() waited (what backward did not hide)
+};
+
+class BucketReducer : public pipeline::GradientSync {
+ public:
+  // `parameters` in model (forward) order, all on one device.
+  BucketReducer(std::vector<models::Parameter*> parameters, Collective& collective, BucketOptions options);
+  ~BucketReducer() override;
+  BucketReducer(const BucketReducer&) = delete;
+  BucketReducer& operator=(const BucketReducer&) = delete;
+
+  void start_step(std::int64_t step) override;
+  void ready(models::Parameter* parameter) override;
+  void finish(rpc::Deadline deadline) override;
+  void abort(const std::string& reason) override;
+
+  std::size_t bucket_count() const { return buckets_.size(); }
+  ReduceStats stats() const;
+
+ private:
+  struct Bucket {
+    std::vector<models::Parameter*> parameters;
+    std::int64_t elements = 0;
+    int pending = 0;        // gradients not final yet this step
+    bool reduced = false;
+  };
+  void work();
+  void reduce(Bucket& bucket);
+
+  Collective& collective_;
+  BucketOptions options_;
+  std::vector<Bucket> buckets_;   // in reduction order
+  std::map<models::Parameter*, std::size_t> bucket_of_;
+  std::map<models::Parameter*, bool> seen_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::size_t next_ = 0;          // the next bucket to reduce
+  std::int64_t step_ = -1;
+  bool stopping_ = false;
+  std::optional<std::string> aborted_;
+  std::exception_ptr error_;
+  ReduceStats stats_;
+  std::thread worker_;
+};
+
+}  // namespace pw::dp

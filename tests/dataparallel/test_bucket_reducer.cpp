@@ -1,0 +1,173 @@
+// Topology, Gloo collectives and the bucketed gradient reducer, with replicas as threads.
+#include <cmath>
+#include <random>
+
+#include <boost/test/unit_test.hpp>
+
+#include "dataparallel/bucket_reducer.h"
+#include "dataparallel/gloo_collective.h"
+#include "dataparallel/hybrid_trainer.h"
+#include "dataparallel/topology.h"
+
+using namespace pw;
+using namespace std::chrono_literals;
+
+namespace {
+
+rpc::Deadline in(std::chrono::milliseconds ms) { return std::chrono::steady_clock::now() + ms; }
+
+// `count` members of one Gloo group, connected concurrently.
+std::vector<std::unique_ptr<dp::GlooCollective>> group(rpc::Store& store, int count, const std::string& name,
+                                                         std::chrono::milliseconds timeout = 10000ms) {
+  std::vector<std::unique_ptr<dp::GlooCollective>> members(static_cast<std::size_t>(count));
+  dp::run_per_rank(count, [&](int r) {
+    members[static_cast<std::size_t>(r)] =
+        std::make_unique<dp::GlooCollective>(r, count, store, name + "/", "127.0.0.1", timeout);
+  });
+  return members;
+}
+
+// Parameters with gradients filled from `seed`, 3 tensors of different sizes.
+struct FakeStage {
+  explicit FakeStage(std::uint64_t seed) {
+    std::mt19937 rng(static_cast<unsigned>(seed));
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    for (std::int64_t n : {1000, 37, 5000}) {
+      auto p = std::make_unique<models::Parameter>();
+      p->name = "p" + std::to_string(n);
+      std::vector<float> g(static_cast<std::size_t>(n));
+      for (auto& x : g) x = u(rng);
+      p->value = kernels::Tensor::zeros({n});
+      p->grad = kernels::Tensor::from_vector(g, {n});
+      params.push_back(std::move(p));
+    }
+  }
+  std::vector<models::Parameter*> pointers() {
+    std::vector<models::Parameter*> out;
+    for (auto& p : params) out.push_back(p.get());
+    return out;
+  }
+  std::vector<std::unique_ptr<models::Parameter>> params;
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(topology)
+
+BOOST_AUTO_TEST_CASE(ranks_on_a_stage_by_replica_grid) {
+  const dp::Topology t(3, 2);
+  BOOST_TEST(t.world_size() == 6);
+  BOOST_TEST(t.rank_of(2, 1) == 5);
+  BOOST_TEST(t.stage_of(4) == 1);
+  BOOST_TEST(t.replica_of(4) == 1);
+  BOOST_TEST(t.stage_group(1) == std::vector<int>({1, 4}));
+  BOOST_TEST(t.grid().find("replica 1") != std::string::npos, t.grid());
+  BOOST_CHECK_THROW(dp::Topology(0, 2), InputError);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(gloo_collective)
+
+BOOST_AUTO_TEST_CASE(allreduce_sums_and_broadcast_copies_the_root) {
+  rpc::InMemoryStore store;
+  auto members = group(store, 3, "g");
+  std::vector<kernels::Tensor> data;
+  for (int r = 0; r < 3; ++r)
+    data.push_back(kernels::Tensor::from_vector(std::vector<float>{float(r), float(2 * r), 1.0f}, {3}));
+  dp::run_per_rank(3, [&](int r) { members[r]->allreduce_sum(data[r], dp::Compression::None); });
+  for (int r = 0; r < 3; ++r) BOOST_TEST(data[r].to_float_vector() == std::vector<float>({3, 6, 3}));
+  std::vector<kernels::Tensor> b;
+  for (int r = 0; r < 3; ++r) b.push_back(kernels::Tensor::full({4}, 10.0 + r));
+  dp::run_per_rank(3, [&](int r) { members[r]->broadcast(b[r], 1); });
+  for (int r = 0; r < 3; ++r) BOOST_TEST(b[r].to_float_vector() == std::vector<float>(4, 11.0f));
+}
+
+BOOST_AUTO_TEST_CASE(a_missing_member_times_out_naming_the_group) {
+  rpc::InMemoryStore store;
+  try {
+    dp::GlooCollective alone(0, 2, store, "lonely/", "127.0.0.1", 300ms);
+    BOOST_FAIL("expected a timeout");
+  } catch (const rpc::TimeoutError& e) {
+    BOOST_TEST(std::string(e.what()).find("Gloo group 'lonely/'") != std::string::npos, e.what());
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(bucket_reducer)
+
+BOOST_AUTO_TEST_CASE(every_replica_ends_with_the_mean_gradient_in_any_bucket_size) {
+  for (std::size_t bucket_bytes : {std::size_t{64}, std::size_t{4096}, std::size_t{1} << 20}) {
+    BOOST_TEST_CONTEXT("bucket " << bucket_bytes) {
+      rpc::InMemoryStore store;
+      auto members = group(store, 2, "b" + std::to_string(bucket_bytes));
+      FakeStage a(1), b(2);
+      std::vector<std::vector<float>> expected;
+      for (std::size_t i = 0; i < a.params.size(); ++i) {
+        auto x = a.params[i]->grad.to_float_vector();
+        const auto y = b.params[i]->grad.to_float_vector();
+        for (std::size_t k = 0; k < x.size(); ++k) x[k] = (x[k] + y[k]) / 2;
+        expected.push_back(x);
+      }
+      dp::BucketReducer ra(a.pointers(), *members[0], {bucket_bytes, dp::Compression::None});
+      dp::BucketReducer rb(b.pointers(), *members[1], {bucket_bytes, dp::Compression::None});
+      if (bucket_bytes == 64) BOOST_TEST(ra.bucket_count() == 3u);   // one parameter per bucket
+      if (bucket_bytes == (std::size_t{1} << 20)) BOOST_TEST(ra.bucket_count() == 1u);
+      dp::run_per_rank(2, [&](int r) {
+        auto& reducer = r == 0 ? ra : rb;
+        auto& stage = r == 0 ? a : b;
+        reducer.start_step(0);
+        // Backward order: the last parameter's gradient is final first.
+        for (auto it = stage.params.rbegin(); it != stage.params.rend(); ++it) reducer.ready(it->get());
+        reducer.finish(in(10000ms));
+      });
+      for (std::size_t i = 0; i < a.params.size(); ++i) {
+        const auto x = a.params[i]->grad.to_float_vector();
+        const auto y = b.params[i]->grad.to_float_vector();
+        BOOST_TEST(x == y);   // bit-identical on every replica
+        for (std::size_t k = 0; k < x.size(); ++k) BOOST_REQUIRE_CLOSE(x[k], expected[i][k], 1e-4);
+      }
+      BOOST_TEST(ra.stats().bytes == (1000 + 37 + 5000) * 4);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(fp16_compression_has_bounded_error) {
+  rpc::InMemoryStore store;
+  auto members = group(store, 2, "fp16");
+  FakeStage a(3), b(4), ref_a(3), ref_b(4);
+  dp::BucketReducer ra(a.pointers(), *members[0], {1 << 20, dp::Compression::Fp16});
+  dp::BucketReducer rb(b.pointers(), *members[1], {1 << 20, dp::Compression::Fp16});
+  dp::run_per_rank(2, [&](int r) {
+    auto& reducer = r == 0 ? ra : rb;
+    reducer.start_step(0);
+    reducer.finish(in(10000ms));   // finish() marks everything final itself
+  });
+  double worst = 0.0;
+  for (std::size_t i = 0; i < a.params.size(); ++i) {
+    const auto got = a.params[i]->grad.to_float_vector();
+    const auto x = ref_a.params[i]->grad.to_float_vector();
+    const auto y = ref_b.params[i]->grad.to_float_vector();
+    for (std::size_t k = 0; k < got.size(); ++k) {
+      const double exact = (static_cast<double>(x[k]) + y[k]) / 2;
+      worst = std::max(worst, std::abs(got[k] - exact));
+    }
+  }
+  // Inputs in [-1, 1]: each fp16 rounding is at most 2^-11 relative, the sum of two below 2.
+  BOOST_TEST(worst <= 2e-3, "worst absolute error " << worst);
+  BOOST_TEST(worst > 0.0);   // it really was compressed
+}
+
+BOOST_AUTO_TEST_CASE(a_silent_replica_makes_finish_time_out_and_abort_wakes_it) {
+  rpc::InMemoryStore store;
+  auto members = group(store, 2, "late", 1000ms);
+  FakeStage a(5);
+  dp::BucketReducer ra(a.pointers(), *members[0], {1 << 20, dp::Compression::None});
+  ra.start_step(0);
+  BOOST_CHECK_THROW(ra.finish(in(300ms)), rpc::TimeoutError);
+  ra.abort("replica 1 failed");
+  BOOST_CHECK_THROW(ra.finish(in(300ms)), rpc::AbortedError);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
