@@ -23,7 +23,18 @@ BucketReducer::BucketReducer(std::vector<models::Parameter*> parameters, Collect
     buckets_.back().elements += p->grad.numel();
     bucket_of_[p] = buckets_.size() - 1;
   }
-  for (const auto& b : buckets_) stats_.bytes += b.elements * static_cast<std::int64_t>(sizeof(float));
+  for (auto& b : buckets_) {
+    stats_.bytes += b.elements * static_cast<std::int64_t>(sizeof(float));
+    b.flat = kernels::Tensor::empty({b.elements}, kernels::DType::F32, b.parameters.front()->grad.device());
+    std::int64_t at = 0;
+    for (auto* p : b.parameters) {
+      PW_CHECK(p->grad.device() == b.flat.device(), "gradients of one stage on two devices");
+      auto home = b.flat.view(at, p->grad.shape());
+      home.copy_from(p->grad);
+      p->grad = home;
+      at += home.numel();
+    }
+  }
   stats_.buckets = static_cast<std::int64_t>(buckets_.size());
   next_ = buckets_.size();   // nothing to do before the first step
   worker_ = std::thread([this] { work(); });
@@ -90,19 +101,24 @@ void BucketReducer::work() {
 }
 
 void BucketReducer::reduce(Bucket& bucket) {
-  const auto device = bucket.parameters.front()->grad.device();
-  auto flat = kernels::Tensor::empty({bucket.elements}, kernels::DType::F32, device);
+  // Someone may have replaced a gradient tensor (a checkpoint load, a test): bring it home.
   std::int64_t at = 0;
   for (auto* p : bucket.parameters) {
-    flat.copy_elements_from(p->grad, 0, at, p->grad.numel());
+    if (p->grad.raw() != static_cast<float*>(bucket.flat.raw()) + at) {
+      auto home = bucket.flat.view(at, p->grad.shape());
+      home.copy_from(p->grad);
+      p->grad = home;
+    }
     at += p->grad.numel();
   }
-  collective_.allreduce_sum(flat, options_.compression);
-  kernels::scale_inplace(flat, 1.0 / static_cast<double>(collective_.size()));
-  at = 0;
-  for (auto* p : bucket.parameters) {
-    p->grad.copy_elements_from(flat, at, 0, p->grad.numel());
-    at += p->grad.numel();
+  collective_.allreduce_sum(bucket.flat, options_.compression);
+  const float mean = 1.0f / static_cast<float>(collective_.size());
+  if (bucket.flat.device().is_cpu()) {
+    // A plain loop on this thread: an OpenMP team here would spin against the stage threads.
+    float* v = bucket.flat.data<float>();
+    for (std::int64_t i = 0; i < bucket.elements; ++i) v[i] *= mean;
+  } else {
+    kernels::scale_inplace(bucket.flat, mean);
   }
 }
 

@@ -3,6 +3,8 @@
 // buckets of about `bucket_bytes` in backward order (last layers first); a bucket is
 // all-reduced on a background thread as soon as all its gradients are final, while backward
 // still runs for the layers before it. Buckets are reduced in the same order on every replica.
+// Each parameter's gradient becomes a view into its bucket's flat buffer (as DDP's
+// gradient_as_bucket_view), so a bucket is reduced in place with no packing copies.
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -49,6 +51,7 @@ class BucketReducer : public pipeline::GradientSync {
   struct Bucket {
     std::vector<models::Parameter*> parameters;
     std::int64_t elements = 0;
+    kernels::Tensor flat;   // the gradients, back to back
     int pending = 0;        // gradients not final yet this step
     bool reduced = false;
   };

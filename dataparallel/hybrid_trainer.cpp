@@ -43,8 +43,12 @@ HybridTrainer::HybridTrainer(const partition::ModelDescription& model, const par
     const int s = topology_.stage_of(rank);
     const int r = topology_.replica_of(rank);
     auto& exec = replicas_[static_cast<std::size_t>(r)]->executor(s);
-    auto collective = std::make_unique<GlooCollective>(r, R, store_, "dp/stage" + std::to_string(s) + "/", "127.0.0.1",
-                                                       options.timeout);
+    const auto device = options.devices[static_cast<std::size_t>(rank)];
+    const std::string group = "dp/stage" + std::to_string(s) + "/";
+    std::unique_ptr<Collective> collective =
+        device.is_cuda() ? make_nccl_collective(r, R, device, store_, group + "nccl", options.timeout)
+                         : std::unique_ptr<Collective>(
+                               std::make_unique<GlooCollective>(r, R, store_, group, "127.0.0.1", options.timeout));
     // Replicas start from replica 0's weights whatever their seeds.
     for (auto* layer : replicas_[static_cast<std::size_t>(r)]->stage_layers(s)) {
       for (auto& [name, p] : layer->named_parameters()) collective->broadcast(p->value, 0);

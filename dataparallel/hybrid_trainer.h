@@ -2,12 +2,14 @@
 // Data + model parallelism inside one process: `replicas` copies of a pipeline, each with its
 // stages as threads, every stage averaging its gradients with the same stage of the other
 // replicas (bucketed Gloo all-reduce over loopback, overlapping backward). The global batch is
-// split evenly over the replicas; initial weights are broadcast from replica 0.
+// split evenly over the replicas; initial weights are broadcast from replica 0. Stages on GPUs
+// all-reduce with NCCL instead (one GPU per replica of a stage).
 #include <memory>
 #include <vector>
 
 #include "dataparallel/bucket_reducer.h"
 #include "dataparallel/gloo_collective.h"
+#include "dataparallel/nccl_collective.h"
 #include "dataparallel/topology.h"
 #include "pipeline/pipeline_trainer.h"
 #include "rpc/store.h"
@@ -34,7 +36,7 @@ class HybridTrainer {
   Topology topology_;
   rpc::InMemoryStore store_;
   std::vector<std::unique_ptr<pipeline::PipelineTrainer>> replicas_;
-  std::vector<std::unique_ptr<GlooCollective>> collectives_;   // per rank
+  std::vector<std::unique_ptr<Collective>> collectives_;   // per rank: Gloo on CPU, NCCL on GPU
   std::vector<std::unique_ptr<BucketReducer>> reducers_;       // per rank
 };
 

@@ -94,7 +94,16 @@ std::int64_t Tensor::dim(int i) const {
 
 void* Tensor::raw() const {
   PW_CHECK(storage_ != nullptr, "use of an undefined tensor");
-  return storage_->data();
+  return static_cast<char*>(storage_->data()) + byte_offset_;
+}
+
+Tensor Tensor::view(std::int64_t offset, const Shape& shape) const {
+  PW_CHECK(offset >= 0 && offset + shape_numel(shape) <= numel(),
+           "view of " << shape_str(shape) << " at element " << offset << " is outside " << describe());
+  Tensor t = *this;
+  t.shape_ = shape;
+  t.byte_offset_ = byte_offset_ + static_cast<std::size_t>(offset) * dtype_size(dtype_);
+  return t;
 }
 
 Tensor Tensor::reshape(const Shape& shape) const {

@@ -58,6 +58,9 @@ class Tensor {
 
   // Same storage, new shape with the same element count.
   Tensor reshape(const Shape& shape) const;
+  // `shape`'s elements of this tensor's storage from flat element `offset` on, shared (writes
+  // show in both): data-parallel gradients live in their bucket's flat buffer this way.
+  Tensor view(std::int64_t offset, const Shape& shape) const;
   Tensor clone() const;
   Tensor to(Device device) const;   // returns *this when already there
   Tensor to(DType dtype) const;     // CPU only: F32 <-> F64 conversion for references
@@ -77,6 +80,7 @@ class Tensor {
 
  private:
   std::shared_ptr<Storage> storage_;
+  std::size_t byte_offset_ = 0;   // into storage_, for views
   Shape shape_;
   DType dtype_ = DType::F32;
   Device device_;

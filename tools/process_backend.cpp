@@ -24,6 +24,7 @@
 #include "rpc/subgroup_transport.h"
 #include "dataparallel/bucket_reducer.h"
 #include "dataparallel/gloo_collective.h"
+#include "dataparallel/nccl_collective.h"
 #include "dataparallel/topology.h"
 #include "rpc/thrift_transport.h"
 #include "tools/pipeline_setup.h"
@@ -246,14 +247,15 @@ class ProcessBackend : public TrainBackend {
   // NCCL carries activations and gradients between neighbouring stages (Thrift keeps the small
   // control messages). Each link's first message needs both ends, so the links are opened here,
   // every rank in ascending peer order (which cannot deadlock).
-  // This stage's replicas average their gradients (Gloo on CPU); they start from replica 0's weights.
+  // This stage's replicas average their gradients (Gloo on CPU, NCCL on GPU); they start from
+  // replica 0's weights.
   void join_replicas(const TrainOptions& o, milliseconds timeout) {
-    PW_INPUT_CHECK(device_.is_cpu(), "data-parallel replicas on " << device_.str()
-                                                                  << " need the NCCL all-reduce, which this build runs only "
-                                                                     "embedded; use CPU devices for multi-process replicas");
-    collective_ = std::make_unique<dp::GlooCollective>(replica_index_, replicas_, *client_,
-                                                       "dp/stage" + std::to_string(stage_index_) + "/",
-                                                       env_.advertise_host, timeout);
+    const std::string group = "dp/stage" + std::to_string(stage_index_) + "/";
+    if (device_.is_cuda())
+      collective_ = dp::make_nccl_collective(replica_index_, replicas_, device_, *client_, group + "nccl", timeout);
+    else
+      collective_ = std::make_unique<dp::GlooCollective>(replica_index_, replicas_, *client_, group,
+                                                         env_.advertise_host, timeout);
     for (auto* layer : stage_->layers()) {
       for (auto& [name, p] : layer->named_parameters()) collective_->broadcast(p->value, 0);
       for (auto& [name, b] : layer->named_buffers()) collective_->broadcast(b->value, 0);
@@ -376,7 +378,7 @@ class ProcessBackend : public TrainBackend {
   std::unique_ptr<rpc::RoutingTransport> routes_;
   std::unique_ptr<rpc::SubgroupTransport> pipeline_view_;   // this replica's stages as ranks 0..P-1
   std::unique_ptr<pipeline::ProcessStage> stage_;
-  std::unique_ptr<dp::GlooCollective> collective_;
+  std::unique_ptr<dp::Collective> collective_;
   std::unique_ptr<dp::BucketReducer> reducer_;
   std::unique_ptr<rpc::Heartbeat> heartbeat_;   // first to go: its callback uses the transports
 };

@@ -1,0 +1,85 @@
+#include "dataparallel/nccl_collective.h"
+
+#include "core/error.h"
+
+#ifdef PW_WITH_CUDA
+#include "kernels/cuda_check.h"
+#include "kernels/stream.h"
+#include "rpc/nccl_comm.h"
+#endif
+
+namespace pw::dp {
+
+#ifdef PW_WITH_CUDA
+namespace {
+
+class NcclCollective : public Collective {
+ public:
+  NcclCollective(int rank, int size, kernels::Device device, rpc::Store& store, const std::string& key,
+                 std::chrono::milliseconds timeout)
+      : device_(device), timeout_(timeout),
+        comm_(rpc::nccl_unique_id_for(store, key, rank == 0, deadline()), rank, size, device, key, deadline()) {}
+
+  int rank() const override { return comm_.rank(); }
+  int size() const override { return comm_.size(); }
+
+  void allreduce_sum(kernels::Tensor& data, Compression compression) override {
+    check(data, "all-reduce");
+    PW_INPUT_CHECK(compression == Compression::None,
+                   "fp16 gradient compression runs on the CPU (Gloo) path only; drop --grad-compression on GPUs");
+    PW_CHECK(data.dtype() == kernels::DType::F32, "all-reduce of " << data.describe() << "; expected F32");
+    run("all-reduce", [&](cudaStream_t stream) {
+      return ncclAllReduce(data.raw(), data.raw(), static_cast<std::size_t>(data.numel()), ncclFloat, ncclSum,
+                           comm_.native(), stream);
+    });
+  }
+
+  void broadcast(kernels::Tensor& data, int root) override {
+    check(data, "broadcast");
+    run("broadcast", [&](cudaStream_t stream) {
+      return ncclBroadcast(data.raw(), data.raw(), data.nbytes(), ncclUint8, root, comm_.native(), stream);
+    });
+  }
+
+ private:
+  rpc::Deadline deadline() const { return std::chrono::steady_clock::now() + timeout_; }
+
+  void check(const kernels::Tensor& data, const char* what) const {
+    PW_CHECK(data.device() == device_, what << " of " << data.describe() << " on a communicator of " << device_.str());
+  }
+
+  // Enqueues on the device's current stream (after the gradients it produced) and waits with a deadline.
+  template <typename Enqueue>
+  void run(const char* what, Enqueue enqueue) {
+    kernels::CudaDeviceGuard guard(device_.index);
+    auto& stream = kernels::current_stream(device_);
+    const auto until = deadline();
+    comm_.check_enqueued(enqueue(static_cast<cudaStream_t>(stream.native())), what, until);
+    kernels::Event done(device_);
+    done.record(stream);
+    comm_.wait_for(done, what, until);
+  }
+
+  kernels::Device device_;
+  std::chrono::milliseconds timeout_;
+  rpc::NcclComm comm_;
+};
+
+}  // namespace
+
+std::unique_ptr<Collective> make_nccl_collective(int rank, int size, kernels::Device device, rpc::Store& store,
+                                                 const std::string& key, std::chrono::milliseconds timeout) {
+  PW_INPUT_CHECK(device.is_cuda(), "an NCCL all-reduce needs a CUDA device, got " << device.str());
+  return std::make_unique<NcclCollective>(rank, size, device, store, key, timeout);
+}
+
+#else
+
+std::unique_ptr<Collective> make_nccl_collective(int, int, kernels::Device device, rpc::Store&, const std::string&,
+                                                 std::chrono::milliseconds) {
+  throw InputError("replicas on " + device.str() + " need NCCL, and this build has no CUDA; use cpu devices");
+}
+
+#endif
+
+}  // namespace pw::dp
