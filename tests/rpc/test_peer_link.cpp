@@ -39,27 +39,9 @@ using Clock = std::chrono::steady_clock;
 constexpr std::int64_t kLargeFloats = 256 * 1024;   // 1 MiB of F32: pipelined
 static_assert(kLargeFloats * 4 >= static_cast<std::int64_t>(rpc::PeerLink::kPipelinedAtLeast));
 
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() && a.nbytes() == b.nbytes() &&
-         (a.nbytes() == 0 || std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0);
-}
-
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-Tensor byte_pattern(const kernels::Shape& shape, DType dtype, unsigned seed) {
-  Tensor t = Tensor::empty(shape, dtype);
-  auto* bytes = static_cast<unsigned char*>(t.raw());
-  for (std::size_t i = 0; i < t.nbytes(); ++i) bytes[i] = static_cast<unsigned char>((i * 131 + seed * 17) >> 1);
-  return t;
-}
+using test::same_bits;
+using test::error_of;
+using test::byte_pattern;
 
 std::span<const std::byte> bytes_of(const Tensor& t) {
   return {static_cast<const std::byte*>(t.raw()), t.nbytes()};
