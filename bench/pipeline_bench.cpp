@@ -3,7 +3,8 @@
 //      the op times measured in the same steps (target <= 1.05);
 //  (b) real speedup: 2 stages on cpu:0 and cpu:1 (one thread each) against 1 stage on one thread,
 //      M micro-batches, against the ideal 2M/(M+1) (target >= 90%);
-//  (c) peak memory per stage with and without recomputation.
+//  (c) peak memory per stage with and without recomputation;
+//  (d) the trace recorder's overhead: steps with tracing on and off, alternating (target <= 1%).
 //   build/bin/pipeline_bench [--steps N] [--micro-batches M] [--batch-size B]
 #include <algorithm>
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "core/trace.h"
 #include "kernels/runtime.h"
 #include "models/data/dataset.h"
 #include "partition/partitioners.h"
@@ -143,6 +145,34 @@ int main(int argc, char** argv) {
                                {"recompute_all_step_ms", recomputed.median_step * 1e3}};
       std::printf("%s\n", memory.dump().c_str());
       std::fflush(stdout);
+
+      {
+        pipeline::PipelineOptions o;
+        o.spec = two;
+        o.devices = {kernels::Device::cpu(0), kernels::Device::cpu(1)};
+        o.optimizer.kind = models::OptimizerKind::Sgd;
+        pipeline::PipelineTrainer trainer(model, split2, o);
+        auto& recorder = trace::Recorder::global();
+        std::vector<double> off, on;
+        for (int i = 0; i < 2 * steps + 2; ++i) {
+          const bool traced = i % 2 == 1;
+          if (traced) recorder.enable();
+          else recorder.disable();
+          const auto r = trainer.train_step(batch);
+          if (i >= 2) (traced ? on : off).push_back(r.wall_seconds);
+        }
+        recorder.disable();
+        const auto spans = recorder.snapshot().size();
+        recorder.clear();
+        std::sort(off.begin(), off.end());
+        std::sort(on.begin(), on.end());
+        const double a = off[off.size() / 2], b = on[on.size() / 2];
+        nlohmann::json overhead_trace = {{"bench", "trace_overhead"}, {"model", name}, {"stages", 2},
+                                         {"untraced_step_ms", a * 1e3}, {"traced_step_ms", b * 1e3},
+                                         {"spans_per_step", spans / on.size()}, {"overhead", b / a - 1.0}};
+        std::printf("%s\n", overhead_trace.dump().c_str());
+        std::fflush(stdout);
+      }
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "pipeline_bench: error: %s\n", e.what());

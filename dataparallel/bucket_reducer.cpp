@@ -4,13 +4,14 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/trace.h"
 #include "kernels/ops/elementwise.h"
 
 namespace pw::dp {
 
 BucketReducer::BucketReducer(std::vector<models::Parameter*> parameters, Collective& collective,
-                             BucketOptions options)
-    : collective_(collective), options_(options) {
+                             BucketOptions options, TraceTrack track)
+    : collective_(collective), options_(options), track_(track) {
   PW_INPUT_CHECK(options_.bucket_bytes > 0, "the gradient bucket size must be positive");
   // Backward finishes the last layers first, so buckets are filled from the end.
   std::reverse(parameters.begin(), parameters.end());
@@ -81,10 +82,14 @@ void BucketReducer::work() {
     });
     if (stopping_) return;
     Bucket& bucket = buckets_[next_];
+    const auto step = step_;
+    const auto index = static_cast<int>(next_);
     lock.unlock();
     const auto t0 = Clock::now();
     std::exception_ptr failed;
     try {
+      // micro_batch holds the bucket's index in the trace.
+      trace::ScopedSpan span(trace::SpanKind::AllReduce, track_.stage, track_.replica, step, index, 0, 1);
       reduce(bucket);
     } catch (...) {
       failed = std::current_exception();

@@ -31,10 +31,17 @@ struct ReduceStats {
   double exposed_seconds = 0.0;      // last step: time finish() waited (what backward did not hide)
 };
 
+// Whose all-reduce spans the reducer's thread records (lane 1 of that rank in a trace).
+struct TraceTrack {
+  int stage = 0;
+  int replica = 0;
+};
+
 class BucketReducer : public pipeline::GradientSync {
  public:
   // `parameters` in model (forward) order, all on one device.
-  BucketReducer(std::vector<models::Parameter*> parameters, Collective& collective, BucketOptions options);
+  BucketReducer(std::vector<models::Parameter*> parameters, Collective& collective, BucketOptions options,
+                TraceTrack track = {});
   ~BucketReducer() override;
   BucketReducer(const BucketReducer&) = delete;
   BucketReducer& operator=(const BucketReducer&) = delete;
@@ -60,6 +67,7 @@ class BucketReducer : public pipeline::GradientSync {
 
   Collective& collective_;
   BucketOptions options_;
+  TraceTrack track_;
   std::vector<Bucket> buckets_;   // in reduction order
   std::map<models::Parameter*, std::size_t> bucket_of_;
   std::map<models::Parameter*, bool> seen_;

@@ -34,6 +34,7 @@ HybridTrainer::HybridTrainer(const partition::ModelDescription& model, const par
   for (int r = 0; r < R; ++r) {
     auto po = options;
     po.devices.assign(options.devices.begin() + r * P, options.devices.begin() + (r + 1) * P);
+    po.replica = r;
     replicas_.push_back(std::make_unique<pipeline::PipelineTrainer>(model, partition, po));
   }
   if (R == 1) return;
@@ -54,7 +55,7 @@ HybridTrainer::HybridTrainer(const partition::ModelDescription& model, const par
       for (auto& [name, p] : layer->named_parameters()) collective->broadcast(p->value, 0);
       for (auto& [name, b] : layer->named_buffers()) collective->broadcast(b->value, 0);
     }
-    auto reducer = std::make_unique<BucketReducer>(exec.parameters(), *collective, buckets);
+    auto reducer = std::make_unique<BucketReducer>(exec.parameters(), *collective, buckets, TraceTrack{s, r});
     exec.set_gradient_sync(reducer.get());
     collectives_[static_cast<std::size_t>(rank)] = std::move(collective);
     reducers_[static_cast<std::size_t>(rank)] = std::move(reducer);

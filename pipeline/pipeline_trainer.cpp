@@ -87,6 +87,7 @@ PipelineTrainer::PipelineTrainer(const partition::ModelDescription& model, const
     config.device = options_.devices[static_cast<std::size_t>(s)];
     config.recompute = options_.recompute;
     config.timeout = options_.timeout;
+    config.replica = options_.replica;
     const auto su = static_cast<std::size_t>(s);
     executors_.push_back(std::make_unique<StageExecutor>(config, std::move(chunks[su]), options_.optimizer,
                                                          *transports_[su], std::move(tied[su])));

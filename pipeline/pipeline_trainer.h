@@ -28,6 +28,7 @@ struct PipelineOptions {
   models::OptimizerConfig optimizer;
   std::uint64_t seed = 0;
   StageLinks links = StageLinks::InProcess;
+  int replica = 0;   // which data-parallel replica this pipeline is (trace spans)
 };
 
 struct PipelineStepResult {

@@ -58,6 +58,7 @@ ProcessStage::ProcessStage(const partition::ModelDescription& model, const parti
   config.device = options_.devices.front();
   config.recompute = options_.recompute;
   config.timeout = options_.timeout;
+  config.replica = control_.rank() / P;
   executor_ = std::make_unique<StageExecutor>(config, std::move(chunks), options_.optimizer, transport_);
 }
 

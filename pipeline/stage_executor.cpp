@@ -1,6 +1,7 @@
 #include "pipeline/stage_executor.h"
 
 #include <array>
+#include <optional>
 #include <sstream>
 
 #include "core/clock.h"
@@ -14,6 +15,22 @@ namespace pw::pipeline {
 namespace {
 
 constexpr std::size_t kOpCount = static_cast<std::size_t>(OpType::OptimizerStep) + 1;
+
+// The span an instruction records (receives record their wait and their copy themselves).
+std::optional<trace::SpanKind> span_of(OpType op) {
+  switch (op) {
+    case OpType::Forward: return trace::SpanKind::Forward;
+    case OpType::Backward: return trace::SpanKind::Backward;
+    case OpType::BackwardInput: return trace::SpanKind::BackwardInput;
+    case OpType::BackwardWeight: return trace::SpanKind::BackwardWeight;
+    case OpType::Recompute: return trace::SpanKind::Recompute;
+    case OpType::OptimizerStep: return trace::SpanKind::OptimizerStep;
+    case OpType::SendActivation:
+    case OpType::SendGradient: return trace::SpanKind::Send;
+    case OpType::ReduceGrads: return trace::SpanKind::AllReduce;
+    default: return std::nullopt;
+  }
+}
 
 bool is_compute(OpType op) {
   switch (op) {
@@ -52,6 +69,7 @@ bool is_compute(OpType op) {
 StageExecutor::StageExecutor(StageConfig config, std::vector<std::unique_ptr<models::Sequential>> chunks,
                              models::OptimizerConfig optimizer, rpc::Transport& transport, std::vector<TiedGroup> tied)
     : config_(std::move(config)),
+      tracer_(config_.device, config_.stage, config_.replica),
       chunks_(std::move(chunks)),
       transport_(transport),
       tied_(std::move(tied)),
@@ -121,6 +139,7 @@ StageStepResult StageExecutor::run_step(std::int64_t step, const MicroBatchInput
     if (schedule[i].op == OpType::Backward || schedule[i].op == OpType::BackwardWeight)
       last_gradient_op_.at(static_cast<std::size_t>(schedule[i].chunk)) = i;
   if (config_.gradient_sync != nullptr) config_.gradient_sync->start_step(step);
+  tracer_.begin_step(step);
   const auto start = Clock::now();
   for (current_index_ = 0; current_index_ < schedule.size(); ++current_index_) {
     const Instruction& in = schedule[current_index_];
@@ -128,11 +147,14 @@ StageStepResult StageExecutor::run_step(std::int64_t step, const MicroBatchInput
     const Handler handler = index < handlers.size() ? handlers[index] : nullptr;
     PW_CHECK(handler != nullptr, "stage " << config_.stage << ": no handler for instruction kind " << index);
     const auto t0 = Clock::now();
+    const auto kind = span_of(in.op);
+    const auto span = kind ? tracer_.begin(*kind, in.micro_batch, in.chunk) : StageTracer::Token{};
     try {
       (this->*handler)(in);
     } catch (...) {
       rethrow_with_context(describe(in));
     }
+    if (kind) tracer_.end(span);
     if (is_compute(in.op)) {
       const double dt = seconds_since(t0);
       result_.busy_seconds += dt;
@@ -142,6 +164,7 @@ StageStepResult StageExecutor::run_step(std::int64_t step, const MicroBatchInput
   PW_CHECK(states_.empty(), "stage " << config_.stage << ": " << states_.size()
                                      << " micro-batch states left after the step; the schedule is incomplete");
   result_.wall_seconds = seconds_since(start);
+  tracer_.end_step();
   inputs_ = nullptr;
   return result_;
 }
@@ -237,7 +260,10 @@ void StageExecutor::backward_weight(const Instruction& in) {
 void StageExecutor::recv_activation(const Instruction& in) {
   const int v = virtual_stage_of(in);
   const rpc::Tag tag{step_, in.micro_batch, rpc::PayloadKind::Activation, v};
-  state(in).input = received(transport_.recv(stage_of_virtual(v - 1), tag, deadline()), in);
+  const auto wait = tracer_.begin(trace::SpanKind::RecvWait, in.micro_batch, in.chunk);
+  auto arrived = transport_.recv(stage_of_virtual(v - 1), tag, deadline());
+  tracer_.end(wait);
+  state(in).input = received(arrived, in);
 }
 
 void StageExecutor::send_activation(const Instruction& in) {
@@ -252,13 +278,18 @@ void StageExecutor::send_activation(const Instruction& in) {
 void StageExecutor::recv_gradient(const Instruction& in) {
   const int v = virtual_stage_of(in);
   const rpc::Tag tag{step_, in.micro_batch, rpc::PayloadKind::Gradient, v};
-  state(in).grad_output = received(transport_.recv(stage_of_virtual(v + 1), tag, deadline()), in);
+  const auto wait = tracer_.begin(trace::SpanKind::RecvWait, in.micro_batch, in.chunk);
+  auto arrived = transport_.recv(stage_of_virtual(v + 1), tag, deadline());
+  tracer_.end(wait);
+  state(in).grad_output = received(arrived, in);
 }
 
 kernels::Tensor StageExecutor::received(const kernels::Tensor& t, const Instruction& in) {
   // The copy onto this stage's device is the transfer; the wait before it is not.
   const auto t0 = Clock::now();
+  const auto span = tracer_.begin(trace::SpanKind::Transfer, in.micro_batch, in.chunk);
   kernels::Tensor local = t.to(config_.device);
+  tracer_.end(span);
   result_.op_seconds[{in.op, in.chunk}] += seconds_since(t0);
   return local;
 }

@@ -13,6 +13,7 @@
 #include "pipeline/gradient_sync.h"
 #include "pipeline/recompute.h"
 #include "pipeline/schedule.h"
+#include "pipeline/stage_tracer.h"
 #include "rpc/transport.h"
 
 namespace pw::pipeline {
@@ -32,6 +33,7 @@ struct StageConfig {
   RecomputeMode recompute = RecomputeMode::None;
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
   GradientSync* gradient_sync = nullptr;   // replicas of this stage to average gradients with, if any
+  int replica = 0;                         // for trace spans
 };
 
 // What the first virtual stage feeds and the last one scores, per micro-batch, on the CPU.
@@ -104,6 +106,7 @@ class StageExecutor {
   std::string describe(const Instruction& in) const;
 
   StageConfig config_;
+  StageTracer tracer_;
   std::vector<std::unique_ptr<models::Sequential>> chunks_;
   std::unique_ptr<models::Optimizer> optimizer_;
   rpc::Transport& transport_;

@@ -1,4 +1,4 @@
-// The pipewright command: train, plan, launch and info.
+// The pipewright command: train, plan, launch, prof and info.
 #include <cstdio>
 #include <cstdlib>
 
@@ -9,6 +9,7 @@
 #include "rpc/transport.h"
 #include "tools/info_command.h"
 #include "tools/launch_command.h"
+#include "tools/prof/prof_command.h"
 #include "tools/plan_command.h"
 #include "tools/train_command.h"
 
@@ -22,6 +23,8 @@ int main(int argc, char** argv) {
   pw::tools::add_plan_command(app, plan);
   pw::tools::LaunchOptions launch;
   pw::tools::add_launch_command(app, launch);
+  pw::tools::ProfOptions prof;
+  pw::tools::add_prof_command(app, prof);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

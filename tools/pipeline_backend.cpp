@@ -98,6 +98,19 @@ class PipelineBackend : public TrainBackend {
     for (const auto& d : devices_) kernels::current_stream(d).synchronize();
   }
 
+  TraceMeta trace_meta() const override {
+    TraceMeta m;
+    m.model = model_.name;
+    m.schedule = pipeline::schedule_kind_name(spec_.kind);
+    m.stages = spec_.stages;
+    m.replicas = trainer_->topology().replicas();
+    m.micro_batches = spec_.micro_batches;
+    m.chunks = spec_.chunks;
+    for (std::size_t i = 1; i < partition_.size(); ++i) m.split.push_back(partition_[i].begin);
+    for (const auto& l : model_.layers) m.layer_names.push_back(l.name);
+    return m;
+  }
+
   void add_summary(nlohmann::json& j, const std::vector<double>& busy, double train_seconds) override {
     std::vector<std::string> names;
     for (const auto& d : devices_) names.push_back(d.str());
@@ -166,7 +179,7 @@ bool wants_pipeline(const TrainOptions& o) {
   const TrainOptions defaults;
   return o.stages > 1 || o.micro_batches > 1 || !o.devices.empty() || !o.split.empty() || o.chunks > 1 ||
          o.schedule != defaults.schedule || o.recompute != defaults.recompute || o.partition != defaults.partition ||
-         o.transport != defaults.transport || o.replicas > 1;
+         o.transport != defaults.transport || o.replicas > 1 || !o.trace_path.empty();
 }
 
 std::unique_ptr<TrainBackend> make_pipeline_backend(const TrainOptions& o, const models::ModelSpec& spec,

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/trace.h"
 #include "core/units.h"
 #include "kernels/runtime.h"
 #include "kernels/safetensors.h"
@@ -127,6 +128,7 @@ class ProcessBackend : public TrainBackend {
       if (placement.rank != env_.rank) thrift_->set_peer_address(placement.rank, placement.address);
       addresses_.push_back(placement.address);
     }
+    clock_offset_ns_ = measure_clock_offset();
     heartbeat_ = std::make_unique<rpc::Heartbeat>(
         env_.master, env_.job_token, env_.rank, std::min(milliseconds(250), heartbeat_timeout_ / 4), heartbeat_timeout_,
         [this](const std::string& reason) { on_job_failure(reason); });
@@ -211,6 +213,22 @@ class ProcessBackend : public TrainBackend {
   void reset_peak_memory() override { kernels::DeviceRuntime::get(device_).allocator().reset_peak(); }
   void synchronize() override { kernels::current_stream(device_).synchronize(); }
 
+  TraceMeta trace_meta() const override {
+    TraceMeta m;
+    m.model = model_.name;
+    m.schedule = pipeline::schedule_kind_name(spec_.kind);
+    m.stages = spec_.stages;
+    m.replicas = replicas_;
+    m.micro_batches = spec_.micro_batches;
+    m.chunks = spec_.chunks;
+    for (std::size_t i = 1; i < partition_.size(); ++i) m.split.push_back(partition_[i].begin);
+    for (const auto& l : model_.layers) m.layer_names.push_back(l.name);
+    m.process_rank = env_.rank;
+    m.clock_offset_ns = clock_offset_ns_;
+    return m;
+  }
+  std::string trace_path(const std::string& path) const override { return rank_trace_path(path, env_.rank); }
+
   void add_summary(nlohmann::json& j, const std::vector<double>& busy, double train_seconds) override {
     j["device"] = device_.str();
     j["world_size"] = env_.world_size;
@@ -244,9 +262,22 @@ class ProcessBackend : public TrainBackend {
   }
 
  private:
-  // NCCL carries activations and gradients between neighbouring stages (Thrift keeps the small
-  // control messages). Each link's first message needs both ends, so the links are opened here,
-  // every rank in ascending peer order (which cannot deadlock).
+  // Rank 0's steady clock minus ours, from the round trip with the least delay (Cristian's
+  // method): trace times of every rank land on rank 0's clock.
+  std::int64_t measure_clock_offset() {
+    std::int64_t best_rtt = INT64_MAX, offset = 0;
+    for (int i = 0; i < 5; ++i) {
+      const auto before = trace::now_ns();
+      const auto server = client_->server_now_ns();
+      const auto after = trace::now_ns();
+      if (after - before < best_rtt) {
+        best_rtt = after - before;
+        offset = server - (before + after) / 2;
+      }
+    }
+    return offset;
+  }
+
   // This stage's replicas average their gradients (Gloo on CPU, NCCL on GPU); they start from
   // replica 0's weights.
   void join_replicas(const TrainOptions& o, milliseconds timeout) {
@@ -264,12 +295,15 @@ class ProcessBackend : public TrainBackend {
     buckets.bucket_bytes = static_cast<std::size_t>(parse_bytes(o.bucket_size));
     buckets.compression = dp::parse_compression(o.grad_compression);
     compression_ = buckets.compression;
-    auto reducer = std::make_unique<dp::BucketReducer>(stage_->executor().parameters(), *collective_, buckets);
+    auto reducer = std::make_unique<dp::BucketReducer>(stage_->executor().parameters(), *collective_, buckets,
+                                                       dp::TraceTrack{stage_index_, replica_index_});
     stage_->executor().set_gradient_sync(reducer.get());
     std::lock_guard lock(nccl_mutex_);
     reducer_ = std::move(reducer);
   }
 
+  // Each link to a neighbouring stage: NCCL between two GPUs (auto), else Thrift, which also
+  // carries the small control messages between any two ranks.
   void choose_links(const std::string& flag, const pipeline::ScheduleSpec& spec, rpc::Deadline deadline) {
     client_->set("device/" + std::to_string(env_.rank), device_.str());
     const int P = spec.stages;
@@ -364,6 +398,7 @@ class ProcessBackend : public TrainBackend {
   partition::Partition partition_;
   std::vector<std::string> addresses_;
   bool finished_ = false;
+  std::int64_t clock_offset_ns_ = 0;
   int replicas_ = 1;
   int stage_index_ = 0;
   int replica_index_ = 0;

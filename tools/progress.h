@@ -14,6 +14,7 @@ class ProgressLine {
   ProgressLine(std::FILE* out, std::int64_t total_steps, std::int64_t line_every);
   void update(std::int64_t step, double loss, double samples_per_second, double elapsed_seconds);
   void finish();
+  bool in_place() const { return style_ == ProgressStyle::InPlace; }   // a terminal: no extra lines
 
  private:
   std::FILE* out_;

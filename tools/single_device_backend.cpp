@@ -38,6 +38,8 @@ class SingleDeviceBackend : public TrainBackend {
   void reset_peak_memory() override { runtime_.allocator().reset_peak(); }
   void synchronize() override { kernels::current_stream(device_).synchronize(); }
 
+  TraceMeta trace_meta() const override { return {}; }   // --trace runs a one-stage pipeline instead
+
   void add_summary(nlohmann::json& j, const std::vector<double>&, double) override {
     j["device"] = device_.str();
     j["threads"] = runtime_.threads();

@@ -11,6 +11,7 @@
 #include "models/trainer.h"
 #include "models/zoo/model_spec.h"
 #include "rpc/launch_env.h"
+#include "tools/prof/trace_file.h"
 #include "tools/train_command.h"
 
 namespace pw::tools {
@@ -37,6 +38,10 @@ class TrainBackend {
   // Whether this process takes part in saving: --save was given (to rank 0, in a multi-process job).
   virtual bool saves(const std::string& path) const { return !path.empty(); }
   virtual void finish() {}   // after the last step, evaluation and save: leave the job cleanly
+  // What a trace file says about the run (shape, split, layer names, this process's clock offset).
+  virtual TraceMeta trace_meta() const = 0;
+  // Where this process writes `--trace path` (multi-process jobs: one file per rank).
+  virtual std::string trace_path(const std::string& path) const { return path; }
   // Backend-specific summary fields (device, peak memory, stage figures...).
   virtual void add_summary(nlohmann::json& summary, const std::vector<double>& stage_busy_seconds,
                            double train_seconds) = 0;

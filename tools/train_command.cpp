@@ -5,12 +5,14 @@
 #include <fstream>
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/trace.h"
 #include "core/units.h"
 #include "kernels/runtime.h"
 #include "kernels/stream.h"
@@ -65,6 +67,60 @@ DataSets open_data(const TrainOptions& o) {
   return {models::data::open_dataset(o.dataset, models::data::Split::Train, d),
           models::data::open_dataset(o.dataset, models::data::Split::Test, d)};
 }
+
+// "A:B" -> [A, B); every step when empty.
+std::pair<std::int64_t, std::int64_t> parse_trace_steps(const std::string& text) {
+  if (text.empty()) return {0, INT64_MAX};
+  const auto colon = text.find(':');
+  std::int64_t a = -1, b = -1;
+  try {
+    PW_INPUT_CHECK(colon != std::string::npos, "");
+    std::size_t used = 0;
+    a = std::stoll(text.substr(0, colon), &used);
+    PW_INPUT_CHECK(used == colon, "");
+    b = std::stoll(text.substr(colon + 1), &used);
+    PW_INPUT_CHECK(used == text.size() - colon - 1, "");
+  } catch (const std::exception&) {
+    a = b = -1;
+  }
+  PW_INPUT_CHECK(a >= 0 && b > a, "--trace-steps '" << text << "': expected A:B with 0 <= A < B, e.g. 10:20");
+  return {a, b};
+}
+
+// Every N steps: how busy each stage was since the last line, and the resulting bubble.
+class UtilisationLine {
+ public:
+  explicit UtilisationLine(std::int64_t every) : every_(every) {}
+  void add(std::int64_t step, double seconds, const std::vector<double>& busy) {
+    if (busy.size() < 2) return;
+    busy_.resize(busy.size(), 0.0);
+    for (std::size_t i = 0; i < busy.size(); ++i) busy_[i] += busy[i];
+    seconds_ += seconds;
+    if (first_ < 0) first_ = step;
+    if (step % every_ != 0) return;
+    std::string line = "utilisation steps " + std::to_string(first_) + "-" + std::to_string(step) + ": stage busy";
+    double mean = 0.0;
+    for (double b : busy_) {
+      const double f = seconds_ > 0 ? b / seconds_ : 0.0;
+      mean += f / static_cast<double>(busy_.size());
+      char cell[16];
+      std::snprintf(cell, sizeof cell, " %.0f%%", 100.0 * f);
+      line += cell;
+    }
+    char tail[64];
+    std::snprintf(tail, sizeof tail, "; bubble %.0f%%", 100.0 * (1.0 - mean));
+    std::fprintf(stderr, "%s%s\n", line.c_str(), tail);
+    busy_.assign(busy_.size(), 0.0);
+    seconds_ = 0.0;
+    first_ = -1;
+  }
+
+ private:
+  std::int64_t every_;
+  std::vector<double> busy_;
+  double seconds_ = 0.0;
+  std::int64_t first_ = -1;
+};
 
 struct Throughput {
   double median_step_ms = 0.0;
@@ -138,6 +194,12 @@ void add_train_command(CLI::App& app, TrainOptions& o) {
   cmd->add_option("--startup-timeout", o.startup_timeout_seconds,
                   "multi-process jobs: seconds for every rank to reach the rendezvous")
       ->capture_default_str()->check(CLI::Range(0.1, 1e6));
+  cmd->add_option("--trace", o.trace_path,
+                  "write a Chrome trace (Perfetto, chrome://tracing; read by pipewright prof) of the steps; "
+                  "multi-process jobs write FILE with .rankN before the extension")
+      ->check([](const std::string& s) { return s.empty() ? std::string("--trace needs a file name") : std::string(); });
+  cmd->add_option("--trace-steps", o.trace_steps, "trace only steps A to B-1, e.g. 10:20 (default: all; the trace "
+                                                 "keeps the latest 262144 spans)");
   cmd->add_option("--eval-batches", o.eval_batches, "evaluate on at most N test batches (default: all)");
   cmd->callback([&o] { std::exit(run_train(o)); });
 }
@@ -152,6 +214,12 @@ int run_train(const TrainOptions& o) {
   }
   check_writable(o.summary_path, "--summary");
   check_writable(o.save_path, "--save");
+  check_writable(o.trace_path, "--trace");
+  const auto [trace_first, trace_last] = parse_trace_steps(o.trace_steps);
+  if (!o.trace_path.empty()) {
+    trace::Recorder::global().clear();
+    trace::Recorder::global().enable(trace_first, trace_last);
+  }
   OptimizerConfig oc;
   oc.kind = parse_optimizer_kind(o.optimizer);
   oc.lr = o.lr > 0 ? o.lr : (oc.kind == OptimizerKind::Adam ? 1e-3 : 1e-2);
@@ -191,10 +259,15 @@ int run_train(const TrainOptions& o) {
   loss_history.reserve(static_cast<std::size_t>(total_steps));
   std::int64_t samples = 0, correct = 0, step = 0, epoch = 0;
   ProgressLine progress(primary ? stderr : nullptr, total_steps, o.log_every);
+  UtilisationLine utilisation(o.log_every);
   while (step < total_steps) {
     train_loader.start_epoch(epoch++);
     while (step < total_steps) {
-      auto batch = train_loader.next();
+      std::optional<models::data::Batch> batch;
+      {
+        trace::ScopedSpan loading(trace::SpanKind::DataLoad, -1, 0, step);
+        batch = train_loader.next();
+      }
       if (!batch) break;
       const auto t0 = Clock::now();
       const auto r = backend->step(*batch);
@@ -209,10 +282,19 @@ int run_train(const TrainOptions& o) {
       for (std::size_t i = 0; i < r.stage_busy_seconds.size(); ++i) stage_busy[i] += r.stage_busy_seconds[i];
       PW_INPUT_CHECK(std::isfinite(r.loss), "loss became " << r.loss << " at step " << step << "; lower --lr");
       progress.update(step, r.loss, static_cast<double>(samples) / train_seconds, seconds_since(start));
+      if (primary && !progress.in_place()) utilisation.add(step, dt, r.stage_busy_seconds);
     }
   }
   progress.finish();
   backend->synchronize();
+  if (!o.trace_path.empty()) {
+    trace::Recorder::global().disable();
+    auto meta = backend->trace_meta();
+    meta.dropped_spans = static_cast<std::int64_t>(trace::Recorder::global().dropped());
+    const auto path = backend->trace_path(o.trace_path);
+    write_chrome_trace(path, meta, trace::Recorder::global().snapshot());
+    if (primary) std::fprintf(stderr, "trace: %s (read it with pipewright prof, or open it in Perfetto)\n", path.c_str());
+  }
 
   // The weights are written before evaluation, so nothing that goes wrong there loses them.
   if (backend->saves(o.save_path)) backend->save(o.save_path, spec.name);   // gathers to rank 0 in a multi-process job

@@ -45,6 +45,9 @@ struct TrainOptions {
   int replicas = 1;
   std::string bucket_size = "25MiB";
   std::string grad_compression = "none";   // none or fp16
+  // Profiling: Chrome trace of steps [trace_first, trace_last).
+  std::string trace_path;
+  std::string trace_steps;   // "A:B"; empty: every step (the ring keeps the latest spans)
   // Multi-process jobs (started by `pipewright launch`, srun, mpirun or torchrun-style variables):
   std::string transport = "auto";          // auto, inprocess, thrift or nccl
   double heartbeat_timeout_seconds = 5.0;  // a rank silent this long (or whose process died) ends the job

@@ -1,0 +1,194 @@
+// The profiler: busy shares from a schedule with known op times match the simulator's within 2
+// percentage points; a real trace holds every stage and parses; the timeline is well-formed XML;
+// foreign or truncated files get one-line errors.
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <boost/property_tree/ptree.hpp>
+#include <boost/property_tree/xml_parser.hpp>
+#include <boost/test/unit_test.hpp>
+#include <nlohmann/json.hpp>
+
+#include "pipeline/simulator.h"
+#include "tests/tools/cli_runner.h"
+#include "tools/prof/analysis.h"
+#include "tools/prof/timeline_svg.h"
+#include "tools/prof/trace_file.h"
+
+using namespace pw;
+using pw::test::run_pipewright;
+using pw::test::ScratchDir;
+
+namespace {
+
+trace::SpanKind span_kind_of(pipeline::OpType op) {
+  switch (op) {
+    case pipeline::OpType::Forward: return trace::SpanKind::Forward;
+    case pipeline::OpType::Backward: return trace::SpanKind::Backward;
+    case pipeline::OpType::BackwardInput: return trace::SpanKind::BackwardInput;
+    case pipeline::OpType::BackwardWeight: return trace::SpanKind::BackwardWeight;
+    case pipeline::OpType::OptimizerStep: return trace::SpanKind::OptimizerStep;
+    case pipeline::OpType::Recompute: return trace::SpanKind::Recompute;
+    case pipeline::OpType::RecvActivation:
+    case pipeline::OpType::RecvGradient: return trace::SpanKind::RecvWait;
+    default: return trace::SpanKind::Send;
+  }
+}
+
+// The simulator's timeline of `spec` with the given op times, as a trace of two steps.
+tools::TraceData simulated_trace(const pipeline::ScheduleSpec& spec, const pipeline::OpTimes& times,
+                                 pipeline::SimulationResult& sim) {
+  sim = pipeline::simulate(spec, times);
+  tools::TraceData data;
+  data.meta.model = "synthetic";
+  data.meta.schedule = pipeline::schedule_kind_name(spec.kind);
+  data.meta.stages = spec.stages;
+  data.meta.micro_batches = spec.micro_batches;
+  for (int l = 0; l < 2 * spec.stages; ++l) data.meta.layer_names.push_back("layer" + std::to_string(l));
+  for (int s = 1; s < spec.stages; ++s) data.meta.split.push_back(2 * s);
+  data.files = {"synthetic"};
+  const auto ns = [](double seconds) { return static_cast<std::int64_t>(std::llround(seconds * 1e9)); };
+  for (std::int64_t step = 0; step < 2; ++step) {
+    const std::int64_t base = step * ns(sim.makespan);
+    for (int s = 0; s < spec.stages; ++s) {
+      trace::Span whole;
+      whole.kind = trace::SpanKind::Step;
+      whole.stage = static_cast<std::int16_t>(s);
+      whole.step = step;
+      whole.start_ns = base;
+      whole.end_ns = base + ns(sim.makespan);
+      data.spans.push_back(whole);
+      for (const auto& op : sim.timeline[static_cast<std::size_t>(s)]) {
+        if (op.end <= op.start) continue;
+        trace::Span x;
+        x.kind = span_kind_of(op.instruction.op);
+        x.stage = static_cast<std::int16_t>(s);
+        x.step = step;
+        x.micro_batch = op.instruction.micro_batch;
+        x.start_ns = base + ns(op.start);
+        x.end_ns = base + ns(op.end);
+        data.spans.push_back(x);
+      }
+    }
+  }
+  return data;
+}
+
+void write_text(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(prof)
+
+BOOST_AUTO_TEST_CASE(busy_shares_of_a_known_schedule_match_the_simulator) {
+  ScratchDir dir("profsyn");
+  for (auto kind : {pipeline::ScheduleKind::GPipe, pipeline::ScheduleKind::OneFOneB, pipeline::ScheduleKind::ZeroBubbleH1}) {
+    pipeline::ScheduleSpec spec{kind, 4, 8, 1};
+    auto times = pipeline::OpTimes::uniform(spec, 1e-3, 2e-3, kind == pipeline::ScheduleKind::ZeroBubbleH1 ? 1e-3 : 0.0);
+    times.forward[2] = 2e-3;   // stage 2 is twice as slow
+    times.backward_input[2] = 4e-3;
+    pipeline::SimulationResult sim;
+    const auto written = simulated_trace(spec, times, sim);
+    // Through the file, as pipewright prof reads it.
+    const auto path = dir.file("syn.json");
+    tools::write_chrome_trace(path, written.meta, written.spans);
+    const auto report = tools::analyze(tools::read_traces({path}));
+    BOOST_TEST_CONTEXT(pipeline::schedule_kind_name(kind)) {
+      BOOST_REQUIRE_EQUAL(report.ranks.size(), 4u);
+      BOOST_TEST(report.steps == 2);
+      for (int s = 0; s < 4; ++s) {
+        const double measured = report.ranks[static_cast<std::size_t>(s)].compute / report.window;
+        BOOST_TEST(std::abs(measured - sim.stage_busy_fraction[static_cast<std::size_t>(s)]) <= 0.02,
+                   "stage " << s << ": " << measured << " vs " << sim.stage_busy_fraction[static_cast<std::size_t>(s)]);
+      }
+      BOOST_TEST(std::abs(report.measured_bubble - sim.bubble_fraction) <= 0.02);
+      BOOST_TEST(report.slowest_stage == 2);
+      BOOST_TEST(report.suggestion.find("from stage 2 to stage") != std::string::npos, report.suggestion);
+      BOOST_TEST(report.suggestion.find("--split") != std::string::npos, report.suggestion);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_analytic_bubble_is_the_schedule_formula) {
+  pipeline::ScheduleSpec spec{pipeline::ScheduleKind::OneFOneB, 4, 8, 1};
+  pipeline::SimulationResult sim;
+  auto data = simulated_trace(spec, pipeline::OpTimes::uniform(spec, 1e-3, 2e-3, 0.0), sim);
+  const auto report = tools::analyze(data);
+  BOOST_TEST(std::abs(report.analytic_bubble - 3.0 / 11.0) <= 1e-9);
+  BOOST_TEST(std::abs(report.measured_bubble - 3.0 / 11.0) <= 0.02);
+  BOOST_TEST(report.suggestion.empty(), report.suggestion);
+}
+
+BOOST_AUTO_TEST_CASE(a_real_trace_holds_every_stage_and_renders) {
+  ScratchDir dir("profreal");
+  const auto trace_path = dir.file("run.json");
+  const auto r = run_pipewright("train --model seed-cnn --dataset synthetic --synthetic-size 256 --batch-size 32 "
+                                "--steps 4 --stages 3 --micro-batches 4 --threads 1 --eval-batches 1 --trace " +
+                                trace_path + " --trace-steps 1:3");
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+  const auto doc = nlohmann::json::parse(std::ifstream(trace_path));
+  std::set<int> pids, steps;
+  bool named = false;
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_name") named = true;
+    if (e["ph"] != "X") continue;
+    pids.insert(e["pid"].get<int>());
+    steps.insert(e["args"]["step"].get<int>());
+    BOOST_TEST(e["args"].contains("micro_batch"));
+  }
+  BOOST_TEST(named);
+  BOOST_TEST(pids == std::set<int>({0, 1, 2}));
+  BOOST_TEST(steps == std::set<int>({1, 2}));   // --trace-steps 1:3
+  const auto svg = dir.file("run.svg");
+  auto prof = run_pipewright("prof " + trace_path + " --svg " + svg);
+  BOOST_REQUIRE_MESSAGE(prof.status == 0, prof.output);
+  BOOST_TEST(prof.output.find("bubble: measured") != std::string::npos, prof.output);
+  BOOST_TEST(prof.output.find("slowest stage:") != std::string::npos, prof.output);
+  boost::property_tree::ptree tree;
+  BOOST_CHECK_NO_THROW(boost::property_tree::read_xml(svg, tree));
+  BOOST_TEST(tree.count("svg") == 1u);
+  prof = run_pipewright("prof --json " + trace_path);
+  BOOST_REQUIRE_MESSAGE(prof.status == 0, prof.output);
+  const auto j = nlohmann::json::parse(prof.output);
+  BOOST_TEST(j["ranks"].size() == 3u);
+  BOOST_TEST(j["steps"] == 2);
+}
+
+BOOST_AUTO_TEST_CASE(ranks_of_a_multi_process_job_write_files_that_merge) {
+  ScratchDir dir("profmp");
+  const auto trace_path = dir.file("mp.json");
+  const auto r = run_pipewright("launch --nproc-per-node 2 -- --model seed-cnn --dataset synthetic --synthetic-size 256 "
+                                "--batch-size 32 --steps 3 --stages 2 --threads 1 --eval-batches 1 --trace " + trace_path);
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+  const auto prof = run_pipewright("prof --json " + dir.file("mp.rank0.json") + " " + dir.file("mp.rank1.json"));
+  BOOST_REQUIRE_MESSAGE(prof.status == 0, prof.output);
+  const auto j = nlohmann::json::parse(prof.output);
+  BOOST_TEST(j["ranks"].size() == 2u);
+  for (const auto& rank : j["ranks"]) BOOST_TEST(rank["busy"].get<double>() > 0.0);
+}
+
+BOOST_AUTO_TEST_CASE(foreign_or_truncated_files_get_one_line_errors) {
+  ScratchDir dir("profbad");
+  write_text(dir.file("cut.json"), "{\"traceEvents\": [{\"ph\": \"X\", \"ts\": 1");
+  write_text(dir.file("chrome.json"), "{\"traceEvents\": []}");
+  write_text(dir.file("other.json"), "{\"a\": 1}");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"cut.json", "not valid JSON"},
+      {"chrome.json", "not one pipewright wrote"},
+      {"other.json", "not a Chrome trace"},
+      {"missing.json", "cannot open it"},
+  };
+  for (const auto& [file, message] : cases) {
+    const auto r = run_pipewright("prof " + dir.file(file));
+    BOOST_TEST(r.status == 2, file << ": " << r.output);
+    BOOST_TEST(r.output.find(message) != std::string::npos, file << ": " << r.output);
+  }
+  const auto r = run_pipewright("train --stages 2 --steps 1 --dataset synthetic --trace-steps 5:2 --trace " +
+                                dir.file("x.json"));
+  BOOST_TEST(r.status == 2);
+  BOOST_TEST(r.output.find("--trace-steps '5:2': expected A:B") != std::string::npos, r.output);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

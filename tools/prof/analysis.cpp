@@ -1,0 +1,195 @@
+#include "tools/prof/analysis.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+#include "core/error.h"
+#include "pipeline/simulator.h"
+
+namespace pw::tools {
+
+namespace {
+
+// Stage s's imbalance is worth a suggestion above this.
+constexpr double kImbalanceWorthMoving = 0.10;
+
+std::string pct(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%5.1f%%", 100.0 * x);
+  return buf;
+}
+
+std::string split_text(const std::vector<int>& split) {
+  std::string out;
+  for (std::size_t i = 0; i < split.size(); ++i) out += (i ? "," : "") + std::to_string(split[i]);
+  return out;
+}
+
+double analytic_bubble(const TraceMeta& m) {
+  pipeline::ScheduleSpec spec;
+  spec.kind = pipeline::parse_schedule_kind(m.schedule);
+  spec.stages = m.stages;
+  spec.micro_batches = m.micro_batches;
+  spec.chunks = m.chunks;
+  // Equal op times: a backward is twice a forward, split evenly for ZB-H1's two halves.
+  const bool split_backward = spec.kind == pipeline::ScheduleKind::ZeroBubbleH1;
+  return pipeline::simulate(spec, pipeline::OpTimes::uniform(spec, 1.0, split_backward ? 1.0 : 2.0,
+                                                             split_backward ? 1.0 : 0.0))
+      .bubble_fraction;
+}
+
+// Moving one boundary layer from the slowest stage towards its less busy neighbour.
+std::string suggest(const ProfReport& r, const std::vector<double>& per_stage) {
+  const auto& m = r.meta;
+  const int s = r.slowest_stage;
+  if (m.stages < 2 || r.imbalance <= kImbalanceWorthMoving) return "";
+  if (m.chunks > 1 || static_cast<int>(m.split.size()) != m.stages - 1 || m.layer_names.empty())
+    return "stage " + std::to_string(s) + " is the slowest; rebalance with pipewright plan --partition profile";
+  std::vector<int> begins = {0};
+  begins.insert(begins.end(), m.split.begin(), m.split.end());
+  begins.push_back(static_cast<int>(m.layer_names.size()));
+  const int size = begins[static_cast<std::size_t>(s) + 1] - begins[static_cast<std::size_t>(s)];
+  const bool has_next = s + 1 < m.stages, has_prev = s > 0;
+  const bool to_next = has_next && (!has_prev || per_stage[static_cast<std::size_t>(s) + 1] <=
+                                                     per_stage[static_cast<std::size_t>(s) - 1]);
+  std::ostringstream out;
+  if (size < 2) {
+    out << "stage " << s << " is the slowest but holds one layer; give the pipeline more stages or micro-batches";
+    return out.str();
+  }
+  std::vector<int> split = m.split;
+  int layer = 0, target = 0;
+  if (to_next) {
+    layer = begins[static_cast<std::size_t>(s) + 1] - 1;
+    target = s + 1;
+    split[static_cast<std::size_t>(s)] -= 1;
+  } else {
+    layer = begins[static_cast<std::size_t>(s)];
+    target = s - 1;
+    split[static_cast<std::size_t>(s) - 1] += 1;
+  }
+  out << "move layer " << layer << " '" << m.layer_names[static_cast<std::size_t>(layer)] << "' from stage " << s
+      << " to stage " << target << ": --split " << split_text(split) << " (now " << split_text(m.split)
+      << "); or let pipewright plan --partition profile choose";
+  return out.str();
+}
+
+}  // namespace
+
+double RankUsage::busy() const { return compute; }
+
+ProfReport analyze(const TraceData& data) {
+  ProfReport r;
+  r.meta = data.meta;
+  const auto& m = data.meta;
+  // Each step's window: the first to the last span of any rank's step.
+  std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> steps;
+  for (const auto& s : data.spans) {
+    if (s.kind != trace::SpanKind::Step) continue;
+    auto [it, fresh] = steps.try_emplace(s.step, s.start_ns, s.end_ns);
+    if (!fresh) {
+      it->second.first = std::min(it->second.first, s.start_ns);
+      it->second.second = std::max(it->second.second, s.end_ns);
+    }
+  }
+  PW_INPUT_CHECK(!steps.empty(), data.files.front() << ": the trace holds no complete step (were --trace-steps "
+                                                       "outside the run?)");
+  r.steps = static_cast<int>(steps.size());
+  r.first_step = steps.begin()->first;
+  r.last_step = steps.rbegin()->first;
+  for (const auto& [step, w] : steps) r.window += static_cast<double>(w.second - w.first) * 1e-9;
+
+  std::map<int, RankUsage> ranks;
+  for (const auto& s : data.spans) {
+    if (s.stage < 0 || s.kind == trace::SpanKind::Step || steps.count(s.step) == 0) continue;
+    auto& u = ranks[rank_of(m, s)];
+    u.rank = rank_of(m, s);
+    u.stage = s.stage;
+    u.replica = s.replica;
+    const double d = static_cast<double>(s.end_ns - s.start_ns) * 1e-9;
+    if (s.lane == 1) u.background_allreduce += d;
+    else if (trace::is_compute(s.kind)) {
+      u.compute += d;
+      if (s.kind == trace::SpanKind::Recompute) u.recompute += d;
+    } else if (trace::is_communication(s.kind)) u.communication += d;
+    else if (s.kind == trace::SpanKind::RecvWait) u.waiting += d;
+  }
+  for (auto& [rank, u] : ranks) r.ranks.push_back(u);
+
+  std::vector<double> per_stage(static_cast<std::size_t>(m.stages), 0.0);
+  std::vector<int> counted(static_cast<std::size_t>(m.stages), 0);
+  double busy_sum = 0.0;
+  for (const auto& u : r.ranks) {
+    per_stage[static_cast<std::size_t>(u.stage)] += u.compute;
+    counted[static_cast<std::size_t>(u.stage)] += 1;
+    busy_sum += u.compute / r.window;
+  }
+  for (std::size_t s = 0; s < per_stage.size(); ++s)
+    if (counted[s] > 0) per_stage[s] /= counted[s];
+  r.measured_bubble = r.ranks.empty() ? 0.0 : 1.0 - busy_sum / static_cast<double>(r.ranks.size());
+  r.analytic_bubble = analytic_bubble(m);
+  r.slowest_stage = static_cast<int>(std::max_element(per_stage.begin(), per_stage.end()) - per_stage.begin());
+  double mean = 0.0;
+  for (double x : per_stage) mean += x / static_cast<double>(per_stage.size());
+  r.imbalance = mean > 0 ? per_stage[static_cast<std::size_t>(r.slowest_stage)] / mean - 1.0 : 0.0;
+  r.suggestion = suggest(r, per_stage);
+  return r;
+}
+
+std::string format_report(const ProfReport& r) {
+  const auto& m = r.meta;
+  std::ostringstream out;
+  out << m.model << ", " << m.schedule << ", " << m.stages << " stages";
+  if (m.replicas > 1) out << " x " << m.replicas << " replicas";
+  out << ", " << m.micro_batches << " micro-batches";
+  if (m.chunks > 1) out << ", " << m.chunks << " chunks";
+  char line[256];
+  std::snprintf(line, sizeof line, "; steps %lld-%lld (%d traced), %.1f ms per step\n",
+                static_cast<long long>(r.first_step), static_cast<long long>(r.last_step), r.steps,
+                1e3 * r.window / r.steps);
+  out << line;
+  out << "rank stage replica    busy  bubble | compute  comm    wait    other  recompute  all-reduce (background)\n";
+  for (const auto& u : r.ranks) {
+    const double c = u.compute / r.window, comm = u.communication / r.window, w = u.waiting / r.window;
+    std::snprintf(line, sizeof line, "%4d %5d %7d  %s  %s | %s  %s  %s  %s  %s     %s\n", u.rank, u.stage, u.replica,
+                  pct(c).c_str(), pct(1.0 - c).c_str(), pct(c).c_str(), pct(comm).c_str(), pct(w).c_str(),
+                  pct(std::max(0.0, 1.0 - c - comm - w)).c_str(),
+                  pct(u.compute > 0 ? u.recompute / u.compute : 0.0).c_str(), pct(u.background_allreduce / r.window).c_str());
+    out << line;
+  }
+  std::snprintf(line, sizeof line, "bubble: measured %.1f%% (mean over ranks), analytic %.1f%% (%s with equal op times)\n",
+                100.0 * r.measured_bubble, 100.0 * r.analytic_bubble, m.schedule.c_str());
+  out << line;
+  std::snprintf(line, sizeof line, "slowest stage: %d (%.0f%% above the mean stage's compute)\n", r.slowest_stage,
+                100.0 * r.imbalance);
+  out << line;
+  out << "suggestion: " << (r.suggestion.empty() ? "none; the stages are balanced within 10%" : r.suggestion) << "\n";
+  if (m.dropped_spans > 0)
+    out << "note: " << m.dropped_spans << " spans were dropped when the trace ring filled; trace fewer steps\n";
+  return out.str();
+}
+
+nlohmann::json report_json(const ProfReport& r) {
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const auto& u : r.ranks)
+    ranks.push_back({{"rank", u.rank},
+                     {"stage", u.stage},
+                     {"replica", u.replica},
+                     {"busy", u.compute / r.window},
+                     {"bubble", 1.0 - u.compute / r.window},
+                     {"communication", u.communication / r.window},
+                     {"waiting", u.waiting / r.window},
+                     {"recompute_share", u.compute > 0 ? u.recompute / u.compute : 0.0},
+                     {"background_allreduce", u.background_allreduce / r.window}});
+  return {{"model", r.meta.model},           {"schedule", r.meta.schedule},
+          {"stages", r.meta.stages},         {"replicas", r.meta.replicas},
+          {"micro_batches", r.meta.micro_batches}, {"steps", r.steps},
+          {"step_ms", 1e3 * r.window / r.steps}, {"ranks", ranks},
+          {"measured_bubble", r.measured_bubble}, {"analytic_bubble", r.analytic_bubble},
+          {"slowest_stage", r.slowest_stage}, {"imbalance", r.imbalance},
+          {"suggestion", r.suggestion}};
+}
+
+}  // namespace pw::tools

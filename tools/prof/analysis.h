@@ -1,0 +1,43 @@
+#pragma once
+// What `pipewright prof` reports from a trace: per rank (stage and replica), the shares of the
+// traced steps spent computing, communicating, waiting for neighbours and idle, beside the
+// schedule's analytic bubble; the slowest stage and, when stages are imbalanced, which layer to
+// move where.
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tools/prof/trace_file.h"
+
+namespace pw::tools {
+
+struct RankUsage {
+  int rank = 0, stage = 0, replica = 0;
+  double compute = 0.0;         // seconds over the traced steps (forward, backward, recompute, optimizer)
+  double recompute = 0.0;       // part of compute
+  double communication = 0.0;   // send, copy, waiting for the gradient all-reduce
+  double waiting = 0.0;         // for a neighbour's activation or gradient
+  double background_allreduce = 0.0;   // the reducer's thread (overlaps the above)
+  double busy() const;          // compute share of the window
+};
+
+struct ProfReport {
+  TraceMeta meta;
+  int steps = 0;
+  std::int64_t first_step = 0, last_step = 0;
+  double window = 0.0;          // seconds: the traced steps, first to last span of each
+  std::vector<RankUsage> ranks;
+  double measured_bubble = 0.0; // 1 - mean busy share
+  double analytic_bubble = 0.0; // the schedule with equal op times
+  int slowest_stage = 0;
+  double imbalance = 0.0;       // slowest stage's compute over the mean, minus one
+  std::string suggestion;       // empty when balanced
+};
+
+// InputError when the trace holds no complete step.
+ProfReport analyze(const TraceData& data);
+std::string format_report(const ProfReport& report);
+nlohmann::json report_json(const ProfReport& report);
+
+}  // namespace pw::tools

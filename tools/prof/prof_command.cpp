@@ -1,0 +1,43 @@
+#include "tools/prof/prof_command.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "tools/prof/analysis.h"
+#include "tools/prof/timeline_svg.h"
+
+namespace pw::tools {
+
+void add_prof_command(CLI::App& app, ProfOptions& o) {
+  auto* cmd = app.add_subcommand("prof", "per-stage utilisation of a trace written by pipewright train --trace "
+                                         "(several files of one multi-process run are merged)");
+  cmd->add_option("files", o.files, "trace files")->required();
+  cmd->add_option("--svg", o.svg_path, "draw the timeline of the last traced steps into this SVG file");
+  cmd->add_option("--svg-steps", o.svg_steps, "how many steps the timeline shows")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--json", o.json, "print the report as JSON");
+  cmd->callback([&o] { std::exit(run_prof(o)); });
+}
+
+int run_prof(const ProfOptions& o) {
+  const auto data = read_traces(o.files);
+  const auto report = analyze(data);
+  if (o.json) std::printf("%s\n", report_json(report).dump(2).c_str());
+  else std::printf("%s", format_report(report).c_str());
+  if (!o.svg_path.empty()) {
+    const auto parent = std::filesystem::absolute(o.svg_path).parent_path();
+    PW_INPUT_CHECK(std::filesystem::is_directory(parent), "--svg " << o.svg_path << ": folder " << parent.string()
+                                                                   << " does not exist");
+    const auto svg = timeline_svg(data, SvgOptions{o.svg_steps});
+    std::ofstream out(o.svg_path, std::ios::trunc);
+    PW_INPUT_CHECK(out.good(), "--svg: cannot write '" << o.svg_path << "'");
+    out << svg;
+    PW_INPUT_CHECK(out.good(), "--svg: failed writing '" << o.svg_path << "'");
+    if (!o.json) std::printf("timeline: %s\n", o.svg_path.c_str());
+  }
+  return 0;
+}
+
+}  // namespace pw::tools

@@ -1,0 +1,46 @@
+#pragma once
+// Trace files: Chrome trace-event JSON (Perfetto and chrome://tracing open them) with
+// pipewright's own description of the run under otherData.pipewright, written by `pipewright
+// train --trace` and read back (several files merged) by `pipewright prof`.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/trace.h"
+
+namespace pw::tools {
+
+struct TraceMeta {
+  std::string model;
+  std::string schedule = "1f1b";
+  int stages = 1;
+  int replicas = 1;
+  int micro_batches = 1;
+  int chunks = 1;
+  std::vector<int> split;                  // first layer of each piece after the first
+  std::vector<std::string> layer_names;    // the model's layers, in order
+  int process_rank = 0;                    // the rank of spans without a stage (data loading)
+  std::int64_t clock_offset_ns = 0;        // added to this file's times: rank 0's clock
+  std::int64_t dropped_spans = 0;          // the ring buffer overflowed by this many
+};
+
+struct TraceData {
+  TraceMeta meta;
+  std::vector<trace::Span> spans;   // times on the common clock
+  std::vector<std::string> files;
+};
+
+int rank_of(const TraceMeta& meta, const trace::Span& span);
+
+// Writes through a temporary file renamed into place.
+void write_chrome_trace(const std::string& path, const TraceMeta& meta, const std::vector<trace::Span>& spans);
+
+// Reads and merges the files of one run. InputError naming the file for a file that is missing,
+// not JSON (a truncated write), not a Chrome trace, not written by pipewright, or from another
+// run than the first file.
+TraceData read_traces(const std::vector<std::string>& paths);
+
+// "trace.json" for rank `rank` of a multi-process job: "trace.rank2.json".
+std::string rank_trace_path(const std::string& path, int rank);
+
+}  // namespace pw::tools
