@@ -100,9 +100,9 @@ int main(int argc, char** argv) {
 
     // (a) bucketed against one plain all-reduce of the same bytes.
     rpc::InMemoryStore store;
-    std::vector<std::unique_ptr<dp::GlooCollective>> group(2);
+    std::vector<std::shared_ptr<dp::GlooCollective>> group(2);
     dp::run_per_rank(2, [&](int r) {
-      group[r] = std::make_unique<dp::GlooCollective>(r, 2, store, "bench/", "127.0.0.1", 60000ms);
+      group[r] = std::make_shared<dp::GlooCollective>(r, 2, store, "bench/", "127.0.0.1", 60000ms);
     });
     std::vector<kernels::Tensor> flat = {kernels::Tensor::full({elements}, 1.0), kernels::Tensor::full({elements}, 2.0)};
     const double plain = timed(2, reps, [&](int r) { group[r]->allreduce_sum(flat[r], dp::Compression::None); });
@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
         for (int r = 0; r < 2; ++r) {
           std::vector<models::Parameter*> ps;
           for (auto& p : grads[static_cast<std::size_t>(r)]) ps.push_back(p.get());
-          reducers.push_back(std::make_unique<dp::BucketReducer>(ps, *group[r], dp::BucketOptions{bucket, compression}));
+          reducers.push_back(std::make_unique<dp::BucketReducer>(ps, group[r], dp::BucketOptions{bucket, compression}));
         }
         // Plain and bucketed alternate, so both see the same machine load.
         std::vector<double> plain_times, bucket_times;

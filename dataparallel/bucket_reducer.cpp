@@ -9,23 +9,57 @@
 
 namespace pw::dp {
 
-BucketReducer::BucketReducer(std::vector<models::Parameter*> parameters, Collective& collective,
+struct BucketReducer::Core {
+  struct Bucket {
+    std::vector<models::Parameter*> parameters;
+    std::int64_t elements = 0;
+    kernels::Tensor flat;   // the gradients, back to back
+    int pending = 0;        // gradients not final yet this step
+  };
+
+  std::shared_ptr<Collective> collective;
+  BucketOptions options;
+  TraceTrack track;
+  std::vector<Bucket> buckets;   // in reduction order
+  std::map<models::Parameter*, std::size_t> bucket_of;
+  std::map<models::Parameter*, bool> seen;
+
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::size_t next = 0;          // the next bucket to reduce
+  std::int64_t step = -1;
+  bool stopping = false;
+  bool reducing = false;         // the thread is inside a collective
+  std::optional<std::string> aborted;
+  std::exception_ptr error;
+  ReduceStats stats;
+
+  void work();
+  void reduce(Bucket& bucket);
+};
+
+BucketReducer::BucketReducer(std::vector<models::Parameter*> parameters, std::shared_ptr<Collective> collective,
                              BucketOptions options, TraceTrack track)
-    : collective_(collective), options_(options), track_(track) {
-  PW_INPUT_CHECK(options_.bucket_bytes > 0, "the gradient bucket size must be positive");
+    : core_(std::make_shared<Core>()) {
+  PW_INPUT_CHECK(options.bucket_bytes > 0, "the gradient bucket size must be positive");
+  PW_CHECK(collective != nullptr, "a gradient reducer needs a collective");
+  auto& c = *core_;
+  c.collective = std::move(collective);
+  c.options = options;
+  c.track = track;
   // Backward finishes the last layers first, so buckets are filled from the end.
   std::reverse(parameters.begin(), parameters.end());
   for (auto* p : parameters) {
     PW_CHECK(p->grad.dtype() == kernels::DType::F32, "gradient of '" << p->name << "' is " << p->grad.describe()
                                                                      << "; buckets hold F32");
-    if (buckets_.empty() || static_cast<std::size_t>(buckets_.back().elements) * sizeof(float) >= options_.bucket_bytes)
-      buckets_.emplace_back();
-    buckets_.back().parameters.push_back(p);
-    buckets_.back().elements += p->grad.numel();
-    bucket_of_[p] = buckets_.size() - 1;
+    if (c.buckets.empty() || static_cast<std::size_t>(c.buckets.back().elements) * sizeof(float) >= options.bucket_bytes)
+      c.buckets.emplace_back();
+    c.buckets.back().parameters.push_back(p);
+    c.buckets.back().elements += p->grad.numel();
+    c.bucket_of[p] = c.buckets.size() - 1;
   }
-  for (auto& b : buckets_) {
-    stats_.bytes += b.elements * static_cast<std::int64_t>(sizeof(float));
+  for (auto& b : c.buckets) {
+    c.stats.bytes += b.elements * static_cast<std::int64_t>(sizeof(float));
     b.flat = kernels::Tensor::empty({b.elements}, kernels::DType::F32, b.parameters.front()->grad.device());
     std::int64_t at = 0;
     for (auto* p : b.parameters) {
@@ -36,76 +70,79 @@ BucketReducer::BucketReducer(std::vector<models::Parameter*> parameters, Collect
       at += home.numel();
     }
   }
-  stats_.buckets = static_cast<std::int64_t>(buckets_.size());
-  next_ = buckets_.size();   // nothing to do before the first step
-  worker_ = std::thread([this] { work(); });
+  c.stats.buckets = static_cast<std::int64_t>(c.buckets.size());
+  c.next = c.buckets.size();   // nothing to do before the first step
+  worker_ = std::thread([core = core_] { core->work(); });
 }
 
 BucketReducer::~BucketReducer() {
+  bool stuck = false;
   {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
+    std::lock_guard lock(core_->mutex);
+    core_->stopping = true;
+    stuck = core_->reducing && core_->aborted.has_value();
   }
-  changed_.notify_all();
-  worker_.join();
+  core_->changed.notify_all();
+  // An aborted reduction waits for a replica that is gone, until the collective's timeout; the
+  // thread keeps what it uses alive and ends on its own.
+  if (stuck) worker_.detach();
+  else worker_.join();
 }
 
 void BucketReducer::start_step(std::int64_t step) {
-  std::lock_guard lock(mutex_);
-  PW_CHECK(next_ == buckets_.size() || step_ < 0, "a step started before the last one's gradients were reduced");
-  step_ = step;
-  next_ = 0;
-  error_ = nullptr;
-  aborted_.reset();
-  stats_.reduce_seconds = 0.0;
-  stats_.exposed_seconds = 0.0;
-  seen_.clear();
-  for (auto& b : buckets_) {
-    b.pending = static_cast<int>(b.parameters.size());
-    b.reduced = false;
-  }
+  auto& c = *core_;
+  std::lock_guard lock(c.mutex);
+  if (c.aborted) return;   // finish() reports it
+  PW_CHECK(c.next == c.buckets.size() || c.step < 0, "a step started before the last one's gradients were reduced");
+  c.step = step;
+  c.next = 0;
+  c.error = nullptr;
+  c.stats.reduce_seconds = 0.0;
+  c.stats.exposed_seconds = 0.0;
+  c.seen.clear();
+  for (auto& b : c.buckets) b.pending = static_cast<int>(b.parameters.size());
 }
 
 void BucketReducer::ready(models::Parameter* parameter) {
-  std::lock_guard lock(mutex_);
-  auto it = bucket_of_.find(parameter);
-  if (it == bucket_of_.end() || seen_[parameter]) return;
-  seen_[parameter] = true;
-  if (--buckets_[it->second].pending == 0) changed_.notify_all();
+  auto& c = *core_;
+  std::lock_guard lock(c.mutex);
+  auto it = c.bucket_of.find(parameter);
+  if (it == c.bucket_of.end() || c.seen[parameter]) return;
+  c.seen[parameter] = true;
+  if (--c.buckets[it->second].pending == 0) c.changed.notify_all();
 }
 
-void BucketReducer::work() {
-  std::unique_lock lock(mutex_);
+void BucketReducer::Core::work() {
+  std::unique_lock lock(mutex);
   while (true) {
-    changed_.wait(lock, [&] {
-      return stopping_ || (next_ < buckets_.size() && !aborted_ && !error_ && buckets_[next_].pending == 0);
+    changed.wait(lock, [&] {
+      return stopping || (next < buckets.size() && !aborted && !error && buckets[next].pending == 0);
     });
-    if (stopping_) return;
-    Bucket& bucket = buckets_[next_];
-    const auto step = step_;
-    const auto index = static_cast<int>(next_);
+    if (stopping) return;
+    Bucket& bucket = buckets[next];
+    const auto traced_step = step;
+    const auto index = static_cast<int>(next);
+    reducing = true;
     lock.unlock();
     const auto t0 = Clock::now();
     std::exception_ptr failed;
     try {
       // micro_batch holds the bucket's index in the trace.
-      trace::ScopedSpan span(trace::SpanKind::AllReduce, track_.stage, track_.replica, step, index, 0, 1);
+      trace::ScopedSpan span(trace::SpanKind::AllReduce, track.stage, track.replica, traced_step, index, 0, 1);
       reduce(bucket);
     } catch (...) {
       failed = std::current_exception();
     }
     lock.lock();
-    stats_.reduce_seconds += seconds_since(t0);
-    if (failed) error_ = failed;
-    else {
-      bucket.reduced = true;
-      ++next_;
-    }
-    changed_.notify_all();
+    reducing = false;
+    stats.reduce_seconds += seconds_since(t0);
+    if (failed) error = failed;
+    else ++next;
+    changed.notify_all();
   }
 }
 
-void BucketReducer::reduce(Bucket& bucket) {
+void BucketReducer::Core::reduce(Bucket& bucket) {
   // Someone may have replaced a gradient tensor (a checkpoint load, a test): bring it home.
   std::int64_t at = 0;
   for (auto* p : bucket.parameters) {
@@ -116,8 +153,8 @@ void BucketReducer::reduce(Bucket& bucket) {
     }
     at += p->grad.numel();
   }
-  collective_.allreduce_sum(bucket.flat, options_.compression);
-  const float mean = 1.0f / static_cast<float>(collective_.size());
+  collective->allreduce_sum(bucket.flat, options.compression);
+  const float mean = 1.0f / static_cast<float>(collective->size());
   if (bucket.flat.device().is_cpu()) {
     // A plain loop on this thread: an OpenMP team here would spin against the stage threads.
     float* v = bucket.flat.data<float>();
@@ -128,33 +165,40 @@ void BucketReducer::reduce(Bucket& bucket) {
 }
 
 void BucketReducer::finish(rpc::Deadline deadline) {
+  auto& c = *core_;
   const auto t0 = Clock::now();
-  std::unique_lock lock(mutex_);
+  std::unique_lock lock(c.mutex);
   // Gradients the hooks did not report (a parameter outside every child) are final by now.
-  for (auto& b : buckets_) b.pending = 0;
-  changed_.notify_all();
-  const bool done = changed_.wait_until(lock, deadline, [&] { return next_ == buckets_.size() || error_ || aborted_; });
-  stats_.exposed_seconds = seconds_since(t0);
-  if (aborted_) throw rpc::AbortedError(*aborted_);
-  if (error_) std::rethrow_exception(error_);
+  for (auto& b : c.buckets) b.pending = 0;
+  c.changed.notify_all();
+  const bool done = c.changed.wait_until(lock, deadline, [&] { return c.next == c.buckets.size() || c.error || c.aborted; });
+  c.stats.exposed_seconds = seconds_since(t0);
+  if (c.aborted) throw rpc::AbortedError(*c.aborted);
+  if (c.error) std::rethrow_exception(c.error);
   if (!done)
-    throw rpc::TimeoutError("replica " + std::to_string(collective_.rank()) + " of " +
-                            std::to_string(collective_.size()) + ": the gradient all-reduce of bucket " +
-                            std::to_string(next_) + " of " + std::to_string(buckets_.size()) +
+    throw rpc::TimeoutError("replica " + std::to_string(c.collective->rank()) + " of " +
+                            std::to_string(c.collective->size()) + ": the gradient all-reduce of bucket " +
+                            std::to_string(c.next) + " of " + std::to_string(c.buckets.size()) +
                             " did not finish before the deadline");
 }
 
 void BucketReducer::abort(const std::string& reason) {
+  auto& c = *core_;
   {
-    std::lock_guard lock(mutex_);
-    if (!aborted_) aborted_ = reason;
+    std::lock_guard lock(c.mutex);
+    if (c.aborted) return;
+    c.aborted = reason;
   }
-  changed_.notify_all();
+  // A reduction in flight may still end early if the collective can be cancelled.
+  c.collective->cancel();
+  c.changed.notify_all();
 }
 
+std::size_t BucketReducer::bucket_count() const { return core_->buckets.size(); }
+
 ReduceStats BucketReducer::stats() const {
-  std::lock_guard lock(mutex_);
-  return stats_;
+  std::lock_guard lock(core_->mutex);
+  return core_->stats;
 }
 
 }  // namespace pw::dp

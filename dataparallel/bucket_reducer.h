@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <exception>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -39,9 +40,11 @@ struct TraceTrack {
 
 class BucketReducer : public pipeline::GradientSync {
  public:
-  // `parameters` in model (forward) order, all on one device.
-  BucketReducer(std::vector<models::Parameter*> parameters, Collective& collective, BucketOptions options,
-                TraceTrack track = {});
+  // `parameters` in model (forward) order, all on one device. The collective is shared with the
+  // background thread: after an abort the thread may still sit in a collective the dead replica
+  // never joins, and is then left to finish on its own instead of holding up the caller.
+  BucketReducer(std::vector<models::Parameter*> parameters, std::shared_ptr<Collective> collective,
+                BucketOptions options, TraceTrack track = {});
   ~BucketReducer() override;
   BucketReducer(const BucketReducer&) = delete;
   BucketReducer& operator=(const BucketReducer&) = delete;
@@ -49,37 +52,15 @@ class BucketReducer : public pipeline::GradientSync {
   void start_step(std::int64_t step) override;
   void ready(models::Parameter* parameter) override;
   void finish(rpc::Deadline deadline) override;
+  // Cancels the collective too: a reducer (and its group) is unusable after an abort.
   void abort(const std::string& reason) override;
 
-  std::size_t bucket_count() const { return buckets_.size(); }
+  std::size_t bucket_count() const;
   ReduceStats stats() const;
 
  private:
-  struct Bucket {
-    std::vector<models::Parameter*> parameters;
-    std::int64_t elements = 0;
-    kernels::Tensor flat;   // the gradients, back to back
-    int pending = 0;        // gradients not final yet this step
-    bool reduced = false;
-  };
-  void work();
-  void reduce(Bucket& bucket);
-
-  Collective& collective_;
-  BucketOptions options_;
-  TraceTrack track_;
-  std::vector<Bucket> buckets_;   // in reduction order
-  std::map<models::Parameter*, std::size_t> bucket_of_;
-  std::map<models::Parameter*, bool> seen_;
-
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;
-  std::size_t next_ = 0;          // the next bucket to reduce
-  std::int64_t step_ = -1;
-  bool stopping_ = false;
-  std::optional<std::string> aborted_;
-  std::exception_ptr error_;
-  ReduceStats stats_;
+  struct Core;   // what the background thread uses
+  std::shared_ptr<Core> core_;
   std::thread worker_;
 };
 

@@ -22,6 +22,9 @@ class Collective {
   virtual void allreduce_sum(kernels::Tensor& data, Compression compression) = 0;
   // Every member's `data` becomes the root's.
   virtual void broadcast(kernels::Tensor& data, int root) = 0;
+  // Makes an operation in progress (on another thread) and every later one fail at once: the
+  // group is unusable afterwards. Called when another replica failed.
+  virtual void cancel() noexcept = 0;
 };
 
 }  // namespace pw::dp

@@ -147,6 +147,13 @@ void GlooCollective::allreduce_sum(kernels::Tensor& data, Compression compressio
   });
 }
 
+void GlooCollective::cancel() noexcept {
+  try {
+    context_->closeConnections();
+  } catch (...) {
+  }
+}
+
 void GlooCollective::broadcast(kernels::Tensor& data, int root) {
   check_flat_cpu(data, "broadcast");
   if (size_ == 1 || data.numel() == 0) return;

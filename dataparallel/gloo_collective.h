@@ -26,6 +26,7 @@ class GlooCollective : public Collective {
   int size() const override { return size_; }
   void allreduce_sum(kernels::Tensor& data, Compression compression) override;
   void broadcast(kernels::Tensor& data, int root) override;
+  void cancel() noexcept override;
 
  private:
   template <typename Op>

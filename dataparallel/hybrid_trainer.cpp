@@ -20,8 +20,19 @@ void run_per_rank(int ranks, const std::function<void(int)>& body) {
       }
     });
   for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  // The root cause: the first failure that is not another member's abort.
+  std::exception_ptr echo;
+  for (auto& e : errors) {
+    if (!e) continue;
+    try {
+      std::rethrow_exception(e);
+    } catch (const rpc::AbortedError&) {
+      if (!echo) echo = e;
+    } catch (...) {
+      throw;
+    }
+  }
+  if (echo) std::rethrow_exception(echo);
 }
 
 HybridTrainer::HybridTrainer(const partition::ModelDescription& model, const partition::Partition& partition,
@@ -46,16 +57,15 @@ HybridTrainer::HybridTrainer(const partition::ModelDescription& model, const par
     auto& exec = replicas_[static_cast<std::size_t>(r)]->executor(s);
     const auto device = options.devices[static_cast<std::size_t>(rank)];
     const std::string group = "dp/stage" + std::to_string(s) + "/";
-    std::unique_ptr<Collective> collective =
-        device.is_cuda() ? make_nccl_collective(r, R, device, store_, group + "nccl", options.timeout)
-                         : std::unique_ptr<Collective>(
-                               std::make_unique<GlooCollective>(r, R, store_, group, "127.0.0.1", options.timeout));
+    std::shared_ptr<Collective> collective =
+        device.is_cuda() ? std::shared_ptr<Collective>(make_nccl_collective(r, R, device, store_, group + "nccl", options.timeout))
+                         : std::make_shared<GlooCollective>(r, R, store_, group, "127.0.0.1", options.timeout);
     // Replicas start from replica 0's weights whatever their seeds.
     for (auto* layer : replicas_[static_cast<std::size_t>(r)]->stage_layers(s)) {
       for (auto& [name, p] : layer->named_parameters()) collective->broadcast(p->value, 0);
       for (auto& [name, b] : layer->named_buffers()) collective->broadcast(b->value, 0);
     }
-    auto reducer = std::make_unique<BucketReducer>(exec.parameters(), *collective, buckets, TraceTrack{s, r});
+    auto reducer = std::make_unique<BucketReducer>(exec.parameters(), collective, buckets, TraceTrack{s, r});
     exec.set_gradient_sync(reducer.get());
     collectives_[static_cast<std::size_t>(rank)] = std::move(collective);
     reducers_[static_cast<std::size_t>(rank)] = std::move(reducer);

@@ -36,7 +36,7 @@ class HybridTrainer {
   Topology topology_;
   rpc::InMemoryStore store_;
   std::vector<std::unique_ptr<pipeline::PipelineTrainer>> replicas_;
-  std::vector<std::unique_ptr<Collective>> collectives_;   // per rank: Gloo on CPU, NCCL on GPU
+  std::vector<std::shared_ptr<Collective>> collectives_;   // per rank: Gloo on CPU, NCCL on GPU
   std::vector<std::unique_ptr<BucketReducer>> reducers_;       // per rank
 };
 

@@ -34,6 +34,8 @@ class NcclCollective : public Collective {
     });
   }
 
+  void cancel() noexcept override { comm_.abort(); }
+
   void broadcast(kernels::Tensor& data, int root) override {
     check(data, "broadcast");
     run("broadcast", [&](cudaStream_t stream) {

@@ -135,11 +135,15 @@ models::EvalResult ProcessStage::evaluate(models::data::DataLoader& loader, std:
   double loss_sum = 0.0, correct = 0.0, samples = 0.0;
   loader.start_epoch(0);
   int b = 0;
-  // Replica 0 evaluates; the others only hear the result.
-  while (replica() == 0) {
+  // The replicas take turns with the batches (replica r: batches r, r + R, ...) and add up.
+  while (true) {
     auto batch = loader.next();
     if (!batch) break;
     if (max_batches >= 0 && b >= max_batches) break;
+    if (b % replicas_ != replica()) {
+      ++b;
+      continue;
+    }
     for (int c = 0; c < V; ++c) {
       const int v = c * P + stage();
       const rpc::Tag in_tag{round, b, rpc::PayloadKind::Evaluation, v};
@@ -158,7 +162,10 @@ models::EvalResult ProcessStage::evaluate(models::data::DataLoader& loader, std:
     ++b;
   }
   const auto all = exchange({loss_sum, correct, samples}, kEvalFigures, round);
-  const auto& f = all[static_cast<std::size_t>(last % P)];   // the last stage of replica 0
+  double f[3] = {0.0, 0.0, 0.0};
+  for (std::size_t rank = 0; rank < all.size(); ++rank)
+    if (static_cast<int>(rank) % P == last % P)   // the last stage of each replica
+      for (int i = 0; i < 3; ++i) f[i] += all[rank][static_cast<std::size_t>(i)];
   models::EvalResult r;
   r.samples = static_cast<std::int64_t>(f[2]);
   if (r.samples > 0) {

@@ -83,6 +83,9 @@ std::optional<LaunchEnv> launch_env_from(const EnvLookup& lookup) {
     const auto world = read_int(lookup, names.world, 1);
     const auto rank = read_int(lookup, names.rank, 0);
     if (!world && !rank) continue;
+    // salloc shells and batch scripts carry SLURM_PROCID/SLURM_NTASKS too; only a job step that
+    // srun started (SLURM_STEP_ID set) is a rank.
+    if (std::string_view(names.launcher) == "Slurm" && lookup("SLURM_STEP_ID") == nullptr) continue;
     PW_INPUT_CHECK(world && rank, names.launcher << " environment: " << (world ? names.rank : names.world)
                                                  << " is missing (" << (world ? names.world : names.rank)
                                                  << " is set); set both");
@@ -107,6 +110,12 @@ std::optional<LaunchEnv> launch_env_from(const EnvLookup& lookup) {
     env.master.host = addr;
     env.master.port = read_int(lookup, "MASTER_PORT", 1).value_or(kDefaultMasterPort);
     PW_INPUT_CHECK(env.master.port <= 65535, "MASTER_PORT=" << env.master.port << " is not a port (1 to 65535)");
+    // Under torchrun its agent's store already listens on MASTER_PORT: ours takes the next port.
+    if (lookup("TORCHELASTIC_RUN_ID") != nullptr) {
+      env.launcher = "torchrun";
+      PW_INPUT_CHECK(env.master.port < 65535, "MASTER_PORT=" << env.master.port << " leaves no next port for the rendezvous");
+      env.master.port += 1;
+    }
     const char* token = lookup(kJobTokenEnv);
     PW_INPUT_CHECK(token != nullptr, "a " << *world << "-rank job needs the job token in " << kJobTokenEnv
                                           << " on every rank (pipewright launch sets it; with srun or mpirun export "

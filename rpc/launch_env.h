@@ -3,7 +3,9 @@
 // torchrun's (and `pipewright launch`'s) RANK / WORLD_SIZE / LOCAL_RANK / LOCAL_WORLD_SIZE;
 // Open MPI's OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK / _LOCAL_SIZE (mpirun); Slurm's
 // SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID (srun). The rendezvous is MASTER_ADDR:MASTER_PORT
-// (port 29500 when only the address is set), and the job token PW_JOB_TOKEN.
+// (port 29500 when only the address is set; MASTER_PORT + 1 under torchrun, whose agent holds
+// MASTER_PORT), and the job token PW_JOB_TOKEN. Slurm's variables count only inside a job step
+// started by srun (SLURM_STEP_ID set), not in the salloc shell or batch script around it.
 #include <functional>
 #include <optional>
 #include <string>
@@ -20,7 +22,7 @@ struct LaunchEnv {
   HostPort master;            // the rendezvous service of rank 0
   std::string job_token;
   std::string advertise_host;  // the address peers reach this rank at
-  std::string launcher;        // "torchrun-style", "Open MPI" or "Slurm"
+  std::string launcher;        // "torchrun-style", "torchrun", "Open MPI" or "Slurm"
 };
 
 inline constexpr int kDefaultMasterPort = 29500;

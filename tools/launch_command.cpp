@@ -102,6 +102,7 @@ struct Rank {
   int rank = 0;
   pid_t pid = -1;
   std::optional<int> status;   // set once reaped
+  bool signalled = false;      // the launcher stopped it: its status is no cause
 };
 
 void set_env(const char* name, const std::string& value) { setenv(name, value.c_str(), 1); }
@@ -177,6 +178,16 @@ int run_launch(const LaunchOptions& o) {
   std::vector<Rank> ranks;
   std::vector<std::unique_ptr<OutputForwarder>> forwarders;
   const pid_t self = getpid();
+  // Should starting one rank fail, the ones already started are stopped before the error goes up.
+  struct StopStarted {
+    std::vector<Rank>& ranks;
+    int pending = std::uncaught_exceptions();
+    ~StopStarted() {
+      if (std::uncaught_exceptions() <= pending) return;
+      for (auto& r : ranks) kill(r.pid, SIGKILL);
+      for (auto& r : ranks) waitpid(r.pid, nullptr, 0);
+    }
+  } stop_started{ranks};
   for (int local = 0; local < o.nproc_per_node; ++local) {
     const int rank = o.node_rank * o.nproc_per_node + local;
     int out_pipe[2], err_pipe[2];
@@ -220,6 +231,7 @@ int run_launch(const LaunchOptions& o) {
         say("rank " + std::to_string(r.rank) + " (pid " + std::to_string(r.pid) + ") " + describe_status(status));
         // The root cause: the first rank that failed by itself (killed, crashed, bad input),
         // else the first that stopped.
+        if (r.signalled) continue;
         if (first_failure && first_failure->rank >= 0 && is_echo(*first_failure->status) && !is_echo(status))
           first_failure = r;
         if (!first_failure) {
@@ -234,7 +246,10 @@ int run_launch(const LaunchOptions& o) {
     if (const int sig = g_signal.exchange(0); sig != 0) {
       say(std::string("got SIG") + sigabbrev_np(sig) + "; stopping every rank");
       for (auto& r : ranks)
-        if (!r.status) kill(r.pid, SIGTERM);
+        if (!r.status) {
+          r.signalled = true;
+          kill(r.pid, SIGTERM);
+        }
       if (!kill_by) kill_by = Clock::now() + kTermToKill;
       if (!first_failure) first_failure = Rank{-1, -1, 128 + sig};
     }
@@ -242,6 +257,7 @@ int run_launch(const LaunchOptions& o) {
       for (auto& r : ranks)
         if (!r.status) {
           say("rank " + std::to_string(r.rank) + " did not stop; terminating it");
+          r.signalled = true;
           kill(r.pid, SIGTERM);
         }
       kill_by = Clock::now() + kTermToKill;

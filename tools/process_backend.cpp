@@ -3,6 +3,7 @@
 // rank fails, dies or stops answering.
 #include <cstdio>
 #include <cstdlib>
+#include <atomic>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -93,6 +94,19 @@ class ProcessBackend : public TrainBackend {
   ProcessBackend(const TrainOptions& o, const models::ModelSpec& spec, const models::OptimizerConfig& oc,
                  const rpc::LaunchEnv& env)
       : env_(env) {
+    try {
+      start(o, spec, oc);
+    } catch (const std::exception& e) {
+      // The destructor will not run: tell the others why, and keep rank 0's rendezvous up long
+      // enough for them to hear it.
+      abandon(e.what());
+      heartbeat_.reset();
+      if (rendezvous_) rendezvous_->wait_until_all_left(std::min(milliseconds(3000), heartbeat_timeout_));
+      throw;
+    }
+  }
+
+  void start(const TrainOptions& o, const models::ModelSpec& spec, const models::OptimizerConfig& oc) {
     pipeline::PipelineOptions po;
     po.spec = schedule_of(o);
     model_ = partition::describe(spec);
@@ -162,8 +176,9 @@ class ProcessBackend : public TrainBackend {
       for (int s = 0; s < P; ++s) members.push_back(replica_index_ * P + s);
       pipeline_view_ = std::make_unique<rpc::SubgroupTransport>(*routes_, members, stage_index_);
       stage_ = std::make_unique<pipeline::ProcessStage>(model_, partition_, po, *pipeline_view_, *thrift_, replicas_);
-      if (replicas_ > 1) join_replicas(o, po.timeout);
+      // Loaded before the broadcast, so replica 0's weights are everybody's.
       if (!o.load_path.empty()) models::load_weights(stage_->layers(), o.load_path, models::WeightCoverage::Part);
+      if (replicas_ > 1) join_replicas(o, po.timeout);
       client_->barrier("built", startup_deadline);
       if (env_.rank == 0 && replicas_ > 1)
         std::fprintf(stderr, "%s", dp::Topology(P, replicas_).grid().c_str());
@@ -253,6 +268,15 @@ class ProcessBackend : public TrainBackend {
     j["stage_busy_fraction"] = fraction;
   }
 
+  // A failure outside the steps (a NaN loss, a summary that cannot be written): report it once.
+  void abandon(const std::string& reason) noexcept override {
+    if (reported_ || !client_) return;
+    if (heartbeat_ && !heartbeat_->failure().empty()) return;   // someone else's failure
+    reported_ = true;
+    failed_here_ = true;
+    client_->report_failure(reason);
+  }
+
   void finish() override {
     guard([&] { client_->barrier("finished", Clock::now() + std::chrono::seconds(60)); });
     heartbeat_->stop();
@@ -285,7 +309,7 @@ class ProcessBackend : public TrainBackend {
     if (device_.is_cuda())
       collective_ = dp::make_nccl_collective(replica_index_, replicas_, device_, *client_, group + "nccl", timeout);
     else
-      collective_ = std::make_unique<dp::GlooCollective>(replica_index_, replicas_, *client_, group,
+      collective_ = std::make_shared<dp::GlooCollective>(replica_index_, replicas_, *client_, group,
                                                          env_.advertise_host, timeout);
     for (auto* layer : stage_->layers()) {
       for (auto& [name, p] : layer->named_parameters()) collective_->broadcast(p->value, 0);
@@ -295,7 +319,7 @@ class ProcessBackend : public TrainBackend {
     buckets.bucket_bytes = static_cast<std::size_t>(parse_bytes(o.bucket_size));
     buckets.compression = dp::parse_compression(o.grad_compression);
     compression_ = buckets.compression;
-    auto reducer = std::make_unique<dp::BucketReducer>(stage_->executor().parameters(), *collective_, buckets,
+    auto reducer = std::make_unique<dp::BucketReducer>(stage_->executor().parameters(), collective_, buckets,
                                                        dp::TraceTrack{stage_index_, replica_index_});
     stage_->executor().set_gradient_sync(reducer.get());
     std::lock_guard lock(nccl_mutex_);
@@ -358,6 +382,7 @@ class ProcessBackend : public TrainBackend {
     std::lock_guard lock(nccl_mutex_);
     if (nccl_) nccl_->abort(message);
     if (reducer_) reducer_->abort(message);
+    if (failed_here_) return;   // this rank's own failure: it is already on its way out
     const auto grace = std::max(milliseconds(2000), heartbeat_timeout_);
     std::thread([message, grace, rank = env_.rank] {
       std::this_thread::sleep_for(grace);
@@ -383,6 +408,8 @@ class ProcessBackend : public TrainBackend {
         std::this_thread::sleep_for(milliseconds(50));
       if (heartbeat_ && !heartbeat_->failure().empty())
         throw rpc::AbortedError(std::string(e.what()) + " (job stopped: " + heartbeat_->failure() + ")");
+      failed_here_ = true;
+      reported_ = true;
       client_->report_failure(e.what());
       thrift_->abort("job stopped: this rank failed");
       throw;
@@ -398,6 +425,8 @@ class ProcessBackend : public TrainBackend {
   partition::Partition partition_;
   std::vector<std::string> addresses_;
   bool finished_ = false;
+  bool reported_ = false;                   // this rank told the rendezvous why it stops
+  std::atomic<bool> failed_here_{false};    // the job failed because of this rank
   std::int64_t clock_offset_ns_ = 0;
   int replicas_ = 1;
   int stage_index_ = 0;
@@ -413,7 +442,7 @@ class ProcessBackend : public TrainBackend {
   std::unique_ptr<rpc::RoutingTransport> routes_;
   std::unique_ptr<rpc::SubgroupTransport> pipeline_view_;   // this replica's stages as ranks 0..P-1
   std::unique_ptr<pipeline::ProcessStage> stage_;
-  std::unique_ptr<dp::Collective> collective_;
+  std::shared_ptr<dp::Collective> collective_;
   std::unique_ptr<dp::BucketReducer> reducer_;
   std::unique_ptr<rpc::Heartbeat> heartbeat_;   // first to go: its callback uses the transports
 };

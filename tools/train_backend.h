@@ -38,6 +38,8 @@ class TrainBackend {
   // Whether this process takes part in saving: --save was given (to rank 0, in a multi-process job).
   virtual bool saves(const std::string& path) const { return !path.empty(); }
   virtual void finish() {}   // after the last step, evaluation and save: leave the job cleanly
+  // The run stops with `reason` outside a step (multi-process jobs tell the other ranks).
+  virtual void abandon(const std::string& reason) noexcept { (void)reason; }
   // What a trace file says about the run (shape, split, layer names, this process's clock offset).
   virtual TraceMeta trace_meta() const = 0;
   // Where this process writes `--trace path` (multi-process jobs: one file per rank).

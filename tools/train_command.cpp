@@ -5,6 +5,7 @@
 #include <fstream>
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <optional>
 #include <sstream>
 
@@ -245,6 +246,15 @@ int run_train(const TrainOptions& o) {
                  : wants_pipeline(o) ? make_pipeline_backend(o, spec, oc)
                                      : make_single_device_backend(o, spec, oc);
   const bool primary = backend->is_primary();
+  // An error below (a NaN loss, an unwritable output) still tells the other ranks of a job.
+  struct AbandonOnError {
+    TrainBackend& backend;
+    int pending = std::uncaught_exceptions();
+    ~AbandonOnError() {
+      if (std::uncaught_exceptions() > pending)
+        backend.abandon("it stopped with an error outside a training step (see its output)");
+    }
+  } abandon_on_error{*backend};
 
   std::fprintf(stderr, "pipewright train: %s (%lld parameters, %s activations/sample) on %s, %s, batch %lld, %lld steps\n",
                spec.name.c_str(), static_cast<long long>(stats.parameters),

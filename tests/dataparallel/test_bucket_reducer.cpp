@@ -17,12 +17,12 @@ namespace {
 rpc::Deadline in(std::chrono::milliseconds ms) { return std::chrono::steady_clock::now() + ms; }
 
 // `count` members of one Gloo group, connected concurrently.
-std::vector<std::unique_ptr<dp::GlooCollective>> group(rpc::Store& store, int count, const std::string& name,
+std::vector<std::shared_ptr<dp::GlooCollective>> group(rpc::Store& store, int count, const std::string& name,
                                                          std::chrono::milliseconds timeout = 10000ms) {
-  std::vector<std::unique_ptr<dp::GlooCollective>> members(static_cast<std::size_t>(count));
+  std::vector<std::shared_ptr<dp::GlooCollective>> members(static_cast<std::size_t>(count));
   dp::run_per_rank(count, [&](int r) {
     members[static_cast<std::size_t>(r)] =
-        std::make_unique<dp::GlooCollective>(r, count, store, name + "/", "127.0.0.1", timeout);
+        std::make_shared<dp::GlooCollective>(r, count, store, name + "/", "127.0.0.1", timeout);
   });
   return members;
 }
@@ -110,8 +110,8 @@ BOOST_AUTO_TEST_CASE(every_replica_ends_with_the_mean_gradient_in_any_bucket_siz
         for (std::size_t k = 0; k < x.size(); ++k) x[k] = (x[k] + y[k]) / 2;
         expected.push_back(x);
       }
-      dp::BucketReducer ra(a.pointers(), *members[0], {bucket_bytes, dp::Compression::None});
-      dp::BucketReducer rb(b.pointers(), *members[1], {bucket_bytes, dp::Compression::None});
+      dp::BucketReducer ra(a.pointers(), members[0], {bucket_bytes, dp::Compression::None});
+      dp::BucketReducer rb(b.pointers(), members[1], {bucket_bytes, dp::Compression::None});
       if (bucket_bytes == 64) BOOST_TEST(ra.bucket_count() == 3u);   // one parameter per bucket
       if (bucket_bytes == (std::size_t{1} << 20)) BOOST_TEST(ra.bucket_count() == 1u);
       dp::run_per_rank(2, [&](int r) {
@@ -137,8 +137,8 @@ BOOST_AUTO_TEST_CASE(fp16_compression_has_bounded_error) {
   rpc::InMemoryStore store;
   auto members = group(store, 2, "fp16");
   FakeStage a(3), b(4), ref_a(3), ref_b(4);
-  dp::BucketReducer ra(a.pointers(), *members[0], {1 << 20, dp::Compression::Fp16});
-  dp::BucketReducer rb(b.pointers(), *members[1], {1 << 20, dp::Compression::Fp16});
+  dp::BucketReducer ra(a.pointers(), members[0], {1 << 20, dp::Compression::Fp16});
+  dp::BucketReducer rb(b.pointers(), members[1], {1 << 20, dp::Compression::Fp16});
   dp::run_per_rank(2, [&](int r) {
     auto& reducer = r == 0 ? ra : rb;
     reducer.start_step(0);
@@ -159,15 +159,22 @@ BOOST_AUTO_TEST_CASE(fp16_compression_has_bounded_error) {
   BOOST_TEST(worst > 0.0);   // it really was compressed
 }
 
-BOOST_AUTO_TEST_CASE(a_silent_replica_makes_finish_time_out_and_abort_wakes_it) {
+BOOST_AUTO_TEST_CASE(a_silent_replica_makes_finish_time_out_and_abort_cancels_the_reduction) {
   rpc::InMemoryStore store;
-  auto members = group(store, 2, "late", 1000ms);
+  auto members = group(store, 2, "late", 30000ms);
   FakeStage a(5);
-  dp::BucketReducer ra(a.pointers(), *members[0], {1 << 20, dp::Compression::None});
-  ra.start_step(0);
-  BOOST_CHECK_THROW(ra.finish(in(300ms)), rpc::TimeoutError);
-  ra.abort("replica 1 failed");
-  BOOST_CHECK_THROW(ra.finish(in(300ms)), rpc::AbortedError);
+  auto ra = std::make_unique<dp::BucketReducer>(a.pointers(), members[0], dp::BucketOptions{1 << 20, dp::Compression::None});
+  ra->start_step(0);
+  BOOST_CHECK_THROW(ra->finish(in(300ms)), rpc::TimeoutError);
+  // The reduction is stuck waiting for member 1; an abort must end it now, not in 30 s.
+  const auto t0 = std::chrono::steady_clock::now();
+  ra->abort("replica 1 failed");
+  BOOST_CHECK_THROW(ra->finish(in(300ms)), rpc::AbortedError);
+  ra->start_step(1);   // an aborted reducer stays aborted
+  BOOST_CHECK_THROW(ra->finish(in(300ms)), rpc::AbortedError);
+  ra.reset();
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  BOOST_TEST(took < 5.0, "the aborted reducer took " << took << " s to stop");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

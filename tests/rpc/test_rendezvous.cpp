@@ -176,8 +176,10 @@ BOOST_AUTO_TEST_CASE(torchrun_slurm_and_open_mpi_variables) {
   BOOST_TEST(t->local_rank == 1);
   BOOST_TEST(t->master.str() == "10.0.0.1:1234");
   BOOST_TEST(t->launcher == "torchrun-style");
+  // Not inside an srun step: an salloc shell or a batch script.
+  BOOST_TEST(!env_of(with({{"SLURM_NTASKS", "4"}, {"SLURM_PROCID", "0"}})).has_value());
   auto s = env_of(with({{"SLURM_NTASKS", "4"}, {"SLURM_PROCID", "3"}, {"SLURM_LOCALID", "1"},
-                        {"SLURM_NTASKS_PER_NODE", "2(x2)"}}));
+                        {"SLURM_NTASKS_PER_NODE", "2(x2)"}, {"SLURM_STEP_ID", "0"}}));
   BOOST_REQUIRE(s.has_value());
   BOOST_TEST(s->rank == 3);
   BOOST_TEST(s->local_rank == 1);
@@ -188,6 +190,9 @@ BOOST_AUTO_TEST_CASE(torchrun_slurm_and_open_mpi_variables) {
   BOOST_REQUIRE(m.has_value());
   BOOST_TEST(m->rank == 1);
   BOOST_TEST(m->launcher == "Open MPI");
+  auto tr = env_of(with({{"WORLD_SIZE", "2"}, {"RANK", "0"}, {"MASTER_PORT", "29500"}, {"TORCHELASTIC_RUN_ID", "x"}}));
+  BOOST_TEST(tr->launcher == "torchrun");
+  BOOST_TEST(tr->master.port == 29501);
   // torchrun-style variables win over Slurm's (torchrun inside an allocation).
   auto both = env_of(with({{"WORLD_SIZE", "2"}, {"RANK", "1"}, {"SLURM_NTASKS", "1"}, {"SLURM_PROCID", "0"}}));
   BOOST_TEST(both->launcher == "torchrun-style");

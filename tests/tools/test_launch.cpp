@@ -122,7 +122,7 @@ BOOST_AUTO_TEST_CASE(ranks_started_by_srun_or_mpirun_environments_need_no_launch
   ScratchDir dir("envs");
   embedded(dir, "--stages 2", "one");
   const std::string common = "MASTER_ADDR=127.0.0.1 PW_JOB_TOKEN=0123456789abcdef ";
-  const std::string slurm = "SLURM_NTASKS=2 SLURM_PROCID=";
+  const std::string slurm = "SLURM_STEP_ID=0 SLURM_NTASKS=2 SLURM_PROCID=";
   const std::string mpi = "OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=";
   for (const auto& [name, rank_var] : {std::pair{"Slurm", slurm}, std::pair{"Open MPI", mpi}}) {
     BOOST_TEST_CONTEXT(name) {
