@@ -94,3 +94,53 @@ service Rendezvous {
   // A rank that finished closes its connections without being counted as lost.
   void leave(1: string job_token, 2: i32 rank) throws (1: RendezvousFailed failed),
 }
+
+// ---- parameter servers (one service per shard) ---------------------------------------------
+
+enum SparseOptimizer {
+  SGD = 1,
+  ADAGRAD = 2,
+  ADAM = 3,
+}
+
+struct TableSpec {
+  1: string name,
+  2: i32 dim,              // floats per row
+  3: i32 optimizer,        // a SparseOptimizer
+  4: double lr,
+  5: i64 init_seed,        // rows start uniform in [-init_scale, init_scale], a function of (seed, key)
+  6: double init_scale,
+}
+
+enum PsErrorCode {
+  BAD_REQUEST = 1,         // unknown table, wrong row width, too many keys, a table redefined
+  REFUSED = 2,             // wrong job token
+  TIMED_OUT = 3,           // waiting for other workers' pushes (sync / bounded staleness)
+  FAILED = 4,              // the server could not do it (disk full...)
+}
+
+exception PsError {
+  1: string reason,
+  2: i32 code,             // a PsErrorCode
+}
+
+struct ShardStats {
+  1: i64 rows,
+  2: i64 pulls,
+  3: i64 pushes,
+  4: i64 applied_through,  // the last step whose pushes from every worker are applied (-1: none)
+}
+
+service ParameterServer {
+  // Idempotent for the same spec; a different spec under an existing name is refused.
+  void create_table(1: string job_token, 2: TableSpec spec) throws (1: PsError error),
+  // The rows of `keys` (created on first touch), row-major F32 little-endian. With staleness s >= 0
+  // the answer waits until every worker's pushes of step `step - s` are applied (s < 0: never waits).
+  binary pull(1: string job_token, 2: string table, 3: list<i64> keys, 4: i64 step, 5: i32 staleness,
+              6: i32 timeout_ms) throws (1: PsError error),
+  // Gradients of `keys` (unique within the call), summed over the worker's batch. Every worker
+  // pushes once per step to every shard (possibly no keys), so the server can count steps.
+  void push(1: string job_token, 2: string table, 3: i32 worker, 4: i64 step, 5: list<i64> keys,
+            6: binary grads) throws (1: PsError error),
+  ShardStats stats(1: string job_token, 2: string table) throws (1: PsError error),
+}

@@ -1,4 +1,4 @@
-// The pipewright command: train, plan, launch, prof and info.
+// The pipewright command: train, plan, launch, prof, ps and info.
 #include <cstdio>
 #include <cstdlib>
 
@@ -10,6 +10,7 @@
 #include "tools/info_command.h"
 #include "tools/launch_command.h"
 #include "tools/prof/prof_command.h"
+#include "tools/ps_command.h"
 #include "tools/plan_command.h"
 #include "tools/train_command.h"
 
@@ -25,6 +26,8 @@ int main(int argc, char** argv) {
   pw::tools::add_launch_command(app, launch);
   pw::tools::ProfOptions prof;
   pw::tools::add_prof_command(app, prof);
+  pw::tools::PsServeOptions ps;
+  pw::tools::add_ps_command(app, ps);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

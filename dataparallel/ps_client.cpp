@@ -1,0 +1,179 @@
+#include "dataparallel/ps_client.h"
+
+#include <cstring>
+#include <exception>
+#include <thread>
+
+#include <thrift/protocol/TBinaryProtocol.h>
+#include <thrift/transport/TBufferTransports.h>
+#include <thrift/transport/TSocket.h>
+
+#include "core/error.h"
+#include "pw_thrift/ParameterServer.h"
+#include "rpc/transport.h"
+
+namespace pw::dp {
+
+namespace transport = apache::thrift::transport;
+
+// One framed connection to a shard, opened on first use and after a failure.
+class PsConnection {
+ public:
+  PsConnection(rpc::HostPort address, int shard) : address_(std::move(address)), shard_(shard) {}
+
+  template <typename Body>
+  auto call(const char* what, std::chrono::milliseconds timeout, Body body) {
+    std::lock_guard lock(mutex_);
+    const std::string where = "parameter server shard " + std::to_string(shard_) + " at " + address_.str() + " (" +
+                              what + "): ";
+    try {
+      if (!socket_ || !socket_->isOpen()) {
+        socket_ = std::make_shared<transport::TSocket>(address_.host, address_.port);
+        socket_->setNoDelay(true);
+        socket_->setConnTimeout(static_cast<int>(std::min<std::int64_t>(timeout.count(), 10000)));
+        framed_ = std::make_shared<transport::TFramedTransport>(socket_);
+        client_ = std::make_unique<rpc::wire::ParameterServerClient>(
+            std::make_shared<apache::thrift::protocol::TBinaryProtocol>(framed_));
+        framed_->open();
+      }
+      // The server answers a timed-out wait itself; the socket waits a little longer.
+      socket_->setRecvTimeout(static_cast<int>(timeout.count()) + 2000);
+      socket_->setSendTimeout(static_cast<int>(timeout.count()) + 2000);
+      return body(*client_, static_cast<int>(timeout.count()));
+    } catch (const rpc::wire::PsError& e) {
+      if (e.code == rpc::wire::PsErrorCode::TIMED_OUT) throw rpc::TimeoutError(where + e.reason);
+      if (e.code == rpc::wire::PsErrorCode::FAILED) throw Error(where + e.reason);
+      throw InputError(where + e.reason);
+    } catch (const apache::thrift::TException& e) {
+      close();
+      throw rpc::TimeoutError(where + "no answer: " + e.what());
+    }
+  }
+
+ private:
+  void close() noexcept {
+    try {
+      if (framed_) framed_->close();
+    } catch (...) {
+    }
+    socket_.reset();
+  }
+  rpc::HostPort address_;
+  int shard_;
+  std::mutex mutex_;
+  std::shared_ptr<transport::TSocket> socket_;
+  std::shared_ptr<transport::TTransport> framed_;
+  std::unique_ptr<rpc::wire::ParameterServerClient> client_;
+};
+
+PsClient::PsClient(std::vector<rpc::HostPort> shards, std::string job_token, int worker,
+                   std::chrono::milliseconds timeout)
+    : token_(std::move(job_token)), worker_(worker), timeout_(timeout) {
+  PW_INPUT_CHECK(!shards.empty(), "a parameter-server client needs at least one shard address");
+  for (std::size_t i = 0; i < shards.size(); ++i)
+    connections_.push_back(std::make_unique<PsConnection>(shards[i], static_cast<int>(i)));
+}
+
+PsClient::~PsClient() = default;
+
+// Runs call(shard) for every shard at once; rethrows the first failure.
+template <typename Call>
+void PsClient::on_every_shard(const char*, Call call) {
+  const int n = shards();
+  if (n == 1) return call(0);
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(n));
+  std::vector<std::thread> threads;
+  for (int s = 0; s < n; ++s)
+    threads.emplace_back([&, s] {
+      try {
+        call(s);
+      } catch (...) {
+        errors[static_cast<std::size_t>(s)] = std::current_exception();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+void PsClient::create_table(const TableConfig& c) {
+  check_table_config(c);
+  rpc::wire::TableSpec spec;
+  spec.name = c.name;
+  spec.dim = c.dim;
+  spec.optimizer = static_cast<int>(c.optimizer);
+  spec.lr = c.lr;
+  spec.init_seed = static_cast<std::int64_t>(c.init_seed);
+  spec.init_scale = c.init_scale;
+  on_every_shard("create_table", [&](int s) {
+    connections_[static_cast<std::size_t>(s)]->call("create_table", timeout_,
+                                                    [&](rpc::wire::ParameterServerClient& client, int) {
+                                                      client.create_table(token_, spec);
+                                                    });
+  });
+}
+
+std::vector<float> PsClient::pull(const std::string& table, int dim, const std::vector<std::int64_t>& keys,
+                                  std::int64_t step, int staleness) {
+  const int n = shards();
+  std::vector<std::vector<std::int64_t>> per(static_cast<std::size_t>(n));
+  std::vector<std::vector<std::size_t>> where(static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const auto s = static_cast<std::size_t>(shard_of(keys[i], n));
+    per[s].push_back(keys[i]);
+    where[s].push_back(i);
+  }
+  const auto d = static_cast<std::size_t>(dim);
+  std::vector<float> rows(keys.size() * d);
+  on_every_shard("pull", [&](int s) {
+    const auto u = static_cast<std::size_t>(s);
+    if (per[u].empty()) return;
+    std::string bytes;
+    connections_[u]->call("pull", timeout_, [&](rpc::wire::ParameterServerClient& client, int ms) {
+      client.pull(bytes, token_, table, per[u], step, staleness, ms);
+    });
+    PW_CHECK(bytes.size() == per[u].size() * d * sizeof(float),
+             "parameter server shard " << s << " sent " << bytes.size() << " bytes for " << per[u].size()
+                                       << " rows of width " << dim);
+    const auto* values = reinterpret_cast<const float*>(bytes.data());
+    for (std::size_t k = 0; k < per[u].size(); ++k)
+      std::memcpy(rows.data() + where[u][k] * d, values + k * d, d * sizeof(float));
+  });
+  return rows;
+}
+
+void PsClient::push(const std::string& table, int dim, const std::vector<std::int64_t>& keys,
+                    const std::vector<float>& grads, std::int64_t step) {
+  const auto d = static_cast<std::size_t>(dim);
+  PW_INPUT_CHECK(grads.size() == keys.size() * d, "push of " << keys.size() << " keys of width " << dim << " with "
+                                                             << grads.size() << " gradient values");
+  const int n = shards();
+  std::vector<std::vector<std::int64_t>> per(static_cast<std::size_t>(n));
+  std::vector<std::string> bytes(static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const auto s = static_cast<std::size_t>(shard_of(keys[i], n));
+    per[s].push_back(keys[i]);
+    bytes[s].append(reinterpret_cast<const char*>(grads.data() + i * d), d * sizeof(float));
+  }
+  // Every shard hears of every step, with or without keys, so each can count the workers' steps.
+  on_every_shard("push", [&](int s) {
+    const auto u = static_cast<std::size_t>(s);
+    connections_[u]->call("push", timeout_, [&](rpc::wire::ParameterServerClient& client, int) {
+      client.push(token_, table, worker_, step, per[u], bytes[u]);
+    });
+  });
+}
+
+std::vector<PsClient::ShardReport> PsClient::stats(const std::string& table) {
+  std::vector<ShardReport> out(static_cast<std::size_t>(shards()));
+  on_every_shard("stats", [&](int s) {
+    rpc::wire::ShardStats st;
+    connections_[static_cast<std::size_t>(s)]->call("stats", timeout_, [&](rpc::wire::ParameterServerClient& c, int) {
+      c.stats(st, token_, table);
+    });
+    out[static_cast<std::size_t>(s)] = {st.rows, st.pulls, st.pushes, st.applied_through};
+  });
+  return out;
+}
+
+}  // namespace pw::dp

@@ -1,0 +1,48 @@
+#pragma once
+// A worker's side of the parameter servers: keys go to their shard by hash, each request is
+// batched per shard and the shards are asked in parallel; rows come back in the caller's key
+// order. Every call has a deadline; a server's refusal is an InputError naming the shard.
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "dataparallel/ps_table.h"
+#include "rpc/host_port.h"
+
+namespace pw::dp {
+
+class PsConnection;
+
+class PsClient {
+ public:
+  PsClient(std::vector<rpc::HostPort> shards, std::string job_token, int worker,
+           std::chrono::milliseconds timeout = std::chrono::seconds(60));
+  ~PsClient();
+
+  int shards() const { return static_cast<int>(connections_.size()); }
+  void create_table(const TableConfig& config);   // on every shard
+  // The rows of `keys` (unique), [keys.size() * dim]. staleness: see PsShard (negative: no wait).
+  std::vector<float> pull(const std::string& table, int dim, const std::vector<std::int64_t>& keys, std::int64_t step,
+                          int staleness);
+  // Gradients of `keys` (unique), [keys.size() * dim]; every shard hears of the step.
+  void push(const std::string& table, int dim, const std::vector<std::int64_t>& keys, const std::vector<float>& grads,
+            std::int64_t step);
+  struct ShardReport {
+    std::int64_t rows = 0, pulls = 0, pushes = 0, applied_through = -1;
+  };
+  std::vector<ShardReport> stats(const std::string& table);
+
+ private:
+  template <typename Call>
+  void on_every_shard(const char* what, Call call);
+
+  std::string token_;
+  int worker_;
+  std::chrono::milliseconds timeout_;
+  std::vector<std::unique_ptr<PsConnection>> connections_;
+};
+
+}  // namespace pw::dp

@@ -1,0 +1,106 @@
+#include "dataparallel/ps_server.h"
+
+#include <cstring>
+
+#include "pw_thrift/ParameterServer.h"
+#include "rpc/frame_check.h"
+#include "rpc/job_token.h"
+#include "rpc/thrift_server.h"
+
+namespace pw::dp {
+
+namespace {
+
+constexpr std::size_t kMaxPsMessage = std::size_t{1} << 30;
+
+[[noreturn]] void fail(const std::string& reason, rpc::wire::PsErrorCode::type code) {
+  rpc::wire::PsError e;
+  e.reason = reason;
+  e.code = code;
+  throw e;
+}
+
+class PsHandler : public rpc::wire::ParameterServerIf {
+ public:
+  PsHandler(std::shared_ptr<PsShard> shard, std::string token) : shard_(std::move(shard)), token_(std::move(token)) {}
+
+  void create_table(const std::string& token, const rpc::wire::TableSpec& spec) override {
+    guarded(token, [&] {
+      TableConfig c;
+      c.name = spec.name;
+      c.dim = spec.dim;
+      c.optimizer = static_cast<SparseOptimizerKind>(spec.optimizer);
+      c.lr = spec.lr;
+      c.init_seed = static_cast<std::uint64_t>(spec.init_seed);
+      c.init_scale = spec.init_scale;
+      shard_->create_table(c);
+    });
+  }
+
+  void pull(std::string& out, const std::string& token, const std::string& table, const std::vector<int64_t>& keys,
+            int64_t step, int32_t staleness, int32_t timeout_ms) override {
+    guarded(token, [&] {
+      const auto rows = shard_->pull(table, keys, step, staleness,
+                                     std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(timeout_ms, 0)));
+      out.assign(reinterpret_cast<const char*>(rows.data()), rows.size() * sizeof(float));
+    });
+  }
+
+  void push(const std::string& token, const std::string& table, int32_t worker, int64_t step,
+            const std::vector<int64_t>& keys, const std::string& grads) override {
+    guarded(token, [&] {
+      if (grads.size() % sizeof(float) != 0)
+        fail("gradients of " + std::to_string(grads.size()) + " bytes are not whole F32 values",
+             rpc::wire::PsErrorCode::BAD_REQUEST);
+      std::vector<float> values(grads.size() / sizeof(float));
+      std::memcpy(values.data(), grads.data(), grads.size());
+      shard_->push(table, worker, step, keys, values.data(), values.size());
+    });
+  }
+
+  void stats(rpc::wire::ShardStats& out, const std::string& token, const std::string& table) override {
+    guarded(token, [&] {
+      const auto s = shard_->stats(table);
+      out.rows = s.rows;
+      out.pulls = s.pulls;
+      out.pushes = s.pushes;
+      out.applied_through = s.applied_through;
+    });
+  }
+
+ private:
+  template <typename Body>
+  void guarded(const std::string& token, Body body) {
+    if (!rpc::tokens_equal(token, token_)) fail("wrong job token", rpc::wire::PsErrorCode::REFUSED);
+    try {
+      body();
+    } catch (const rpc::wire::PsError&) {
+      throw;
+    } catch (const rpc::TimeoutError& e) {
+      fail(e.what(), rpc::wire::PsErrorCode::TIMED_OUT);
+    } catch (const InputError& e) {
+      fail("shard " + std::to_string(shard_->config().shard) + ": " + e.what(), rpc::wire::PsErrorCode::BAD_REQUEST);
+    } catch (const std::exception& e) {
+      fail("shard " + std::to_string(shard_->config().shard) + ": " + e.what(), rpc::wire::PsErrorCode::FAILED);
+    }
+  }
+
+  std::shared_ptr<PsShard> shard_;
+  std::string token_;
+};
+
+}  // namespace
+
+PsServer::PsServer(const rpc::HostPort& bind, PsShardConfig config, std::string job_token) {
+  rpc::check_job_token(job_token, "the parameter server's job token");
+  shard_ = std::make_shared<PsShard>(std::move(config));
+  server_ = std::make_unique<rpc::ThriftServer>(
+      bind, std::make_shared<rpc::wire::ParameterServerProcessor>(std::make_shared<PsHandler>(shard_, job_token)),
+      kMaxPsMessage);
+}
+
+PsServer::~PsServer() { server_.reset(); }
+
+rpc::HostPort PsServer::address() const { return server_->address(); }
+
+}  // namespace pw::dp

@@ -1,0 +1,246 @@
+// Parameter servers: seeded rows and key sharding, the sparse optimizers, the service over
+// loopback (sync, async and bounded staleness), bad requests, and recovery from the log.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <boost/test/unit_test.hpp>
+
+#include "dataparallel/ps_client.h"
+#include "dataparallel/ps_server.h"
+#include "dataparallel/ps_shard.h"
+#include "rpc/transport.h"
+
+using namespace pw;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string kToken = "ps-test-token";
+
+dp::TableConfig table(const std::string& name, int dim, dp::SparseOptimizerKind opt, double lr = 0.1) {
+  dp::TableConfig c;
+  c.name = name;
+  c.dim = dim;
+  c.optimizer = opt;
+  c.lr = lr;
+  c.init_seed = 42;
+  c.init_scale = 0.5;
+  return c;
+}
+
+std::vector<float> initial(const dp::TableConfig& c, std::int64_t key) {
+  std::vector<float> row(static_cast<std::size_t>(c.dim));
+  dp::initial_row(c, key, row.data());
+  return row;
+}
+
+struct Servers {
+  Servers(int shards, int workers, dp::UpdateMode mode, std::size_t max_keys = std::size_t{1} << 22) {
+    std::vector<rpc::HostPort> addresses;
+    for (int s = 0; s < shards; ++s) {
+      dp::PsShardConfig c;
+      c.shard = s;
+      c.shards = shards;
+      c.workers = workers;
+      c.mode = mode;
+      c.max_keys = max_keys;
+      servers.push_back(std::make_unique<dp::PsServer>(rpc::HostPort{"127.0.0.1", 0}, c, kToken));
+      addresses.push_back(servers.back()->address());
+    }
+    for (int w = 0; w < workers; ++w) clients.push_back(std::make_unique<dp::PsClient>(addresses, kToken, w, 5000ms));
+  }
+  std::vector<std::unique_ptr<dp::PsServer>> servers;
+  std::vector<std::unique_ptr<dp::PsClient>> clients;
+};
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(parameter_server)
+
+BOOST_AUTO_TEST_CASE(rows_are_seeded_by_key_and_keys_spread_over_shards) {
+  const auto c = table("t", 8, dp::SparseOptimizerKind::Sgd);
+  BOOST_TEST(initial(c, 7) == initial(c, 7));
+  BOOST_TEST(initial(c, 7) != initial(c, 8));
+  for (float v : initial(c, 123456789)) BOOST_TEST((v >= -0.5f && v <= 0.5f));
+  std::vector<int> counts(4, 0);
+  for (std::int64_t k = 0; k < 40000; ++k) ++counts[static_cast<std::size_t>(dp::shard_of(k, 4))];
+  for (int n : counts) BOOST_TEST((n > 9000 && n < 11000), "shard holds " << n << " of 40000 consecutive keys");
+}
+
+BOOST_AUTO_TEST_CASE(sparse_optimizers_follow_their_formulas) {
+  for (auto opt : {dp::SparseOptimizerKind::Sgd, dp::SparseOptimizerKind::Adagrad, dp::SparseOptimizerKind::Adam}) {
+    BOOST_TEST_CONTEXT(dp::sparse_optimizer_name(opt)) {
+      const auto c = table("t", 3, opt, 0.1);
+      dp::ShardTable t(c);
+      const std::int64_t key = 5;
+      const auto start = initial(c, key);
+      std::vector<double> w(start.begin(), start.end()), s1(3, 0.0), s2(3, 0.0);
+      const float grads[2][3] = {{0.5f, -1.0f, 2.0f}, {0.25f, 0.5f, -0.75f}};
+      for (int step = 0; step < 2; ++step) {
+        t.apply(&key, 1, grads[step]);
+        for (int j = 0; j < 3; ++j) {
+          const double g = grads[step][j];
+          if (opt == dp::SparseOptimizerKind::Sgd) w[j] -= 0.1 * g;
+          if (opt == dp::SparseOptimizerKind::Adagrad) {
+            s1[j] += g * g;
+            w[j] -= 0.1 * g / (std::sqrt(s1[j]) + 1e-10);
+          }
+          if (opt == dp::SparseOptimizerKind::Adam) {
+            s1[j] = 0.9 * s1[j] + 0.1 * g;
+            s2[j] = 0.999 * s2[j] + 0.001 * g * g;
+            const double mh = s1[j] / (1 - std::pow(0.9, step + 1)), vh = s2[j] / (1 - std::pow(0.999, step + 1));
+            w[j] -= 0.1 * mh / (std::sqrt(vh) + 1e-8);
+          }
+        }
+      }
+      float got[3];
+      t.pull(&key, 1, got);
+      for (int j = 0; j < 3; ++j) BOOST_TEST(std::abs(got[j] - w[j]) <= 1e-5 * (1 + std::abs(w[j])));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(pull_and_push_over_two_shards) {
+  Servers ps(2, 1, dp::UpdateMode::Async);
+  const auto c = table("emb", 4, dp::SparseOptimizerKind::Sgd, 1.0);
+  auto& client = *ps.clients[0];
+  client.create_table(c);
+  client.create_table(c);   // idempotent
+  std::vector<std::int64_t> keys;
+  for (std::int64_t k = 0; k < 200; ++k) keys.push_back(k * 7919);
+  auto rows = client.pull("emb", 4, keys, 0, -1);
+  for (std::size_t i = 0; i < keys.size(); ++i)
+    BOOST_TEST(std::vector<float>(rows.begin() + i * 4, rows.begin() + (i + 1) * 4) == initial(c, keys[i]));
+  std::vector<float> grads(keys.size() * 4, 0.25f);
+  client.push("emb", 4, keys, grads, 0);
+  rows = client.pull("emb", 4, keys, 1, -1);
+  for (std::size_t i = 0; i < keys.size(); ++i)
+    for (int j = 0; j < 4; ++j) BOOST_TEST(rows[i * 4 + j] == initial(c, keys[i])[j] - 0.25f);
+  const auto stats = client.stats("emb");
+  BOOST_TEST(stats[0].rows + stats[1].rows == 200);
+  BOOST_TEST((stats[0].rows > 60 && stats[1].rows > 60));
+  BOOST_TEST(stats[0].applied_through == 0);
+}
+
+BOOST_AUTO_TEST_CASE(sync_mode_applies_a_step_once_every_worker_pushed_it) {
+  Servers ps(1, 2, dp::UpdateMode::Sync);
+  const auto c = table("emb", 2, dp::SparseOptimizerKind::Adagrad, 0.5);
+  ps.clients[0]->create_table(c);
+  const std::vector<std::int64_t> keys = {3};
+  ps.clients[0]->push("emb", 2, keys, {1.0f, 2.0f}, 0);
+  // Worker 1 has not pushed step 0: a pull of step 1 must wait, and says for whom.
+  dp::PsClient impatient({ps.servers[0]->address()}, kToken, 0, 300ms);
+  const auto message = error_of([&] { impatient.pull("emb", 2, keys, 1, 1); });
+  BOOST_TEST(message.find("behind: worker 1 (at -1)") != std::string::npos, message);
+  std::thread late([&] {
+    std::this_thread::sleep_for(200ms);
+    ps.clients[1]->push("emb", 2, keys, {3.0f, -2.0f}, 0);
+  });
+  const auto row = ps.clients[0]->pull("emb", 2, keys, 1, 1);   // returns once step 0 is applied
+  late.join();
+  // One Adagrad step with the summed gradient (4, 0): w - lr * g / |g|.
+  const auto w = initial(c, 3);
+  BOOST_TEST(std::abs(row[0] - (w[0] - 0.5f)) <= 1e-6);
+  BOOST_TEST(std::abs(row[1] - w[1]) <= 1e-6);
+}
+
+BOOST_AUTO_TEST_CASE(bounded_staleness_lets_a_worker_run_ahead_by_s_steps) {
+  Servers ps(1, 2, dp::UpdateMode::Bounded);
+  ps.clients[0]->create_table(table("emb", 2, dp::SparseOptimizerKind::Sgd));
+  const std::vector<std::int64_t> keys = {1};
+  dp::PsClient fast({ps.servers[0]->address()}, kToken, 0, 300ms);
+  for (std::int64_t step = 0; step < 2; ++step) {
+    fast.pull("emb", 2, keys, step, 2);   // steps 0 and 1 need nothing (or step -1)
+    fast.push("emb", 2, keys, {0.1f, 0.1f}, step);
+  }
+  BOOST_CHECK_THROW(fast.pull("emb", 2, keys, 2, 2), rpc::TimeoutError);   // needs worker 1's step 0
+  ps.clients[1]->push("emb", 2, keys, {0.1f, 0.1f}, 0);
+  BOOST_CHECK_NO_THROW(fast.pull("emb", 2, keys, 2, 2));
+}
+
+BOOST_AUTO_TEST_CASE(bad_requests_get_clear_errors_and_the_server_keeps_serving) {
+  Servers ps(1, 1, dp::UpdateMode::Async, 100);
+  auto& client = *ps.clients[0];
+  client.create_table(table("emb", 4, dp::SparseOptimizerKind::Sgd));
+  const std::vector<std::pair<std::function<void()>, std::string>> cases = {
+      {[&] { client.pull("nope", 4, {1}, 0, -1); }, "unknown table 'nope'; tables: emb"},
+      {[&] { client.push("emb", 4, {1, 2}, std::vector<float>(8), 0); client.push("emb", 4, {1}, std::vector<float>(4), 0); },
+       "worker 0 pushed step 0 after step 0"},
+      {[&] {
+         std::vector<std::int64_t> many(101);
+         for (std::size_t i = 0; i < many.size(); ++i) many[i] = static_cast<std::int64_t>(i);
+         client.pull("emb", 4, many, 0, -1);
+       },
+       "a pull of 101 keys; at most 100 per request"},
+      {[&] { client.create_table(table("emb", 8, dp::SparseOptimizerKind::Sgd)); }, "exists with another definition"},
+      {[&] { client.create_table(table("bad name!", 4, dp::SparseOptimizerKind::Sgd)); }, "use letters, digits"},
+  };
+  for (const auto& [call, expected] : cases) {
+    const auto message = error_of(call);
+    BOOST_TEST(message.find(expected) != std::string::npos, message);
+  }
+  // A wrong row width, sent around the client's own check.
+  dp::PsShardConfig direct;
+  dp::PsShard shard(direct);
+  shard.create_table(table("emb", 4, dp::SparseOptimizerKind::Sgd));
+  const std::vector<float> three(3);
+  BOOST_TEST(error_of([&] { shard.push("emb", 0, 0, {1}, three.data(), three.size()); })
+                 .find("rows of width 4: 1 keys need 4 gradient values, got 3") != std::string::npos);
+  dp::PsClient intruder({ps.servers[0]->address()}, "wrong-token", 0, 1000ms);
+  BOOST_TEST(error_of([&] { intruder.pull("emb", 4, {1}, 0, -1); }).find("wrong job token") != std::string::npos);
+  BOOST_CHECK_NO_THROW(client.pull("emb", 4, {1, 2, 3}, 1, -1));   // still serving
+}
+
+BOOST_AUTO_TEST_CASE(a_restarted_shard_comes_back_with_every_acknowledged_push) {
+  const auto dir = std::filesystem::temp_directory_path() / ("pw_ps_" + std::to_string(::getpid()));
+  const auto crash = dir / "crash";
+  std::filesystem::remove_all(dir);
+  for (auto mode : {dp::UpdateMode::Async, dp::UpdateMode::Sync}) {
+    BOOST_TEST_CONTEXT(dp::update_mode_name(mode)) {
+      std::filesystem::remove_all(dir);
+      dp::PsShardConfig c;
+      c.dir = (dir / "live").string();
+      c.mode = mode;
+      c.snapshot_every = 3;
+      const auto spec = table("emb", 4, dp::SparseOptimizerKind::Adam, 0.01);
+      std::vector<std::int64_t> keys = {1, 5, 9, 1000003};
+      std::vector<float> before;
+      {
+        dp::PsShard live(c);
+        live.create_table(spec);
+        for (std::int64_t step = 0; step < 8; ++step) {
+          std::vector<float> g(keys.size() * 4);
+          for (std::size_t i = 0; i < g.size(); ++i) g[i] = 0.01f * static_cast<float>(i + step);
+          live.push("emb", 0, step, keys, g.data(), g.size());
+        }
+        before = live.pull("emb", keys, 8, -1, std::chrono::steady_clock::now());
+        // What a killed server leaves on disk: the last snapshot and the log after it.
+        std::filesystem::copy(c.dir, crash, std::filesystem::copy_options::recursive);
+      }
+      // A record cut short by the crash is not an acknowledged push: it is dropped.
+      std::ofstream(crash / "emb.shard0.wal", std::ios::binary | std::ios::app) << "PWA";
+      c.dir = crash.string();
+      dp::PsShard restarted(c);
+      BOOST_TEST(restarted.pull("emb", keys, 8, -1, std::chrono::steady_clock::now()) == before);
+      BOOST_TEST(restarted.stats("emb").applied_through == 7);
+      // And it carries on: the next step is 8.
+      std::vector<float> g(keys.size() * 4, 0.1f);
+      BOOST_CHECK_NO_THROW(restarted.push("emb", 0, 8, keys, g.data(), g.size()));
+      std::filesystem::remove_all(crash);
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,61 @@
+#include "tools/ps_command.h"
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <thread>
+
+#include "core/error.h"
+#include "dataparallel/ps_server.h"
+#include "rpc/host_port.h"
+#include "rpc/job_token.h"
+
+namespace pw::tools {
+
+namespace {
+std::atomic<int> g_stop{0};
+extern "C" void request_stop(int sig) { g_stop.store(sig); }
+}  // namespace
+
+void add_ps_command(CLI::App& app, PsServeOptions& o) {
+  auto* ps = app.add_subcommand("ps", "parameter servers for embedding tables");
+  ps->require_subcommand(1);
+  auto* serve = ps->add_subcommand("serve", "serve one shard until SIGINT or SIGTERM (the job token comes from "
+                                            "PW_JOB_TOKEN)");
+  serve->add_option("--bind", o.bind, "HOST:PORT to listen on (port 0: any free port, printed)")->capture_default_str();
+  serve->add_option("--shard", o.shard, "this server's shard, 0 to shards-1")->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  serve->add_option("--shards", o.shards, "servers in the job")->capture_default_str()->check(CLI::PositiveNumber);
+  serve->add_option("--workers", o.workers, "workers that push every step")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  serve->add_option("--mode", o.mode, "sync, async or bounded")->capture_default_str();
+  serve->add_option("--dir", o.dir, "keep the shard here (snapshots and a write-ahead log) and resume from it");
+  serve->add_option("--snapshot-every", o.snapshot_every, "pushes between snapshots")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  serve->callback([&o] { std::exit(run_ps_serve(o)); });
+}
+
+int run_ps_serve(const PsServeOptions& o) {
+  const auto token = rpc::job_token_from_env();
+  PW_INPUT_CHECK(token.has_value(), "pipewright ps serve needs the job's token in " << rpc::kJobTokenEnv);
+  dp::PsShardConfig c;
+  c.shard = o.shard;
+  c.shards = o.shards;
+  c.workers = o.workers;
+  c.mode = dp::parse_update_mode(o.mode);
+  c.dir = o.dir;
+  c.snapshot_every = o.snapshot_every;
+  std::signal(SIGINT, request_stop);
+  std::signal(SIGTERM, request_stop);
+  dp::PsServer server(rpc::parse_host_port(o.bind), c, *token);
+  std::printf("parameter server shard %d of %d listening on %s (mode %s, %d workers%s%s)\n", o.shard, o.shards,
+              server.address().str().c_str(), o.mode.c_str(), o.workers, o.dir.empty() ? "" : ", dir ",
+              o.dir.c_str());
+  std::fflush(stdout);
+  while (g_stop.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::printf("parameter server shard %d: stopping (signal %d)\n", o.shard, g_stop.load());
+  return 0;   // the server and its last snapshot go with `server`
+}
+
+}  // namespace pw::tools
