@@ -1,5 +1,8 @@
 #include "models/loss.h"
 
+#include <cmath>
+#include <vector>
+
 #include "kernels/ops/loss.h"
 
 namespace pw::models {
@@ -8,6 +11,44 @@ LossResult softmax_cross_entropy(const kernels::Tensor& logits, const kernels::T
   auto fwd = kernels::softmax_cross_entropy_forward(logits, labels);
   kernels::Tensor grad = kernels::softmax_cross_entropy_backward(fwd.probs, labels, grad_scale);
   return {fwd.loss, fwd.correct, std::move(grad)};
+}
+
+LossResult binary_cross_entropy_with_logits(const kernels::Tensor& logits, const kernels::Tensor& labels,
+                                            double grad_scale) {
+  using kernels::DType;
+  const bool column = logits.ndim() == 2 && logits.dim(1) == 1;
+  PW_CHECK((logits.ndim() == 1 || column) && (logits.dtype() == DType::F32 || logits.dtype() == DType::F64),
+           "binary_cross_entropy_with_logits: logits must be F32/F64 [N, 1] or [N], got " << logits.describe());
+  PW_CHECK(labels.ndim() == 1 && labels.dtype() == DType::I64 && labels.dim(0) == logits.dim(0),
+           "binary_cross_entropy_with_logits: labels " << labels.describe() << " do not match logits "
+                                                       << logits.describe());
+  const std::int64_t n = logits.dim(0);
+  PW_CHECK(n >= 1, "binary_cross_entropy_with_logits: empty batch " << logits.describe());
+  const std::vector<double> z = logits.to_double_vector();
+  const std::vector<std::int64_t> y = labels.to_int_vector();
+  std::vector<double> grad(z.size());
+  double total = 0.0;
+  std::int64_t correct = 0;
+  for (std::size_t i = 0; i < z.size(); ++i) {
+    PW_INPUT_CHECK(y[i] == 0 || y[i] == 1, "binary cross-entropy label " << y[i] << " at row " << i
+                                                                          << "; expected 0 or 1");
+    const double t = static_cast<double>(y[i]);
+    total += std::max(z[i], 0.0) - z[i] * t + std::log1p(std::exp(-std::abs(z[i])));
+    // sigmoid without overflow on either side
+    const double e = std::exp(-std::abs(z[i]));
+    const double p = z[i] >= 0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
+    grad[i] = (p - t) * grad_scale;
+    correct += (z[i] > 0) == (y[i] == 1) ? 1 : 0;
+  }
+  kernels::Tensor g = kernels::Tensor::from_vector(grad, logits.shape(), kernels::Device::cpu());
+  if (logits.dtype() == DType::F32) g = g.to(DType::F32);
+  return {total / static_cast<double>(n), correct, g.to(logits.device())};
+}
+
+LossResult compute_loss(Objective objective, const kernels::Tensor& logits, const kernels::Tensor& labels,
+                        double grad_scale) {
+  return objective == Objective::BinaryCrossEntropy ? binary_cross_entropy_with_logits(logits, labels, grad_scale)
+                                                    : softmax_cross_entropy(logits, labels, grad_scale);
 }
 
 }  // namespace pw::models

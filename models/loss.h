@@ -1,17 +1,28 @@
 #pragma once
-// Softmax cross-entropy on a model's logits. `scale` multiplies the gradient: 1/N for the plain
-// batch mean; a pipeline passes 1/(mini-batch size) so micro-batch gradients add up to the
-// full-batch gradient.
+// Losses on a model's logits. `scale` multiplies the gradient: 1/N for the plain batch mean; a
+// pipeline passes 1/(mini-batch size) so micro-batch gradients add up to the full-batch gradient.
 #include "kernels/tensor.h"
 
 namespace pw::models {
 
 struct LossResult {
   double loss;            // mean over this batch
-  std::int64_t correct;   // rows whose arg-max is the label
+  std::int64_t correct;   // rows whose prediction is the label
   kernels::Tensor grad_logits;
 };
 
+// Softmax cross-entropy: logits [N, C], I64 labels [N]; `correct` counts arg-max hits.
 LossResult softmax_cross_entropy(const kernels::Tensor& logits, const kernels::Tensor& labels, double grad_scale);
+
+// Binary cross-entropy on one logit per row: logits [N, 1] or [N] (F32/F64), I64 labels [N] in {0, 1}.
+// loss_i = max(z, 0) - z*y + log1p(exp(-|z|)) (no overflow for any z); dL/dz = (sigmoid(z) - y) * scale.
+// `correct` counts rows where (z > 0) == y. Computed on the host: there is one value per row.
+LossResult binary_cross_entropy_with_logits(const kernels::Tensor& logits, const kernels::Tensor& labels,
+                                            double grad_scale);
+
+// Which loss a model trains with (ModelSpec::objective).
+enum class Objective { SoftmaxCrossEntropy, BinaryCrossEntropy };
+LossResult compute_loss(Objective objective, const kernels::Tensor& logits, const kernels::Tensor& labels,
+                        double grad_scale);
 
 }  // namespace pw::models

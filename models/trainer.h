@@ -1,10 +1,12 @@
 #pragma once
-// Single-device training and evaluation of a Sequential model with softmax cross-entropy.
+// Single-device training and evaluation of a Sequential model with softmax cross-entropy, or
+// binary cross-entropy on one logit (click models, which also report the test AUC).
 #include <cstdint>
 #include <functional>
 
 #include "models/data/data_loader.h"
 #include "models/layers/sequential.h"
+#include "models/loss.h"
 #include "models/optimizer.h"
 
 namespace pw::models {
@@ -19,15 +21,18 @@ struct EvalResult {
   double loss = 0.0;   // mean over samples
   double accuracy = 0.0;
   std::int64_t samples = 0;
+  double auc = -1.0;   // BinaryCrossEntropy only: ROC AUC of the logits
 };
 
 // Scores `logits_of` (CPU images -> logits on any device) over the loader's batches in order.
 EvalResult evaluate_classifier(data::DataLoader& loader, std::int64_t max_batches,
-                               const std::function<Tensor(const Tensor&)>& logits_of);
+                               const std::function<Tensor(const Tensor&)>& logits_of,
+                               Objective objective = Objective::SoftmaxCrossEntropy);
 
 class Trainer {
  public:
-  Trainer(Sequential& model, Optimizer& optimizer, Device device);
+  Trainer(Sequential& model, Optimizer& optimizer, Device device,
+          Objective objective = Objective::SoftmaxCrossEntropy);
   // Forward, loss, backward, one optimizer step.
   StepResult train_step(const data::Batch& batch);
   EvalResult evaluate(data::DataLoader& loader, std::int64_t max_batches = -1);
@@ -36,6 +41,7 @@ class Trainer {
   Sequential& model_;
   Optimizer& optimizer_;
   Device device_;
+  Objective objective_;
 };
 
 }  // namespace pw::models

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "core/error.h"
+#include "models/data/synthetic_clicks.h"
 
 namespace pw::models::data {
 
@@ -29,7 +30,11 @@ std::unique_ptr<Dataset> open_dataset(const std::string& name, Split split, cons
     const std::int64_t size = options.synthetic_size > 0 ? options.synthetic_size : default_synthetic_size(split);
     return make_synthetic_images(size, options.synthetic_shape, options.synthetic_classes, options.seed, split);
   }
-  throw InputError("unknown data set '" + name + "'; accepted: fashion-mnist, synthetic");
+  if (name == "synthetic-clicks") {
+    const std::int64_t size = options.synthetic_size > 0 ? options.synthetic_size : default_synthetic_size(split);
+    return make_synthetic_clicks(options.clicks, size, options.seed, split);
+  }
+  throw InputError("unknown data set '" + name + "'; accepted: fashion-mnist, synthetic, synthetic-clicks");
 }
 
 kernels::Shape parse_sample_shape(const std::string& text) {

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kernels/tensor.h"
+#include "models/data/click_features.h"
 
 namespace pw::models::data {
 
@@ -53,9 +54,11 @@ struct DatasetOptions {
   std::int64_t synthetic_size = 0;   // 0: Fashion-MNIST's sizes (60000 train, 10000 test)
   int synthetic_classes = 10;
   std::uint64_t seed = 0;
+  // synthetic-clicks (synthetic_clicks.h; size from synthetic_size as above):
+  ClickFeatures clicks;
 };
 
-// "fashion-mnist" or "synthetic"; any other name is an InputError listing these.
+// "fashion-mnist", "synthetic" or "synthetic-clicks"; any other name is an InputError listing these.
 std::unique_ptr<Dataset> open_dataset(const std::string& name, Split split, const DatasetOptions& options = {});
 
 // Parses "CxHxW" (e.g. "1x28x28", "3x224x224"); anything else is an InputError showing the form.

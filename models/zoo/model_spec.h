@@ -7,8 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "models/data/click_features.h"
 #include "models/layer.h"
 #include "models/layers/sequential.h"
+#include "models/loss.h"
 
 namespace pw::models {
 
@@ -23,6 +25,15 @@ struct ModelOptions {
   int num_classes = 10;
   double dropout = 0.5;           // VGG classifier
   std::uint64_t seed = 0;         // dropout masks
+
+  // dlrm (its input is the packed click row of data/click_features.h; sample_shape is ignored):
+  data::ClickFeatures clicks;           // dense features, one table size per sparse feature, bag size
+  int embedding_dim = 8;
+  std::vector<int> bottom_mlp = {16};   // hidden widths; a final Linear to embedding_dim follows
+  std::vector<int> top_mlp = {16};      // hidden widths; a final Linear to one logit follows
+  // Builds sparse feature f's bag layer (I64 ids [N, bag] -> [N, dim]); empty: a local
+  // EmbeddingBag (sum). A parameter-server job plugs its server-backed layer in here.
+  std::function<std::unique_ptr<Layer>(int feature, std::int64_t rows, int dim, int bag_size)> make_embedding_bag;
 };
 
 struct ModelSpec {
@@ -30,12 +41,17 @@ struct ModelSpec {
   Shape sample_shape;
   int num_classes = 0;
   std::vector<LayerSpec> layers;
+  Objective objective = Objective::SoftmaxCrossEntropy;   // dlrm: BinaryCrossEntropy on one logit
 };
 
-// "seed-cnn", "resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "vgg16".
+// "seed-cnn", "resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "vgg16", "dlrm".
 // Inputs of at most 64x64 get the small (CIFAR-style) form, larger ones the ImageNet form.
 ModelSpec make_model_spec(const std::string& name, const ModelOptions& options);
 std::vector<std::string> model_names();
+
+// DLRM (zoo/dlrm.cpp): "features" (bottom MLP + embedding bags), "interaction", then the top MLP
+// as "top.0", "top.1", ... ending in one logit.
+ModelSpec make_dlrm_spec(const ModelOptions& options);
 
 // Builds every layer into one Sequential (names from the specs), initialised from `seed`.
 std::unique_ptr<Sequential> build_model(const ModelSpec& spec, std::uint64_t seed);

@@ -141,10 +141,11 @@ ModelSpec vgg16(const ModelOptions& o) {
 }  // namespace
 
 std::vector<std::string> model_names() {
-  return {"seed-cnn", "resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "vgg16"};
+  return {"seed-cnn", "resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "vgg16", "dlrm"};
 }
 
 ModelSpec make_model_spec(const std::string& name, const ModelOptions& o) {
+  if (name == "dlrm") return make_dlrm_spec(o);
   PW_INPUT_CHECK(o.sample_shape.size() == 3 && o.sample_shape[0] > 0 && o.sample_shape[1] > 0 && o.sample_shape[2] > 0,
                  "bad input sample shape " << shape_str(o.sample_shape) << "; expected {C, H, W}");
   PW_INPUT_CHECK(o.num_classes >= 2, "need at least 2 classes, got " << o.num_classes);

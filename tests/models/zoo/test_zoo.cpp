@@ -96,7 +96,7 @@ BOOST_AUTO_TEST_CASE(unknown_model_lists_the_accepted_names) {
     BOOST_FAIL("expected InputError");
   } catch (const InputError& e) {
     BOOST_CHECK_EQUAL(std::string(e.what()),
-                      "unknown model 'resnet19'; accepted: seed-cnn, resnet18, resnet34, resnet50, resnet101, resnet152, vgg16");
+                      "unknown model 'resnet19'; accepted: seed-cnn, resnet18, resnet34, resnet50, resnet101, resnet152, vgg16, dlrm");
   }
   ModelOptions bad = small(8);
   bad.width = 0;
