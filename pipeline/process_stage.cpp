@@ -85,6 +85,7 @@ std::vector<std::vector<double>> ProcessStage::exchange(const std::vector<double
             << peer << ": " << e.what();
     if (dynamic_cast<const rpc::AbortedError*>(&e)) throw rpc::AbortedError(context.str());
     if (dynamic_cast<const rpc::TimeoutError*>(&e)) throw rpc::TimeoutError(context.str());
+    if (dynamic_cast<const rpc::PeerLostError*>(&e)) throw rpc::PeerLostError(context.str());
     throw Error(context.str());
   }
   return all;

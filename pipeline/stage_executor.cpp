@@ -55,6 +55,8 @@ bool is_compute(OpType op) {
     throw rpc::AbortedError(context + e.what());
   } catch (const rpc::TimeoutError& e) {
     throw rpc::TimeoutError(context + e.what());
+  } catch (const rpc::PeerLostError& e) {
+    throw rpc::PeerLostError(context + e.what());
   } catch (const kernels::OutOfMemory& e) {
     throw kernels::OutOfMemory(e, context);
   } catch (const InputError& e) {

@@ -239,7 +239,7 @@ void PeerLink::deliver(const wire::TensorFrame& header, std::span<const std::byt
                                                                           " pipelined frame(s) not yet answered)");
     if (e.getType() == transport::TTransportException::TIMED_OUT)
       throw TimeoutError("timed out sending " + what + ": " + e.what());
-    throw Error("lost the connection while sending " + what + ": " + e.what() +
+    throw PeerLostError("lost the connection while sending " + what + ": " + e.what() +
                 " (a frame over the receiver's maximum frame size also closes the connection)");
   } catch (const apache::thrift::TException& e) {
     close();

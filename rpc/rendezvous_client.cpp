@@ -197,12 +197,11 @@ void Heartbeat::loop() {
     } catch (const std::exception& e) {
       connection_->close();
       last_error = e.what();
-      // A closed connection means rank 0's process is gone; a silent one may be a slow network.
-      const bool refused = last_error.find("refused") != std::string::npos ||
-                           last_error.find("reset") != std::string::npos ||
-                           last_error.find("EOF") != std::string::npos ||
-                           last_error.find("No more data") != std::string::npos;
-      if (refused || Clock::now() - last_answer > timeout_)
+      // A closed or refused connection means rank 0's process is gone; a silent one may be a
+      // slow network, given until the heartbeat timeout.
+      const auto* t = dynamic_cast<const transport::TTransportException*>(&e);
+      const bool gone = t != nullptr && t->getType() != transport::TTransportException::TIMED_OUT;
+      if (gone || Clock::now() - last_answer > timeout_)
         reason = "rank 0 (stage 0) was lost: its rendezvous service at " + master_.str() + " stopped answering (" +
                  last_error + ")";
     }

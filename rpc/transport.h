@@ -32,6 +32,13 @@ class TimeoutError : public Error {
   using Error::Error;
 };
 
+// A peer's connection broke or could not be made: often the echo of that peer's death, which the
+// job's failure detection then names.
+class PeerLostError : public Error {
+ public:
+  using Error::Error;
+};
+
 // Thrown in every waiting rank once one rank has failed, so nobody waits out its deadline.
 class AbortedError : public Error {
  public:

@@ -403,7 +403,10 @@ class ProcessBackend : public TrainBackend {
     } catch (const rpc::AbortedError&) {
       throw;
     } catch (const std::exception& e) {
-      const auto until = Clock::now() + std::min(milliseconds(1500), heartbeat_timeout_);
+      // A broken link to a peer is most likely that peer's death: give the heartbeat time to hear.
+      const bool peer_lost = dynamic_cast<const rpc::PeerLostError*>(&e) != nullptr;
+      const auto until = Clock::now() + (peer_lost ? heartbeat_timeout_ + milliseconds(500)
+                                                   : std::min(milliseconds(1500), heartbeat_timeout_));
       while (heartbeat_ && heartbeat_->failure().empty() && Clock::now() < until)
         std::this_thread::sleep_for(milliseconds(50));
       if (heartbeat_ && !heartbeat_->failure().empty())
