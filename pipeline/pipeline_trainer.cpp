@@ -88,6 +88,7 @@ PipelineTrainer::PipelineTrainer(const partition::ModelDescription& model, const
     config.recompute = options_.recompute;
     config.timeout = options_.timeout;
     config.replica = options_.replica;
+    config.objective = options_.objective;
     const auto su = static_cast<std::size_t>(s);
     executors_.push_back(std::make_unique<StageExecutor>(config, std::move(chunks[su]), options_.optimizer,
                                                          *transports_[su], std::move(tied[su])));
@@ -168,14 +169,17 @@ models::EvalResult PipelineTrainer::evaluate(models::data::DataLoader& loader, s
   const int P = options_.spec.stages;
   const int V = options_.spec.chunks;
   // Evaluation runs the chunks in model order on the calling thread; no schedule is needed.
-  return models::evaluate_classifier(loader, max_batches, [&](const kernels::Tensor& images) {
+  return models::evaluate_classifier(
+      loader, max_batches,
+      [&](const kernels::Tensor& images) {
     kernels::Tensor x = images;
     for (int v = 0; v < P * V; ++v) {
       auto& exec = *executors_[static_cast<std::size_t>(v % P)];
       x = exec.chunk(v / P).forward(x.to(exec.config().device), models::Mode::Eval).y;
     }
     return x;
-  });
+      },
+      options_.objective);
 }
 
 std::vector<std::int64_t> PipelineTrainer::stage_peak_memory() const {

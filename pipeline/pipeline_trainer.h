@@ -29,6 +29,7 @@ struct PipelineOptions {
   std::uint64_t seed = 0;
   StageLinks links = StageLinks::InProcess;
   int replica = 0;   // which data-parallel replica this pipeline is (trace spans)
+  models::Objective objective = models::Objective::SoftmaxCrossEntropy;
 };
 
 struct PipelineStepResult {

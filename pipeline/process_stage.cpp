@@ -59,6 +59,7 @@ ProcessStage::ProcessStage(const partition::ModelDescription& model, const parti
   config.recompute = options_.recompute;
   config.timeout = options_.timeout;
   config.replica = control_.rank() / P;
+  config.objective = options_.objective;
   executor_ = std::make_unique<StageExecutor>(config, std::move(chunks), options_.optimizer, transport_);
 }
 
@@ -152,7 +153,7 @@ models::EvalResult ProcessStage::evaluate(models::data::DataLoader& loader, std:
       kernels::Tensor y = executor_->chunk(c).forward(x, models::Mode::Eval).y;
       if (v == last) {
         const auto labels = batch->labels.to(y.device());
-        const auto loss = models::softmax_cross_entropy(y, labels, 1.0);
+        const auto loss = models::compute_loss(options_.objective, y, labels, 1.0);
         loss_sum += loss.loss * static_cast<double>(labels.numel());
         correct += static_cast<double>(loss.correct);
         samples += static_cast<double>(labels.numel());

@@ -182,7 +182,7 @@ void StageExecutor::run_forward(const Instruction& in, models::Mode mode) {
   if (mode == models::Mode::Train) {
     if (last_virtual(in)) {
       const auto labels = inputs_->labels.at(static_cast<std::size_t>(in.micro_batch)).to(config_.device);
-      auto loss = models::softmax_cross_entropy(out.y, labels, 1.0 / static_cast<double>(mini_batch_size_));
+      auto loss = models::compute_loss(config_.objective, out.y, labels, 1.0 / static_cast<double>(mini_batch_size_));
       const auto n = labels.numel();
       result_.loss_sum += loss.loss * static_cast<double>(n);
       result_.correct += loss.correct;

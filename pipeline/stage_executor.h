@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "models/layers/sequential.h"
+#include "models/loss.h"
 #include "models/optimizer.h"
 #include "pipeline/gradient_sync.h"
 #include "pipeline/recompute.h"
@@ -34,6 +35,7 @@ struct StageConfig {
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
   GradientSync* gradient_sync = nullptr;   // replicas of this stage to average gradients with, if any
   int replica = 0;                         // for trace spans
+  models::Objective objective = models::Objective::SoftmaxCrossEntropy;   // the last stage's loss
 };
 
 // What the first virtual stage feeds and the last one scores, per micro-batch, on the CPU.

@@ -35,6 +35,7 @@ class PipelineBackend : public TrainBackend {
     po.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.stage_timeout_seconds * 1000));
     po.optimizer = oc;
     po.seed = o.seed;
+    po.objective = spec.objective;
     // One process: in-process links unless Thrift is forced (it then runs over loopback).
     PW_INPUT_CHECK(o.transport == "auto" || o.transport == "inprocess" || o.transport == "thrift",
                    "--transport " << o.transport << ": the stages of this job share one process, where auto, inprocess "

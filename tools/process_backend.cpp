@@ -171,6 +171,7 @@ class ProcessBackend : public TrainBackend {
       po.timeout = millis(o.stage_timeout_seconds);
       po.optimizer = oc;
       po.seed = o.seed;
+      po.objective = spec.objective;
       spec_ = po.spec;
       std::vector<int> members;
       for (int s = 0; s < P; ++s) members.push_back(replica_index_ * P + s);

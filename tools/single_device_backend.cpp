@@ -17,7 +17,7 @@ class SingleDeviceBackend : public TrainBackend {
     if (!o.load_path.empty()) models::load_weights(*model_, o.load_path);
     model_->to(device_);
     optimizer_ = std::make_unique<models::Optimizer>(model_->parameters(), oc);
-    trainer_ = std::make_unique<models::Trainer>(*model_, *optimizer_, device_);
+    trainer_ = std::make_unique<models::Trainer>(*model_, *optimizer_, device_, spec.objective);
   }
 
   std::string describe() const override { return device_.str(); }

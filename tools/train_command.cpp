@@ -141,8 +141,8 @@ Throughput steady_throughput(std::vector<double> seconds, std::int64_t warmup, s
 
 void add_train_command(CLI::App& app, TrainOptions& o) {
   auto* cmd = app.add_subcommand("train", "train a model on one device or as a pipeline of stages");
-  cmd->add_option("--model", o.model, "seed-cnn, resnet18/34/50/101/152, vgg16")->capture_default_str();
-  cmd->add_option("--dataset", o.dataset, "fashion-mnist or synthetic")->capture_default_str();
+  cmd->add_option("--model", o.model, "seed-cnn, resnet18/34/50/101/152, vgg16, dlrm")->capture_default_str();
+  cmd->add_option("--dataset", o.dataset, "fashion-mnist, synthetic or synthetic-clicks (for dlrm)")->capture_default_str();
   cmd->add_option("--data-dir", o.data_dir, "folder with the Fashion-MNIST IDX files (default $PW_FASHION_MNIST_DIR or /usr/share/datasets/fashion-mnist)");
   cmd->add_option("--synthetic-shape", o.synthetic_shape, "CxHxW of synthetic samples")->capture_default_str();
   cmd->add_option("--synthetic-size", o.synthetic_size, "training samples of the synthetic data set")->capture_default_str();
@@ -314,6 +314,7 @@ int run_train(const TrainOptions& o) {
   const EvalResult eval = backend->evaluate(test_loader, o.eval_batches);
   const double wall = seconds_since(start);
   const double sps = train_seconds > 0 ? static_cast<double>(samples) / train_seconds : 0.0;
+  if (primary && eval.auc >= 0) std::fprintf(stderr, "test AUC %.4f\n", eval.auc);
   if (primary)
     std::fprintf(stderr, "test accuracy %.4f (loss %.4f, %lld samples); train %.1f samples/s; %s wall\n", eval.accuracy,
                eval.loss, static_cast<long long>(eval.samples), sps, format_duration(wall).c_str());
@@ -339,6 +340,7 @@ int run_train(const TrainOptions& o) {
     j["train_accuracy"] = samples > 0 ? static_cast<double>(correct) / static_cast<double>(samples) : 0.0;
     j["test_accuracy"] = eval.accuracy;
     j["test_loss"] = eval.loss;
+    if (spec.objective == models::Objective::BinaryCrossEntropy && eval.auc >= 0) j["test_auc"] = eval.auc;
     j["wall_seconds"] = wall;
     backend->add_summary(j, stage_busy, train_seconds);
     write_json_file(o.summary_path, j);
