@@ -47,7 +47,7 @@ class PipelineBackend : public TrainBackend {
     recompute_ = po.recompute;
     partition_ = split_for(o, model_, po.spec, po.devices.front());
     dp::BucketOptions buckets;
-    buckets.bucket_bytes = static_cast<std::size_t>(parse_bytes(o.bucket_size));
+    buckets.bucket_bytes = bucket_bytes_of(o);
     buckets.compression = dp::parse_compression(o.grad_compression);
     compression_ = buckets.compression;
     bucket_bytes_ = buckets.bucket_bytes;

@@ -98,4 +98,15 @@ partition::Partition split_for(const TrainOptions& o, const partition::ModelDesc
   return pipeline::choose_partition(model, choice, cost, profiles);
 }
 
+std::size_t bucket_bytes_of(const TrainOptions& o) {
+  std::int64_t bytes = 0;
+  try {
+    bytes = parse_bytes(o.bucket_size);
+  } catch (const InputError& e) {
+    throw InputError(std::string("--bucket-size: ") + e.what());
+  }
+  PW_INPUT_CHECK(bytes > 0, "--bucket-size " << o.bucket_size << ": a gradient bucket needs at least one byte");
+  return static_cast<std::size_t>(bytes);
+}
+
 }  // namespace pw::tools

@@ -21,4 +21,7 @@ void check_pipeline_flags(const TrainOptions& o, const partition::ModelDescripti
 partition::Partition split_for(const TrainOptions& o, const partition::ModelDescription& model,
                                const pipeline::ScheduleSpec& spec, kernels::Device profile_on);
 
+// --bucket-size in bytes (positive); InputError naming the flag otherwise.
+std::size_t bucket_bytes_of(const TrainOptions& o);
+
 }  // namespace pw::tools

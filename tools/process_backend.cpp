@@ -317,7 +317,7 @@ class ProcessBackend : public TrainBackend {
       for (auto& [name, b] : layer->named_buffers()) collective_->broadcast(b->value, 0);
     }
     dp::BucketOptions buckets;
-    buckets.bucket_bytes = static_cast<std::size_t>(parse_bytes(o.bucket_size));
+    buckets.bucket_bytes = bucket_bytes_of(o);
     buckets.compression = dp::parse_compression(o.grad_compression);
     compression_ = buckets.compression;
     auto reducer = std::make_unique<dp::BucketReducer>(stage_->executor().parameters(), collective_, buckets,

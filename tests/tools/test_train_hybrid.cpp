@@ -110,6 +110,9 @@ BOOST_AUTO_TEST_CASE(bad_replica_flags_get_one_line_errors) {
   r = run_pipewright("train " + kJob + "--replicas 2 --grad-compression zip");
   BOOST_TEST(r.status == 2);
   BOOST_TEST(r.output.find("unknown gradient compression 'zip'; accepted: none, fp16") != std::string::npos, r.output);
+  r = run_pipewright("train " + kJob + "--replicas 2 --bucket-size lots");
+  BOOST_TEST(r.status == 2);
+  BOOST_TEST(r.output.find("--bucket-size: bad byte size 'lots'") != std::string::npos, r.output);
   r = run_pipewright("train " + kJob + "--replicas 2 --micro-batches 32");
   BOOST_TEST(r.status == 2);
   BOOST_TEST(r.output.find("(16 per replica) does not split into 32 equal micro-batches") != std::string::npos,
