@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "bench/stats.h"
 #include "core/clock.h"
 #include "dataparallel/bucket_reducer.h"
 #include "dataparallel/gloo_collective.h"
@@ -27,14 +28,11 @@
 #include "pipeline/planner.h"
 
 using namespace pw;
+using pw::bench::median;
 using namespace std::chrono_literals;
 
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // Gradients shaped like the model's parameters, random, one set per replica.
 std::vector<std::vector<std::unique_ptr<models::Parameter>>> fake_gradients(const std::vector<std::int64_t>& sizes,

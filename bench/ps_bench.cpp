@@ -10,20 +10,18 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "bench/stats.h"
 #include "bench/raw_socket.h"
 #include "core/clock.h"
 #include "dataparallel/ps_client.h"
 #include "dataparallel/ps_server.h"
 
 using namespace pw;
+using pw::bench::median;
 using namespace std::chrono_literals;
 
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // Seconds to move one message of `bytes` over a plain socket (median of `reps`).
 double socket_seconds(std::size_t bytes, int reps) {

@@ -26,23 +26,15 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "bench/stats.h"
+#include "core/clock.h"
 #include "bench/raw_socket.h"
 #include "rpc/job_token.h"
 #include "rpc/thrift_transport.h"
 
 using namespace pw;
 using namespace pw::bench;
-using Clock = std::chrono::steady_clock;
-
 namespace {
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 struct Figures {
   double bytes_per_s = 0.0;

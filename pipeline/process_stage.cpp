@@ -6,6 +6,7 @@
 #include "core/clock.h"
 #include "kernels/runtime.h"
 #include "models/loss.h"
+#include "pipeline/error_context.h"
 #include "pipeline/micro_batch.h"
 
 namespace pw::pipeline {
@@ -79,15 +80,12 @@ std::vector<std::vector<double>> ProcessStage::exchange(const std::vector<double
           peer == self ? values
                           : tensor_doubles(control_.recv(peer, tag, deadline()), values.size(),
                                            "figures from rank " + std::to_string(peer));
-  } catch (const std::exception& e) {
+  } catch (...) {
     std::ostringstream context;
     context << "stage " << stage() << " (" << options_.devices.front().str() << "), step " << round
             << ", exchanging " << (message == kStepFigures ? "the step's" : "the evaluation's") << " figures with rank "
-            << peer << ": " << e.what();
-    if (dynamic_cast<const rpc::AbortedError*>(&e)) throw rpc::AbortedError(context.str());
-    if (dynamic_cast<const rpc::TimeoutError*>(&e)) throw rpc::TimeoutError(context.str());
-    if (dynamic_cast<const rpc::PeerLostError*>(&e)) throw rpc::PeerLostError(context.str());
-    throw Error(context.str());
+            << peer << ": ";
+    rethrow_with_context(context.str());
   }
   return all;
 }

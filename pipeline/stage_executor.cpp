@@ -10,6 +10,7 @@
 #include "models/forward_key.h"
 #include "models/loss.h"
 #include "models/rng.h"
+#include "pipeline/error_context.h"
 
 namespace pw::pipeline {
 namespace {
@@ -41,28 +42,6 @@ bool is_compute(OpType op) {
     case OpType::Recompute:
     case OpType::OptimizerStep: return true;
     default: return false;
-  }
-}
-
-// Rethrows the exception in flight with `context` in front of its message, keeping its type so
-// front ends still tell bad input (exit 2) and out-of-memory (exit 1) from internal errors.
-[[noreturn]] void rethrow_with_context(const std::string& context) {
-  try {
-    throw;
-  } catch (const rpc::AbortedError& e) {
-    // The root cause is another stage's error; in another process the context says what this
-    // stage was blocked on when it heard.
-    throw rpc::AbortedError(context + e.what());
-  } catch (const rpc::TimeoutError& e) {
-    throw rpc::TimeoutError(context + e.what());
-  } catch (const rpc::PeerLostError& e) {
-    throw rpc::PeerLostError(context + e.what());
-  } catch (const kernels::OutOfMemory& e) {
-    throw kernels::OutOfMemory(e, context);
-  } catch (const InputError& e) {
-    throw InputError(context + e.what());
-  } catch (const std::exception& e) {
-    throw Error(context + e.what());
   }
 }
 

@@ -243,4 +243,27 @@ BOOST_AUTO_TEST_CASE(a_restarted_shard_comes_back_with_every_acknowledged_push) 
   std::filesystem::remove_all(dir);
 }
 
+BOOST_AUTO_TEST_CASE(a_folder_from_another_job_or_a_foreign_snapshot_is_refused) {
+  const auto dir = std::filesystem::temp_directory_path() / ("pw_ps_bad_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  dp::PsShardConfig c;
+  c.dir = dir.string();
+  c.workers = 2;
+  {
+    dp::PsShard shard(c);
+    shard.create_table(table("emb", 4, dp::SparseOptimizerKind::Sgd));
+  }
+  c.workers = 3;   // another job's shape
+  BOOST_TEST(error_of([&] { dp::PsShard again(c); }).find("is from a job of 1 shards, 2 workers") != std::string::npos);
+  c.workers = 2;
+  std::ofstream(dir / "emb.shard0.snap", std::ios::binary | std::ios::trunc) << "not a snapshot at all, no";
+  const auto message = error_of([&] { dp::PsShard again(c); });
+  BOOST_TEST((message.find("cut short") != std::string::npos || message.find("not a pipewright table snapshot") !=
+                  std::string::npos),
+             message);
+  std::ofstream(dir / "shard0.json", std::ios::trunc) << "{ truncated";
+  BOOST_TEST(error_of([&] { dp::PsShard again(c); }).find("is not a parameter-server manifest") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -272,6 +272,13 @@ BOOST_AUTO_TEST_CASE(bad_launch_input_gets_one_line_errors) {
                                      " train " + kJob + "--stages 2 > /dev/null 2>&1")
                                         .c_str());
   BOOST_TEST(WEXITSTATUS(no_token) == 2);
+  // Timeouts out of range are refused by the flag parser before anything starts.
+  r = run_pipewright("train " + kJob + "--stages 2 --heartbeat-timeout 0");
+  BOOST_TEST(r.status != 0);
+  BOOST_TEST(r.output.find("--heartbeat-timeout") != std::string::npos, r.output);
+  r = run_pipewright("train " + kJob + "--stages 2 --startup-timeout -1");
+  BOOST_TEST(r.status != 0);
+  BOOST_TEST(r.output.find("--startup-timeout") != std::string::npos, r.output);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,29 @@
+#include "pipeline/error_context.h"
+
+#include "core/error.h"
+#include "kernels/allocator.h"
+#include "rpc/transport.h"
+
+namespace pw::pipeline {
+
+void rethrow_with_context(const std::string& context) {
+  try {
+    throw;
+  } catch (const rpc::AbortedError& e) {
+    // The root cause is another stage's error; in another process the context says what this
+    // stage was blocked on when it heard.
+    throw rpc::AbortedError(context + e.what());
+  } catch (const rpc::TimeoutError& e) {
+    throw rpc::TimeoutError(context + e.what());
+  } catch (const rpc::PeerLostError& e) {
+    throw rpc::PeerLostError(context + e.what());
+  } catch (const kernels::OutOfMemory& e) {
+    throw kernels::OutOfMemory(e, context);
+  } catch (const InputError& e) {
+    throw InputError(context + e.what());
+  } catch (const std::exception& e) {
+    throw Error(context + e.what());
+  }
+}
+
+}  // namespace pw::pipeline
