@@ -143,7 +143,7 @@ std::vector<float> PsClient::pull(const std::string& table, int dim, const std::
 }
 
 void PsClient::push(const std::string& table, int dim, const std::vector<std::int64_t>& keys,
-                    const std::vector<float>& grads, std::int64_t step) {
+                    const std::vector<float>& grads, std::int64_t step, std::optional<int> worker) {
   const auto d = static_cast<std::size_t>(dim);
   PW_INPUT_CHECK(grads.size() == keys.size() * d, "push of " << keys.size() << " keys of width " << dim << " with "
                                                              << grads.size() << " gradient values");
@@ -159,7 +159,7 @@ void PsClient::push(const std::string& table, int dim, const std::vector<std::in
   on_every_shard("push", [&](int s) {
     const auto u = static_cast<std::size_t>(s);
     connections_[u]->call("push", timeout_, [&](rpc::wire::ParameterServerClient& client, int) {
-      client.push(token_, table, worker_, step, per[u], bytes[u]);
+      client.push(token_, table, worker.value_or(worker_), step, per[u], bytes[u]);
     });
   });
 }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,9 +28,10 @@ class PsClient {
   // The rows of `keys` (unique), [keys.size() * dim]. staleness: see PsShard (negative: no wait).
   std::vector<float> pull(const std::string& table, int dim, const std::vector<std::int64_t>& keys, std::int64_t step,
                           int staleness);
-  // Gradients of `keys` (unique), [keys.size() * dim]; every shard hears of the step.
+  // Gradients of `keys` (unique), [keys.size() * dim]; every shard hears of the step. `worker`
+  // (default: the client's own) lets one process push for several embedded replicas.
   void push(const std::string& table, int dim, const std::vector<std::int64_t>& keys, const std::vector<float>& grads,
-            std::int64_t step);
+            std::int64_t step, std::optional<int> worker = std::nullopt);
   struct ShardReport {
     std::int64_t rows = 0, pulls = 0, pushes = 0, applied_through = -1;
   };

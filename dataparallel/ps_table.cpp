@@ -1,5 +1,7 @@
 #include "dataparallel/ps_table.h"
 
+#include "models/rng.h"
+
 #include <cmath>
 #include <cstring>
 #include <istream>
@@ -68,11 +70,7 @@ void check_table_config(const TableConfig& c) {
 }
 
 void initial_row(const TableConfig& c, std::int64_t key, float* out) {
-  const std::uint64_t base = mix(c.init_seed ^ mix(static_cast<std::uint64_t>(key)));
-  for (int j = 0; j < c.dim; ++j) {
-    const double u = static_cast<double>(mix(base + static_cast<std::uint64_t>(j)) >> 11) * 0x1.0p-53;   // [0, 1)
-    out[j] = static_cast<float>((2.0 * u - 1.0) * c.init_scale);
-  }
+  models::keyed_uniform_row(c.init_seed, key, c.dim, c.init_scale, out);
 }
 
 int shard_of(std::int64_t key, int shards) {

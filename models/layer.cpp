@@ -100,12 +100,21 @@ namespace {
 void fill(Tensor& t, const Init& init, std::uint64_t seed) {
   Rng rng(seed);
   std::vector<float> v(static_cast<std::size_t>(t.numel()));
+  if (init.kind == Init::Kind::KeyedRows) {
+    PW_CHECK(t.ndim() == 2, "keyed-rows initialisation needs a 2-D parameter, got " << t.describe());
+    const auto dim = static_cast<int>(t.dim(1));
+    for (std::int64_t r = 0; r < t.dim(0); ++r)
+      keyed_uniform_row(seed, r, dim, init.a, v.data() + r * dim);
+    t.copy_from(Tensor::from_vector(v, t.shape(), Device::cpu()));
+    return;
+  }
   for (auto& x : v) {
     switch (init.kind) {
       case Init::Kind::Zeros: x = 0.0f; break;
       case Init::Kind::Ones: x = 1.0f; break;
       case Init::Kind::Uniform: x = static_cast<float>(rng.uniform(-init.a, init.a)); break;
       case Init::Kind::Normal: x = static_cast<float>(init.a * rng.normal()); break;
+      case Init::Kind::KeyedRows: break;
     }
   }
   t.copy_from(Tensor::from_vector(v, t.shape(), Device::cpu()));
@@ -133,6 +142,11 @@ void Layer::to(Device device) {
 
 void Layer::zero_grad() {
   for (auto* p : parameters()) p->grad.zero_();
+}
+
+void Layer::push_remote_gradients(int replica) {
+  push_remote_gradients_impl(replica);
+  for (auto& [name, child] : children_) child->push_remote_gradients(replica);
 }
 
 Parameter& Layer::add_parameter(const std::string& name, const Shape& shape, Init init) {

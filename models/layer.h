@@ -32,13 +32,16 @@ enum class WeightInit { TorchDefault, GlorotUniform };
 
 // How a parameter is initialised; drawn from an RNG seeded by (model seed, full parameter name).
 struct Init {
-  enum class Kind { Zeros, Ones, Uniform, Normal };
+  // KeyedRows: row r of a 2-D parameter is keyed_uniform_row(seed, r, ...) (models/rng.h), the
+  // rows an embedding table on parameter servers starts from.
+  enum class Kind { Zeros, Ones, Uniform, Normal, KeyedRows };
   Kind kind = Kind::Zeros;
   double a = 0.0;   // Uniform: bound (values in [-a, a)); Normal: standard deviation
   static Init zeros() { return {Kind::Zeros, 0.0}; }
   static Init ones() { return {Kind::Ones, 0.0}; }
   static Init uniform(double bound) { return {Kind::Uniform, bound}; }
   static Init normal(double stddev) { return {Kind::Normal, stddev}; }
+  static Init keyed_rows(double bound) { return {Kind::KeyedRows, bound}; }
 };
 
 struct Parameter {
@@ -115,6 +118,10 @@ class Layer {
   void to(Device device);
   Device device() const { return device_; }
   void zero_grad();
+  // Once per optimizer step, after the local optimizer's update: layers whose rows live elsewhere
+  // (parameter servers) send the gradients this step accumulated. `replica` says which replica of
+  // the stage is stepping (the server counts each replica's pushes as one worker's).
+  void push_remote_gradients(int replica);
 
  protected:
   virtual Output forward_impl(const Tensor& x, Mode mode) = 0;
@@ -124,6 +131,7 @@ class Layer {
   // backward in turn, so no layer holds its output gradient longer than needed.
   virtual Tensor backward_impl(Context& ctx, const Tensor& grad_y);
   virtual Shape output_shape_impl(const Shape& input) const = 0;
+  virtual void push_remote_gradients_impl(int /*replica*/) {}
 
   Parameter& add_parameter(const std::string& name, const Shape& shape, Init init);
   Buffer& add_buffer(const std::string& name, const Shape& shape, Init init);

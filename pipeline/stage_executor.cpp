@@ -314,6 +314,7 @@ void StageExecutor::reduce_grads(const Instruction&) {
 void StageExecutor::optimizer_step(const Instruction&) {
   optimizer_->step();
   optimizer_->zero_grad();
+  for (auto& chunk : chunks_) chunk->push_remote_gradients(config_.replica);
 }
 
 }  // namespace pw::pipeline

@@ -23,6 +23,7 @@
 #include "tools/train_backend.h"
 #include "models/zoo/model_spec.h"
 #include "tools/progress.h"
+#include "tools/ps_setup.h"
 
 namespace pw::tools {
 namespace {
@@ -56,10 +57,18 @@ struct DataSets {
   std::unique_ptr<models::data::Dataset> train, test;
 };
 
+models::data::ClickFeatures click_features(const TrainOptions& o) {
+  models::data::ClickFeatures clicks;
+  if (!o.embedding_rows.empty()) clicks.table_sizes = o.embedding_rows;
+  models::data::check_click_features(clicks);
+  return clicks;
+}
+
 DataSets open_data(const TrainOptions& o) {
   models::data::DatasetOptions d;
   d.fashion_mnist_dir = o.data_dir;
   d.seed = o.seed;
+  d.clicks = click_features(o);
   if (o.dataset == "synthetic") {
     PW_INPUT_CHECK(o.synthetic_size >= 1, "--synthetic-size must be >= 1, got " << o.synthetic_size);
     d.synthetic_shape = models::data::parse_sample_shape(o.synthetic_shape);
@@ -201,6 +210,27 @@ void add_train_command(CLI::App& app, TrainOptions& o) {
       ->check([](const std::string& s) { return s.empty() ? std::string("--trace needs a file name") : std::string(); });
   cmd->add_option("--trace-steps", o.trace_steps, "trace only steps A to B-1, e.g. 10:20 (default: all; the trace "
                                                  "keeps the latest 262144 spans)");
+  cmd->add_option("--embedding-rows", o.embedding_rows,
+                  "dlrm: rows of each sparse feature's table, e.g. 10000000,10000000,10000000 (default 1000 each; "
+                  "at most 2^24)")->delimiter(',');
+  cmd->add_option("--embedding-dim", o.embedding_dim, "dlrm: width of the embedding rows")->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--ps", o.ps, "parameter servers holding the embedding tables (run in this process unless "
+                                "started by pipewright launch --ps or given with --ps-servers)")
+      ->check(CLI::Range(0, 64));
+  cmd->add_option("--ps-servers", o.ps_servers, "HOST:PORT,... of running parameter servers (pipewright ps serve; "
+                                                "the job token comes from PW_JOB_TOKEN)");
+  cmd->add_option("--ps-mode", o.ps_mode, "sync, async or bounded (staleness --staleness)")->capture_default_str();
+  cmd->add_option("--staleness", o.staleness, "bounded: a pull of step t waits until step t-s is applied; async "
+                                              "and bounded: steps a cached row may be reused for")
+      ->capture_default_str()->check(CLI::Range(0, 1000000));
+  cmd->add_option("--ps-optimizer", o.ps_optimizer, "sparse optimizer on the servers: sgd, adagrad or adam "
+                                                    "(default: --optimizer)");
+  cmd->add_option("--ps-lr", o.ps_lr, "learning rate of the sparse optimizer (default: --lr)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--ps-cache-rows", o.ps_cache_rows, "embedding rows a worker caches between pulls (0: none)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--ps-dir", o.ps_dir, "with --ps: the servers keep their shards here and resume from them");
   cmd->add_option("--eval-batches", o.eval_batches, "evaluate on at most N test batches (default: all)");
   cmd->callback([&o] { std::exit(run_train(o)); });
 }
@@ -233,6 +263,12 @@ int run_train(const TrainOptions& o) {
   mo.sample_shape = data.train->sample_shape();
   mo.num_classes = data.train->num_classes();
   mo.seed = o.seed;
+  mo.clicks = click_features(o);
+  mo.embedding_dim = o.embedding_dim;
+  const auto launch = rpc::launch_env();
+  // Servers embedded here live until the backend has gone (it holds clients of theirs).
+  const auto parameter_servers = tools::ParameterServers::open(o, launch.has_value());
+  if (parameter_servers) parameter_servers->plug_into(mo, o, o.model);
   const ModelSpec spec = make_model_spec(o.model, mo);
   const ModelStats stats = model_stats(spec);
 
@@ -241,7 +277,6 @@ int run_train(const TrainOptions& o) {
   PW_INPUT_CHECK(train_loader.batches_per_epoch() > 0, "--batch-size " << o.batch_size << " is larger than the "
                                                                        << data.train->size() << " training samples");
   const std::int64_t total_steps = o.steps > 0 ? o.steps : o.epochs * train_loader.batches_per_epoch();
-  const auto launch = rpc::launch_env();
   auto backend = launch                ? make_process_backend(o, spec, oc, *launch)
                  : wants_pipeline(o) ? make_pipeline_backend(o, spec, oc)
                                      : make_single_device_backend(o, spec, oc);
@@ -256,9 +291,10 @@ int run_train(const TrainOptions& o) {
     }
   } abandon_on_error{*backend};
 
-  std::fprintf(stderr, "pipewright train: %s (%lld parameters, %s activations/sample) on %s, %s, batch %lld, %lld steps\n",
+  std::fprintf(stderr, "pipewright train: %s (%lld parameters, %s activations/sample) on %s%s, %s, batch %lld, %lld steps\n",
                spec.name.c_str(), static_cast<long long>(stats.parameters),
                format_bytes(stats.activation_bytes_per_sample).c_str(), backend->describe().c_str(),
+               parameter_servers ? (" with " + parameter_servers->describe()).c_str() : "",
                data.train->name().c_str(), static_cast<long long>(o.batch_size), static_cast<long long>(total_steps));
 
   backend->reset_peak_memory();
@@ -343,6 +379,7 @@ int run_train(const TrainOptions& o) {
     if (spec.objective == models::Objective::BinaryCrossEntropy && eval.auc >= 0) j["test_auc"] = eval.auc;
     j["wall_seconds"] = wall;
     backend->add_summary(j, stage_busy, train_seconds);
+    if (parameter_servers) parameter_servers->add_summary(j);
     write_json_file(o.summary_path, j);
   }
   backend->finish();

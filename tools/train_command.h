@@ -2,6 +2,7 @@
 // `pipewright train`: single-device training of a zoo model on a data set.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -52,6 +53,18 @@ struct TrainOptions {
   std::string transport = "auto";          // auto, inprocess, thrift or nccl
   double heartbeat_timeout_seconds = 5.0;  // a rank silent this long (or whose process died) ends the job
   double startup_timeout_seconds = 120.0;  // for every rank to register at the rendezvous
+  // DLRM and its click data:
+  std::vector<std::int64_t> embedding_rows;   // rows per sparse feature's table (default: the data set's)
+  int embedding_dim = 8;
+  // Parameter servers for the embedding tables (tools/ps_setup.h):
+  int ps = 0;                       // servers; run here as threads unless addresses are given
+  std::string ps_servers;           // HOST:PORT,... of servers started by hand (pipewright ps serve)
+  std::string ps_mode = "sync";     // sync, async or bounded
+  int staleness = 1;                // bounded: pulls of step t wait for step t - s; async/bounded: cache window
+  std::string ps_optimizer;         // sgd, adagrad or adam on the servers (default: --optimizer)
+  double ps_lr = 0.0;               // 0: --lr
+  std::int64_t ps_cache_rows = 0;   // hot rows a worker keeps between pulls
+  std::string ps_dir;               // servers run here keep their shards in this folder
 };
 
 void add_train_command(CLI::App& app, TrainOptions& options);

@@ -121,14 +121,16 @@ void check_bag_ids(const Tensor& ids, std::int64_t num_embeddings, std::int64_t 
   }
 }
 
+double embedding_bag_init_scale(std::int64_t rows) { return std::sqrt(1.0 / static_cast<double>(rows)); }
+
 EmbeddingBag::EmbeddingBag(std::int64_t num_embeddings, int dim, int bag_size, BagMode mode)
     : num_embeddings_(num_embeddings), dim_(dim), bag_size_(bag_size), mode_(mode) {
   PW_INPUT_CHECK(num_embeddings > 0 && dim > 0 && bag_size > 0,
                  "EmbeddingBag needs positive rows, dim and bag size, got " << num_embeddings << " x " << dim
                                                                              << ", bag " << bag_size);
-  // DLRM's reference initialisation: uniform in +-sqrt(1/rows).
-  weight_ = &add_parameter("weight", {num_embeddings, dim},
-                           Init::uniform(std::sqrt(1.0 / static_cast<double>(num_embeddings))));
+  // DLRM's reference initialisation, uniform in +-sqrt(1/rows), drawn per row from (seed, id) so a
+  // table on parameter servers starting from the same seed holds the same rows.
+  weight_ = &add_parameter("weight", {num_embeddings, dim}, Init::keyed_rows(embedding_bag_init_scale(num_embeddings)));
 }
 
 Shape EmbeddingBag::output_shape_impl(const Shape& input) const {

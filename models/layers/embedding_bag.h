@@ -31,7 +31,11 @@ Tensor bag_pool_backward(const Tensor& grad_out, const Tensor& index, std::int64
 // first bad id, its position and the table size.
 void check_bag_ids(const Tensor& ids, std::int64_t num_embeddings, std::int64_t bag_size);
 
-// A local table [num_embeddings, dim] (weight, uniform in +-sqrt(1/num_embeddings) as in DLRM). Input: I64 ids [B, bag] with a
+// The bound of a table's initial values, sqrt(1/rows) as in DLRM.
+double embedding_bag_init_scale(std::int64_t rows);
+
+// A local table [num_embeddings, dim] (weight, uniform in +-sqrt(1/num_embeddings) as in DLRM, row
+// by row from the parameter's seed: Init::keyed_rows). Input: I64 ids [B, bag] with a
 // fixed bag size (every sample has exactly `bag_size` ids; repeat an id, or reserve a padding id,
 // for shorter bags). Output [B, dim]. Backward adds into weight.grad (dense accumulate) and
 // returns zeros for the ids, which carry no gradient.

@@ -1,0 +1,160 @@
+#include "dataparallel/ps_embedding_bag.h"
+
+#include <algorithm>
+
+#include "core/clock.h"
+#include "core/error.h"
+#include "dataparallel/ps_client.h"
+
+namespace pw::dp {
+
+namespace {
+
+using kernels::DType;
+using kernels::Tensor;
+
+struct PsBagContext : models::Context {
+  models::UniqueIds unique;
+};
+
+Tensor on_host(const Tensor& t) { return t.device().is_cpu() ? t : t.to(kernels::Device::cpu()); }
+
+std::int64_t nanoseconds_since(Clock::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
+}
+
+}  // namespace
+
+int server_staleness(UpdateMode update, int staleness) {
+  switch (update) {
+    case UpdateMode::Sync: return 1;
+    case UpdateMode::Bounded: return staleness;
+    case UpdateMode::Async: return -1;
+  }
+  return -1;
+}
+
+int cache_window(UpdateMode update, int staleness) { return update == UpdateMode::Sync ? 0 : std::max(0, staleness); }
+
+PsEmbeddingBag::PsEmbeddingBag(PsBagOptions options)
+    : o_(std::move(options)), cache_(std::max(1, o_.table.dim), o_.cache_rows) {
+  check_table_config(o_.table);
+  PW_INPUT_CHECK(!o_.servers.empty(), "embedding table '" << o_.table.name << "' needs at least one parameter server");
+  PW_INPUT_CHECK(o_.bag_size >= 1, "embedding table '" << o_.table.name << "': bag size " << o_.bag_size
+                                                       << "; expected >= 1");
+  PW_INPUT_CHECK(o_.update != UpdateMode::Bounded || o_.staleness >= 1,
+                 "bounded staleness needs --staleness >= 1 (a pull of step t waits for step t - s; with s = 0 a "
+                 "worker would wait for its own push), got "
+                     << o_.staleness);
+  PW_INPUT_CHECK(o_.staleness >= 0, "--staleness " << o_.staleness << "; expected >= 0");
+  if (!o_.traffic) o_.traffic = std::make_shared<PsTraffic>();
+}
+
+PsEmbeddingBag::~PsEmbeddingBag() = default;
+
+kernels::Shape PsEmbeddingBag::output_shape_impl(const kernels::Shape& input) const {
+  PW_INPUT_CHECK(input.size() == 2 && input[1] == o_.bag_size,
+                 "PsEmbeddingBag expects ids [batch, " << o_.bag_size << "], got " << kernels::shape_str(input));
+  return {input[0], o_.table.dim};
+}
+
+void PsEmbeddingBag::start() {
+  if (client_) return;
+  client_ = std::make_unique<PsClient>(o_.servers, o_.job_token, 0, o_.timeout);
+  client_->create_table(o_.table);
+  // A job that comes back to servers holding an earlier run's rows continues after their last
+  // applied step (the servers refuse a step pushed twice).
+  std::int64_t applied = -1;
+  for (const auto& shard : client_->stats(o_.table.name)) applied = std::max(applied, shard.applied_through);
+  step_ = applied + 1;
+}
+
+std::vector<float> PsEmbeddingBag::rows_of(const std::vector<std::int64_t>& keys, models::Mode mode) {
+  const auto dim = static_cast<std::size_t>(o_.table.dim);
+  std::vector<float> rows(keys.size() * dim);
+  if (mode == models::Mode::Eval) {
+    // Evaluation reads the servers as they are: no wait, and nothing it sees is cached.
+    rows = client_->pull(o_.table.name, o_.table.dim, keys, step_, -1);
+    o_.traffic->pulled_rows += static_cast<std::int64_t>(keys.size());
+    return rows;
+  }
+  const std::int64_t oldest = step_ - cache_window(o_.update, o_.staleness);
+  std::vector<std::int64_t> missing;
+  std::vector<std::size_t> where;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    if (o_.cache_rows > 0 && cache_.lookup(keys[i], oldest, rows.data() + i * dim)) continue;
+    missing.push_back(keys[i]);
+    where.push_back(i);
+  }
+  o_.traffic->cached_rows += static_cast<std::int64_t>(keys.size() - missing.size());
+  if (missing.empty()) return rows;
+  const auto t0 = Clock::now();
+  const auto pulled = client_->pull(o_.table.name, o_.table.dim, missing, step_, server_staleness(o_.update, o_.staleness));
+  o_.traffic->pull_ns += nanoseconds_since(t0);
+  o_.traffic->pulled_rows += static_cast<std::int64_t>(missing.size());
+  for (std::size_t k = 0; k < missing.size(); ++k) {
+    std::copy(pulled.begin() + static_cast<std::ptrdiff_t>(k * dim),
+              pulled.begin() + static_cast<std::ptrdiff_t>((k + 1) * dim), rows.begin() + static_cast<std::ptrdiff_t>(where[k] * dim));
+    cache_.insert(missing[k], step_, pulled.data() + k * dim);
+  }
+  return rows;
+}
+
+models::Layer::Output PsEmbeddingBag::forward_impl(const Tensor& ids, models::Mode mode) {
+  PW_INPUT_CHECK(ids.ndim() == 2 && ids.dtype() == DType::I64 && ids.dim(1) == o_.bag_size,
+                 "PsEmbeddingBag '" << o_.table.name << "' expects I64 ids [batch, " << o_.bag_size << "], got "
+                                    << ids.describe());
+  start();
+  auto ctx = std::make_unique<PsBagContext>();
+  ctx->unique = models::unique_bag_ids(on_host(ids));
+  const Tensor& unique = ctx->unique.ids;
+  const std::vector<std::int64_t> keys(unique.data<std::int64_t>(), unique.data<std::int64_t>() + unique.numel());
+  const auto u = static_cast<std::int64_t>(keys.size());
+  const Tensor rows = Tensor::from_vector(rows_of(keys, mode), {u, o_.table.dim});
+  Tensor y = models::bag_pool_forward(rows, ctx->unique.index, o_.mode).to(device_);
+  return {std::move(y), std::move(ctx)};
+}
+
+Tensor PsEmbeddingBag::backward_input_impl(models::Context& ctx, const Tensor&) {
+  return Tensor::zeros(ctx.input_shape, DType::I64, device_);
+}
+
+void PsEmbeddingBag::backward_weight_impl(models::Context& ctx, const Tensor& grad_y) {
+  auto& c = static_cast<PsBagContext&>(ctx);
+  const Tensor& unique = c.unique.ids;
+  const Tensor grad_rows = on_host(models::bag_pool_backward(on_host(grad_y), c.unique.index, unique.dim(0), o_.mode));
+  const auto dim = static_cast<std::size_t>(o_.table.dim);
+  const float* g = grad_rows.data<float>();
+  const std::int64_t* keys = unique.data<std::int64_t>();
+  const auto scale = static_cast<float>(o_.gradient_scale);
+  for (std::int64_t i = 0; i < unique.numel(); ++i) {
+    auto& sum = pending_[keys[i]];
+    if (sum.empty()) sum.assign(dim, 0.0f);
+    const float* row = g + static_cast<std::size_t>(i) * dim;
+    for (std::size_t j = 0; j < dim; ++j) sum[j] += row[j] * scale;
+  }
+  c.unique = {};
+}
+
+void PsEmbeddingBag::push_remote_gradients_impl(int replica) {
+  start();
+  const auto dim = static_cast<std::size_t>(o_.table.dim);
+  std::vector<std::int64_t> keys;
+  std::vector<float> grads;
+  keys.reserve(pending_.size());
+  grads.reserve(pending_.size() * dim);
+  for (const auto& [key, g] : pending_) {
+    keys.push_back(key);
+    grads.insert(grads.end(), g.begin(), g.end());
+  }
+  const auto t0 = Clock::now();
+  // Every step is pushed, with or without rows, so the servers can count each worker's steps.
+  client_->push(o_.table.name, o_.table.dim, keys, grads, step_, replica);
+  o_.traffic->push_ns += nanoseconds_since(t0);
+  o_.traffic->pushed_rows += static_cast<std::int64_t>(keys.size());
+  ++o_.traffic->pushes;
+  pending_.clear();
+  ++step_;
+}
+
+}  // namespace pw::dp

@@ -1,0 +1,92 @@
+#pragma once
+// An EmbeddingBag whose table lives on the parameter servers (the worker side of issue 6).
+//
+// forward:  the batch's ids are de-duplicated (unique_bag_ids), rows missing from the hot-row
+//           cache are pulled from their shards in parallel (PsClient), and pooled (sum or mean).
+// backward: per-unique-row gradients (bag_pool_backward) are added into this step's pending
+//           gradients; nothing goes to the servers yet, so every micro-batch of a step sees the
+//           same rows, as a local table would.
+// push_remote_gradients (once per optimizer step): the step's gradients, scaled (1/replicas, so
+//           the replicas' pushes add up to the mean gradient), go to the servers in key order.
+//
+// Pulls of step t wait on the servers for: step t - 1 applied (sync), step t - s (bounded
+// staleness s), nothing (async). The layer holds no parameters of its own; the servers apply
+// the sparse optimizer. Connections are opened on first use, so building the layer (e.g. to
+// count a model's parameters) contacts nobody.
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dataparallel/ps_row_cache.h"
+#include "dataparallel/ps_shard.h"
+#include "dataparallel/ps_table.h"
+#include "models/layer.h"
+#include "models/layers/embedding_bag.h"
+#include "rpc/host_port.h"
+
+namespace pw::dp {
+
+class PsClient;
+
+// What a job's server-backed tables moved, added up over all of them (shared by the layers).
+struct PsTraffic {
+  std::atomic<std::int64_t> pulled_rows{0};   // rows fetched from the servers
+  std::atomic<std::int64_t> cached_rows{0};   // rows the hot-row cache served instead
+  std::atomic<std::int64_t> pushed_rows{0};
+  std::atomic<std::int64_t> pushes{0};        // (table, step) pushes
+  std::atomic<std::int64_t> pull_ns{0}, push_ns{0};
+};
+
+struct PsBagOptions {
+  std::vector<rpc::HostPort> servers;   // shard i at servers[i]
+  std::string job_token;
+  TableConfig table;                    // created on every shard on first use (same definition: no-op)
+  int bag_size = 1;
+  models::BagMode mode = models::BagMode::Sum;
+  UpdateMode update = UpdateMode::Sync;
+  int staleness = 1;                    // bounded: >= 1; async and bounded: the cache's window too
+  std::int64_t cache_rows = 0;          // hot rows kept between pulls (0: none)
+  double gradient_scale = 1.0;
+  std::chrono::milliseconds timeout{std::chrono::seconds(60)};
+  std::shared_ptr<PsTraffic> traffic;   // empty: the layer keeps its own
+};
+
+// What a pull of step t asks the server to wait for (PsShard::pull's staleness; -1: nothing).
+int server_staleness(UpdateMode update, int staleness);
+// How many steps old a cached row may be: sync reuses rows within a step only (they cannot
+// change before the step's pushes), async and bounded within `staleness` steps.
+int cache_window(UpdateMode update, int staleness);
+
+class PsEmbeddingBag : public models::Layer {
+ public:
+  explicit PsEmbeddingBag(PsBagOptions options);
+  ~PsEmbeddingBag() override;
+  std::string type_name() const override { return "PsEmbeddingBag"; }
+  const PsBagOptions& options() const { return o_; }
+
+  const PsTraffic& traffic() const { return *o_.traffic; }
+  std::int64_t next_step() const { return step_; }
+
+ protected:
+  Output forward_impl(const kernels::Tensor& ids, models::Mode mode) override;
+  kernels::Tensor backward_input_impl(models::Context& ctx, const kernels::Tensor& grad_y) override;
+  void backward_weight_impl(models::Context& ctx, const kernels::Tensor& grad_y) override;
+  kernels::Shape output_shape_impl(const kernels::Shape& input) const override;
+  void push_remote_gradients_impl(int replica) override;
+
+ private:
+  void start();   // connects, creates the table, continues from the servers' last applied step
+  std::vector<float> rows_of(const std::vector<std::int64_t>& keys, models::Mode mode);
+
+  PsBagOptions o_;
+  std::unique_ptr<PsClient> client_;
+  std::int64_t step_ = -1;   // the step being trained; -1 until started
+  RowCache cache_;
+  std::map<std::int64_t, std::vector<float>> pending_;   // this step's gradients, by key
+};
+
+}  // namespace pw::dp

@@ -1,0 +1,141 @@
+#include "tools/ps_setup.h"
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "core/error.h"
+#include "dataparallel/ps_client.h"
+#include "dataparallel/ps_server.h"
+#include "models/layers/embedding_bag.h"
+#include "models/rng.h"
+#include "rpc/job_token.h"
+
+namespace pw::tools {
+
+namespace {
+
+std::vector<rpc::HostPort> parse_addresses(const std::string& list, const char* where) {
+  std::vector<rpc::HostPort> out;
+  std::size_t at = 0;
+  while (at <= list.size()) {
+    const auto comma = list.find(',', at);
+    const std::string item = list.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    PW_INPUT_CHECK(!item.empty(), where << " '" << list << "': expected HOST:PORT[,HOST:PORT...]");
+    out.push_back(rpc::parse_host_port(item));
+    PW_INPUT_CHECK(out.back().port > 0, where << " '" << list << "': " << item << " needs a port other than 0");
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  return out;
+}
+
+std::string table_name(int feature) { return "features.emb." + std::to_string(feature); }
+
+}  // namespace
+
+dp::PsShardConfig ps_shard_config(const TrainOptions& o, int shard, int shards) {
+  dp::PsShardConfig c;
+  c.shard = shard;
+  c.shards = shards;
+  c.workers = o.replicas;
+  c.mode = dp::parse_update_mode(o.ps_mode);
+  return c;
+}
+
+std::unique_ptr<ParameterServers> ParameterServers::open(const TrainOptions& o, bool multi_process) {
+  const char* from_launcher = std::getenv(kPsServersEnv);
+  const bool launched = multi_process && from_launcher != nullptr && *from_launcher != '\0';
+  if (o.ps == 0 && o.ps_servers.empty() && !launched) return nullptr;
+  std::unique_ptr<ParameterServers> ps(new ParameterServers);
+  ps->mode_ = dp::parse_update_mode(o.ps_mode);
+  ps->staleness_ = o.staleness;
+  ps->timeout_seconds_ = o.stage_timeout_seconds;
+  if (!o.ps_servers.empty() || launched) {
+    ps->addresses_ = o.ps_servers.empty() ? parse_addresses(from_launcher, kPsServersEnv)
+                                          : parse_addresses(o.ps_servers, "--ps-servers");
+    PW_INPUT_CHECK(o.ps == 0 || o.ps == static_cast<int>(ps->addresses_.size()),
+                   "--ps " << o.ps << " but " << ps->addresses_.size() << " server addresses were given");
+    const auto token = rpc::job_token_from_env();
+    PW_INPUT_CHECK(token.has_value(), "parameter servers at given addresses need the job's token in "
+                                          << rpc::kJobTokenEnv << " (the one they were started with)");
+    ps->token_ = *token;
+    return ps;
+  }
+  PW_INPUT_CHECK(!multi_process, "--ps " << o.ps << " in a multi-process job: start the servers with pipewright "
+                                 "launch --ps " << o.ps << " (or pipewright ps serve, and give --ps-servers)");
+  PW_INPUT_CHECK(o.ps >= 1 && o.ps <= 64, "--ps " << o.ps << "; expected 1 to 64 servers");
+  ps->token_ = rpc::make_job_token();
+  for (int s = 0; s < o.ps; ++s) {
+    dp::PsShardConfig c = ps_shard_config(o, s, o.ps);
+    if (!o.ps_dir.empty()) c.dir = (std::filesystem::path(o.ps_dir) / ("shard" + std::to_string(s))).string();
+    ps->embedded_.push_back(std::make_unique<dp::PsServer>(rpc::HostPort{"127.0.0.1", 0}, c, ps->token_));
+    ps->addresses_.push_back(ps->embedded_.back()->address());
+  }
+  return ps;
+}
+
+ParameterServers::~ParameterServers() = default;
+
+void ParameterServers::plug_into(models::ModelOptions& mo, const TrainOptions& o, const std::string& model) {
+  PW_INPUT_CHECK(model == "dlrm", "parameter servers hold embedding tables; --model " << model
+                                  << " has none (use --model dlrm, or leave out --ps/--ps-servers)");
+  PW_INPUT_CHECK(o.ps_cache_rows >= 0, "--ps-cache-rows " << o.ps_cache_rows << "; expected >= 0");
+  const auto optimizer = dp::parse_sparse_optimizer(o.ps_optimizer.empty() ? o.optimizer : o.ps_optimizer);
+  const double lr = o.ps_lr > 0 ? o.ps_lr : o.lr > 0 ? o.lr : optimizer == dp::SparseOptimizerKind::Adam ? 1e-3 : 1e-2;
+  dp::PsBagOptions base;
+  base.servers = addresses_;
+  base.job_token = token_;
+  base.update = mode_;
+  base.staleness = staleness_;
+  base.cache_rows = o.ps_cache_rows;
+  base.gradient_scale = 1.0 / static_cast<double>(o.replicas);
+  base.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeout_seconds_ * 1000));
+  base.traffic = traffic_;
+  base.table.optimizer = optimizer;
+  base.table.lr = lr;
+  const std::uint64_t seed = o.seed;
+  tables_.clear();
+  for (int f = 0; f < mo.clicks.sparse(); ++f) tables_.push_back(table_name(f));
+  mo.make_embedding_bag = [base, seed](int feature, std::int64_t rows, int dim, int bag_size) {
+    dp::PsBagOptions b = base;
+    b.table.name = table_name(feature);
+    b.table.dim = dim;
+    // The rows a local EmbeddingBag of this model would start from (Init::keyed_rows).
+    b.table.init_seed = models::hash_name(seed, b.table.name + ".weight");
+    b.table.init_scale = models::embedding_bag_init_scale(rows);
+    b.bag_size = bag_size;
+    b.mode = models::BagMode::Sum;
+    return std::unique_ptr<models::Layer>(std::make_unique<dp::PsEmbeddingBag>(std::move(b)));
+  };
+}
+
+std::string ParameterServers::describe() const {
+  return std::to_string(addresses_.size()) + " parameter server" + (addresses_.size() == 1 ? "" : "s") + " (" +
+         dp::update_mode_name(mode_) + (mode_ == dp::UpdateMode::Bounded ? " " + std::to_string(staleness_) : "") +
+         (embedded_.empty() ? "" : ", in this process") + ")";
+}
+
+void ParameterServers::add_summary(nlohmann::json& j) const {
+  j["ps_shards"] = addresses_.size();
+  j["ps_mode"] = dp::update_mode_name(mode_);
+  if (mode_ != dp::UpdateMode::Sync) j["ps_staleness"] = staleness_;
+  std::int64_t rows = 0;
+  std::vector<std::int64_t> per_shard(addresses_.size(), 0);
+  dp::PsClient client(addresses_, token_, 0, std::chrono::milliseconds(static_cast<std::int64_t>(timeout_seconds_ * 1000)));
+  for (const auto& t : tables_) {
+    const auto stats = client.stats(t);
+    for (std::size_t s = 0; s < stats.size(); ++s) {
+      rows += stats[s].rows;
+      per_shard[s] += stats[s].rows;
+    }
+  }
+  j["ps_rows"] = rows;
+  j["ps_rows_per_shard"] = per_shard;
+  j["ps_pulled_rows"] = traffic_->pulled_rows.load();
+  j["ps_cached_rows"] = traffic_->cached_rows.load();
+  j["ps_pushed_rows"] = traffic_->pushed_rows.load();
+  j["ps_pull_seconds"] = static_cast<double>(traffic_->pull_ns.load()) * 1e-9;
+  j["ps_push_seconds"] = static_cast<double>(traffic_->push_ns.load()) * 1e-9;
+}
+
+}  // namespace pw::tools
