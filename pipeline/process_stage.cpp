@@ -1,11 +1,13 @@
 #include "pipeline/process_stage.h"
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 
 #include "core/clock.h"
 #include "kernels/runtime.h"
 #include "models/loss.h"
+#include "models/metrics.h"
 #include "pipeline/error_context.h"
 #include "pipeline/micro_batch.h"
 
@@ -14,7 +16,8 @@ namespace pw::pipeline {
 namespace {
 
 // Control messages (Tag::micro_batch) between the ranks of one job.
-enum ControlMessage : int { kStepFigures = 0, kEvalFigures = 1, kWeightNames = 2, kFirstWeight = 3 };
+// Weights go as kFirstWeight + i; the scores' id lies far above any weight count.
+enum ControlMessage : int { kStepFigures = 0, kEvalFigures = 1, kWeightNames = 2, kFirstWeight = 3, kEvalScores = 1 << 30 };
 
 kernels::Tensor doubles_tensor(const std::vector<double>& values) {
   return kernels::Tensor::from_vector(values, {static_cast<std::int64_t>(values.size())}, kernels::Device::cpu(0));
@@ -133,6 +136,8 @@ models::EvalResult ProcessStage::evaluate(models::data::DataLoader& loader, std:
   const auto device = options_.devices.front();
   // Every rank walks the same test batches; activations travel stage to stage as in training.
   double loss_sum = 0.0, correct = 0.0, samples = 0.0;
+  const bool scored = options_.objective == models::Objective::BinaryCrossEntropy;
+  std::vector<double> scores, score_labels;   // binary objective: for the AUC, gathered at rank 0
   loader.start_epoch(0);
   int b = 0;
   // The replicas take turns with the batches (replica r: batches r, r + R, ...) and add up.
@@ -155,6 +160,11 @@ models::EvalResult ProcessStage::evaluate(models::data::DataLoader& loader, std:
         loss_sum += loss.loss * static_cast<double>(labels.numel());
         correct += static_cast<double>(loss.correct);
         samples += static_cast<double>(labels.numel());
+        if (scored) {
+          const auto z = y.to_double_vector();
+          scores.insert(scores.end(), z.begin(), z.end());
+          for (auto label : labels.to_int_vector()) score_labels.push_back(static_cast<double>(label));
+        }
       } else {
         transport_.send((v + 1) % P, rpc::Tag{round, b, rpc::PayloadKind::Evaluation, v + 1}, y, deadline());
       }
@@ -172,7 +182,41 @@ models::EvalResult ProcessStage::evaluate(models::data::DataLoader& loader, std:
     r.loss = f[0] / f[2];
     r.accuracy = f[1] / f[2];
   }
+  if (scored) r.auc = gather_auc(all, scores, score_labels, round);
   return r;
+}
+
+// The last stage of every replica sends rank 0 its scores and labels; rank 0 ranks them all
+// (-1 elsewhere, and when the test set holds one class only).
+double ProcessStage::gather_auc(const std::vector<std::vector<double>>& figures, std::vector<double> scores,
+                                const std::vector<double>& labels, std::int64_t round) {
+  const int P = stages();
+  const int last = (P * options_.spec.chunks - 1) % P;
+  const rpc::Tag tag{round, kEvalScores, rpc::PayloadKind::Control, 0};
+  const int self = control_.rank();
+  const bool is_last = stage() == last;
+  if (self != 0) {
+    if (is_last) {
+      std::vector<double> both = scores;
+      both.insert(both.end(), labels.begin(), labels.end());
+      control_.send(0, tag, doubles_tensor(both), deadline());
+    }
+    return -1.0;
+  }
+  std::vector<std::int64_t> all_labels;
+  if (is_last) all_labels.assign(labels.begin(), labels.end());
+  else scores.clear();
+  for (std::size_t rank = 1; rank < figures.size(); ++rank) {
+    if (static_cast<int>(rank) % P != last) continue;
+    const auto n = static_cast<std::size_t>(figures[rank][2]);
+    const auto both = tensor_doubles(control_.recv(static_cast<int>(rank), tag, deadline()), 2 * n,
+                                     "evaluation scores from rank " + std::to_string(rank));
+    scores.insert(scores.end(), both.begin(), both.begin() + static_cast<std::ptrdiff_t>(n));
+    for (std::size_t i = n; i < 2 * n; ++i) all_labels.push_back(static_cast<std::int64_t>(both[i]));
+  }
+  const auto positives = std::count(all_labels.begin(), all_labels.end(), std::int64_t{1});
+  if (positives == 0 || positives == static_cast<std::int64_t>(all_labels.size())) return -1.0;
+  return models::roc_auc(scores, all_labels);
 }
 
 std::vector<models::Layer*> ProcessStage::layers() {

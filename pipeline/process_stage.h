@@ -42,6 +42,8 @@ class ProcessStage {
  private:
   // Sends `values` to every other rank of the job and returns every rank's (this one's
   // included), by world rank.
+  double gather_auc(const std::vector<std::vector<double>>& figures, std::vector<double> scores,
+                    const std::vector<double>& labels, std::int64_t round);
   std::vector<std::vector<double>> exchange(const std::vector<double>& values, int message, std::int64_t round);
   rpc::Deadline deadline() const { return std::chrono::steady_clock::now() + options_.timeout; }
 

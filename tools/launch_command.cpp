@@ -22,6 +22,8 @@
 #include "rpc/host_port.h"
 #include "rpc/job_token.h"
 #include "rpc/launch_env.h"
+#include "tools/ps_setup.h"
+#include "tools/train_command.h"
 
 namespace pw::tools {
 
@@ -123,6 +125,37 @@ void set_env(const char* name, const std::string& value) { setenv(name, value.c_
   _exit(127);
 }
 
+// The train flags the servers must agree with (replicas = workers, update mode), read with the
+// train command's own parser.
+TrainOptions train_options_of(const std::vector<std::string>& args) {
+  PW_INPUT_CHECK(args.front() == "train", "pipewright launch --ps serves the embedding tables of a train job; got '"
+                                              << args.front() << "' after --");
+  CLI::App app;
+  TrainOptions t;
+  add_train_command(app, t);
+  app.get_subcommand("train")->callback([] {});
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    throw InputError(std::string("the train arguments after --: ") + e.what());
+  }
+  return t;
+}
+
+// Whether something accepts TCP connections at 127.0.0.1:port.
+bool accepts(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  close(fd);
+  return ok;
+}
+
 }  // namespace
 
 void add_launch_command(CLI::App& app, LaunchOptions& o) {
@@ -140,6 +173,11 @@ void add_launch_command(CLI::App& app, LaunchOptions& o) {
   cmd->add_option("--grace", o.grace_seconds,
                   "seconds the other ranks get to stop by themselves after one fails, before they are killed")
       ->capture_default_str()->check(CLI::Range(0.0, 3600.0));
+  cmd->add_option("--ps", o.ps, "parameter servers to start (pipewright ps serve, one shard each, on loopback) "
+                                "for the embedding tables of a --model dlrm job; single-node jobs")
+      ->capture_default_str()->check(CLI::Range(0, 64));
+  cmd->add_option("--ps-dir", o.ps_dir, "with --ps: the servers keep their shards here (snapshots and logs) and "
+                                        "resume from them");
   cmd->add_option("command", o.command, "pipewright arguments after --, e.g. -- train --model seed-cnn --stages 4")
       ->required();
   cmd->callback([&o] { std::exit(run_launch(o)); });
@@ -175,23 +213,80 @@ int run_launch(const LaunchOptions& o) {
   std::signal(SIGPIPE, SIG_IGN);
 
   std::mutex output_mutex;
-  std::vector<Rank> ranks;
+  std::vector<Rank> ranks, servers;   // servers: the parameter servers (Rank::rank = shard)
   std::vector<std::unique_ptr<OutputForwarder>> forwarders;
   const pid_t self = getpid();
-  // Should starting one rank fail, the ones already started are stopped before the error goes up.
+  // Should starting one process fail, the ones already started are stopped before the error goes up.
   struct StopStarted {
     std::vector<Rank>& ranks;
+    std::vector<Rank>& servers;
     int pending = std::uncaught_exceptions();
     ~StopStarted() {
       if (std::uncaught_exceptions() <= pending) return;
-      for (auto& r : ranks) kill(r.pid, SIGKILL);
-      for (auto& r : ranks) waitpid(r.pid, nullptr, 0);
+      for (auto* group : {&ranks, &servers}) {
+        for (auto& r : *group) kill(r.pid, SIGKILL);
+        for (auto& r : *group) waitpid(r.pid, nullptr, 0);
+      }
     }
-  } stop_started{ranks};
-  for (int local = 0; local < o.nproc_per_node; ++local) {
-    const int rank = o.node_rank * o.nproc_per_node + local;
+  } stop_started{ranks, servers};
+  const auto spawn = [&](const std::vector<std::string>& child_args, const std::string& prefix) {
     int out_pipe[2], err_pipe[2];
     PW_CHECK(pipe2(out_pipe, O_CLOEXEC) == 0 && pipe2(err_pipe, O_CLOEXEC) == 0, "pipe(): " << std::strerror(errno));
+    const pid_t pid = fork();
+    PW_CHECK(pid >= 0, "fork(): " << std::strerror(errno));
+    if (pid == 0) exec_rank(child_args, out_pipe[1], err_pipe[1], self);
+    close(out_pipe[1]);
+    close(err_pipe[1]);
+    forwarders.push_back(std::make_unique<OutputForwarder>(out_pipe[0], stdout, prefix, output_mutex));
+    forwarders.push_back(std::make_unique<OutputForwarder>(err_pipe[0], stderr, prefix, output_mutex));
+    return pid;
+  };
+  set_env(rpc::kJobTokenEnv, token);
+
+  if (o.ps > 0) {
+    PW_INPUT_CHECK(o.nnodes == 1, "--ps starts the parameter servers of a single-node job; for " << o.nnodes
+                                  << " nodes start them with pipewright ps serve and give train --ps-servers");
+    const TrainOptions train = train_options_of(args);
+    dp::parse_update_mode(train.ps_mode);   // a bad mode is the train flag's error, before anything starts
+    std::string addresses;
+    std::vector<int> ports;
+    for (int shard = 0; shard < o.ps; ++shard) {
+      const int port = free_loopback_port();
+      std::vector<std::string> serve = {"ps", "serve", "--bind", "127.0.0.1:" + std::to_string(port), "--shard",
+                                        std::to_string(shard), "--shards", std::to_string(o.ps), "--workers",
+                                        std::to_string(train.replicas), "--mode", train.ps_mode};
+      if (!o.ps_dir.empty()) {
+        serve.push_back("--dir");
+        serve.push_back(o.ps_dir + "/shard" + std::to_string(shard));
+      }
+      servers.push_back(Rank{shard, spawn(serve, "[ps " + std::to_string(shard) + "] "), std::nullopt});
+      ports.push_back(port);
+      addresses += (addresses.empty() ? "" : ",") + ("127.0.0.1:" + std::to_string(port));
+    }
+    // The ranks' first pull must find every server listening.
+    const auto ready_by = Clock::now() + std::chrono::seconds(30);
+    for (int shard = 0; shard < o.ps; ++shard) {
+      auto& server = servers[static_cast<std::size_t>(shard)];
+      while (!accepts(ports[static_cast<std::size_t>(shard)])) {
+        int status = 0;
+        if (waitpid(server.pid, &status, WNOHANG) == server.pid) {
+          server.status = status;
+          throw InputError("parameter server " + std::to_string(shard) + " " + describe_status(status) +
+                           " before it listened (see its output above)");
+        }
+        PW_INPUT_CHECK(Clock::now() < ready_by, "parameter server " << shard << " did not listen on 127.0.0.1:"
+                                                                    << ports[static_cast<std::size_t>(shard)]
+                                                                    << " within 30 s");
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
+    set_env(kPsServersEnv, addresses);
+    std::fprintf(stderr, "pipewright launch: %d parameter servers (%s, %d workers) at %s\n", o.ps,
+                 train.ps_mode.c_str(), train.replicas, addresses.c_str());
+  }
+
+  for (int local = 0; local < o.nproc_per_node; ++local) {
+    const int rank = o.node_rank * o.nproc_per_node + local;
     set_env("RANK", std::to_string(rank));
     set_env("WORLD_SIZE", std::to_string(world));
     set_env("LOCAL_RANK", std::to_string(local));
@@ -199,16 +294,7 @@ int run_launch(const LaunchOptions& o) {
     set_env("GROUP_RANK", std::to_string(o.node_rank));
     set_env("MASTER_ADDR", master.host);
     set_env("MASTER_PORT", std::to_string(master.port));
-    set_env(rpc::kJobTokenEnv, token);
-    const pid_t pid = fork();
-    PW_CHECK(pid >= 0, "fork(): " << std::strerror(errno));
-    if (pid == 0) exec_rank(args, out_pipe[1], err_pipe[1], self);
-    close(out_pipe[1]);
-    close(err_pipe[1]);
-    ranks.push_back(Rank{rank, pid, std::nullopt});
-    const std::string prefix = "[rank " + std::to_string(rank) + "] ";
-    forwarders.push_back(std::make_unique<OutputForwarder>(out_pipe[0], stdout, prefix, output_mutex));
-    forwarders.push_back(std::make_unique<OutputForwarder>(err_pipe[0], stderr, prefix, output_mutex));
+    ranks.push_back(Rank{rank, spawn(args, "[rank " + std::to_string(rank) + "] "), std::nullopt});
   }
 
   const auto say = [&](const std::string& line) {
@@ -243,6 +329,19 @@ int run_launch(const LaunchOptions& o) {
         }
       }
     }
+    for (auto& server : servers) {
+      if (server.status) continue;
+      int status = 0;
+      if (waitpid(server.pid, &status, WNOHANG) != server.pid) continue;
+      server.status = status;
+      say("parameter server " + std::to_string(server.rank) + " (pid " + std::to_string(server.pid) + ") " +
+          describe_status(status) + " while the ranks ran");
+      if (!first_failure) {
+        // Its shard's rows are gone: the ranks fail on their next pull; give them the grace to say so.
+        first_failure = Rank{-2, server.pid, status};
+        stop_by = Clock::now() + std::chrono::milliseconds(static_cast<std::int64_t>(o.grace_seconds * 1000));
+      }
+    }
     if (const int sig = g_signal.exchange(0); sig != 0) {
       say(std::string("got SIG") + sigabbrev_np(sig) + "; stopping every rank");
       for (auto& r : ranks)
@@ -268,10 +367,31 @@ int run_launch(const LaunchOptions& o) {
     }
     if (running > 0) std::this_thread::sleep_for(kPoll);
   }
-  forwarders.clear();   // the pipes close with the ranks
+  // The servers write their last snapshot on SIGTERM; SIGKILL after kTermToKill.
+  for (auto& server : servers)
+    if (!server.status) kill(server.pid, SIGTERM);
+  const auto servers_by = Clock::now() + kTermToKill;
+  for (auto& server : servers) {
+    while (!server.status) {
+      int status = 0;
+      if (waitpid(server.pid, &status, WNOHANG) == server.pid) server.status = status;
+      else if (Clock::now() > servers_by) {
+        kill(server.pid, SIGKILL);
+        waitpid(server.pid, &status, 0);
+        server.status = status;
+      } else {
+        std::this_thread::sleep_for(kPoll);
+      }
+    }
+  }
+  forwarders.clear();   // the pipes close with the ranks and servers
   if (!first_failure) {
     say("all " + std::to_string(ranks.size()) + " ranks finished");
     return 0;
+  }
+  if (first_failure->rank == -2) {
+    say("job failed: a parameter server " + describe_status(*first_failure->status));
+    return 1;
   }
   if (first_failure->rank < 0) return *first_failure->status;
   say("job failed: rank " + std::to_string(first_failure->rank) + " " + describe_status(*first_failure->status));

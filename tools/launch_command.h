@@ -14,6 +14,8 @@ struct LaunchOptions {
   int node_rank = 0;
   std::string master;            // host:port of rank 0's rendezvous; default 127.0.0.1 and a free port
   double grace_seconds = 10.0;   // after one rank fails, how long the others get to stop by themselves
+  int ps = 0;                    // parameter servers to start on this node for the job's embedding tables
+  std::string ps_dir;            // where they keep their shards (shard<i> below it); empty: not kept
   std::vector<std::string> command;   // the pipewright arguments after "--" ("train" may be left out)
 };
 
