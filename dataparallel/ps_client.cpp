@@ -1,5 +1,6 @@
 #include "dataparallel/ps_client.h"
 
+#include <algorithm>
 #include <cstring>
 #include <exception>
 #include <thread>
@@ -16,37 +17,50 @@ namespace pw::dp {
 
 namespace transport = apache::thrift::transport;
 
+constexpr auto kRetryPause = std::chrono::milliseconds(200);
+
 // One framed connection to a shard, opened on first use and after a failure.
 class PsConnection {
  public:
   PsConnection(rpc::HostPort address, int shard) : address_(std::move(address)), shard_(shard) {}
 
+  // A lost connection (a restarted server) is opened again and the call retried until `timeout`
+  // has passed: pulls are idempotent, and a server that logged a push before it died takes the
+  // retried copy as already done.
   template <typename Body>
   auto call(const char* what, std::chrono::milliseconds timeout, Body body) {
     std::lock_guard lock(mutex_);
     const std::string where = "parameter server shard " + std::to_string(shard_) + " at " + address_.str() + " (" +
                               what + "): ";
-    try {
-      if (!socket_ || !socket_->isOpen()) {
-        socket_ = std::make_shared<transport::TSocket>(address_.host, address_.port);
-        socket_->setNoDelay(true);
-        socket_->setConnTimeout(static_cast<int>(std::min<std::int64_t>(timeout.count(), 10000)));
-        framed_ = std::make_shared<transport::TFramedTransport>(socket_);
-        client_ = std::make_unique<rpc::wire::ParameterServerClient>(
-            std::make_shared<apache::thrift::protocol::TBinaryProtocol>(framed_));
-        framed_->open();
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (int attempt = 0;; ++attempt) {
+      const auto left = std::max<std::int64_t>(
+          1, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count());
+      try {
+        if (!socket_ || !socket_->isOpen()) {
+          socket_ = std::make_shared<transport::TSocket>(address_.host, address_.port);
+          socket_->setNoDelay(true);
+          socket_->setConnTimeout(static_cast<int>(std::min<std::int64_t>(left, 10000)));
+          framed_ = std::make_shared<transport::TFramedTransport>(socket_);
+          client_ = std::make_unique<rpc::wire::ParameterServerClient>(
+              std::make_shared<apache::thrift::protocol::TBinaryProtocol>(framed_));
+          framed_->open();
+        }
+        // The server answers a timed-out wait itself; the socket waits a little longer.
+        socket_->setRecvTimeout(static_cast<int>(left) + 2000);
+        socket_->setSendTimeout(static_cast<int>(left) + 2000);
+        return body(*client_, static_cast<int>(left));
+      } catch (const rpc::wire::PsError& e) {
+        if (e.code == rpc::wire::PsErrorCode::TIMED_OUT) throw rpc::TimeoutError(where + e.reason);
+        if (e.code == rpc::wire::PsErrorCode::FAILED) throw Error(where + e.reason);
+        throw InputError(where + e.reason);
+      } catch (const apache::thrift::TException& e) {
+        close();
+        if (std::chrono::steady_clock::now() + kRetryPause >= deadline)
+          throw rpc::TimeoutError(where + "no answer within " + std::to_string(timeout.count()) + " ms (" +
+                                  std::to_string(attempt + 1) + " attempts): " + e.what());
+        std::this_thread::sleep_for(kRetryPause);
       }
-      // The server answers a timed-out wait itself; the socket waits a little longer.
-      socket_->setRecvTimeout(static_cast<int>(timeout.count()) + 2000);
-      socket_->setSendTimeout(static_cast<int>(timeout.count()) + 2000);
-      return body(*client_, static_cast<int>(timeout.count()));
-    } catch (const rpc::wire::PsError& e) {
-      if (e.code == rpc::wire::PsErrorCode::TIMED_OUT) throw rpc::TimeoutError(where + e.reason);
-      if (e.code == rpc::wire::PsErrorCode::FAILED) throw Error(where + e.reason);
-      throw InputError(where + e.reason);
-    } catch (const apache::thrift::TException& e) {
-      close();
-      throw rpc::TimeoutError(where + "no answer: " + e.what());
     }
   }
 

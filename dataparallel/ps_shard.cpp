@@ -164,6 +164,8 @@ void PsShard::push(const std::string& name, int worker, std::int64_t step, const
                          " workers this server was started for");
   std::unique_lock lock(t.mutex);
   const auto last = t.last_pushed[static_cast<std::size_t>(worker)];
+  // The client retries a push whose answer it lost (this server restarted after logging it).
+  if (step == last && last >= 0) return;
   if (step != last + 1)
     throw PsRequestError("worker " + std::to_string(worker) + " pushed step " + std::to_string(step) + " after step " +
                          std::to_string(last) + "; every step is pushed once, in order");

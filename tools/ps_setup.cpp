@@ -21,7 +21,11 @@ std::vector<rpc::HostPort> parse_addresses(const std::string& list, const char* 
     const auto comma = list.find(',', at);
     const std::string item = list.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
     PW_INPUT_CHECK(!item.empty(), where << " '" << list << "': expected HOST:PORT[,HOST:PORT...]");
-    out.push_back(rpc::parse_host_port(item));
+    try {
+      out.push_back(rpc::parse_host_port(item));
+    } catch (const InputError& e) {
+      throw InputError(std::string(where) + " '" + list + "': " + e.what());
+    }
     PW_INPUT_CHECK(out.back().port > 0, where << " '" << list << "': " << item << " needs a port other than 0");
     if (comma == std::string::npos) break;
     at = comma + 1;

@@ -59,6 +59,10 @@ struct DataSets {
 
 models::data::ClickFeatures click_features(const TrainOptions& o) {
   models::data::ClickFeatures clicks;
+  for (auto rows : o.embedding_rows)
+    PW_INPUT_CHECK(rows >= 1 && rows <= models::data::kMaxPackedId,
+                   "--embedding-rows " << rows << ": expected 1 to " << models::data::kMaxPackedId
+                                       << " rows per table (ids travel as exact F32 integers)");
   if (!o.embedding_rows.empty()) clicks.table_sizes = o.embedding_rows;
   models::data::check_click_features(clicks);
   return clicks;

@@ -175,8 +175,8 @@ BOOST_AUTO_TEST_CASE(bad_requests_get_clear_errors_and_the_server_keeps_serving)
   client.create_table(table("emb", 4, dp::SparseOptimizerKind::Sgd));
   const std::vector<std::pair<std::function<void()>, std::string>> cases = {
       {[&] { client.pull("nope", 4, {1}, 0, -1); }, "unknown table 'nope'; tables: emb"},
-      {[&] { client.push("emb", 4, {1, 2}, std::vector<float>(8), 0); client.push("emb", 4, {1}, std::vector<float>(4), 0); },
-       "worker 0 pushed step 0 after step 0"},
+      {[&] { client.push("emb", 4, {1, 2}, std::vector<float>(8), 0); client.push("emb", 4, {1}, std::vector<float>(4), 5); },
+       "worker 0 pushed step 5 after step 0"},
       {[&] {
          std::vector<std::int64_t> many(101);
          for (std::size_t i = 0; i < many.size(); ++i) many[i] = static_cast<std::int64_t>(i);

@@ -1,0 +1,177 @@
+// `pipewright train --model dlrm` with its embedding tables on parameter servers: the same numbers
+// as local tables in sync mode (one device, a pipeline with replicas, a multi-process job), the
+// other update modes' AUC next to sync's, a table larger than a worker's memory cap, a server
+// killed and restarted mid-training, and bad flags.
+#include <signal.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include <boost/test/unit_test.hpp>
+#include <nlohmann/json.hpp>
+
+#include "dataparallel/ps_client.h"
+#include "tests/tools/background_command.h"
+#include "tests/tools/cli_runner.h"
+
+using pw::test::BackgroundCommand;
+using pw::test::run_pipewright;
+using pw::test::ScratchDir;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+json summary_of(const std::string& path) { return json::parse(std::ifstream(path)); }
+
+json train(const ScratchDir& dir, const std::string& name, const std::string& args) {
+  const auto r = run_pipewright("train --model dlrm --dataset synthetic-clicks --synthetic-size 20000 --threads 1 " +
+                                args + " --summary " + dir.file(name));
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+  return summary_of(dir.file(name));
+}
+
+double max_relative_difference(const json& a, const json& b) {
+  const auto x = a["loss_history"].get<std::vector<double>>(), y = b["loss_history"].get<std::vector<double>>();
+  BOOST_REQUIRE_EQUAL(x.size(), y.size());
+  double worst = 0.0;
+  for (std::size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::abs(x[i] - y[i]) / std::max(std::abs(x[i]), 1e-12));
+  return worst;
+}
+
+// Plain SGD on both sides (the servers' sparse SGD has no momentum), so the two runs are one computation.
+const std::string kSgd = " --optimizer sgd --momentum 0 --lr 0.1 --steps 40 ";
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(train_ps)
+
+BOOST_AUTO_TEST_CASE(sync_mode_trains_exactly_like_local_tables) {
+  ScratchDir dir("trainps_sync");
+  const auto local = train(dir, "local.json", kSgd);
+  const auto ps = train(dir, "ps.json", kSgd + "--ps 2 --ps-mode sync");
+  BOOST_TEST(max_relative_difference(local, ps) <= 1e-5);
+  BOOST_TEST(std::abs(local["test_auc"].get<double>() - ps["test_auc"].get<double>()) <= 1e-5);
+  BOOST_TEST(ps["ps_shards"].get<int>() == 2);
+  BOOST_TEST(ps["ps_mode"].get<std::string>() == "sync");
+  BOOST_TEST(ps["ps_rows"].get<std::int64_t>() > 0);
+
+  // Two replicas of a two-stage pipeline, four micro-batches: every replica is one worker.
+  const std::string hybrid = kSgd + "--stages 2 --replicas 2 --micro-batches 4 ";
+  const auto local_hybrid = train(dir, "local_hybrid.json", hybrid);
+  const auto ps_hybrid = train(dir, "ps_hybrid.json", hybrid + "--ps 2 --ps-cache-rows 4096");
+  BOOST_TEST(max_relative_difference(local_hybrid, ps_hybrid) <= 1e-5);
+  BOOST_TEST(ps_hybrid["ps_cached_rows"].get<std::int64_t>() > 0);   // micro-batches of a step share rows
+}
+
+BOOST_AUTO_TEST_CASE(async_and_bounded_staleness_reach_the_sync_auc_within_0_02) {
+  ScratchDir dir("trainps_modes");
+  const std::string base = "--steps 300 --replicas 2 --ps 2 ";
+  const double sync = train(dir, "sync.json", base + "--ps-mode sync")["test_auc"].get<double>();
+  BOOST_TEST(sync > 0.70);   // the generating model's AUC is about 0.80
+  for (const std::string mode : {"--ps-mode async", "--ps-mode bounded --staleness 2",
+                                 "--ps-mode async --staleness 4 --ps-cache-rows 100000"}) {
+    const auto s = train(dir, "mode.json", base + mode);
+    BOOST_TEST_MESSAGE(mode << ": AUC " << s["test_auc"].get<double>() << " (sync " << sync << ")");
+    BOOST_TEST(std::abs(s["test_auc"].get<double>() - sync) <= 0.02, mode);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_table_larger_than_the_workers_memory_cap_trains_on_four_servers) {
+  ScratchDir dir("trainps_big");
+  // 3 tables of 10M rows x 64 floats: 7.7 GB of rows against a 512 MiB cap per worker.
+  const std::string big = "--embedding-rows 10000000,10000000,10000000 --embedding-dim 64 --device-memory 512MiB "
+                          "--steps 100 --eval-batches 20 ";
+  const auto local = run_pipewright("train --model dlrm --dataset synthetic-clicks --threads 1 --embedding-rows "
+                                    "3000000 --embedding-dim 64 --device-memory 512MiB --steps 5");
+  BOOST_TEST(local.status != 0);
+  BOOST_TEST(local.output.find("out of memory on cpu:0") != std::string::npos, local.output);
+  const auto s = train(dir, "big.json", big + "--ps 4");
+  const auto per_shard = s["ps_rows_per_shard"].get<std::vector<std::int64_t>>();
+  BOOST_REQUIRE_EQUAL(per_shard.size(), 4u);
+  for (auto rows : per_shard) BOOST_TEST(rows > 0);
+  BOOST_TEST(s["peak_memory_bytes"].get<std::int64_t>() < (std::int64_t{512} << 20));
+  BOOST_TEST(s["test_auc"].get<double>() > 0.6);
+}
+
+BOOST_AUTO_TEST_CASE(training_goes_on_through_a_server_killed_and_restarted) {
+  ScratchDir dir("trainps_restart");
+  const std::string serve = "env PW_JOB_TOKEN=tok456 " + pw::test::pipewright_binary() + " ps serve --mode sync --dir " +
+                            dir.file("shard") + " --snapshot-every 50 --bind ";
+  auto first = std::make_unique<BackgroundCommand>(serve + "127.0.0.1:0", dir.file("first.log"));
+  BOOST_REQUIRE_MESSAGE(first->wait_for_output("listening on", 30s), first->output());
+  std::smatch m;
+  const auto log = first->output();
+  BOOST_REQUIRE_MESSAGE(std::regex_search(log, m, std::regex("listening on ([0-9.]+:[0-9]+)")), log);
+  const std::string address = m[1].str();
+
+  const std::string args = "--steps 1500 --eval-batches 10 --log-every 25 ";
+  BackgroundCommand job("env PW_JOB_TOKEN=tok456 " + pw::test::pipewright_binary() +
+                            " train --model dlrm --dataset synthetic-clicks --synthetic-size 20000 --threads 1 " + args +
+                            "--ps-servers " + address + " --summary " + dir.file("restarted.json"),
+                        dir.file("job.log"));
+  BOOST_REQUIRE_MESSAGE(job.wait_for_output("/1500", 60s, 4), job.output());
+  kill(first->pid(), SIGKILL);
+  BOOST_REQUIRE(first->wait(10s).has_value());
+  first.reset();
+  std::this_thread::sleep_for(300ms);
+  BackgroundCommand second(serve + address, dir.file("second.log"));
+  BOOST_REQUIRE_MESSAGE(second.wait_for_output("listening on", 30s), second.output());
+  BOOST_REQUIRE_MESSAGE(job.wait(300s).value_or(-1) == 0, job.output());
+
+  // Not one acknowledged update lost, none applied twice: the same losses as a run without a restart.
+  const auto restarted = summary_of(dir.file("restarted.json"));
+  const auto steady = train(dir, "steady.json", args + "--ps 1");
+  BOOST_TEST(max_relative_difference(steady, restarted) == 0.0);
+  pw::dp::PsClient client({pw::rpc::parse_host_port(address)}, "tok456", 0, 5000ms);
+  const auto after = client.stats("features.emb.0").front();
+  BOOST_TEST(after.applied_through == 1499);
+  BOOST_TEST(after.pushes > 0);   // the restarted server took part of the training
+  kill(second.pid(), SIGTERM);
+  BOOST_TEST(second.wait(10s).value_or(-1) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(two_servers_and_two_worker_processes_match_the_embedded_job) {
+  ScratchDir dir("trainps_launch");
+  const std::string args = kSgd + "--replicas 2 --model dlrm --dataset synthetic-clicks --synthetic-size 20000 "
+                                  "--threads 1 --summary ";
+  const auto embedded = train(dir, "embedded.json", kSgd + "--replicas 2 --ps 2");
+  const auto r = run_pipewright("launch --ps 2 --nproc-per-node 2 -- " + args + dir.file("launched.json"));
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+  BOOST_TEST(r.output.find("2 parameter servers (sync, 2 workers)") != std::string::npos, r.output);
+  const auto launched = summary_of(dir.file("launched.json"));
+  BOOST_TEST(max_relative_difference(embedded, launched) <= 1e-5);
+  BOOST_TEST(std::abs(embedded["test_auc"].get<double>() - launched["test_auc"].get<double>()) <= 1e-5);
+  BOOST_TEST(launched["ps_shards"].get<int>() == 2);
+}
+
+BOOST_AUTO_TEST_CASE(bad_parameter_server_flags_get_one_line_errors) {
+  const std::string dlrm = "train --model dlrm --dataset synthetic-clicks --steps 2 ";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"train --model seed-cnn --dataset synthetic --steps 1 --ps 2", "--model seed-cnn has none"},
+      {dlrm + "--ps 2 --ps-mode eventually", "unknown update mode 'eventually'; accepted: sync, async, bounded"},
+      {dlrm + "--ps 2 --ps-mode bounded --staleness 0", "bounded staleness needs --staleness >= 1"},
+      {dlrm + "--ps 2 --ps-optimizer rmsprop", "rmsprop"},
+      {dlrm + "--ps-servers nohost", "--ps-servers 'nohost'"},
+      {dlrm + "--embedding-rows 0", "--embedding-rows 0: expected 1 to 16777216"},
+      {"env PW_JOB_TOKEN=x " + pw::test::pipewright_binary() + " " + dlrm + "--ps-servers 127.0.0.1:1 --stage-timeout 1",
+       "parameter server shard 0 at 127.0.0.1:1"},
+  };
+  for (const auto& [args, expected] : cases) {
+    const auto r = args.rfind("env ", 0) == 0 ? pw::test::CommandResult{} : run_pipewright(args);
+    pw::test::CommandResult result = r;
+    if (args.rfind("env ", 0) == 0) {
+      BackgroundCommand c(args, "/tmp/pw_trainps_bad.log");
+      result.status = c.wait(60s).value_or(-1);
+      result.output = c.output();
+    }
+    BOOST_TEST(result.status != 0, args);
+    BOOST_TEST(result.output.find(expected) != std::string::npos, args << "\n" << result.output);
+    BOOST_TEST(result.output.find("terminate called") == std::string::npos, result.output);
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
