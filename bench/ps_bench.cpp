@@ -1,8 +1,13 @@
 // Parameter-server benchmarks (print, never assert), one JSON line per figure: pull and push of a
 // batch of unique embedding rows from 1, 2 and 4 shards on loopback (servers in this process,
-// one client asking every shard at once), beside a plain TCP socket moving the same bytes.
+// one client asking every shard at once), beside a plain TCP socket moving the same bytes; then
+// the hot-row cache on a DLRM-like workload (Zipf ids, a PsEmbeddingBag on 2 shards, async with
+// staleness 2): rows pulled per step, cache hit rate and step time with and without the cache.
 //   build/bin/ps_bench [--keys 16384] [--dim 64] [--reps 15]
+//                      [--zipf-rows 1000000] [--zipf-ids 4096] [--zipf-exponent 1.1] [--zipf-steps 30]
+//                      [--cache-rows 65536,262144]
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <random>
 #include <thread>
@@ -14,6 +19,7 @@
 #include "bench/raw_socket.h"
 #include "core/clock.h"
 #include "dataparallel/ps_client.h"
+#include "dataparallel/ps_embedding_bag.h"
 #include "dataparallel/ps_server.h"
 
 using namespace pw;
@@ -38,14 +44,97 @@ double socket_seconds(std::size_t bytes, int reps) {
   return median(times);
 }
 
+// Ids 0..rows-1 drawn with P(rank k) ~ 1 / (k + 1)^exponent (id 0 the hottest), by inverse CDF.
+class Zipf {
+ public:
+  Zipf(std::int64_t rows, double exponent) : cdf_(static_cast<std::size_t>(rows)) {
+    double sum = 0;
+    for (std::int64_t k = 0; k < rows; ++k) cdf_[static_cast<std::size_t>(k)] = sum += std::pow(double(k + 1), -exponent);
+    for (auto& c : cdf_) c /= sum;
+  }
+  std::int64_t operator()(std::mt19937_64& rng) {
+    const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+    const auto it = std::lower_bound(cdf_.begin(), cdf_.end(), u);
+    return std::min<std::int64_t>(it - cdf_.begin(), static_cast<std::int64_t>(cdf_.size()) - 1);
+  }
+
+ private:
+  std::vector<double> cdf_;
+};
+
+struct CacheRun {
+  double step_s = 0, unique_per_step = 0, pulled_per_step = 0, hit_rate = 0, pull_s = 0, push_s = 0;
+};
+
+// One training step (forward, backward, push) of a PsEmbeddingBag per batch, on
+// 2 fresh async shards; the first `warmup` steps (connections, a cold cache) are not counted.
+CacheRun cache_run(const std::vector<kernels::Tensor>& batches, int dim, std::int64_t rows, std::int64_t cache_rows,
+                   int warmup) {
+  std::vector<std::unique_ptr<dp::PsServer>> servers;
+  dp::PsBagOptions o;
+  for (int s = 0; s < 2; ++s) {
+    dp::PsShardConfig c;
+    c.shard = s;
+    c.shards = 2;
+    c.mode = dp::UpdateMode::Async;
+    servers.push_back(std::make_unique<dp::PsServer>(rpc::HostPort{"127.0.0.1", 0}, c, "bench-token"));
+    o.servers.push_back(servers.back()->address());
+  }
+  o.job_token = "bench-token";
+  o.table.name = "zipf";
+  o.table.dim = dim;
+  o.table.optimizer = dp::SparseOptimizerKind::Adagrad;
+  o.table.init_scale = std::sqrt(1.0 / static_cast<double>(rows));
+  o.update = dp::UpdateMode::Async;
+  o.staleness = 2;
+  o.cache_rows = cache_rows;
+  dp::PsEmbeddingBag bag(o);
+  const auto& traffic = bag.traffic();
+  const kernels::Tensor grad = kernels::Tensor::full({batches.front().dim(0), dim}, 1e-3);
+  std::vector<double> times;
+  std::int64_t pulled = 0, cached = 0, unique = 0, pull_ns = 0, push_ns = 0;
+  for (std::size_t i = 0; i < batches.size(); ++i) {
+    const bool counted = static_cast<int>(i) >= warmup;
+    const std::int64_t pulled0 = traffic.pulled_rows, cached0 = traffic.cached_rows, pull0 = traffic.pull_ns,
+                       push0 = traffic.push_ns;
+    const auto t0 = Clock::now();
+    auto out = bag.forward(batches[i], models::Mode::Train);
+    bag.backward(*out.ctx, grad);
+    bag.push_remote_gradients(0);
+    if (!counted) continue;
+    times.push_back(seconds_since(t0));
+    pulled += traffic.pulled_rows - pulled0;
+    cached += traffic.cached_rows - cached0;
+    pull_ns += traffic.pull_ns - pull0;
+    push_ns += traffic.push_ns - push0;
+  }
+  for (std::size_t i = static_cast<std::size_t>(warmup); i < batches.size(); ++i)
+    unique += models::unique_bag_ids(batches[i]).ids.numel();
+  const auto n = static_cast<double>(times.size());
+  return {median(times), static_cast<double>(unique) / n, static_cast<double>(pulled) / n,
+          pulled + cached > 0 ? static_cast<double>(cached) / static_cast<double>(pulled + cached) : 0.0,
+          static_cast<double>(pull_ns) * 1e-9 / n, static_cast<double>(push_ns) * 1e-9 / n};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"parameter-server benchmarks"};
   int keys_per_batch = 16384, dim = 64, reps = 15;
+  std::int64_t zipf_rows = 1000000;
+  int zipf_ids = 4096, zipf_steps = 30;
+  double zipf_exponent = 1.1;
+  std::vector<std::int64_t> cache_sizes = {65536, 262144};
   app.add_option("--keys", keys_per_batch)->check(CLI::PositiveNumber);
   app.add_option("--dim", dim)->check(CLI::PositiveNumber);
   app.add_option("--reps", reps)->check(CLI::PositiveNumber);
+  app.add_option("--zipf-rows", zipf_rows, "rows of the Zipf workload's table")->check(CLI::PositiveNumber);
+  app.add_option("--zipf-ids", zipf_ids, "ids per step (bags of one)")->check(CLI::PositiveNumber);
+  app.add_option("--zipf-exponent", zipf_exponent, "Zipf exponent")->check(CLI::PositiveNumber);
+  app.add_option("--zipf-steps", zipf_steps, "measured steps per cache size")->check(CLI::PositiveNumber);
+  app.add_option("--cache-rows", cache_sizes, "hot-row cache sizes set against no cache (comma-separated)")
+      ->delimiter(',')
+      ->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
   try {
     std::mt19937_64 rng(3);
@@ -90,6 +179,36 @@ int main(int argc, char** argv) {
                                          {"push_rows_per_s", keys_per_batch / push}, {"push_GBps", bytes / push / 1e9},
                                          {"socket_GBps", bytes / socket / 1e9}, {"pull_ratio", socket / pull},
                                          {"push_ratio", socket / push}}
+                              .dump()
+                              .c_str());
+      std::fflush(stdout);
+    }
+
+    // The hot-row cache on Zipf ids: every cache size beside no cache, on the same batches.
+    const int warmup = 3;
+    Zipf zipf(zipf_rows, zipf_exponent);
+    std::mt19937_64 zrng(5);
+    std::vector<kernels::Tensor> batches;
+    for (int i = 0; i < warmup + zipf_steps; ++i) {
+      std::vector<std::int64_t> ids(static_cast<std::size_t>(zipf_ids));
+      for (auto& id : ids) id = zipf(zrng);
+      batches.push_back(kernels::Tensor::from_vector(ids, {zipf_ids, 1}));
+    }
+    std::vector<std::int64_t> sizes = {0};
+    for (auto c : cache_sizes)
+      if (c > 0 && std::find(sizes.begin(), sizes.end(), c) == sizes.end()) sizes.push_back(c);
+    double no_cache_s = 0;
+    for (auto cache_rows : sizes) {
+      const CacheRun r = cache_run(batches, dim, zipf_rows, cache_rows, warmup);
+      if (cache_rows == 0) no_cache_s = r.step_s;
+      std::printf("%s\n", nlohmann::json{{"bench", "ps_row_cache_zipf"}, {"rows", zipf_rows}, {"exponent", zipf_exponent},
+                                         {"ids_per_step", zipf_ids}, {"dim", dim}, {"shards", 2}, {"mode", "async"},
+                                         {"staleness", 2}, {"steps", zipf_steps}, {"cache_rows", cache_rows},
+                                         {"unique_ids_per_step", r.unique_per_step},
+                                         {"pulled_rows_per_step", r.pulled_per_step}, {"cache_hit_rate", r.hit_rate},
+                                         {"median_step_ms", r.step_s * 1e3}, {"no_cache_median_step_ms", no_cache_s * 1e3},
+                                         {"mean_pull_ms", r.pull_s * 1e3}, {"mean_push_ms", r.push_s * 1e3},
+                                         {"speedup", r.step_s > 0 ? no_cache_s / r.step_s : 0.0}}
                               .dump()
                               .c_str());
       std::fflush(stdout);

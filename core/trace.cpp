@@ -18,6 +18,8 @@ const char* span_kind_name(SpanKind kind) {
     case SpanKind::Transfer: return "transfer";
     case SpanKind::AllReduce: return "all-reduce";
     case SpanKind::DataLoad: return "data";
+    case SpanKind::PsPull: return "ps-pull";
+    case SpanKind::PsPush: return "ps-push";
   }
   return "?";
 }

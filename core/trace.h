@@ -24,8 +24,10 @@ enum class SpanKind : std::uint8_t {
   Transfer,         // copying a received tensor onto the stage's device
   AllReduce,        // gradient all-reduce (the reducer's thread) or waiting for it (ReduceGrads)
   DataLoad,
+  PsPull,           // embedding rows from the parameter servers (recorded by the process, stage -1)
+  PsPush,           // a step's embedding gradients to the parameter servers
 };
-inline constexpr int kSpanKinds = static_cast<int>(SpanKind::DataLoad) + 1;
+inline constexpr int kSpanKinds = static_cast<int>(SpanKind::PsPush) + 1;
 
 const char* span_kind_name(SpanKind kind);   // "forward", "recv-wait", ...
 bool is_compute(SpanKind kind);              // forward, backward (both halves), recompute, optimizer step

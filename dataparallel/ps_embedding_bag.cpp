@@ -4,6 +4,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/trace.h"
 #include "dataparallel/ps_client.h"
 
 namespace pw::dp {
@@ -15,6 +16,7 @@ using kernels::Tensor;
 
 struct PsBagContext : models::Context {
   models::UniqueIds unique;
+  Tensor grad_y;   // kept by the input half for the weight half (Layer keeps it only for layers with parameters)
 };
 
 Tensor on_host(const Tensor& t) { return t.device().is_cpu() ? t : t.to(kernels::Device::cpu()); }
@@ -34,7 +36,7 @@ int server_staleness(UpdateMode update, int staleness) {
   return -1;
 }
 
-int cache_window(UpdateMode update, int staleness) { return update == UpdateMode::Sync ? 0 : std::max(0, staleness); }
+int cache_window(UpdateMode update, int staleness) { return update == UpdateMode::Async ? std::max(0, staleness) : 0; }
 
 PsEmbeddingBag::PsEmbeddingBag(PsBagOptions options)
     : o_(std::move(options)), cache_(std::max(1, o_.table.dim), o_.cache_rows) {
@@ -88,6 +90,7 @@ std::vector<float> PsEmbeddingBag::rows_of(const std::vector<std::int64_t>& keys
   }
   o_.traffic->cached_rows += static_cast<std::int64_t>(keys.size() - missing.size());
   if (missing.empty()) return rows;
+  trace::ScopedSpan span(trace::SpanKind::PsPull, -1, 0, step_);
   const auto t0 = Clock::now();
   const auto pulled = client_->pull(o_.table.name, o_.table.dim, missing, step_, server_staleness(o_.update, o_.staleness));
   o_.traffic->pull_ns += nanoseconds_since(t0);
@@ -115,12 +118,15 @@ models::Layer::Output PsEmbeddingBag::forward_impl(const Tensor& ids, models::Mo
   return {std::move(y), std::move(ctx)};
 }
 
-Tensor PsEmbeddingBag::backward_input_impl(models::Context& ctx, const Tensor&) {
+Tensor PsEmbeddingBag::backward_input_impl(models::Context& ctx, const Tensor& grad_y) {
+  static_cast<PsBagContext&>(ctx).grad_y = grad_y;
   return Tensor::zeros(ctx.input_shape, DType::I64, device_);
 }
 
-void PsEmbeddingBag::backward_weight_impl(models::Context& ctx, const Tensor& grad_y) {
+void PsEmbeddingBag::backward_weight_impl(models::Context& ctx, const Tensor& given) {
   auto& c = static_cast<PsBagContext&>(ctx);
+  const Tensor& grad_y = given.defined() ? given : c.grad_y;
+  PW_CHECK(grad_y.defined(), "PsEmbeddingBag '" << o_.table.name << "': weight half without an output gradient");
   const Tensor& unique = c.unique.ids;
   const Tensor grad_rows = on_host(models::bag_pool_backward(on_host(grad_y), c.unique.index, unique.dim(0), o_.mode));
   const auto dim = static_cast<std::size_t>(o_.table.dim);
@@ -134,6 +140,7 @@ void PsEmbeddingBag::backward_weight_impl(models::Context& ctx, const Tensor& gr
     for (std::size_t j = 0; j < dim; ++j) sum[j] += row[j] * scale;
   }
   c.unique = {};
+  c.grad_y = Tensor();
 }
 
 void PsEmbeddingBag::push_remote_gradients_impl(int replica) {
@@ -147,6 +154,7 @@ void PsEmbeddingBag::push_remote_gradients_impl(int replica) {
     keys.push_back(key);
     grads.insert(grads.end(), g.begin(), g.end());
   }
+  trace::ScopedSpan span(trace::SpanKind::PsPush, -1, replica, step_);
   const auto t0 = Clock::now();
   // Every step is pushed, with or without rows, so the servers can count each worker's steps.
   client_->push(o_.table.name, o_.table.dim, keys, grads, step_, replica);

@@ -48,7 +48,7 @@ struct PsBagOptions {
   int bag_size = 1;
   models::BagMode mode = models::BagMode::Sum;
   UpdateMode update = UpdateMode::Sync;
-  int staleness = 1;                    // bounded: >= 1; async and bounded: the cache's window too
+  int staleness = 1;                    // bounded: >= 1; async: the cache's window
   std::int64_t cache_rows = 0;          // hot rows kept between pulls (0: none)
   double gradient_scale = 1.0;
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
@@ -57,8 +57,9 @@ struct PsBagOptions {
 
 // What a pull of step t asks the server to wait for (PsShard::pull's staleness; -1: nothing).
 int server_staleness(UpdateMode update, int staleness);
-// How many steps old a cached row may be: sync reuses rows within a step only (they cannot
-// change before the step's pushes), async and bounded within `staleness` steps.
+// How many steps old a cached row may be: sync and bounded reuse rows within a step only (a
+// cache hit skips the pull, and with it the server's wait, so a wider window would break the
+// bound); async within `staleness` steps.
 int cache_window(UpdateMode update, int staleness);
 
 class PsEmbeddingBag : public models::Layer {
@@ -79,7 +80,10 @@ class PsEmbeddingBag : public models::Layer {
   void push_remote_gradients_impl(int replica) override;
 
  private:
-  void start();   // connects, creates the table, continues from the servers' last applied step
+  // Connects, creates the table, continues after the servers' last applied step. A step this
+  // worker pushed before a job stopped mid-step is pushed again by the resumed job; the server
+  // acknowledges the repeat without applying it (the first push stands).
+  void start();
   std::vector<float> rows_of(const std::vector<std::int64_t>& keys, models::Mode mode);
 
   PsBagOptions o_;

@@ -28,11 +28,18 @@ void RowCache::insert(std::int64_t key, std::int64_t step, const float* row) {
   auto it = entries_.find(key);
   if (it == entries_.end()) {
     if (static_cast<std::int64_t>(entries_.size()) >= capacity_) {
-      entries_.erase(recency_.back());
+      // The least recently used entry makes room, and lends its row buffer to the new key.
+      auto node = entries_.extract(recency_.back());
       recency_.pop_back();
+      recency_.push_front(key);
+      node.key() = key;
+      node.mapped().step = step;
+      node.mapped().recency = recency_.begin();
+      it = entries_.insert(std::move(node)).position;
+    } else {
+      recency_.push_front(key);
+      it = entries_.emplace(key, Entry{step, std::vector<float>(static_cast<std::size_t>(dim_)), recency_.begin()}).first;
     }
-    recency_.push_front(key);
-    it = entries_.emplace(key, Entry{step, std::vector<float>(static_cast<std::size_t>(dim_)), recency_.begin()}).first;
   } else {
     it->second.step = step;
     recency_.splice(recency_.begin(), recency_, it->second.recency);

@@ -29,6 +29,8 @@ std::string event_name(const trace::Span& s) {
     case trace::SpanKind::Transfer: return "copy " + mb;
     case trace::SpanKind::AllReduce: return s.lane == 1 ? "all-reduce bucket " + mb : "reduce-grads";
     case trace::SpanKind::DataLoad: return "data";
+    case trace::SpanKind::PsPull: return "ps pull";
+    case trace::SpanKind::PsPush: return "ps push";
   }
   return "?";
 }

@@ -1,0 +1,423 @@
+// The worker side of the parameter servers: the hot-row cache (LRU, step window), and
+// PsEmbeddingBag against real servers in this process: the same numbers as a local EmbeddingBag
+// in sync mode, de-duplicated pulls and the cache's traffic, gradient scaling across replicas,
+// what each update mode waits for, and carrying on after the servers restart from their folder.
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <random>
+#include <thread>
+
+#include <boost/test/unit_test.hpp>
+
+#include "core/clock.h"
+#include "core/error.h"
+#include "dataparallel/ps_client.h"
+#include "dataparallel/ps_embedding_bag.h"
+#include "dataparallel/ps_row_cache.h"
+#include "dataparallel/ps_server.h"
+#include "models/layers/embedding_bag.h"
+#include "models/rng.h"
+#include "rpc/transport.h"
+
+using namespace pw;
+using namespace std::chrono_literals;
+using kernels::Tensor;
+using models::Mode;
+
+namespace {
+
+const std::string kToken = "ps-bag-token";
+constexpr std::int64_t kRows = 50;
+constexpr int kDim = 8, kBag = 3;
+constexpr std::uint64_t kSeed = 7;
+
+// The table a model seeded kSeed with a local EmbeddingBag at `name` would start from.
+dp::TableConfig table(const std::string& name, double lr = 0.5) {
+  dp::TableConfig c;
+  c.name = name;
+  c.dim = kDim;
+  c.optimizer = dp::SparseOptimizerKind::Sgd;
+  c.lr = lr;
+  c.init_seed = models::hash_name(kSeed, name + ".weight");
+  c.init_scale = models::embedding_bag_init_scale(kRows);
+  return c;
+}
+
+struct Servers {
+  Servers(int shards, int workers, dp::UpdateMode mode, const std::filesystem::path& dir = {}) {
+    for (int s = 0; s < shards; ++s) {
+      dp::PsShardConfig c;
+      c.shard = s;
+      c.shards = shards;
+      c.workers = workers;
+      c.mode = mode;
+      if (!dir.empty()) c.dir = (dir / ("shard" + std::to_string(s))).string();
+      servers.push_back(std::make_unique<dp::PsServer>(rpc::HostPort{"127.0.0.1", 0}, c, kToken));
+      addresses.push_back(servers.back()->address());
+    }
+  }
+  std::vector<std::unique_ptr<dp::PsServer>> servers;
+  std::vector<rpc::HostPort> addresses;
+};
+
+dp::PsBagOptions options(const std::vector<rpc::HostPort>& servers, const dp::TableConfig& t, dp::UpdateMode update,
+                         int staleness = 1, std::int64_t cache_rows = 0) {
+  dp::PsBagOptions o;
+  o.servers = servers;
+  o.job_token = kToken;
+  o.table = t;
+  o.bag_size = kBag;
+  o.update = update;
+  o.staleness = staleness;
+  o.cache_rows = cache_rows;
+  o.timeout = 5s;
+  return o;
+}
+
+Tensor ids(const std::vector<std::int64_t>& v) {
+  return Tensor::from_vector(v, {static_cast<std::int64_t>(v.size()) / kBag, kBag});
+}
+
+// A batch of `batch` bags drawn from few rows (so ids repeat), and its output gradient.
+std::pair<Tensor, Tensor> batch_of(std::mt19937_64& rng, std::int64_t batch) {
+  std::uniform_int_distribution<std::int64_t> id(0, 19);
+  std::vector<std::int64_t> v(static_cast<std::size_t>(batch * kBag));
+  for (auto& x : v) x = id(rng);
+  v[1] = v[0];   // at least one id twice in a bag
+  std::normal_distribution<float> g;
+  std::vector<float> grad(static_cast<std::size_t>(batch * kDim));
+  for (auto& x : grad) x = g(rng);
+  return {ids(v), Tensor::from_vector(grad, {batch, kDim})};
+}
+
+bool close(const Tensor& a, const Tensor& b, double rel = 1e-6) {
+  const auto x = a.to_float_vector(), y = b.to_float_vector();
+  if (x.size() != y.size()) return false;
+  for (std::size_t i = 0; i < x.size(); ++i)
+    if (std::abs(x[i] - y[i]) > rel * (1.0 + std::abs(y[i]))) return false;
+  return true;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// One step of one micro-batch on a PsEmbeddingBag: forward, backward, push.
+void train_step(dp::PsEmbeddingBag& bag, const Tensor& x, const Tensor& grad, int replica = 0) {
+  auto out = bag.forward(x, Mode::Train);
+  bag.backward(*out.ctx, grad);
+  bag.push_remote_gradients(replica);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(ps_embedding_bag)
+
+BOOST_AUTO_TEST_CASE(row_cache_evicts_the_least_recently_used_row) {
+  dp::RowCache cache(2, 2);
+  const float a[2] = {1, 2}, b[2] = {3, 4}, c[2] = {5, 6};
+  float out[2] = {0, 0};
+  cache.insert(1, 0, a);
+  cache.insert(2, 0, b);
+  BOOST_TEST(cache.lookup(1, 0, out));   // 1 is now the most recent, 2 the least
+  cache.insert(3, 0, c);
+  BOOST_TEST(cache.size() == 2);
+  BOOST_TEST(!cache.lookup(2, 0, out));
+  BOOST_TEST((cache.lookup(1, 0, out) && out[0] == 1 && out[1] == 2));
+  BOOST_TEST((cache.lookup(3, 0, out) && out[0] == 5 && out[1] == 6));
+  // Re-inserting a row makes it the most recent too: 1 stays, 3 goes.
+  cache.insert(1, 0, a);
+  cache.insert(3, 0, c);   // refresh 3, then 1 is the least recent...
+  cache.insert(1, 0, a);   // ...until refreshed again: now 3 is
+  cache.insert(2, 0, b);
+  BOOST_TEST(!cache.lookup(3, 0, out));
+  BOOST_TEST(cache.lookup(1, 0, out));
+  BOOST_TEST(cache.lookup(2, 0, out));
+  BOOST_TEST(cache.hits() == 5);
+  BOOST_TEST(cache.misses() == 2);
+}
+
+BOOST_AUTO_TEST_CASE(row_cache_accepts_a_row_only_within_the_step_window) {
+  dp::RowCache cache(2, 4);
+  const float a[2] = {1, 2}, b[2] = {3, 4};
+  float out[2] = {0, 0};
+  cache.insert(7, 3, a);
+  BOOST_TEST(!cache.lookup(7, 4, out));   // pulled at 3, too old for a window starting at 4
+  BOOST_TEST(cache.lookup(7, 3, out));
+  BOOST_TEST(cache.lookup(7, 1, out));
+  cache.insert(7, 5, b);                  // a new pull replaces the row and its stamp
+  BOOST_TEST((cache.lookup(7, 5, out) && out[0] == 3 && out[1] == 4));
+  BOOST_TEST(cache.size() == 1);
+  BOOST_TEST(cache.hits() == 3);
+  BOOST_TEST(cache.misses() == 1);
+
+  dp::RowCache none(2, 0);
+  none.insert(1, 0, a);
+  BOOST_TEST(none.size() == 0);
+  BOOST_TEST(!none.lookup(1, 0, out));
+  BOOST_TEST(none.misses() == 1);
+
+  BOOST_CHECK_THROW(dp::RowCache(0, 4), InputError);
+  BOOST_CHECK_THROW(dp::RowCache(2, -1), InputError);
+}
+
+BOOST_AUTO_TEST_CASE(sync_mode_computes_what_a_local_embedding_bag_computes) {
+  for (auto mode : {models::BagMode::Sum, models::BagMode::Mean}) {
+    BOOST_TEST_CONTEXT((mode == models::BagMode::Sum ? "sum" : "mean")) {
+      const std::string name = mode == models::BagMode::Sum ? "emb_sum" : "emb_mean";
+      const auto t = table(name, 0.5);
+      models::EmbeddingBag local(kRows, kDim, kBag, mode);
+      local.initialize(kSeed, name + ".");
+      Tensor& w = local.parameters()[0]->value;
+      Tensor& w_grad = local.parameters()[0]->grad;
+      std::vector<float> row(kDim);
+      for (std::int64_t r = 0; r < kRows; ++r) {   // the keyed-rows contract, row by row
+        dp::initial_row(t, r, row.data());
+        BOOST_TEST(std::equal(row.begin(), row.end(), w.data<float>() + r * kDim));
+      }
+      Servers ps(2, 1, dp::UpdateMode::Sync);
+      auto o = options(ps.addresses, t, dp::UpdateMode::Sync);
+      o.mode = mode;
+      dp::PsEmbeddingBag remote(o);
+      std::mt19937_64 rng(11);
+      for (int step = 0; step < 5; ++step) {
+        const int micro_batches = step % 2 + 1;   // steps of one and of two micro-batches
+        for (int mb = 0; mb < micro_batches; ++mb) {
+          const auto [x, g] = batch_of(rng, 16);
+          auto want = local.forward(x, Mode::Train);
+          auto got = remote.forward(x, Mode::Train);
+          BOOST_TEST(close(got.y, want.y), "step " << step << ", micro-batch " << mb);
+          local.backward(*want.ctx, g);
+          remote.backward(*got.ctx, g);
+        }
+        float* wv = w.data<float>();
+        const float* gv = w_grad.data<float>();
+        for (std::int64_t i = 0; i < w.numel(); ++i) wv[i] -= 0.5f * gv[i];
+        local.zero_grad();
+        remote.push_remote_gradients(0);
+        BOOST_TEST(remote.next_step() == step + 1);
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(repeated_ids_are_pulled_once_and_the_cache_serves_a_step_only) {
+  Servers ps(2, 1, dp::UpdateMode::Sync);
+  const auto t = table("emb");
+  {
+    dp::PsEmbeddingBag bag(options(ps.addresses, t, dp::UpdateMode::Sync));
+    bag.forward(ids({4, 4, 9, 9, 4, 12}), Mode::Train);
+    BOOST_TEST(bag.traffic().pulled_rows == 3);
+    bag.forward(ids({4, 4, 9}), Mode::Train);   // no cache: pulled again
+    BOOST_TEST(bag.traffic().pulled_rows == 5);
+    BOOST_TEST(bag.traffic().cached_rows == 0);
+  }
+  dp::PsEmbeddingBag bag(options(ps.addresses, t, dp::UpdateMode::Sync, 1, 100));
+  const Tensor x = ids({4, 4, 9, 9, 4, 12});
+  const Tensor g = Tensor::full({2, kDim}, 1.0);
+  auto first = bag.forward(x, Mode::Train);
+  BOOST_TEST(bag.traffic().pulled_rows == 3);
+  auto second = bag.forward(ids({4, 9, 30}), Mode::Train);   // same step: 4 and 9 from the cache
+  BOOST_TEST(bag.traffic().pulled_rows == 4);
+  BOOST_TEST(bag.traffic().cached_rows == 2);
+  BOOST_TEST(close(first.y, bag.forward(x, Mode::Train).y));
+  BOOST_TEST(bag.traffic().pulled_rows == 4);
+  BOOST_TEST(bag.traffic().cached_rows == 5);
+  bag.backward(*first.ctx, g);
+  bag.push_remote_gradients(0);
+  // The next step's rows have changed on the servers: they are pulled, not served from the cache.
+  auto next = bag.forward(x, Mode::Train);
+  BOOST_TEST(bag.traffic().pulled_rows == 7);
+  BOOST_TEST(bag.traffic().cached_rows == 5);
+  dp::PsClient client(ps.addresses, kToken, 0, 5000ms);
+  const auto rows = client.pull("emb", kDim, {4, 9, 12}, 1, 1);
+  // Bags {4, 4, 9} and {9, 4, 12}, summed from the rows as they are now.
+  for (int j = 0; j < kDim; ++j) {
+    BOOST_TEST(std::abs(next.y.data<float>()[j] - (2 * rows[j] + rows[kDim + j])) <= 1e-6);
+    BOOST_TEST(std::abs(next.y.data<float>()[kDim + j] - (rows[j] + rows[kDim + j] + rows[2 * kDim + j])) <= 1e-6);
+  }
+  BOOST_TEST(!close(next.y, first.y));
+}
+
+BOOST_AUTO_TEST_CASE(replicas_scaled_by_one_half_apply_the_mean_gradient) {
+  std::mt19937_64 rng(5);
+  const auto batch = batch_of(rng, 12);
+  const Tensor &x = batch.first, &g = batch.second;
+  const auto t = table("emb", 0.25);
+  std::vector<std::int64_t> keys;
+  for (std::int64_t k = 0; k < 20; ++k) keys.push_back(k);
+
+  Servers two(2, 2, dp::UpdateMode::Sync);
+  std::vector<std::unique_ptr<dp::PsEmbeddingBag>> replicas;
+  for (int r = 0; r < 2; ++r) {
+    auto o = options(two.addresses, t, dp::UpdateMode::Sync);
+    o.gradient_scale = 0.5;
+    replicas.push_back(std::make_unique<dp::PsEmbeddingBag>(o));
+  }
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] { errors[static_cast<std::size_t>(r)] = error_of([&] { train_step(*replicas[r], x, g, r); }); });
+  for (auto& th : threads) th.join();
+  for (const auto& e : errors) BOOST_TEST(e == "(no error)");
+
+  Servers one(2, 1, dp::UpdateMode::Sync);
+  dp::PsEmbeddingBag single(options(one.addresses, t, dp::UpdateMode::Sync));
+  train_step(single, x, g);
+
+  const auto averaged = dp::PsClient(two.addresses, kToken, 0, 5000ms).pull("emb", kDim, keys, 1, 1);
+  const auto reference = dp::PsClient(one.addresses, kToken, 0, 5000ms).pull("emb", kDim, keys, 1, 1);
+  BOOST_TEST(averaged == reference);
+  std::vector<float> start(keys.size() * kDim);
+  for (std::size_t i = 0; i < keys.size(); ++i) dp::initial_row(t, keys[i], start.data() + i * kDim);
+  BOOST_TEST(reference != start);   // the batch did move rows
+}
+
+BOOST_AUTO_TEST_CASE(eval_reads_without_waiting_while_train_waits_for_the_slow_worker) {
+  Servers ps(2, 2, dp::UpdateMode::Sync);
+  const auto t = table("emb");
+  auto o = options(ps.addresses, t, dp::UpdateMode::Sync);
+  o.timeout = 300ms;
+  dp::PsEmbeddingBag bag(o);
+  const Tensor x = ids({1, 2, 3});
+  train_step(bag, x, Tensor::full({1, kDim}, 1.0));   // worker 0's step 0; worker 1 never pushes
+  BOOST_TEST(bag.next_step() == 1);
+
+  const auto t0 = Clock::now();
+  const auto eval = bag.forward(x, Mode::Eval);
+  BOOST_TEST(seconds_since(t0) < 0.25);
+  // Step 0 is not applied (worker 1 is missing): the rows are still the initial ones.
+  std::vector<float> want(kDim, 0.0f), row(kDim);
+  for (std::int64_t k : {1, 2, 3}) {
+    dp::initial_row(t, k, row.data());
+    for (int j = 0; j < kDim; ++j) want[static_cast<std::size_t>(j)] += row[static_cast<std::size_t>(j)];
+  }
+  BOOST_TEST(close(eval.y, Tensor::from_vector(want, {1, kDim})));
+
+  std::string message;
+  try {
+    bag.forward(x, Mode::Train);
+    message = "(no error)";
+  } catch (const rpc::TimeoutError& e) {
+    message = e.what();
+  } catch (const std::exception& e) {
+    message = std::string("not a TimeoutError: ") + e.what();
+  }
+  BOOST_TEST(message.find("a pull of step 1") != std::string::npos, message);
+  BOOST_TEST(message.find("behind: worker 1 (at -1)") != std::string::npos, message);
+}
+
+BOOST_AUTO_TEST_CASE(bounded_staleness_zero_is_refused_and_async_never_waits) {
+  // Refused before any server is contacted (nothing listens at this address).
+  auto o = options({rpc::HostPort{"127.0.0.1", 1}}, table("emb"), dp::UpdateMode::Bounded, 0);
+  const auto message = error_of([&] { dp::PsEmbeddingBag bag(o); });
+  BOOST_TEST(message.find("--staleness") != std::string::npos, message);
+  BOOST_CHECK_THROW(dp::PsEmbeddingBag{o}, InputError);
+
+  const Tensor x = ids({1, 2, 3}), g = Tensor::full({1, kDim}, 0.1);
+  for (auto update : {dp::UpdateMode::Async, dp::UpdateMode::Bounded}) {
+    BOOST_TEST_CONTEXT(dp::update_mode_name(update)) {
+      Servers ps(2, 2, update);   // worker 1 never pushes
+      auto fast = options(ps.addresses, table("emb"), update, 2, 16);
+      fast.timeout = 300ms;
+      dp::PsEmbeddingBag bag(fast);
+      const int free_steps = update == dp::UpdateMode::Async ? 6 : 2;   // bounded s = 2: steps 0 and 1
+      for (int step = 0; step < free_steps; ++step) BOOST_CHECK_NO_THROW(train_step(bag, x, g));
+      if (update == dp::UpdateMode::Bounded) {
+        // Step 2 needs worker 1's step 0 (rows not in the cache, so they are pulled).
+        BOOST_CHECK_THROW(bag.forward(ids({4, 5, 6}), Mode::Train), rpc::TimeoutError);
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_layer_continues_after_the_servers_restart_from_their_folder) {
+  const auto dir = std::filesystem::temp_directory_path() / ("pw_ps_bag_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const auto t = table("emb");
+  const Tensor x = ids({1, 2, 3, 3, 4, 40}), g = Tensor::full({2, kDim}, 0.5);
+  Tensor before;
+  {
+    Servers ps(2, 1, dp::UpdateMode::Sync, dir);
+    dp::PsEmbeddingBag bag(options(ps.addresses, t, dp::UpdateMode::Sync));
+    for (int step = 0; step < 3; ++step) train_step(bag, x, g);
+    before = bag.forward(x, Mode::Eval).y;
+  }
+  {
+    Servers ps(2, 1, dp::UpdateMode::Sync, dir);
+    dp::PsEmbeddingBag bag(options(ps.addresses, t, dp::UpdateMode::Sync));
+    BOOST_TEST(bag.next_step() == -1);   // nobody contacted yet
+    auto out = bag.forward(x, Mode::Train);
+    BOOST_TEST(bag.next_step() == 3);
+    BOOST_TEST(close(out.y, before));
+    bag.backward(*out.ctx, g);
+    BOOST_CHECK_NO_THROW(bag.push_remote_gradients(0));
+    BOOST_TEST(bag.next_step() == 4);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// Layer::backward_input keeps the output gradient for backward_weight only when the layer has
+// parameters; PsEmbeddingBag keeps its own, so a zero-bubble (Bi / Bw) backward pushes the same.
+BOOST_AUTO_TEST_CASE(split_backward_pushes_what_a_full_backward_pushes) {
+  const Tensor x = ids({1, 2, 3, 3, 4, 5}), g = Tensor::full({2, kDim}, 1.0);
+  Servers full_ps(1, 1, dp::UpdateMode::Sync), split_ps(1, 1, dp::UpdateMode::Sync);
+  dp::PsEmbeddingBag full(options(full_ps.addresses, table("emb"), dp::UpdateMode::Sync));
+  dp::PsEmbeddingBag split(options(split_ps.addresses, table("emb"), dp::UpdateMode::Sync));
+  train_step(full, x, g);
+  const auto error = error_of([&] {
+    auto out = split.forward(x, Mode::Train);
+    split.backward_input(*out.ctx, g);
+    split.backward_weight(*out.ctx);
+    split.push_remote_gradients(0);
+  });
+  BOOST_TEST(error == "(no error)");
+  const std::vector<std::int64_t> keys = {1, 2, 3, 4, 5};
+  BOOST_TEST(dp::PsClient(split_ps.addresses, kToken, 0, 5000ms).pull("emb", kDim, keys, 1, -1) ==
+             dp::PsClient(full_ps.addresses, kToken, 0, 5000ms).pull("emb", kDim, keys, 1, -1));
+}
+
+// A cache hit skips the pull, and with it the server's wait: bounded mode reuses rows within a
+// step only, so a worker (s = 2) still stops at step 2 while worker 1 has not pushed step 0.
+BOOST_AUTO_TEST_CASE(the_cache_does_not_let_a_worker_past_the_staleness_bound) {
+  Servers ps(1, 2, dp::UpdateMode::Bounded);
+  auto o = options(ps.addresses, table("emb"), dp::UpdateMode::Bounded, 2, 16);
+  o.timeout = 300ms;
+  dp::PsEmbeddingBag bag(o);
+  const Tensor x = ids({1, 2, 3}), g = Tensor::full({1, kDim}, 0.1);
+  for (int step = 0; step < 2; ++step) train_step(bag, x, g);
+  BOOST_CHECK_THROW(bag.forward(x, Mode::Train), rpc::TimeoutError);   // step 2 needs worker 1's step 0
+}
+
+// start() resumes at the servers' last *applied* step; a worker that had pushed a step the others
+// had not (a job stopped mid-step) pushes it again, and the server takes the repeat as done.
+BOOST_AUTO_TEST_CASE(a_job_stopped_mid_step_resumes) {
+  Servers ps(1, 2, dp::UpdateMode::Sync);
+  const auto t = table("emb");
+  const Tensor x = ids({1, 2, 3}), g = Tensor::full({1, kDim}, 0.1);
+  {
+    dp::PsEmbeddingBag r0(options(ps.addresses, t, dp::UpdateMode::Sync)), r1(options(ps.addresses, t, dp::UpdateMode::Sync));
+    train_step(r0, x, g, 0);
+    train_step(r1, x, g, 1);
+    train_step(r0, x, g, 0);   // worker 0 pushed step 1; the job stops before worker 1 does
+  }
+  std::vector<std::unique_ptr<dp::PsEmbeddingBag>> again;
+  for (int r = 0; r < 2; ++r) {
+    again.push_back(std::make_unique<dp::PsEmbeddingBag>(options(ps.addresses, t, dp::UpdateMode::Sync)));
+    again.back()->forward(x, Mode::Eval);   // both connect before either pushes, as a job's workers would
+  }
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] { errors[static_cast<std::size_t>(r)] = error_of([&] { train_step(*again[r], x, g, r); }); });
+  for (auto& th : threads) th.join();
+  for (const auto& e : errors) BOOST_TEST(e == "(no error)");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
