@@ -11,9 +11,11 @@
 #include "dataparallel/ps_server.h"
 #include "dataparallel/ps_shard.h"
 #include "rpc/transport.h"
+#include "tests/dataparallel/ps_test_servers.h"
 
 using namespace pw;
 using namespace std::chrono_literals;
+using pw::test::error_of;
 
 namespace {
 
@@ -36,33 +38,14 @@ std::vector<float> initial(const dp::TableConfig& c, std::int64_t key) {
   return row;
 }
 
-struct Servers {
-  Servers(int shards, int workers, dp::UpdateMode mode, std::size_t max_keys = std::size_t{1} << 22) {
-    std::vector<rpc::HostPort> addresses;
-    for (int s = 0; s < shards; ++s) {
-      dp::PsShardConfig c;
-      c.shard = s;
-      c.shards = shards;
-      c.workers = workers;
-      c.mode = mode;
-      c.max_keys = max_keys;
-      servers.push_back(std::make_unique<dp::PsServer>(rpc::HostPort{"127.0.0.1", 0}, c, kToken));
-      addresses.push_back(servers.back()->address());
-    }
+// Servers and one client per worker.
+struct Servers : test::PsTestServers {
+  Servers(int shards, int workers, dp::UpdateMode mode, std::size_t max_keys = std::size_t{1} << 22)
+      : PsTestServers(shards, workers, mode, kToken, max_keys) {
     for (int w = 0; w < workers; ++w) clients.push_back(std::make_unique<dp::PsClient>(addresses, kToken, w, 5000ms));
   }
-  std::vector<std::unique_ptr<dp::PsServer>> servers;
   std::vector<std::unique_ptr<dp::PsClient>> clients;
 };
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 }  // namespace
 

@@ -19,11 +19,13 @@
 #include "models/layers/embedding_bag.h"
 #include "models/rng.h"
 #include "rpc/transport.h"
+#include "tests/dataparallel/ps_test_servers.h"
 
 using namespace pw;
 using namespace std::chrono_literals;
 using kernels::Tensor;
 using models::Mode;
+using pw::test::error_of;
 
 namespace {
 
@@ -44,21 +46,9 @@ dp::TableConfig table(const std::string& name, double lr = 0.5) {
   return c;
 }
 
-struct Servers {
-  Servers(int shards, int workers, dp::UpdateMode mode, const std::filesystem::path& dir = {}) {
-    for (int s = 0; s < shards; ++s) {
-      dp::PsShardConfig c;
-      c.shard = s;
-      c.shards = shards;
-      c.workers = workers;
-      c.mode = mode;
-      if (!dir.empty()) c.dir = (dir / ("shard" + std::to_string(s))).string();
-      servers.push_back(std::make_unique<dp::PsServer>(rpc::HostPort{"127.0.0.1", 0}, c, kToken));
-      addresses.push_back(servers.back()->address());
-    }
-  }
-  std::vector<std::unique_ptr<dp::PsServer>> servers;
-  std::vector<rpc::HostPort> addresses;
+struct Servers : test::PsTestServers {
+  Servers(int shards, int workers, dp::UpdateMode mode, const std::filesystem::path& dir = {})
+      : PsTestServers(shards, workers, mode, kToken, std::size_t{1} << 22, dir) {}
 };
 
 dp::PsBagOptions options(const std::vector<rpc::HostPort>& servers, const dp::TableConfig& t, dp::UpdateMode update,
@@ -97,15 +87,6 @@ bool close(const Tensor& a, const Tensor& b, double rel = 1e-6) {
   for (std::size_t i = 0; i < x.size(); ++i)
     if (std::abs(x[i] - y[i]) > rel * (1.0 + std::abs(y[i]))) return false;
   return true;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 // One step of one micro-batch on a PsEmbeddingBag: forward, backward, push.
