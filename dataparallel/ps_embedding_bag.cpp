@@ -65,7 +65,7 @@ void PsEmbeddingBag::start() {
   client_ = std::make_unique<PsClient>(o_.servers, o_.job_token, 0, o_.timeout);
   client_->create_table(o_.table);
   // A job that comes back to servers holding an earlier run's rows continues after their last
-  // applied step (the servers refuse a step pushed twice).
+  // applied step (the servers accept each worker's steps only in order).
   std::int64_t applied = -1;
   for (const auto& shard : client_->stats(o_.table.name)) applied = std::max(applied, shard.applied_through);
   step_ = applied + 1;
