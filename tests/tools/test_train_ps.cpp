@@ -157,6 +157,8 @@ BOOST_AUTO_TEST_CASE(bad_parameter_server_flags_get_one_line_errors) {
       {dlrm + "--ps 2 --ps-optimizer rmsprop", "rmsprop"},
       {dlrm + "--ps-servers nohost", "--ps-servers 'nohost'"},
       {dlrm + "--embedding-rows 0", "--embedding-rows 0: expected 1 to 16777216"},
+      {"launch --ps 2 -- --model dlrm --dataset synthetic-clicks --ps-mode eventually", "unknown update mode 'eventually'"},
+      {"launch --ps 2 -- --model dlrm --dataset synthetic-clicks --no-such-flag", "the train arguments after --"},
       {"env PW_JOB_TOKEN=x " + pw::test::pipewright_binary() + " " + dlrm + "--ps-servers 127.0.0.1:1 --stage-timeout 1",
        "parameter server shard 0 at 127.0.0.1:1"},
   };
