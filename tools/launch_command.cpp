@@ -247,14 +247,15 @@ int run_launch(const LaunchOptions& o) {
     PW_INPUT_CHECK(o.nnodes == 1, "--ps starts the parameter servers of a single-node job; for " << o.nnodes
                                   << " nodes start them with pipewright ps serve and give train --ps-servers");
     const TrainOptions train = train_options_of(args);
-    dp::parse_update_mode(train.ps_mode);   // a bad mode is the train flag's error, before anything starts
     std::string addresses;
     std::vector<int> ports;
     for (int shard = 0; shard < o.ps; ++shard) {
+      // The same servers `train --ps` runs as threads (a bad --ps-mode fails here, before anything starts).
+      const dp::PsShardConfig c = ps_shard_config(train, shard, o.ps);
       const int port = free_loopback_port();
       std::vector<std::string> serve = {"ps", "serve", "--bind", "127.0.0.1:" + std::to_string(port), "--shard",
-                                        std::to_string(shard), "--shards", std::to_string(o.ps), "--workers",
-                                        std::to_string(train.replicas), "--mode", train.ps_mode};
+                                        std::to_string(c.shard), "--shards", std::to_string(c.shards), "--workers",
+                                        std::to_string(c.workers), "--mode", dp::update_mode_name(c.mode)};
       if (!o.ps_dir.empty()) {
         serve.push_back("--dir");
         serve.push_back(o.ps_dir + "/shard" + std::to_string(shard));
