@@ -9,6 +9,7 @@
 #include <map>
 #include <sstream>
 #include <tuple>
+#include <utility>
 
 #include "core/error.h"
 
@@ -24,6 +25,9 @@ OpTimes OpTimes::uniform(const ScheduleSpec& spec, double f, double bi, double w
   t.send_gradient.assign(n, 0.0);
   return t;
 }
+
+ScheduleError::ScheduleError(const ScheduleSpec& spec, int stage, std::string detail)
+    : Error("schedule " + schedule_kind_name(spec.kind) + ": " + detail), stage_(stage), detail_(std::move(detail)) {}
 
 namespace {
 
@@ -101,8 +105,9 @@ class Simulation {
 
   [[noreturn]] void fail(int stage, const std::string& why) const {
     const StageState& st = state(stage);
-    PW_FAIL("schedule " << schedule_kind_name(spec_.kind) << ": stage " << stage << " instruction " << st.next
-                        << " " << quoted(program_of(stage)[st.next]) << ": " << why);
+    throw ScheduleError(spec_, stage,
+                        PW_DETAIL_MSG("stage " << stage << " instruction " << st.next << " "
+                                               << quoted(program_of(stage)[st.next]) << ": " << why));
   }
 
   UnitProgress& unit(int stage, const Instruction& in) {
@@ -257,11 +262,12 @@ class Simulation {
 
   void throw_if_deadlocked() const {
     std::ostringstream blocked;
-    int count = 0;
+    int count = 0, first_blocked = -1;
     for (int s = 0; s < spec_.stages; ++s) {
       const StageState& st = state(s);
       if (st.next >= program_of(s).size()) continue;
       const Instruction& in = program_of(s)[st.next];
+      if (first_blocked < 0) first_blocked = s;
       const Payload payload = in.op == OpType::RecvActivation ? Payload::Activation : Payload::Gradient;
       const MessageKey key{payload, in.micro_batch, virtual_stage(spec_, s, in.chunk)};
       blocked << (count++ ? "; " : "") << "stage " << s << " waits at instruction " << st.next << " " << quoted(in)
@@ -269,24 +275,26 @@ class Simulation {
               << " (" << sender_status(key) << ")";
     }
     if (count > 0)
-      PW_FAIL("schedule " << schedule_kind_name(spec_.kind) << " deadlocks (" << spec_.stages << " stages, "
-                          << spec_.micro_batches << " micro-batches, " << spec_.chunks
-                          << " chunks): " << blocked.str());
+      throw ScheduleError(spec_, first_blocked,
+                          PW_DETAIL_MSG("deadlocks (" << spec_.stages << " stages, " << spec_.micro_batches
+                                                      << " micro-batches, " << spec_.chunks
+                                                      << " chunks): " << blocked.str()));
   }
 
   void throw_if_unfinished() const {
     for (const auto& [key, queue] : mailbox_) {
       if (queue.empty()) continue;
       const Message& m = queue.front();
-      PW_FAIL("schedule " << schedule_kind_name(spec_.kind) << ": stage " << m.from_stage << " instruction "
-                          << m.from_instruction << " " << quoted(program_of(m.from_stage)[m.from_instruction])
-                          << " sends a " << payload_name(key.payload) << " that virtual stage "
-                          << key.to_virtual_stage << " (stage " << key.to_virtual_stage % spec_.stages
-                          << ") never receives");
+      throw ScheduleError(spec_, m.from_stage,
+                          PW_DETAIL_MSG("stage " << m.from_stage << " instruction " << m.from_instruction << " "
+                                                 << quoted(program_of(m.from_stage)[m.from_instruction])
+                                                 << " sends a " << payload_name(key.payload) << " that virtual stage "
+                                                 << key.to_virtual_stage << " (stage "
+                                                 << key.to_virtual_stage % spec_.stages << ") never receives"));
     }
     for (int s = 0; s < spec_.stages; ++s)
-      PW_CHECK(state(s).stepped, "schedule " << schedule_kind_name(spec_.kind) << ": stage " << s
-                                               << " ends without ReduceGrads and OptimizerStep");
+      if (!state(s).stepped)
+        throw ScheduleError(spec_, s, PW_DETAIL_MSG("stage " << s << " ends without ReduceGrads and OptimizerStep"));
   }
 
   SimulationResult result() {

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "pipeline/schedule.h"
 
 namespace pw::pipeline {
@@ -35,8 +36,21 @@ struct SimulationResult {
   std::vector<std::vector<TimedOp>> timeline;  // per stage, in execution order
 };
 
-// Throws pw::Error naming each blocked stage and the instruction it waits on when the schedule
-// deadlocks (or a receive has no matching send).
+// A program that is malformed or deadlocks: what() is "schedule <kind>: <detail>". stage() is the
+// stage at fault (for a deadlock, the first one blocked), so that callers can point at its source.
+class ScheduleError : public Error {
+ public:
+  ScheduleError(const ScheduleSpec& spec, int stage, std::string detail);
+  int stage() const { return stage_; }
+  const std::string& detail() const { return detail_; }
+
+ private:
+  int stage_;
+  std::string detail_;
+};
+
+// Throws ScheduleError naming each blocked stage and the instruction it waits on when the schedule
+// deadlocks (or a receive has no matching send), or the stage and instruction of a malformed program.
 SimulationResult simulate(const ScheduleSpec& spec, const std::vector<std::vector<Instruction>>& programs,
                           const OpTimes& times);
 SimulationResult simulate(const ScheduleSpec& spec, const OpTimes& times);   // uses stage_schedule

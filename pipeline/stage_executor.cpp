@@ -11,6 +11,7 @@
 #include "models/loss.h"
 #include "models/rng.h"
 #include "pipeline/error_context.h"
+#include "pipeline/program_check.h"
 
 namespace pw::pipeline {
 namespace {
@@ -53,11 +54,20 @@ StageExecutor::StageExecutor(StageConfig config, std::vector<std::unique_ptr<mod
       tracer_(config_.device, config_.stage, config_.replica),
       chunks_(std::move(chunks)),
       transport_(transport),
-      tied_(std::move(tied)),
-      recomputes_(stage_recomputes(config_.recompute, config_.stage, config_.spec.stages)) {
+      tied_(std::move(tied)) {
   validate(config_.spec);
   PW_CHECK(static_cast<int>(chunks_.size()) == config_.spec.chunks,
            "stage " << config_.stage << " has " << chunks_.size() << " chunks, the schedule needs " << config_.spec.chunks);
+  auto& program = config_.program;
+  if (program.empty()) program = default_program(config_.spec, config_.stage, config_.recompute);
+  check_stage_program(config_.spec, config_.stage, program);
+  last_gradient_op_.assign(chunks_.size(), program.size());
+  for (std::size_t i = 0; i < program.size(); ++i) {
+    const Instruction& in = program[i];
+    if (in.op == OpType::Recompute) recomputed_.insert({in.micro_batch, in.chunk});
+    if (in.op == OpType::Backward || in.op == OpType::BackwardWeight)
+      last_gradient_op_.at(static_cast<std::size_t>(in.chunk)) = i;
+  }
   std::vector<models::Parameter*> params;
   for (auto& c : chunks_) {
     c->to(config_.device);
@@ -114,11 +124,7 @@ StageStepResult StageExecutor::run_step(std::int64_t step, const MicroBatchInput
   for (const auto& labels : inputs.labels) mini_batch_size_ += labels.numel();
   states_.clear();
   result_ = {};
-  const auto schedule = stage_schedule(config_.spec, config_.stage);
-  last_gradient_op_.assign(chunks_.size(), schedule.size());
-  for (std::size_t i = 0; i < schedule.size(); ++i)
-    if (schedule[i].op == OpType::Backward || schedule[i].op == OpType::BackwardWeight)
-      last_gradient_op_.at(static_cast<std::size_t>(schedule[i].chunk)) = i;
+  const auto& schedule = config_.program;
   if (config_.gradient_sync != nullptr) config_.gradient_sync->start_step(step);
   tracer_.begin_step(step);
   const auto start = Clock::now();
@@ -171,22 +177,34 @@ void StageExecutor::run_forward(const Instruction& in, models::Mode mode) {
       st.output = out.y;
     }
   }
-  if (recomputes_ && mode == models::Mode::Train) {
-    st.input = x;   // all a recompute needs; the context goes
+  if (mode == models::Mode::Train && recomputed_.contains({in.micro_batch, in.chunk})) {
+    st.input = x;   // all its Recompute needs; the context goes
   } else {
     st.ctx = std::move(out.ctx);
     st.input = kernels::Tensor();
   }
 }
 
-void StageExecutor::ensure_context(const Instruction& in) {
-  if (!state(in).ctx) run_forward(in, models::Mode::Recompute);
-  PW_CHECK(state(in).ctx != nullptr, "no forward context for this backward");
+models::Context& StageExecutor::context_for_backward(const Instruction& in) {
+  auto& st = state(in);
+  if (st.ctx) return *st.ctx;
+  if (recomputed_.contains({in.micro_batch, in.chunk})) {
+    const std::string rebuild = instruction_text({OpType::Recompute, in.micro_batch, in.chunk}, config_.spec.chunks);
+    PW_FAIL("no forward context: the forward dropped it for " << rebuild << ", which has not run yet; the program "
+                                                              << "must run " << rebuild << " before this backward");
+  }
+  PW_FAIL("no forward context (was its Forward scheduled before this backward?)");
 }
 
 void StageExecutor::forward(const Instruction& in) { run_forward(in, models::Mode::Train); }
 
-void StageExecutor::recompute(const Instruction& in) { ensure_context(in); }
+void StageExecutor::recompute(const Instruction& in) {
+  const auto& st = state(in);
+  PW_CHECK(!st.ctx && st.input.defined(),
+           (st.ctx ? "the forward context is already there" : "nothing to recompute from: the forward has not run")
+               << " (a Recompute runs between its Forward and its backward)");
+  run_forward(in, models::Mode::Recompute);
+}
 
 template <typename Body>
 void StageExecutor::with_final_gradients(const Instruction& in, std::size_t index, Body body) {
@@ -208,11 +226,11 @@ void StageExecutor::with_final_gradients(const Instruction& in, std::size_t inde
 }
 
 void StageExecutor::backward(const Instruction& in) {
-  ensure_context(in);
+  models::Context& ctx = context_for_backward(in);
   auto& st = state(in);
   PW_CHECK(st.grad_output.defined(), "no output gradient (was RecvGradient scheduled before this backward?)");
   kernels::Tensor grad_input;
-  with_final_gradients(in, current_index_, [&] { grad_input = chunk(in.chunk).backward(*st.ctx, st.grad_output); });
+  with_final_gradients(in, current_index_, [&] { grad_input = chunk(in.chunk).backward(ctx, st.grad_output); });
   st.ctx.reset();
   st.grad_output = kernels::Tensor();
   st.input = kernels::Tensor();
@@ -221,10 +239,10 @@ void StageExecutor::backward(const Instruction& in) {
 }
 
 void StageExecutor::backward_input(const Instruction& in) {
-  ensure_context(in);
+  models::Context& ctx = context_for_backward(in);
   auto& st = state(in);
   PW_CHECK(st.grad_output.defined(), "no output gradient (was RecvGradient scheduled before this backward?)");
-  kernels::Tensor grad_input = chunk(in.chunk).backward_input(*st.ctx, st.grad_output);
+  kernels::Tensor grad_input = chunk(in.chunk).backward_input(ctx, st.grad_output);
   st.grad_output = kernels::Tensor();
   st.input = kernels::Tensor();
   if (!first_virtual(in)) st.grad_input = std::move(grad_input);

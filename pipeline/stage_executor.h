@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "models/layers/sequential.h"
@@ -31,6 +32,10 @@ struct StageConfig {
   ScheduleSpec spec;
   int stage = 0;
   kernels::Device device;
+  // The instructions this stage runs every step. Empty: default_program(spec, stage, recompute).
+  // A program given here runs as it is (`recompute` is then unused): a forward drops its context
+  // exactly when the program holds a Recompute of its (micro-batch, chunk).
+  std::vector<Instruction> program;
   RecomputeMode recompute = RecomputeMode::None;
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
   GradientSync* gradient_sync = nullptr;   // replicas of this stage to average gradients with, if any
@@ -65,7 +70,7 @@ class StageExecutor {
 
   models::Sequential& chunk(int c) { return *chunks_.at(static_cast<std::size_t>(c)); }
   int chunk_count() const { return static_cast<int>(chunks_.size()); }
-  const StageConfig& config() const { return config_; }
+  const StageConfig& config() const { return config_; }   // config().program: what each step runs
   // Replicas to average this stage's gradients with (nullptr: none). Set between steps.
   void set_gradient_sync(GradientSync* sync) { config_.gradient_sync = sync; }
   std::vector<models::Parameter*> parameters();   // every chunk's, in model order
@@ -99,7 +104,7 @@ class StageExecutor {
   void with_final_gradients(const Instruction& in, std::size_t index, Body body);
   kernels::Tensor received(const kernels::Tensor& t, const Instruction& in);
   void run_forward(const Instruction& in, models::Mode mode);
-  void ensure_context(const Instruction& in);
+  models::Context& context_for_backward(const Instruction& in);
   int virtual_stage_of(const Instruction& in) const { return virtual_stage(config_.spec, config_.stage, in.chunk); }
   int stage_of_virtual(int v) const { return v % config_.spec.stages; }
   bool first_virtual(const Instruction& in) const { return virtual_stage_of(in) == 0; }
@@ -113,14 +118,14 @@ class StageExecutor {
   std::unique_ptr<models::Optimizer> optimizer_;
   rpc::Transport& transport_;
   std::vector<TiedGroup> tied_;
-  bool recomputes_;
+  std::set<std::pair<int, int>> recomputed_;     // (micro_batch, chunk) with a Recompute in the program
+  std::vector<std::size_t> last_gradient_op_;   // per chunk: index of its last backward/weight op
 
   // Per step:
   std::int64_t step_ = 0;
   const MicroBatchInputs* inputs_ = nullptr;
   std::int64_t mini_batch_size_ = 1;   // the loss gradient is scaled by 1/mini_batch_size_
   std::map<std::pair<int, int>, MicroBatchState> states_;   // (micro_batch, chunk)
-  std::vector<std::size_t> last_gradient_op_;   // per chunk: index of its last backward/weight op
   std::size_t current_index_ = 0;               // of the instruction running
   StageStepResult result_;
 };

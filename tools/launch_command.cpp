@@ -22,7 +22,7 @@
 #include "rpc/host_port.h"
 #include "rpc/job_token.h"
 #include "rpc/launch_env.h"
-#include "tools/ps_setup.h"
+#include "train/parameter_servers.h"
 #include "tools/train_command.h"
 
 namespace pw::tools {
@@ -109,19 +109,23 @@ struct Rank {
 
 void set_env(const char* name, const std::string& value) { setenv(name, value.c_str(), 1); }
 
-// In the child: exports the rank's environment and runs this executable with `args`.
-[[noreturn]] void exec_rank(const std::vector<std::string>& args, int out_fd, int err_fd, pid_t launcher) {
+// In the child: exports the rank's environment and runs `program` (empty: this executable, as
+// `pipewright <args>`) with `args`.
+[[noreturn]] void exec_rank(const std::string& program, const std::vector<std::string>& args, int out_fd, int err_fd,
+                            pid_t launcher) {
   // The rank dies with its launcher, so a killed launcher leaves no rank behind.
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != launcher) _exit(127);
   dup2(out_fd, STDOUT_FILENO);
   dup2(err_fd, STDERR_FILENO);
   std::vector<char*> argv;
-  argv.push_back(const_cast<char*>("pipewright"));
+  argv.push_back(const_cast<char*>(program.empty() ? "pipewright" : program.c_str()));
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  execv("/proc/self/exe", argv.data());
-  std::fprintf(stderr, "pipewright launch: cannot start the rank: %s\n", std::strerror(errno));
+  if (program.empty()) execv("/proc/self/exe", argv.data());
+  else execvp(program.c_str(), argv.data());
+  std::fprintf(stderr, "pipewright launch: cannot start the rank (%s): %s\n",
+               program.empty() ? "pipewright" : program.c_str(), std::strerror(errno));
   _exit(127);
 }
 
@@ -178,7 +182,8 @@ void add_launch_command(CLI::App& app, LaunchOptions& o) {
       ->capture_default_str()->check(CLI::Range(0, 64));
   cmd->add_option("--ps-dir", o.ps_dir, "with --ps: the servers keep their shards here (snapshots and logs) and "
                                         "resume from them");
-  cmd->add_option("command", o.command, "pipewright arguments after --, e.g. -- train --model seed-cnn --stages 4")
+  cmd->add_option("command", o.command, "after --: pipewright arguments (-- train --model seed-cnn --stages 4) or any program "
+                                    "and its arguments (-- build/bin/example_custom_cnn --steps 50)")
       ->required();
   cmd->callback([&o] { std::exit(run_launch(o)); });
 }
@@ -201,7 +206,20 @@ int run_launch(const LaunchOptions& o) {
   static const char* kSubcommands[] = {"train", "plan", "info", "launch"};
   const bool has_subcommand =
       std::any_of(std::begin(kSubcommands), std::end(kSubcommands), [&](const char* s) { return args.front() == s; });
-  if (!has_subcommand) args.insert(args.begin(), "train");
+  // Any other program: a path (or a name on PATH) that is not a flag, e.g. a user's training
+  // program linked against the engine. It reads the same rank environment.
+  std::string program;
+  if (!has_subcommand && !args.front().empty() && args.front()[0] != '-') {
+    program = args.front();
+    args.erase(args.begin());
+    PW_INPUT_CHECK(program.find('/') == std::string::npos || access(program.c_str(), X_OK) == 0,
+                   "pipewright launch: '" << program << "' is not an executable file; give a program, or "
+                                          "pipewright train arguments after --");
+    PW_INPUT_CHECK(o.ps == 0, "--ps starts parameter servers for pipewright train jobs; start them with pipewright "
+                              "ps serve for '" << program << "' and give it their addresses");
+  } else if (!has_subcommand) {
+    args.insert(args.begin(), "train");
+  }
   PW_INPUT_CHECK(args.front() != "launch", "pipewright launch cannot launch itself; give train arguments after --");
 
   const int world = o.nnodes * o.nproc_per_node;
@@ -229,12 +247,13 @@ int run_launch(const LaunchOptions& o) {
       }
     }
   } stop_started{ranks, servers};
-  const auto spawn = [&](const std::vector<std::string>& child_args, const std::string& prefix) {
+  const auto spawn = [&](const std::string& child_program, const std::vector<std::string>& child_args,
+                         const std::string& prefix) {
     int out_pipe[2], err_pipe[2];
     PW_CHECK(pipe2(out_pipe, O_CLOEXEC) == 0 && pipe2(err_pipe, O_CLOEXEC) == 0, "pipe(): " << std::strerror(errno));
     const pid_t pid = fork();
     PW_CHECK(pid >= 0, "fork(): " << std::strerror(errno));
-    if (pid == 0) exec_rank(child_args, out_pipe[1], err_pipe[1], self);
+    if (pid == 0) exec_rank(child_program, child_args, out_pipe[1], err_pipe[1], self);
     close(out_pipe[1]);
     close(err_pipe[1]);
     forwarders.push_back(std::make_unique<OutputForwarder>(out_pipe[0], stdout, prefix, output_mutex));
@@ -247,11 +266,12 @@ int run_launch(const LaunchOptions& o) {
     PW_INPUT_CHECK(o.nnodes == 1, "--ps starts the parameter servers of a single-node job; for " << o.nnodes
                                   << " nodes start them with pipewright ps serve and give train --ps-servers");
     const TrainOptions train = train_options_of(args);
+    const train::JobConfig job = job_config_of(train);
     std::string addresses;
     std::vector<int> ports;
     for (int shard = 0; shard < o.ps; ++shard) {
       // The same servers `train --ps` runs as threads (a bad --ps-mode fails here, before anything starts).
-      const dp::PsShardConfig c = ps_shard_config(train, shard, o.ps);
+      const dp::PsShardConfig c = train::ps_shard_config(job, shard, o.ps);
       const int port = free_loopback_port();
       std::vector<std::string> serve = {"ps", "serve", "--bind", "127.0.0.1:" + std::to_string(port), "--shard",
                                         std::to_string(c.shard), "--shards", std::to_string(c.shards), "--workers",
@@ -260,7 +280,7 @@ int run_launch(const LaunchOptions& o) {
         serve.push_back("--dir");
         serve.push_back(o.ps_dir + "/shard" + std::to_string(shard));
       }
-      servers.push_back(Rank{shard, spawn(serve, "[ps " + std::to_string(shard) + "] "), std::nullopt});
+      servers.push_back(Rank{shard, spawn("", serve, "[ps " + std::to_string(shard) + "] "), std::nullopt});
       ports.push_back(port);
       addresses += (addresses.empty() ? "" : ",") + ("127.0.0.1:" + std::to_string(port));
     }
@@ -281,7 +301,7 @@ int run_launch(const LaunchOptions& o) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
     }
-    set_env(kPsServersEnv, addresses);
+    set_env(train::kPsServersEnv, addresses);
     std::fprintf(stderr, "pipewright launch: %d parameter servers (%s, %d workers) at %s\n", o.ps,
                  train.ps_mode.c_str(), train.replicas, addresses.c_str());
   }
@@ -295,7 +315,7 @@ int run_launch(const LaunchOptions& o) {
     set_env("GROUP_RANK", std::to_string(o.node_rank));
     set_env("MASTER_ADDR", master.host);
     set_env("MASTER_PORT", std::to_string(master.port));
-    ranks.push_back(Rank{rank, spawn(args, "[rank " + std::to_string(rank) + "] "), std::nullopt});
+    ranks.push_back(Rank{rank, spawn(program, args, "[rank " + std::to_string(rank) + "] "), std::nullopt});
   }
 
   const auto say = [&](const std::string& line) {

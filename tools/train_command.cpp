@@ -1,156 +1,117 @@
+// `pipewright train`: the flags become a JobConfig and the engine runs it (train/fit.h).
 #include "tools/train_command.h"
 
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <algorithm>
-#include <cmath>
-#include <exception>
-#include <optional>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
-
-#include "core/clock.h"
-#include "core/log.h"
-#include "core/trace.h"
 #include "core/units.h"
-#include "kernels/runtime.h"
-#include "kernels/stream.h"
-#include "models/checkpoint.h"
-#include "models/data/dataset.h"
-#include "models/trainer.h"
-#include "tools/train_backend.h"
+#include "dataparallel/topology.h"
 #include "models/zoo/model_spec.h"
-#include "tools/progress.h"
-#include "tools/ps_setup.h"
+#include "partition/model_description.h"
+#include "train/fit.h"
+#include "train/parameter_servers.h"
 
 namespace pw::tools {
 namespace {
 
-// Fails before training when an output file could not be written later.
-void check_writable(const std::string& path, const char* flag) {
-  if (path.empty()) return;
-  const auto parent = std::filesystem::absolute(path).parent_path();
-  PW_INPUT_CHECK(std::filesystem::is_directory(parent),
-                 flag << " " << path << ": folder " << parent.string() << " does not exist");
-  PW_INPUT_CHECK(!std::filesystem::is_directory(path), flag << " " << path << " is a folder; give a file name");
+std::vector<std::string> comma_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) out.push_back(item);
+  return out;
 }
 
-void write_json_file(const std::string& path, const nlohmann::json& j) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    PW_INPUT_CHECK(out.good(), "cannot write '" << tmp << "'");
-    out << j.dump(2) << "\n";
-    PW_INPUT_CHECK(out.good(), "failed writing '" << tmp << "'");
-  }
-  std::error_code error;
-  std::filesystem::rename(tmp, path, error);
-  if (error) {
-    std::filesystem::remove(tmp, error);
-    throw InputError("cannot write '" + path + "': " + error.message());
-  }
-}
-
-struct DataSets {
-  std::unique_ptr<models::data::Dataset> train, test;
-};
-
-models::data::ClickFeatures click_features(const TrainOptions& o) {
-  models::data::ClickFeatures clicks;
-  for (auto rows : o.embedding_rows)
-    PW_INPUT_CHECK(rows >= 1 && rows <= models::data::kMaxPackedId,
-                   "--embedding-rows " << rows << ": expected 1 to " << models::data::kMaxPackedId
-                                       << " rows per table (ids travel as exact F32 integers)");
-  if (!o.embedding_rows.empty()) clicks.table_sizes = o.embedding_rows;
-  models::data::check_click_features(clicks);
-  return clicks;
-}
-
-DataSets open_data(const TrainOptions& o) {
-  models::data::DatasetOptions d;
-  d.fashion_mnist_dir = o.data_dir;
-  d.seed = o.seed;
-  d.clicks = click_features(o);
-  if (o.dataset == "synthetic") {
-    PW_INPUT_CHECK(o.synthetic_size >= 1, "--synthetic-size must be >= 1, got " << o.synthetic_size);
-    d.synthetic_shape = models::data::parse_sample_shape(o.synthetic_shape);
-    d.synthetic_size = o.synthetic_size;
-  }
-  return {models::data::open_dataset(o.dataset, models::data::Split::Train, d),
-          models::data::open_dataset(o.dataset, models::data::Split::Test, d)};
-}
-
-// "A:B" -> [A, B); every step when empty.
-std::pair<std::int64_t, std::int64_t> parse_trace_steps(const std::string& text) {
-  if (text.empty()) return {0, INT64_MAX};
-  const auto colon = text.find(':');
-  std::int64_t a = -1, b = -1;
+std::int64_t bucket_bytes_of(const std::string& text) {
   try {
-    PW_INPUT_CHECK(colon != std::string::npos, "");
-    std::size_t used = 0;
-    a = std::stoll(text.substr(0, colon), &used);
-    PW_INPUT_CHECK(used == colon, "");
-    b = std::stoll(text.substr(colon + 1), &used);
-    PW_INPUT_CHECK(used == text.size() - colon - 1, "");
-  } catch (const std::exception&) {
-    a = b = -1;
+    return parse_bytes(text);
+  } catch (const InputError& e) {
+    throw InputError(std::string("--bucket-size: ") + e.what());
   }
-  PW_INPUT_CHECK(a >= 0 && b > a, "--trace-steps '" << text << "': expected A:B with 0 <= A < B, e.g. 10:20");
-  return {a, b};
 }
 
-// Every N steps: how busy each stage was since the last line, and the resulting bubble.
-class UtilisationLine {
- public:
-  explicit UtilisationLine(std::int64_t every) : every_(every) {}
-  void add(std::int64_t step, double seconds, const std::vector<double>& busy) {
-    if (busy.size() < 2) return;
-    busy_.resize(busy.size(), 0.0);
-    for (std::size_t i = 0; i < busy.size(); ++i) busy_[i] += busy[i];
-    seconds_ += seconds;
-    if (first_ < 0) first_ = step;
-    if (step % every_ != 0) return;
-    std::string line = "utilisation steps " + std::to_string(first_) + "-" + std::to_string(step) + ": stage busy";
-    double mean = 0.0;
-    for (double b : busy_) {
-      const double f = seconds_ > 0 ? b / seconds_ : 0.0;
-      mean += f / static_cast<double>(busy_.size());
-      char cell[16];
-      std::snprintf(cell, sizeof cell, " %.0f%%", 100.0 * f);
-      line += cell;
-    }
-    char tail[64];
-    std::snprintf(tail, sizeof tail, "; bubble %.0f%%", 100.0 * (1.0 - mean));
-    std::fprintf(stderr, "%s%s\n", line.c_str(), tail);
-    busy_.assign(busy_.size(), 0.0);
-    seconds_ = 0.0;
-    first_ = -1;
+// "4 stages (1f1b, 8 micro-batches, split 3,7,12) on cpu:0,..." for the start line.
+std::string describe_job(const train::Engine& engine) {
+  const auto& plan = engine.plan();
+  const auto& s = plan.schedule;
+  auto& links = const_cast<train::Engine&>(engine).links();
+  std::ostringstream out;
+  if (links.world_kind() == train::WorldKind::Processes) {
+    out << "rank " << links.rank() << " of " << links.world_size() << " (" << links.launcher() << "): stage "
+        << links.stage() << " of " << s.stages;
+    if (plan.replicas() > 1) out << ", replica " << links.replica() << " of " << plan.replicas();
+  } else {
+    if (s.stages == 1 && plan.replicas() == 1 && s.micro_batches == 1) return engine.device().str();
+    if (plan.replicas() > 1) out << plan.replicas() << " replicas x ";
+    out << s.stages << " stages";
   }
-
- private:
-  std::int64_t every_;
-  std::vector<double> busy_;
-  double seconds_ = 0.0;
-  std::int64_t first_ = -1;
-};
-
-struct Throughput {
-  double median_step_ms = 0.0;
-  double samples_per_second = 0.0;   // batch size over the median step time
-};
-
-// Steps after the warm-up (first-use costs: primitive creation, allocator growth) are timed.
-Throughput steady_throughput(std::vector<double> seconds, std::int64_t warmup, std::int64_t batch) {
-  if (static_cast<std::int64_t>(seconds.size()) > warmup) seconds.erase(seconds.begin(), seconds.begin() + warmup);
-  if (seconds.empty()) return {};
-  std::sort(seconds.begin(), seconds.end());
-  const double median = seconds[seconds.size() / 2];
-  return {median * 1e3, median > 0 ? static_cast<double>(batch) / median : 0.0};
+  out << " (" << pipeline::schedule_kind_name(s.kind) << ", " << s.micro_batches << " micro-batches";
+  if (s.chunks > 1) out << ", " << s.chunks << " chunks";
+  if (engine.split().size() > 1) {
+    out << ", split ";
+    for (std::size_t i = 1; i < engine.split().size(); ++i) out << (i > 1 ? "," : "") << engine.split()[i].begin;
+  }
+  out << ") on ";
+  if (links.world_kind() == train::WorldKind::Processes) {
+    out << engine.device().str() << " over " << links.link_text();
+  } else {
+    for (int r = 0; r < links.world_size(); ++r)
+      out << (r ? "," : "") << train::device_of_rank(plan.config, r, links.world_size(), train::WorldKind::Threads, r).str();
+  }
+  return out.str();
 }
 
 }  // namespace
+
+train::JobConfig job_config_of(const TrainOptions& o) {
+  train::JobConfig c;
+  c.model.name = o.model;
+  c.model.width = o.width;
+  c.model.embedding_rows = o.embedding_rows;
+  c.model.embedding_dim = o.embedding_dim;
+  c.data.dataset = o.dataset;
+  c.data.data_dir = o.data_dir;
+  c.data.synthetic_shape = o.synthetic_shape;
+  c.data.synthetic_size = o.synthetic_size;
+  c.data.batch_size = o.batch_size;
+  c.data.epochs = o.epochs;
+  c.data.steps = o.steps;
+  c.data.eval_batches = o.eval_batches;
+  c.pipeline.stages = o.stages;
+  c.pipeline.micro_batches = o.micro_batches;
+  c.pipeline.schedule = o.schedule;
+  c.pipeline.chunks = o.chunks;
+  if (!o.split.empty()) c.pipeline.split = partition::parse_split_points(o.split);
+  c.pipeline.partition = o.partition;
+  c.pipeline.recompute = o.recompute;
+  c.pipeline.schedule_file = o.schedule_file;
+  c.replicas.replicas = o.replicas;
+  c.replicas.bucket_bytes = bucket_bytes_of(o.bucket_size);
+  c.replicas.grad_compression = o.grad_compression;
+  c.ps.servers = o.ps;
+  c.ps.addresses = o.ps_servers;
+  c.ps.mode = o.ps_mode;
+  c.ps.staleness = o.staleness;
+  c.ps.optimizer = o.ps_optimizer;
+  c.ps.lr = o.ps_lr;
+  c.ps.cache_rows = o.ps_cache_rows;
+  c.ps.dir = o.ps_dir;
+  c.optimizer.kind = o.optimizer;
+  c.optimizer.lr = o.lr;
+  c.optimizer.momentum = o.momentum;
+  c.optimizer.weight_decay = o.weight_decay;
+  c.timeouts.stage_seconds = o.stage_timeout_seconds;
+  c.timeouts.heartbeat_seconds = o.heartbeat_timeout_seconds;
+  c.timeouts.startup_seconds = o.startup_timeout_seconds;
+  c.seed = o.seed;
+  c.transport = o.transport;
+  c.load_path = o.load_path;
+  c.resources.device = o.device;
+  if (!o.devices.empty()) c.resources.devices = comma_list(o.devices);
+  c.resources.threads = o.threads;
+  c.resources.device_memory = o.device_memory;
+  return c;
+}
 
 void add_train_command(CLI::App& app, TrainOptions& o) {
   auto* cmd = app.add_subcommand("train", "train a model on one device or as a pipeline of stages");
@@ -183,8 +144,11 @@ void add_train_command(CLI::App& app, TrainOptions& o) {
   cmd->add_option("--micro-batches", o.micro_batches, "micro-batches per mini-batch (default: one per stage)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--schedule", o.schedule, "gpipe, 1f1b, interleaved or zb-h1")->capture_default_str();
-  cmd->add_option("--chunks", o.chunks, "model chunks per stage (interleaved)")->capture_default_str()
+  cmd->add_option("--chunks", o.chunks, "model chunks per stage (default: 2 for interleaved, else 1)")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--schedule-file", o.schedule_file, "run these programs, one line per stage in the text form "
+                                                      "(e.g. 'F0 sA0 F1 sA1 rG0 B0 rG1 B1 RG S'); checked by the "
+                                                      "simulator before anything runs");
   cmd->add_option("--devices", o.devices, "one device per stage, e.g. cpu:0,cpu:1 (default cpu:0..P-1)");
   auto* split = cmd->add_option("--split", o.split, "first layer index of stages 1..P-1, e.g. 3,7,12");
   cmd->add_option("--partition", o.partition, "uniform, params or profile")->capture_default_str()->excludes(split);
@@ -240,153 +204,25 @@ void add_train_command(CLI::App& app, TrainOptions& o) {
 }
 
 int run_train(const TrainOptions& o) {
-  using namespace pw::models;
-  const auto device = kernels::Device::parse(o.device);
-  if (device.is_cuda() && o.devices.empty()) {
-    const int n = kernels::cuda_device_count();
-    PW_INPUT_CHECK(device.index < n, "--device " << o.device << ": this machine has " << n << " CUDA device(s)"
-                                                 << (n == 0 ? "; use --device cpu:0" : ""));
-  }
-  check_writable(o.summary_path, "--summary");
-  check_writable(o.save_path, "--save");
-  check_writable(o.trace_path, "--trace");
-  const auto [trace_first, trace_last] = parse_trace_steps(o.trace_steps);
-  if (!o.trace_path.empty()) {
-    trace::Recorder::global().clear();
-    trace::Recorder::global().enable(trace_first, trace_last);
-  }
-  OptimizerConfig oc;
-  oc.kind = parse_optimizer_kind(o.optimizer);
-  oc.lr = o.lr > 0 ? o.lr : (oc.kind == OptimizerKind::Adam ? 1e-3 : 1e-2);
-  oc.momentum = o.momentum;
-  oc.weight_decay = o.weight_decay;
-
-  auto data = open_data(o);
-  ModelOptions mo;
-  mo.width = o.width;
-  mo.sample_shape = data.train->sample_shape();
-  mo.num_classes = data.train->num_classes();
-  mo.seed = o.seed;
-  mo.clicks = click_features(o);
-  mo.embedding_dim = o.embedding_dim;
-  const auto launch = rpc::launch_env();
-  // Servers embedded here live until the backend has gone (it holds clients of theirs).
-  const auto parameter_servers = tools::ParameterServers::open(o, launch.has_value());
-  if (parameter_servers) parameter_servers->plug_into(mo, o, o.model);
-  const ModelSpec spec = make_model_spec(o.model, mo);
-  const ModelStats stats = model_stats(spec);
-
-  using data::DataLoader;
-  DataLoader train_loader(*data.train, o.batch_size, data::Shuffle::Yes, o.seed, data::LastBatch::Drop);
-  PW_INPUT_CHECK(train_loader.batches_per_epoch() > 0, "--batch-size " << o.batch_size << " is larger than the "
-                                                                       << data.train->size() << " training samples");
-  const std::int64_t total_steps = o.steps > 0 ? o.steps : o.epochs * train_loader.batches_per_epoch();
-  auto backend = launch                ? make_process_backend(o, spec, oc, *launch)
-                 : wants_pipeline(o) ? make_pipeline_backend(o, spec, oc)
-                                     : make_single_device_backend(o, spec, oc);
-  const bool primary = backend->is_primary();
-  // An error below (a NaN loss, an unwritable output) still tells the other ranks of a job.
-  struct AbandonOnError {
-    TrainBackend& backend;
-    int pending = std::uncaught_exceptions();
-    ~AbandonOnError() {
-      if (std::uncaught_exceptions() > pending)
-        backend.abandon("it stopped with an error outside a training step (see its output)");
-    }
-  } abandon_on_error{*backend};
-
-  std::fprintf(stderr, "pipewright train: %s (%lld parameters, %s activations/sample) on %s%s, %s, batch %lld, %lld steps\n",
-               spec.name.c_str(), static_cast<long long>(stats.parameters),
-               format_bytes(stats.activation_bytes_per_sample).c_str(), backend->describe().c_str(),
-               parameter_servers ? (" with " + parameter_servers->describe()).c_str() : "",
-               data.train->name().c_str(), static_cast<long long>(o.batch_size), static_cast<long long>(total_steps));
-
-  backend->reset_peak_memory();
-  const auto start = Clock::now();
-  double train_seconds = 0.0;
-  std::vector<double> loss_history, step_seconds, stage_busy;
-  step_seconds.reserve(static_cast<std::size_t>(total_steps));
-  loss_history.reserve(static_cast<std::size_t>(total_steps));
-  std::int64_t samples = 0, correct = 0, step = 0, epoch = 0;
-  ProgressLine progress(primary ? stderr : nullptr, total_steps, o.log_every);
-  UtilisationLine utilisation(o.log_every);
-  while (step < total_steps) {
-    train_loader.start_epoch(epoch++);
-    while (step < total_steps) {
-      std::optional<models::data::Batch> batch;
-      {
-        trace::ScopedSpan loading(trace::SpanKind::DataLoad, -1, 0, step);
-        batch = train_loader.next();
-      }
-      if (!batch) break;
-      const auto t0 = Clock::now();
-      const auto r = backend->step(*batch);
-      const double dt = seconds_since(t0);
-      train_seconds += dt;
-      step_seconds.push_back(dt);
-      ++step;
-      samples += r.samples;
-      correct += r.correct;
-      loss_history.push_back(r.loss);
-      stage_busy.resize(std::max(stage_busy.size(), r.stage_busy_seconds.size()), 0.0);
-      for (std::size_t i = 0; i < r.stage_busy_seconds.size(); ++i) stage_busy[i] += r.stage_busy_seconds[i];
-      PW_INPUT_CHECK(std::isfinite(r.loss), "loss became " << r.loss << " at step " << step << "; lower --lr");
-      progress.update(step, r.loss, static_cast<double>(samples) / train_seconds, seconds_since(start));
-      if (primary && !progress.in_place()) utilisation.add(step, dt, r.stage_busy_seconds);
-    }
-  }
-  progress.finish();
-  backend->synchronize();
-  if (!o.trace_path.empty()) {
-    trace::Recorder::global().disable();
-    auto meta = backend->trace_meta();
-    meta.dropped_spans = static_cast<std::int64_t>(trace::Recorder::global().dropped());
-    const auto path = backend->trace_path(o.trace_path);
-    write_chrome_trace(path, meta, trace::Recorder::global().snapshot());
-    if (primary) std::fprintf(stderr, "trace: %s (read it with pipewright prof, or open it in Perfetto)\n", path.c_str());
-  }
-
-  // The weights are written before evaluation, so nothing that goes wrong there loses them.
-  if (backend->saves(o.save_path)) backend->save(o.save_path, spec.name);   // gathers to rank 0 in a multi-process job
-  // Evaluation batches are micro-batch sized: a stage holds no more at once than in training.
-  DataLoader test_loader(*data.test, std::max<std::int64_t>(1, o.batch_size / backend->micro_batches()),
-                         data::Shuffle::No, o.seed, data::LastBatch::Keep);
-  const EvalResult eval = backend->evaluate(test_loader, o.eval_batches);
-  const double wall = seconds_since(start);
-  const double sps = train_seconds > 0 ? static_cast<double>(samples) / train_seconds : 0.0;
-  if (primary && eval.auc >= 0) std::fprintf(stderr, "test AUC %.4f\n", eval.auc);
-  if (primary)
-    std::fprintf(stderr, "test accuracy %.4f (loss %.4f, %lld samples); train %.1f samples/s; %s wall\n", eval.accuracy,
-               eval.loss, static_cast<long long>(eval.samples), sps, format_duration(wall).c_str());
-
-  if (!o.summary_path.empty() && primary) {
-    nlohmann::json j;
-    j["model"] = spec.name;
-    j["params"] = stats.parameters;
-    j["activation_bytes_per_sample"] = stats.activation_bytes_per_sample;
-    j["dataset"] = data.train->name();
-    j["optimizer"] = o.optimizer;
-    j["lr"] = oc.lr;
-    j["seed"] = o.seed;
-    j["steps"] = step;
-    j["batch_size"] = o.batch_size;
-    j["samples_per_second"] = sps;
-    const Throughput steady = steady_throughput(step_seconds, o.warmup_steps, o.batch_size);
-    j["warmup_steps"] = o.warmup_steps;
-    j["median_step_ms"] = steady.median_step_ms;
-    j["steady_samples_per_second"] = steady.samples_per_second;
-    j["final_loss"] = loss_history.empty() ? 0.0 : loss_history.back();
-    j["loss_history"] = loss_history;
-    j["train_accuracy"] = samples > 0 ? static_cast<double>(correct) / static_cast<double>(samples) : 0.0;
-    j["test_accuracy"] = eval.accuracy;
-    j["test_loss"] = eval.loss;
-    if (spec.objective == models::Objective::BinaryCrossEntropy && eval.auc >= 0) j["test_auc"] = eval.auc;
-    j["wall_seconds"] = wall;
-    backend->add_summary(j, stage_busy, train_seconds);
-    if (parameter_servers) parameter_servers->add_summary(j);
-    write_json_file(o.summary_path, j);
-  }
-  backend->finish();
+  const train::JobConfig config = job_config_of(o);
+  train::FitOptions fit;
+  fit.summary_path = o.summary_path;
+  fit.save_path = o.save_path;
+  fit.trace_path = o.trace_path;
+  std::tie(fit.trace_first, fit.trace_last) = train::parse_trace_steps(o.trace_steps);
+  fit.log_every = o.log_every;
+  fit.warmup_steps = o.warmup_steps;
+  train::FitCallbacks callbacks;
+  callbacks.on_start = [](const train::Engine& engine, std::int64_t total_steps) {
+    const auto& plan = engine.plan();
+    std::fprintf(stderr, "pipewright train: %s (%lld parameters, %s activations/sample) on %s%s, %s, batch %lld, %lld steps\n",
+                 plan.model.name.c_str(), static_cast<long long>(plan.stats.parameters),
+                 format_bytes(plan.stats.activation_bytes_per_sample).c_str(), describe_job(engine).c_str(),
+                 plan.parameter_servers ? (" with " + plan.parameter_servers->describe()).c_str() : "",
+                 plan.data.name.c_str(), static_cast<long long>(plan.config.data.batch_size),
+                 static_cast<long long>(total_steps));
+  };
+  train::run_job(config, fit, callbacks);
   return 0;
 }
 

@@ -1,10 +1,12 @@
 #pragma once
-// `pipewright train`: single-device training of a zoo model on a data set.
+// `pipewright train`: the flags of a training job, mapped onto the engine's JobConfig.
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
+
+#include "train/job_config.h"
 
 namespace pw::tools {
 
@@ -36,7 +38,8 @@ struct TrainOptions {
   int stages = 0;          // 0: from --split when given, else 1
   int micro_batches = 0;   // 0: one per stage
   std::string schedule = "1f1b";
-  int chunks = 1;
+  int chunks = 0;          // 0: 2 for interleaved, else 1
+  std::string schedule_file;
   std::string devices;     // "cpu:0,cpu:1"; default cpu:0..P-1 (or the GPUs in turn)
   std::string split;       // "3,7,12"
   std::string partition = "uniform";
@@ -68,6 +71,8 @@ struct TrainOptions {
 };
 
 void add_train_command(CLI::App& app, TrainOptions& options);
+// InputError naming the flag for a value the engine cannot take.
+train::JobConfig job_config_of(const TrainOptions& options);
 int run_train(const TrainOptions& options);
 
 }  // namespace pw::tools

@@ -1,5 +1,7 @@
 #include "models/data/dataset.h"
 
+#include <vector>
+
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
@@ -10,6 +12,18 @@
 namespace pw::models::data {
 
 Dataset::~Dataset() = default;
+
+void Dataset::fill_image(std::int64_t index, float* image_out) const {
+  std::int64_t label = 0;
+  fill(index, image_out, label);
+}
+
+std::int64_t Dataset::fill_label(std::int64_t index) const {
+  std::vector<float> image(static_cast<std::size_t>(kernels::shape_numel(sample_shape())));
+  std::int64_t label = 0;
+  fill(index, image.data(), label);
+  return label;
+}
 
 namespace {
 
@@ -25,7 +39,7 @@ std::int64_t default_synthetic_size(Split split) { return split == Split::Train 
 }  // namespace
 
 std::unique_ptr<Dataset> open_dataset(const std::string& name, Split split, const DatasetOptions& options) {
-  if (name == "fashion-mnist") return open_fashion_mnist(fashion_mnist_dir(options), split);
+  if (name == "fashion-mnist") return open_fashion_mnist(fashion_mnist_dir(options), split, options.parts);
   if (name == "synthetic") {
     const std::int64_t size = options.synthetic_size > 0 ? options.synthetic_size : default_synthetic_size(split);
     return make_synthetic_images(size, options.synthetic_shape, options.synthetic_classes, options.seed, split);

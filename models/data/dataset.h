@@ -26,7 +26,15 @@ class Dataset {
   virtual std::string name() const = 0;
   // Writes sample `index` (0 <= index < size()) as C*H*W floats and its label (0 <= label < num_classes()).
   virtual void fill(std::int64_t index, float* image_out, std::int64_t& label_out) const = 0;
+  // One half of a sample, for a rank that needs only the inputs (a pipeline's first stage) or only
+  // the labels (its last). The defaults fill the whole sample.
+  virtual void fill_image(std::int64_t index, float* image_out) const;
+  virtual std::int64_t fill_label(std::int64_t index) const;
 };
+
+// What of a data set a rank reads: a pipeline's first stage the inputs, its last the labels, a
+// middle stage nothing (it learns the shapes only). Data sets made on the fly ignore it.
+enum class DataParts { Both, Inputs, Labels, None };
 
 enum class Split { Train, Test };
 
@@ -36,7 +44,9 @@ enum class Split { Train, Test };
 inline constexpr float kFashionMnistMean = 0.2860f;
 inline constexpr float kFashionMnistStd = 0.3530f;
 inline constexpr const char* kFashionMnistDefaultDir = "/usr/share/datasets/fashion-mnist";
-std::unique_ptr<Dataset> open_fashion_mnist(const std::string& dir, Split split);
+// With DataParts other than Both only the files needed are opened (None opens nothing: size() is
+// then 0 and fill() an error).
+std::unique_ptr<Dataset> open_fashion_mnist(const std::string& dir, Split split, DataParts parts = DataParts::Both);
 
 // Synthetic images for benchmarks, of any size and shape, generated per index on the fly (nothing
 // is materialised). Each class has its own plane-wave pattern per channel plus an offset; samples
@@ -56,6 +66,7 @@ struct DatasetOptions {
   std::uint64_t seed = 0;
   // synthetic-clicks (synthetic_clicks.h; size from synthetic_size as above):
   ClickFeatures clicks;
+  DataParts parts = DataParts::Both;   // which files a file-backed set opens
 };
 
 // "fashion-mnist", "synthetic" or "synthetic-clicks"; any other name is an InputError listing these.

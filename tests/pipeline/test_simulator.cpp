@@ -152,6 +152,27 @@ BOOST_AUTO_TEST_CASE(malformed_programs_are_rejected_with_the_instruction) {
   BOOST_TEST(contains(simulation_error(spec, {"F0 sA0 rG0 B0 RG S"}), "1 programs for 2 stages"));
 }
 
+// Callers that map stages to their source (schedule files) get the stage at fault apart.
+BOOST_AUTO_TEST_CASE(errors_carry_the_stage_at_fault) {
+  const ScheduleSpec spec{ScheduleKind::GPipe, 2, 1, 1};
+  const OpTimes times = OpTimes::uniform(spec, 1.0, 1.0, 1.0);
+  try {
+    simulate(spec, programs_from_text({"F0 sA0 rG0 B0 RG S", "rA0 B0 sG0 RG S"}), times);
+    BOOST_ERROR("expected ScheduleError");
+  } catch (const ScheduleError& e) {
+    BOOST_TEST(e.stage() == 1);
+    BOOST_TEST(e.detail() == "stage 1 instruction 1 'B0': backward before its forward");
+    BOOST_TEST(std::string(e.what()) == "schedule gpipe: " + e.detail());
+  }
+  try {
+    simulate(spec, programs_from_text({"rG0 F0 sA0 B0 RG S", "rA0 F0 B0 sG0 RG S"}), times);
+    BOOST_ERROR("expected ScheduleError");
+  } catch (const ScheduleError& e) {
+    BOOST_TEST(e.stage() == 0);   // the first stage blocked
+    BOOST_TEST(e.detail().starts_with("deadlocks (2 stages, 1 micro-batches, 1 chunks): stage 0 waits"), e.detail());
+  }
+}
+
 BOOST_AUTO_TEST_CASE(recompute_costs_a_forward) {
   const ScheduleSpec spec{ScheduleKind::GPipe, 1, 1, 1};
   const auto r = simulate(spec, {from_text("F0 R0 B0 RG S")}, OpTimes::uniform(spec, 1.0, 1.0, 1.0));

@@ -15,7 +15,7 @@
 #include "tests/tools/cli_runner.h"
 #include "tools/prof/analysis.h"
 #include "tools/prof/timeline_svg.h"
-#include "tools/prof/trace_file.h"
+#include "train/trace_file.h"
 
 using namespace pw;
 using pw::test::run_pipewright;

@@ -8,9 +8,18 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tools/prof/trace_file.h"
+#include "train/trace_file.h"
 
 namespace pw::tools {
+
+// The trace files are the engine's (train/trace_file.h); the profiler reads them.
+using train::rank_of;
+using train::rank_trace_path;
+using train::read_traces;
+using train::TraceData;
+using train::TraceMeta;
+using train::write_chrome_trace;
+
 
 struct RankUsage {
   int rank = 0, stage = 0, replica = 0;

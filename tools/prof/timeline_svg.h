@@ -4,9 +4,11 @@
 // hatched grey, with a legend and a time axis.
 #include <string>
 
-#include "tools/prof/trace_file.h"
+#include "train/trace_file.h"
 
 namespace pw::tools {
+
+using train::TraceData;
 
 struct SvgOptions {
   int steps = 2;          // the last N traced steps

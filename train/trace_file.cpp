@@ -1,4 +1,4 @@
-#include "tools/prof/trace_file.h"
+#include "train/trace_file.h"
 
 #include <filesystem>
 #include <fstream>
@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 
-namespace pw::tools {
+namespace pw::train {
 
 namespace {
 
@@ -191,4 +191,4 @@ TraceData read_traces(const std::vector<std::string>& paths) {
   return data;
 }
 
-}  // namespace pw::tools
+}  // namespace pw::train

@@ -1,4 +1,4 @@
-#include "tools/ps_setup.h"
+#include "train/parameter_servers.h"
 
 #include <cstdlib>
 #include <filesystem>
@@ -10,7 +10,7 @@
 #include "models/rng.h"
 #include "rpc/job_token.h"
 
-namespace pw::tools {
+namespace pw::train {
 
 namespace {
 
@@ -37,42 +37,43 @@ std::string table_name(int feature) { return "features.emb." + std::to_string(fe
 
 }  // namespace
 
-dp::PsShardConfig ps_shard_config(const TrainOptions& o, int shard, int shards) {
+dp::PsShardConfig ps_shard_config(const JobConfig& job, int shard, int shards) {
   dp::PsShardConfig c;
   c.shard = shard;
   c.shards = shards;
-  c.workers = o.replicas;
-  c.mode = dp::parse_update_mode(o.ps_mode);
+  c.workers = job.replicas.replicas;
+  c.mode = dp::parse_update_mode(job.ps.mode);
   return c;
 }
 
-std::unique_ptr<ParameterServers> ParameterServers::open(const TrainOptions& o, bool multi_process) {
+std::unique_ptr<ParameterServers> ParameterServers::open(const JobConfig& c, bool multi_process) {
   const char* from_launcher = std::getenv(kPsServersEnv);
   const bool launched = multi_process && from_launcher != nullptr && *from_launcher != '\0';
-  if (o.ps == 0 && o.ps_servers.empty() && !launched) return nullptr;
+  const auto& o = c.ps;
+  if (o.servers == 0 && o.addresses.empty() && !launched) return nullptr;
   std::unique_ptr<ParameterServers> ps(new ParameterServers);
-  ps->mode_ = dp::parse_update_mode(o.ps_mode);
+  ps->mode_ = dp::parse_update_mode(o.mode);
   ps->staleness_ = o.staleness;
-  ps->timeout_seconds_ = o.stage_timeout_seconds;
-  if (!o.ps_servers.empty() || launched) {
-    ps->addresses_ = o.ps_servers.empty() ? parse_addresses(from_launcher, kPsServersEnv)
-                                          : parse_addresses(o.ps_servers, "--ps-servers");
-    PW_INPUT_CHECK(o.ps == 0 || o.ps == static_cast<int>(ps->addresses_.size()),
-                   "--ps " << o.ps << " but " << ps->addresses_.size() << " server addresses were given");
+  ps->timeout_seconds_ = c.timeouts.stage_seconds;
+  if (!o.addresses.empty() || launched) {
+    ps->addresses_ = o.addresses.empty() ? parse_addresses(from_launcher, kPsServersEnv)
+                                         : parse_addresses(o.addresses, "--ps-servers");
+    PW_INPUT_CHECK(o.servers == 0 || o.servers == static_cast<int>(ps->addresses_.size()),
+                   "--ps " << o.servers << " but " << ps->addresses_.size() << " server addresses were given");
     const auto token = rpc::job_token_from_env();
     PW_INPUT_CHECK(token.has_value(), "parameter servers at given addresses need the job's token in "
                                           << rpc::kJobTokenEnv << " (the one they were started with)");
     ps->token_ = *token;
     return ps;
   }
-  PW_INPUT_CHECK(!multi_process, "--ps " << o.ps << " in a multi-process job: start the servers with pipewright "
-                                 "launch --ps " << o.ps << " (or pipewright ps serve, and give --ps-servers)");
-  PW_INPUT_CHECK(o.ps >= 1 && o.ps <= 64, "--ps " << o.ps << "; expected 1 to 64 servers");
+  PW_INPUT_CHECK(!multi_process, "--ps " << o.servers << " in a multi-process job: start the servers with pipewright "
+                                 "launch --ps " << o.servers << " (or pipewright ps serve, and give --ps-servers)");
+  PW_INPUT_CHECK(o.servers >= 1 && o.servers <= 64, "--ps " << o.servers << "; expected 1 to 64 servers");
   ps->token_ = rpc::make_job_token();
-  for (int s = 0; s < o.ps; ++s) {
-    dp::PsShardConfig c = ps_shard_config(o, s, o.ps);
-    if (!o.ps_dir.empty()) c.dir = (std::filesystem::path(o.ps_dir) / ("shard" + std::to_string(s))).string();
-    ps->embedded_.push_back(std::make_unique<dp::PsServer>(rpc::HostPort{"127.0.0.1", 0}, c, ps->token_));
+  for (int s = 0; s < o.servers; ++s) {
+    dp::PsShardConfig shard = ps_shard_config(c, s, o.servers);
+    if (!o.dir.empty()) shard.dir = (std::filesystem::path(o.dir) / ("shard" + std::to_string(s))).string();
+    ps->embedded_.push_back(std::make_unique<dp::PsServer>(rpc::HostPort{"127.0.0.1", 0}, shard, ps->token_));
     ps->addresses_.push_back(ps->embedded_.back()->address());
   }
   return ps;
@@ -80,24 +81,27 @@ std::unique_ptr<ParameterServers> ParameterServers::open(const TrainOptions& o, 
 
 ParameterServers::~ParameterServers() = default;
 
-void ParameterServers::plug_into(models::ModelOptions& mo, const TrainOptions& o, const std::string& model) {
+void ParameterServers::plug_into(models::ModelOptions& mo, const JobConfig& c, const std::string& model) {
   PW_INPUT_CHECK(model == "dlrm", "parameter servers hold embedding tables; --model " << model
                                   << " has none (use --model dlrm, or leave out --ps/--ps-servers)");
-  PW_INPUT_CHECK(o.ps_cache_rows >= 0, "--ps-cache-rows " << o.ps_cache_rows << "; expected >= 0");
-  const auto optimizer = dp::parse_sparse_optimizer(o.ps_optimizer.empty() ? o.optimizer : o.ps_optimizer);
-  const double lr = o.ps_lr > 0 ? o.ps_lr : o.lr > 0 ? o.lr : optimizer == dp::SparseOptimizerKind::Adam ? 1e-3 : 1e-2;
+  const auto& o = c.ps;
+  PW_INPUT_CHECK(o.cache_rows >= 0, "--ps-cache-rows " << o.cache_rows << "; expected >= 0");
+  const auto optimizer = dp::parse_sparse_optimizer(o.optimizer.empty() ? c.optimizer.kind : o.optimizer);
+  const double lr = o.lr > 0                  ? o.lr
+                    : c.optimizer.lr > 0      ? c.optimizer.lr
+                    : optimizer == dp::SparseOptimizerKind::Adam ? 1e-3 : 1e-2;
   dp::PsBagOptions base;
   base.servers = addresses_;
   base.job_token = token_;
   base.update = mode_;
   base.staleness = staleness_;
-  base.cache_rows = o.ps_cache_rows;
-  base.gradient_scale = 1.0 / static_cast<double>(o.replicas);
+  base.cache_rows = o.cache_rows;
+  base.gradient_scale = 1.0 / static_cast<double>(c.replicas.replicas);
   base.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeout_seconds_ * 1000));
   base.traffic = traffic_;
   base.table.optimizer = optimizer;
   base.table.lr = lr;
-  const std::uint64_t seed = o.seed;
+  const std::uint64_t seed = c.seed;
   tables_.clear();
   for (int f = 0; f < mo.clicks.sparse(); ++f) tables_.push_back(table_name(f));
   mo.make_embedding_bag = [base, seed](int feature, std::int64_t rows, int dim, int bag_size) {
@@ -142,4 +146,4 @@ void ParameterServers::add_summary(nlohmann::json& j) const {
   j["ps_push_seconds"] = static_cast<double>(traffic_->push_ns.load()) * 1e-9;
 }
 
-}  // namespace pw::tools
+}  // namespace pw::train

@@ -8,7 +8,7 @@
 
 #include "core/trace.h"
 
-namespace pw::tools {
+namespace pw::train {
 
 struct TraceMeta {
   std::string model;
@@ -43,4 +43,4 @@ TraceData read_traces(const std::vector<std::string>& paths);
 // "trace.json" for rank `rank` of a multi-process job: "trace.rank2.json".
 std::string rank_trace_path(const std::string& path, int rank);
 
-}  // namespace pw::tools
+}  // namespace pw::train

@@ -3,8 +3,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <vector>
 
-namespace pw::tools {
+namespace pw::train {
 
 enum class ProgressStyle { InPlace, Lines };
 
@@ -26,4 +27,17 @@ class ProgressLine {
 
 std::string format_duration(double seconds);   // "1m05s", "12s"
 
-}  // namespace pw::tools
+// Every N steps: how busy each stage was since the last line, and the resulting bubble.
+class UtilisationLine {
+ public:
+  explicit UtilisationLine(std::int64_t every) : every_(every) {}
+  void add(std::int64_t step, double seconds, const std::vector<double>& busy);
+
+ private:
+  std::int64_t every_;
+  std::vector<double> busy_;
+  double seconds_ = 0.0;
+  std::int64_t first_ = -1;
+};
+
+}  // namespace pw::train

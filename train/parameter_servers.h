@@ -1,6 +1,6 @@
 #pragma once
-// The parameter servers of a `pipewright train` job: where they are (--ps-servers, the ones
-// `pipewright launch --ps K` started, or --ps K servers run here as threads), how DLRM's tables
+// The parameter servers of a training job: where they are (given addresses, the ones
+// `pipewright launch --ps K` started, or servers run in this process as threads), how DLRM's tables
 // are put on them, and what the summary says about them.
 #include <memory>
 #include <string>
@@ -11,29 +11,29 @@
 #include "dataparallel/ps_embedding_bag.h"
 #include "models/zoo/model_spec.h"
 #include "rpc/host_port.h"
-#include "tools/train_command.h"
+#include "train/job_config.h"
 
 namespace pw::dp {
 class PsServer;
 }
 
-namespace pw::tools {
+namespace pw::train {
 
 // The launcher tells its ranks where the servers it started listen: "HOST:PORT,HOST:PORT".
 inline constexpr const char* kPsServersEnv = "PW_PS_SERVERS";
 
 // The server side of a training job's flags: `workers` = --replicas, the update mode.
-dp::PsShardConfig ps_shard_config(const TrainOptions& o, int shard, int shards);
+dp::PsShardConfig ps_shard_config(const JobConfig& c, int shard, int shards);
 
 class ParameterServers {
  public:
   // nullptr when the job uses none. `multi_process`: a rank of a launched job (servers cannot
   // be threads of one rank).
-  static std::unique_ptr<ParameterServers> open(const TrainOptions& o, bool multi_process);
+  static std::unique_ptr<ParameterServers> open(const JobConfig& c, bool multi_process);
   ~ParameterServers();
 
   // Makes the model's embedding bags server-backed (dlrm only; InputError for other models).
-  void plug_into(models::ModelOptions& mo, const TrainOptions& o, const std::string& model);
+  void plug_into(models::ModelOptions& mo, const JobConfig& c, const std::string& model);
   std::string describe() const;   // "2 parameter servers (sync, embedded)"
   void add_summary(nlohmann::json& j) const;   // ps_shards, ps_mode, ps_staleness, ps_rows, traffic
 
@@ -49,4 +49,4 @@ class ParameterServers {
   std::shared_ptr<dp::PsTraffic> traffic_ = std::make_shared<dp::PsTraffic>();
 };
 
-}  // namespace pw::tools
+}  // namespace pw::train

@@ -1,10 +1,10 @@
-#include "tools/progress.h"
+#include "train/progress.h"
 
 #include <unistd.h>
 
 #include <cmath>
 
-namespace pw::tools {
+namespace pw::train {
 
 ProgressLine::ProgressLine(std::FILE* out, std::int64_t total_steps, std::int64_t line_every)
     : out_(out),
@@ -45,4 +45,28 @@ void ProgressLine::finish() {
   std::fflush(out_);
 }
 
-}  // namespace pw::tools
+void UtilisationLine::add(std::int64_t step, double seconds, const std::vector<double>& busy) {
+  if (busy.size() < 2) return;
+  busy_.resize(busy.size(), 0.0);
+  for (std::size_t i = 0; i < busy.size(); ++i) busy_[i] += busy[i];
+  seconds_ += seconds;
+  if (first_ < 0) first_ = step;
+  if (step % every_ != 0) return;
+  std::string line = "utilisation steps " + std::to_string(first_) + "-" + std::to_string(step) + ": stage busy";
+  double mean = 0.0;
+  for (double b : busy_) {
+    const double f = seconds_ > 0 ? b / seconds_ : 0.0;
+    mean += f / static_cast<double>(busy_.size());
+    char cell[16];
+    std::snprintf(cell, sizeof cell, " %.0f%%", 100.0 * f);
+    line += cell;
+  }
+  char tail[64];
+  std::snprintf(tail, sizeof tail, "; bubble %.0f%%", 100.0 * (1.0 - mean));
+  std::fprintf(stderr, "%s%s\n", line.c_str(), tail);
+  busy_.assign(busy_.size(), 0.0);
+  seconds_ = 0.0;
+  first_ = -1;
+}
+
+}  // namespace pw::train

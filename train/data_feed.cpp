@@ -1,0 +1,125 @@
+#include "train/data_feed.h"
+
+#include <algorithm>
+
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/parallel_for.h>
+
+#include "core/error.h"
+#include "models/data/sampler.h"
+
+namespace pw::train {
+
+using models::data::Batch;
+using models::data::DataParts;
+
+namespace {
+
+bool reads_inputs(DataParts p) { return p == DataParts::Both || p == DataParts::Inputs; }
+bool reads_labels(DataParts p) { return p == DataParts::Both || p == DataParts::Labels; }
+
+}  // namespace
+
+Batch gather_rows(const models::data::Dataset* dataset, const kernels::Shape& sample_shape, DataParts parts,
+                  const std::vector<std::int64_t>& indices, tbb::task_group_context& context) {
+  const auto count = static_cast<std::int64_t>(indices.size());
+  Batch batch;
+  if (parts == DataParts::None) return batch;
+  PW_CHECK(dataset != nullptr, "a rank that reads data has no data set");
+  kernels::Shape shape{count};
+  shape.insert(shape.end(), sample_shape.begin(), sample_shape.end());
+  const std::int64_t sample_numel = kernels::shape_numel(sample_shape);
+  float* images = nullptr;
+  std::int64_t* labels = nullptr;
+  if (reads_inputs(parts)) {
+    batch.images = kernels::Tensor::empty(shape, kernels::DType::F32);
+    images = batch.images.data<float>();
+  }
+  if (reads_labels(parts)) {
+    batch.labels = kernels::Tensor::empty({count}, kernels::DType::I64);
+    labels = batch.labels.data<std::int64_t>();
+  }
+  tbb::parallel_for(
+      tbb::blocked_range<std::int64_t>(0, count),
+      [&](const tbb::blocked_range<std::int64_t>& range) {
+        for (std::int64_t i = range.begin(); i != range.end(); ++i) {
+          const auto index = indices[static_cast<std::size_t>(i)];
+          if (images != nullptr && labels != nullptr) dataset->fill(index, images + i * sample_numel, labels[i]);
+          else if (images != nullptr) dataset->fill_image(index, images + i * sample_numel);
+          else labels[i] = dataset->fill_label(index);
+        }
+      },
+      context);
+  return batch;
+}
+
+TrainFeed::TrainFeed(const models::data::Dataset* dataset, FeedShape shape, std::int64_t global_batch,
+                     int micro_batches, std::uint64_t seed, int prefetch)
+    : dataset_(dataset),
+      shape_(std::move(shape)),
+      global_batch_(global_batch),
+      micro_batches_(micro_batches),
+      seed_(seed),
+      prefetch_(prefetch) {
+  PW_INPUT_CHECK(global_batch_ >= 1, "batch size " << global_batch_ << " is not valid; expected at least 1");
+  PW_CHECK(global_batch_ % (static_cast<std::int64_t>(micro_batches_) * shape_.replicas) == 0,
+           "global batch " << global_batch_ << " does not split into " << micro_batches_ << " micro-batches x "
+                           << shape_.replicas << " replicas");
+  PW_CHECK(shape_.parts == DataParts::None || dataset_ != nullptr, "a rank that reads data has no data set");
+}
+
+void TrainFeed::start_epoch(std::int64_t epoch) {
+  prefetcher_.reset();
+  // The order a single replica's DataLoader reads: the same batches whatever the job's shape.
+  order_ = models::data::shard_epoch_indices(shape_.dataset_size, models::data::Shuffle::Yes, seed_, epoch, {0, 1});
+  next_ = 0;
+  if (prefetch_ == 0 || shape_.parts == DataParts::None) return;
+  prefetcher_ = std::make_unique<models::data::BatchPrefetcher>(
+      batches_per_epoch(), prefetch_,
+      [this](std::int64_t b, tbb::task_group_context& context) { return assemble(b, context); });
+}
+
+Batch TrainFeed::assemble(std::int64_t batch, tbb::task_group_context& context) const {
+  const std::int64_t micro = global_batch_ / micro_batches_;
+  const std::int64_t slice = micro / shape_.replicas;
+  std::vector<std::int64_t> rows;
+  rows.reserve(static_cast<std::size_t>(slice * micro_batches_));
+  for (int m = 0; m < micro_batches_; ++m) {
+    const std::int64_t begin = batch * global_batch_ + m * micro + shape_.replica * slice;
+    rows.insert(rows.end(), order_.begin() + begin, order_.begin() + begin + slice);
+  }
+  return gather_rows(dataset_, shape_.sample_shape, shape_.parts, rows, context);
+}
+
+std::optional<Batch> TrainFeed::next() {
+  if (prefetcher_) return prefetcher_->next();
+  if (next_ >= batches_per_epoch()) return std::nullopt;
+  tbb::task_group_context context;
+  return assemble(next_++, context);
+}
+
+EvalFeed::EvalFeed(const models::data::Dataset* dataset, FeedShape shape, std::int64_t batch,
+                   std::int64_t max_batches)
+    : dataset_(dataset), shape_(std::move(shape)), batch_(std::max<std::int64_t>(1, batch)),
+      max_batches_(max_batches), next_(shape_.replica) {}
+
+std::int64_t EvalFeed::batch_count() const {
+  const std::int64_t all = (shape_.dataset_size + batch_ - 1) / batch_;
+  return max_batches_ >= 0 ? std::min(all, max_batches_) : all;
+}
+
+std::optional<std::pair<std::int64_t, Batch>> EvalFeed::next() {
+  if (next_ >= batch_count()) return std::nullopt;
+  const std::int64_t b = next_;
+  next_ += shape_.replicas;
+  std::vector<std::int64_t> rows;
+  for (std::int64_t i = b * batch_; i < std::min(shape_.dataset_size, (b + 1) * batch_); ++i) rows.push_back(i);
+  tbb::task_group_context context;
+  auto batch = gather_rows(dataset_, shape_.sample_shape, shape_.parts, rows, context);
+  // A rank that reads nothing still needs the batch's size to know what it evaluates.
+  if (!batch.labels.defined() && !batch.images.defined())
+    batch.labels = kernels::Tensor::empty({0}, kernels::DType::I64);
+  return std::make_pair(b, std::move(batch));
+}
+
+}  // namespace pw::train

@@ -1,0 +1,73 @@
+#pragma once
+// Between-graph data: each rank reads only what it feeds. Replica r's part of each global batch is
+// the r-th of R equal slices of every global micro-batch (so a 2x2 job sees the micro-batches of
+// a 1x4 one, and synchronised batch-norm equals the single replica); within a pipeline only the
+// first stage reads inputs and only the last reads labels; a middle stage reads nothing.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "models/data/batch_prefetcher.h"
+#include "models/data/dataset.h"
+
+namespace pw::train {
+
+struct FeedShape {
+  std::int64_t dataset_size = 0;   // samples in the split (known on every rank, read or not)
+  kernels::Shape sample_shape;
+  models::data::DataParts parts = models::data::DataParts::Both;
+  int replicas = 1;
+  int replica = 0;
+};
+
+// Training batches: the global batch of `global_batch` samples in a seeded order per epoch (the
+// order a single-device run sees), of which this rank reads its replica's rows.
+class TrainFeed {
+ public:
+  // `dataset` may be null when shape.parts is None.
+  TrainFeed(const models::data::Dataset* dataset, FeedShape shape, std::int64_t global_batch, int micro_batches,
+            std::uint64_t seed, int prefetch = 2);
+  std::int64_t batches_per_epoch() const { return shape_.dataset_size / global_batch_; }
+  void start_epoch(std::int64_t epoch);
+  // This rank's part of the next global batch (tensors it does not read are left undefined), or
+  // nullopt at the end of the epoch.
+  std::optional<models::data::Batch> next();
+
+ private:
+  models::data::Batch assemble(std::int64_t batch, tbb::task_group_context& context) const;
+
+  const models::data::Dataset* dataset_;
+  FeedShape shape_;
+  std::int64_t global_batch_;
+  int micro_batches_;
+  std::uint64_t seed_;
+  int prefetch_;
+  std::vector<std::int64_t> order_;
+  std::int64_t next_ = 0;
+  std::unique_ptr<models::data::BatchPrefetcher> prefetcher_;
+};
+
+// Evaluation batches of `batch` samples in file order; replica r takes batches r, r + R, ...
+class EvalFeed {
+ public:
+  EvalFeed(const models::data::Dataset* dataset, FeedShape shape, std::int64_t batch, std::int64_t max_batches);
+  std::int64_t batch_count() const;   // global test batches evaluated, over every replica
+  // The next batch of this replica with its global index, or nullopt at the end.
+  std::optional<std::pair<std::int64_t, models::data::Batch>> next();
+  void restart() { next_ = shape_.replica; }
+
+ private:
+  const models::data::Dataset* dataset_;
+  FeedShape shape_;
+  std::int64_t batch_;
+  std::int64_t max_batches_;
+  std::int64_t next_;
+};
+
+// Fills rows `indices` of `dataset` into a batch holding the parts `parts` asks for.
+models::data::Batch gather_rows(const models::data::Dataset* dataset, const kernels::Shape& sample_shape,
+                                models::data::DataParts parts, const std::vector<std::int64_t>& indices,
+                                tbb::task_group_context& context);
+
+}  // namespace pw::train

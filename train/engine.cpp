@@ -1,0 +1,441 @@
+#include "train/engine.h"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "core/clock.h"
+#include "core/units.h"
+#include "dataparallel/topology.h"
+#include "kernels/runtime.h"
+#include "kernels/stream.h"
+#include "models/checkpoint.h"
+#include "models/loss.h"
+#include "models/metrics.h"
+#include "pipeline/error_context.h"
+#include "pipeline/micro_batch.h"
+
+namespace pw::train {
+namespace {
+
+using std::chrono::milliseconds;
+
+milliseconds millis(double seconds) { return milliseconds(static_cast<std::int64_t>(seconds * 1000.0)); }
+
+// Control messages (Tag::micro_batch) between the ranks of one job. Weights go as kFirstWeight + i;
+// the scores' id lies far above any weight count.
+enum ControlMessage : int { kStepFigures = 0, kEvalFigures = 1, kWeightNames = 2, kFirstWeight = 3, kEvalScores = 1 << 30 };
+
+kernels::Tensor doubles_tensor(const std::vector<double>& values) {
+  return kernels::Tensor::from_vector(values, {static_cast<std::int64_t>(values.size())}, kernels::Device::cpu(0));
+}
+
+std::vector<double> tensor_doubles(const kernels::Tensor& t, std::size_t expected, const std::string& what) {
+  PW_CHECK(t.dtype() == kernels::DType::F64 && static_cast<std::size_t>(t.numel()) == expected,
+           what << ": expected " << expected << " F64 values, got " << t.describe());
+  return t.to_double_vector();
+}
+
+std::string split_text(const partition::Partition& p) {
+  std::ostringstream out;
+  for (std::size_t i = 1; i < p.size(); ++i) out << (i > 1 ? "," : "") << p[i].begin;
+  return out.str();
+}
+
+// Every figure a rank reports after a step, in this order.
+enum StepFigure : std::size_t { kLoss, kCorrect, kSamples, kBusy, kPeak, kBuckets, kExposed, kFigureCount };
+
+}  // namespace
+
+Engine::Engine(const JobPlan& plan, RankLinks& links) : plan_(plan), links_(links) {
+  const auto& c = plan_.config;
+  const auto startup = Clock::now() + millis(c.timeouts.startup_seconds);
+  device_ = device_of_rank(c, links_.rank(), links_.world_size(), links_.world_kind(), links_.local_rank());
+  auto& runtime = kernels::DeviceRuntime::get(device_);
+  if (device_.is_cpu())
+    runtime.set_threads(c.resources.threads > 0
+                            ? c.resources.threads
+                            : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / links_.ranks_on_host()));
+  if (!c.resources.device_memory.empty()) runtime.set_memory_cap(parse_bytes(c.resources.device_memory));
+
+  const int P = plan_.schedule.stages;
+  const int s = links_.stage();
+  const int base = links_.replica() * P;
+  std::set<int> neighbours;
+  if (s > 0) neighbours.insert(base + s - 1);
+  if (s + 1 < P) neighbours.insert(base + s + 1);
+  if (plan_.schedule.chunks > 1) neighbours.insert({base + (s + 1) % P, base + (s + P - 1) % P});
+  links_.connect(device_, neighbours, c.transport, startup);
+  agree_on_config(startup);
+  choose_partition(startup);
+  build_stage();
+  // Loaded before the broadcast, so replica 0's weights are everybody's.
+  if (!c.load_path.empty()) models::load_weights(layers(), c.load_path, models::WeightCoverage::Part);
+  if (plan_.replicas() > 1) join_replicas();
+  links_.barrier("built", startup);
+}
+
+Engine::~Engine() {
+  if (executor_) executor_->set_gradient_sync(nullptr);
+}
+
+// Ranks prove they run the same job: rank 0 publishes its config, the others compare hashes and,
+// on a mismatch, name the first field that differs (and tell rank 0, which names it too).
+void Engine::agree_on_config(rpc::Deadline deadline) {
+  const auto mine = to_json(plan_.config);
+  const auto hash = config_hash(mine);
+  auto& store = links_.store();
+  if (rank() == 0) {
+    store.set("job/config", mine.dump());
+    for (int r = 1; r < links_.world_size(); ++r) {
+      const auto verdict = store.get("job/verdict/" + std::to_string(r), deadline);
+      PW_INPUT_CHECK(verdict.empty(), "rank " << r << " runs another job than rank 0 (" << verdict
+                                              << "); give every rank the same configuration");
+    }
+    return;
+  }
+  const auto theirs = nlohmann::json::parse(store.get("job/config", deadline));
+  std::string verdict;
+  if (config_hash(theirs) != hash) {
+    verdict = first_difference(theirs, mine);
+    if (verdict.empty()) verdict = "the hashes differ";
+    // Seen from rank 0: "here" is rank 0's value.
+  }
+  store.set("job/verdict/" + std::to_string(rank()), verdict);
+  PW_INPUT_CHECK(verdict.empty(), "rank " << rank() << " runs another job than rank 0 ("
+                                          << first_difference(mine, theirs)
+                                          << "); give every rank the same configuration");
+}
+
+void Engine::choose_partition(rpc::Deadline deadline) {
+  // Rank 0 chooses the split (the profile method measures layers once) and tells the others.
+  if (rank() == 0) {
+    partition_ = choose_split(plan_, device_);
+    links_.store().set("job/split", split_text(partition_));
+    return;
+  }
+  const auto text = links_.store().get("job/split", deadline);
+  partition_ = partition::split_at(plan_.model.layer_count(),
+                                   text.empty() ? std::vector<int>{} : partition::parse_split_points(text));
+}
+
+void Engine::build_stage() {
+  const auto& model = plan_.model;
+  const int P = plan_.schedule.stages;
+  const int V = plan_.schedule.chunks;
+  const int s = stage();
+  partition::check_partition(partition_, model.layer_count());
+  partition::check_tied(model);
+  std::vector<int> members;
+  for (int i = 0; i < P; ++i) members.push_back(replica() * P + i);
+  pipeline_ = std::make_unique<rpc::SubgroupTransport>(links_.transport(), members, s);
+
+  std::vector<std::unique_ptr<models::Sequential>> chunks;
+  for (int chunk = 0; chunk < V; ++chunk) {
+    models::LayerDeviceScope on_device(device_);
+    chunks.push_back(partition::build_stage(model, partition_[static_cast<std::size_t>(chunk * P + s)], plan_.config.seed));
+  }
+  // Tied weights: this stage's members of each group, the stages holding one, and the first
+  // member's value for everybody (sent by its stage to the other holders).
+  std::vector<pipeline::TiedGroup> tied(model.tied.size());
+  const auto deadline = this->deadline();
+  for (std::size_t g = 0; g < model.tied.size(); ++g) {
+    const auto& spec = model.tied[g];
+    const auto pieces = partition::tied_stages(model, partition_, spec);
+    std::vector<int> owners;
+    for (int v : pieces) owners.push_back(v % P);
+    const int first_owner = owners.front();
+    std::sort(owners.begin(), owners.end());
+    owners.erase(std::unique(owners.begin(), owners.end()), owners.end());
+    tied[g].owner_stages = owners;
+    for (const auto& name : spec.parameters)
+      for (auto& chunk : chunks)
+        for (auto& [pname, p] : chunk->named_parameters())
+          if (pname == name) tied[g].local.push_back(p);
+    if (tied[g].local.empty()) continue;
+    kernels::Tensor first;
+    const rpc::Tag tag{-1, static_cast<int>(g), rpc::PayloadKind::TiedGradient, first_owner};
+    if (s == first_owner) {
+      for (auto& chunk : chunks)
+        for (auto& [pname, p] : chunk->named_parameters())
+          if (pname == spec.parameters.front()) first = p->value;
+      for (int owner : owners)
+        if (owner != s) pipeline_->send(owner, tag, first, deadline);
+    } else {
+      first = pipeline_->recv(first_owner, tag, deadline).to(device_);
+    }
+    for (auto* p : tied[g].local)
+      if (p->value.raw() != first.raw()) p->value.copy_from(first);
+  }
+
+  pipeline::StageConfig config;
+  config.spec = plan_.schedule;
+  config.stage = s;
+  config.device = device_;
+  config.recompute = plan_.recompute;
+  config.timeout = millis(plan_.config.timeouts.stage_seconds);
+  config.replica = replica();
+  config.objective = plan_.objective;
+  if (!plan_.programs.empty()) config.program = plan_.programs.at(static_cast<std::size_t>(s));
+  executor_ = std::make_unique<pipeline::StageExecutor>(config, std::move(chunks), plan_.optimizer, *pipeline_,
+                                                        std::move(tied));
+}
+
+// This stage's replicas average their gradients (Gloo on CPU, NCCL on GPU) and start from
+// replica 0's weights.
+void Engine::join_replicas() {
+  const auto group = dp::Topology(plan_.schedule.stages, plan_.replicas()).stage_group(stage());
+  collective_ = links_.make_collective(group, device_, "dp/stage" + std::to_string(stage()) + "/",
+                                       millis(plan_.config.timeouts.stage_seconds));
+  for (auto* layer : layers()) {
+    for (auto& [name, p] : layer->named_parameters()) collective_->broadcast(p->value, 0);
+    for (auto& [name, b] : layer->named_buffers()) collective_->broadcast(b->value, 0);
+  }
+  reducer_ = std::make_unique<dp::BucketReducer>(executor_->parameters(), collective_, plan_.buckets,
+                                                 dp::TraceTrack{stage(), replica()});
+  executor_->set_gradient_sync(reducer_.get());
+  reducer_cancel_ = CancelSubscription(links_.cancel_token(), [r = reducer_.get()](const std::string& why) {
+    r->abort(why);
+  });
+}
+
+// Running statistics (batch-norm) follow replica 0 after every step, as DDP's broadcast_buffers:
+// evaluation and saving then give the same result on any replica.
+void Engine::sync_buffers() {
+  for (auto* layer : layers())
+    for (auto& [name, b] : layer->named_buffers()) collective_->broadcast(b->value, 0);
+}
+
+models::data::DataParts Engine::data_parts() const {
+  const int P = plan_.schedule.stages;
+  const int last = (P * plan_.schedule.chunks - 1) % P;
+  const bool inputs = stage() == 0;
+  const bool labels = stage() == last;
+  using models::data::DataParts;
+  return inputs && labels ? DataParts::Both : inputs ? DataParts::Inputs : labels ? DataParts::Labels : DataParts::None;
+}
+
+rpc::Deadline Engine::deadline() const {
+  return std::chrono::steady_clock::now() + millis(plan_.config.timeouts.stage_seconds);
+}
+
+std::vector<models::Layer*> Engine::layers() {
+  std::vector<models::Layer*> out;
+  for (int c = 0; c < executor_->chunk_count(); ++c) out.push_back(&executor_->chunk(c));
+  return out;
+}
+
+std::vector<std::vector<double>> Engine::exchange(const std::vector<double>& values, int message, std::int64_t round) {
+  auto& control = links_.transport();
+  const int world = links_.world_size();
+  const int self = rank();
+  const rpc::Tag tag{round, message, rpc::PayloadKind::Control, 0};
+  const auto payload = doubles_tensor(values);
+  std::vector<std::vector<double>> all(static_cast<std::size_t>(world));
+  int peer = 0;
+  try {
+    for (peer = 0; peer < world; ++peer)
+      if (peer != self) control.send(peer, tag, payload, deadline());
+    for (peer = 0; peer < world; ++peer)
+      all[static_cast<std::size_t>(peer)] =
+          peer == self ? values
+                       : tensor_doubles(control.recv(peer, tag, deadline()), values.size(),
+                                        "figures from rank " + std::to_string(peer));
+  } catch (...) {
+    std::ostringstream context;
+    context << "stage " << stage() << " (" << device_.str() << "), step " << round << ", exchanging "
+            << (message == kStepFigures ? "the step's" : "the evaluation's") << " figures with rank " << peer << ": ";
+    pipeline::rethrow_with_context(context.str());
+  }
+  return all;
+}
+
+StepOutcome Engine::step(const models::data::Batch& local) {
+  const int M = plan_.schedule.micro_batches;
+  pipeline::MicroBatchInputs inputs;
+  inputs.images = local.images.defined() ? pipeline::split_batch(local.images, M)
+                                         : std::vector<kernels::Tensor>(static_cast<std::size_t>(M));
+  if (local.labels.defined()) {
+    inputs.labels = pipeline::split_batch(local.labels, M);
+  } else {
+    for (int m = 0; m < M; ++m) inputs.labels.push_back(kernels::Tensor::empty({0}, kernels::DType::I64));
+  }
+  const std::int64_t step = step_++;
+  pipeline::StageStepResult mine = executor_->run_step(step, inputs);
+  if (collective_) sync_buffers();
+  const auto peak = kernels::DeviceRuntime::get(device_).allocator().stats().peak_in_use;
+  std::vector<double> figures(kFigureCount, 0.0);
+  figures[kLoss] = mine.loss_sum;
+  figures[kCorrect] = static_cast<double>(mine.correct);
+  figures[kSamples] = static_cast<double>(mine.samples);
+  figures[kBusy] = mine.busy_seconds;
+  figures[kPeak] = static_cast<double>(peak);
+  if (reducer_) {
+    const auto stats = reducer_->stats();
+    figures[kBuckets] = static_cast<double>(stats.buckets);
+    figures[kExposed] = stats.exposed_seconds;
+  }
+  const auto all = exchange(figures, kStepFigures, step);
+  StepOutcome r;
+  const int P = plan_.schedule.stages;
+  const int R = plan_.replicas();
+  r.stage_busy_seconds.assign(static_cast<std::size_t>(P), 0.0);
+  r.stage_peak_memory.assign(static_cast<std::size_t>(P), 0);
+  if (R > 1) r.gradient_buckets.assign(static_cast<std::size_t>(P), 0);
+  double loss_sum = 0.0;
+  for (std::size_t rank = 0; rank < all.size(); ++rank) {
+    const auto& f = all[rank];
+    const auto s = rank % static_cast<std::size_t>(P);
+    loss_sum += f[kLoss];
+    r.correct += static_cast<std::int64_t>(f[kCorrect]);
+    r.samples += static_cast<std::int64_t>(f[kSamples]);
+    r.stage_busy_seconds[s] += f[kBusy] / static_cast<double>(R);
+    r.stage_peak_memory[s] = std::max(r.stage_peak_memory[s], static_cast<std::int64_t>(f[kPeak]));
+    if (R > 1 && rank < static_cast<std::size_t>(P)) r.gradient_buckets[s] = static_cast<std::int64_t>(f[kBuckets]);
+    r.allreduce_exposed_seconds = std::max(r.allreduce_exposed_seconds, f[kExposed]);
+  }
+  r.loss = r.samples > 0 ? loss_sum / static_cast<double>(r.samples) : 0.0;
+  return r;
+}
+
+models::EvalResult Engine::evaluate(EvalFeed& feed) {
+  const int P = plan_.schedule.stages;
+  const int V = plan_.schedule.chunks;
+  const int last = P * V - 1;
+  const std::int64_t round = evaluations_++;
+  double loss_sum = 0.0, correct = 0.0, samples = 0.0;
+  const bool scored = plan_.objective == models::Objective::BinaryCrossEntropy;
+  std::vector<double> scores, score_labels;   // binary objective: for the AUC, gathered at rank 0
+  feed.restart();
+  // Activations travel stage to stage as in training; replica r takes test batches r, r + R, ...
+  while (auto next = feed.next()) {
+    const auto& [b, batch] = *next;
+    for (int c = 0; c < V; ++c) {
+      const int v = c * P + stage();
+      const rpc::Tag in_tag{round, static_cast<int>(b), rpc::PayloadKind::Evaluation, v};
+      kernels::Tensor x = v == 0 ? batch.images.to(device_) : pipeline_->recv((v - 1) % P, in_tag, deadline()).to(device_);
+      kernels::Tensor y = executor_->chunk(c).forward(x, models::Mode::Eval).y;
+      if (v == last) {
+        const auto labels = batch.labels.to(y.device());
+        const auto loss = models::compute_loss(plan_.objective, y, labels, 1.0);
+        loss_sum += loss.loss * static_cast<double>(labels.numel());
+        correct += static_cast<double>(loss.correct);
+        samples += static_cast<double>(labels.numel());
+        if (scored) {
+          const auto z = y.to_double_vector();
+          scores.insert(scores.end(), z.begin(), z.end());
+          for (auto label : labels.to_int_vector()) score_labels.push_back(static_cast<double>(label));
+        }
+      } else {
+        pipeline_->send((v + 1) % P, rpc::Tag{round, static_cast<int>(b), rpc::PayloadKind::Evaluation, v + 1}, y,
+                        deadline());
+      }
+    }
+  }
+  const auto all = exchange({loss_sum, correct, samples}, kEvalFigures, round);
+  double f[3] = {0.0, 0.0, 0.0};
+  for (std::size_t rank = 0; rank < all.size(); ++rank)
+    if (static_cast<int>(rank) % P == last % P)   // the last stage of each replica
+      for (int i = 0; i < 3; ++i) f[i] += all[rank][static_cast<std::size_t>(i)];
+  models::EvalResult r;
+  r.samples = static_cast<std::int64_t>(f[2]);
+  if (r.samples > 0) {
+    r.loss = f[0] / f[2];
+    r.accuracy = f[1] / f[2];
+  }
+  if (scored) r.auc = gather_auc(all, scores, score_labels, round);
+  return r;
+}
+
+// The last stage of every replica sends rank 0 its scores and labels; rank 0 ranks them all
+// (-1 elsewhere, and when the test set holds one class only).
+double Engine::gather_auc(const std::vector<std::vector<double>>& figures, std::vector<double> scores,
+                          const std::vector<double>& labels, std::int64_t round) {
+  const int P = plan_.schedule.stages;
+  const int last = (P * plan_.schedule.chunks - 1) % P;
+  const rpc::Tag tag{round, kEvalScores, rpc::PayloadKind::Control, 0};
+  auto& control = links_.transport();
+  const bool is_last = stage() == last;
+  if (rank() != 0) {
+    if (is_last) {
+      std::vector<double> both = scores;
+      both.insert(both.end(), labels.begin(), labels.end());
+      control.send(0, tag, doubles_tensor(both), deadline());
+    }
+    return -1.0;
+  }
+  std::vector<std::int64_t> all_labels;
+  if (is_last) all_labels.assign(labels.begin(), labels.end());
+  else scores.clear();
+  for (std::size_t rank = 1; rank < figures.size(); ++rank) {
+    if (static_cast<int>(rank) % P != last) continue;
+    const auto n = static_cast<std::size_t>(figures[rank][2]);
+    const auto both = tensor_doubles(control.recv(static_cast<int>(rank), tag, deadline()), 2 * n,
+                                     "evaluation scores from rank " + std::to_string(rank));
+    scores.insert(scores.end(), both.begin(), both.begin() + static_cast<std::ptrdiff_t>(n));
+    for (std::size_t i = n; i < 2 * n; ++i) all_labels.push_back(static_cast<std::int64_t>(both[i]));
+  }
+  const auto positives = std::count(all_labels.begin(), all_labels.end(), std::int64_t{1});
+  if (positives == 0 || positives == static_cast<std::int64_t>(all_labels.size())) return -1.0;
+  return models::roc_auc(scores, all_labels);
+}
+
+// Rank 0 collects every stage's parameters and buffers of replica 0 by whole-model name.
+kernels::NamedTensors Engine::gather_weights() {
+  const std::int64_t round = gathers_++;
+  if (replica() != 0) return {};   // replicas hold the same weights and buffers as replica 0
+  std::vector<std::pair<std::string, kernels::Tensor>> mine;
+  for (auto* layer : layers()) {
+    for (auto& [name, p] : layer->named_parameters()) mine.emplace_back(name, p->value);
+    for (auto& [name, b] : layer->named_buffers()) mine.emplace_back(name, b->value);
+  }
+  auto& control = links_.transport();
+  if (stage() != 0) {
+    // Names first (one per line, as bytes), then the tensors in the same order.
+    std::string names;
+    for (const auto& [name, t] : mine) names += name + "\n";
+    auto text = kernels::Tensor::empty({static_cast<std::int64_t>(names.size())}, kernels::DType::U8,
+                                       kernels::Device::cpu(0));
+    std::memcpy(text.raw(), names.data(), names.size());
+    control.send(0, rpc::Tag{round, kWeightNames, rpc::PayloadKind::Control, 0}, text, deadline());
+    for (std::size_t i = 0; i < mine.size(); ++i)
+      control.send(0, rpc::Tag{round, kFirstWeight + static_cast<int>(i), rpc::PayloadKind::Control, 0},
+                   mine[i].second, deadline());
+    return {};
+  }
+  kernels::NamedTensors all;
+  for (auto& [name, t] : mine) all.emplace(name, t.to(kernels::Device::cpu(0)));
+  for (int r = 1; r < plan_.schedule.stages; ++r) {
+    const auto text = control.recv(r, rpc::Tag{round, kWeightNames, rpc::PayloadKind::Control, 0}, deadline());
+    PW_CHECK(text.dtype() == kernels::DType::U8, "weight names from rank " << r << " are " << text.describe());
+    std::istringstream names(std::string(static_cast<const char*>(text.to(kernels::Device::cpu(0)).raw()), text.nbytes()));
+    std::string name;
+    for (int i = 0; std::getline(names, name); ++i) {
+      auto t = control.recv(r, rpc::Tag{round, kFirstWeight + i, rpc::PayloadKind::Control, 0}, deadline());
+      // A tied weight is held by several stages with equal values: the first copy stands.
+      all.emplace(name, t.to(kernels::Device::cpu(0)));
+    }
+  }
+  return all;
+}
+
+void Engine::save(const std::string& path) {
+  auto tensors = gather_weights();
+  if (rank() == 0) models::save_named_weights(tensors, path, plan_.model.name);
+}
+
+void Engine::reset_peak_memory() { kernels::DeviceRuntime::get(device_).allocator().reset_peak(); }
+void Engine::synchronize() { kernels::current_stream(device_).synchronize(); }
+
+std::string Engine::describe() const {
+  std::ostringstream out;
+  out << "rank " << rank() << " of " << links_.world_size() << ": stage " << stage() << " of "
+      << plan_.schedule.stages;
+  if (plan_.replicas() > 1) out << ", replica " << replica() << " of " << plan_.replicas();
+  out << " on " << device_.str();
+  return out.str();
+}
+
+}  // namespace pw::train

@@ -1,0 +1,94 @@
+#pragma once
+// One rank's part of a job: its stage's layers and executor, its replica group (gradient buckets
+// all-reduced while backward runs, batch-norm statistics kept equal), its parameter-server
+// clients. Built the same way whether the ranks are threads of one process or processes on many
+// hosts: an embedded job is N engines on a world of threads, a multi-process job one engine per
+// process. Every method that exchanges figures (step, evaluate, save) is called by every rank.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dataparallel/bucket_reducer.h"
+#include "kernels/safetensors.h"
+#include "models/data/dataset.h"
+#include "models/trainer.h"
+#include "pipeline/stage_executor.h"
+#include "rpc/subgroup_transport.h"
+#include "train/data_feed.h"
+#include "train/job_plan.h"
+#include "train/world.h"
+
+namespace pw::train {
+
+// A step as the whole job saw it: the same figures on every rank.
+struct StepOutcome {
+  double loss = 0.0;   // mean over the global batch
+  std::int64_t correct = 0;
+  std::int64_t samples = 0;
+  std::vector<double> stage_busy_seconds;        // per stage, the mean over its replicas
+  std::vector<std::int64_t> stage_peak_memory;   // per stage, the largest over its replicas
+  std::vector<std::int64_t> gradient_buckets;    // per stage (replica 0); empty with one replica
+  double allreduce_exposed_seconds = 0.0;        // the largest over ranks
+};
+
+class Engine {
+ public:
+  // Builds this rank's stage; every rank of the job constructs its engine at the same time.
+  Engine(const JobPlan& plan, RankLinks& links);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  int rank() const { return links_.rank(); }
+  int stage() const { return links_.stage(); }
+  int replica() const { return links_.replica(); }
+  bool is_primary() const { return links_.rank() == 0; }
+  kernels::Device device() const { return device_; }
+  const partition::Partition& split() const { return partition_; }
+  const JobPlan& plan() const { return plan_; }
+  RankLinks& links() { return links_; }
+  // What of the data this rank reads: inputs (first stage), labels (last), both, or none.
+  models::data::DataParts data_parts() const;
+
+  // One optimizer step on this rank's part of the global batch (images on the first stage, labels
+  // on the last; see TrainFeed).
+  StepOutcome step(const models::data::Batch& local);
+  // Forward-only over the test set, split over the replicas; the counts are summed.
+  models::EvalResult evaluate(EvalFeed& feed);
+  // Every stage's parameters and buffers by whole-model name, written by rank 0 (safetensors).
+  void save(const std::string& path);
+  // This rank's chunks of the model.
+  std::vector<models::Layer*> layers();
+  pipeline::StageExecutor& executor() { return *executor_; }
+  void reset_peak_memory();
+  void synchronize();
+  std::string describe() const;   // "rank 1 of 4: stage 1 of 2, replica 0 ... on cpu:1"
+
+ private:
+  void agree_on_config(rpc::Deadline deadline);
+  void choose_partition(rpc::Deadline deadline);
+  void build_stage();
+  void join_replicas();
+  void sync_buffers();
+  std::vector<std::vector<double>> exchange(const std::vector<double>& values, int message, std::int64_t round);
+  double gather_auc(const std::vector<std::vector<double>>& figures, std::vector<double> scores,
+                    const std::vector<double>& labels, std::int64_t round);
+  kernels::NamedTensors gather_weights();
+  rpc::Deadline deadline() const;
+
+  const JobPlan& plan_;
+  RankLinks& links_;
+  kernels::Device device_;
+  partition::Partition partition_;
+  std::unique_ptr<rpc::SubgroupTransport> pipeline_;   // this replica's stages as ranks 0..P-1
+  std::unique_ptr<pipeline::StageExecutor> executor_;
+  std::shared_ptr<dp::Collective> collective_;          // this stage's replicas
+  std::unique_ptr<dp::BucketReducer> reducer_;
+  CancelSubscription reducer_cancel_;
+  std::int64_t step_ = 0;
+  std::int64_t evaluations_ = 0;
+  std::int64_t gathers_ = 0;
+};
+
+}  // namespace pw::train

@@ -1,0 +1,332 @@
+#include "train/fit.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include "core/clock.h"
+#include "core/trace.h"
+#include "core/units.h"
+#include "dataparallel/topology.h"
+#include "kernels/runtime.h"
+#include "train/parameter_servers.h"
+#include "train/progress.h"
+#include "train/trace_file.h"
+
+namespace pw::train {
+namespace {
+
+using models::data::DataParts;
+
+void write_json_file(const std::string& path, const nlohmann::json& j) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    PW_INPUT_CHECK(out.good(), "cannot write '" << tmp << "'");
+    out << j.dump(2) << "\n";
+    PW_INPUT_CHECK(out.good(), "failed writing '" << tmp << "'");
+  }
+  std::error_code error;
+  std::filesystem::rename(tmp, path, error);
+  if (error) {
+    std::filesystem::remove(tmp, error);
+    throw InputError("cannot write '" + path + "': " + error.message());
+  }
+}
+
+// Fails before training when an output file could not be written later.
+void check_writable(const std::string& path, const char* flag) {
+  if (path.empty()) return;
+  const auto parent = std::filesystem::absolute(path).parent_path();
+  PW_INPUT_CHECK(std::filesystem::is_directory(parent),
+                 flag << " " << path << ": folder " << parent.string() << " does not exist");
+  PW_INPUT_CHECK(!std::filesystem::is_directory(path), flag << " " << path << " is a folder; give a file name");
+}
+
+struct Throughput {
+  double median_step_ms = 0.0;
+  double samples_per_second = 0.0;   // batch size over the median step time
+};
+
+// Steps after the warm-up (first-use costs: primitive creation, allocator growth) are timed.
+Throughput steady_throughput(std::vector<double> seconds, std::int64_t warmup, std::int64_t batch) {
+  if (static_cast<std::int64_t>(seconds.size()) > warmup) seconds.erase(seconds.begin(), seconds.begin() + warmup);
+  if (seconds.empty()) return {};
+  std::sort(seconds.begin(), seconds.end());
+  const double median = seconds[seconds.size() / 2];
+  return {median * 1e3, median > 0 ? static_cast<double>(batch) / median : 0.0};
+}
+
+// This rank's part of one split of the data set, and the split's size as rank 0 read it (a rank
+// that reads nothing learns it from rank 0; one that reads labels only checks it).
+struct RankData {
+  std::unique_ptr<models::data::Dataset> set;
+  std::int64_t size = 0;
+};
+
+RankData open_rank_data(Engine& engine, models::data::Split split, const char* key, rpc::Deadline deadline) {
+  const auto parts = engine.data_parts();
+  const auto& config = engine.plan().config;
+  RankData d;
+  if (parts != DataParts::None)
+    d.set = models::data::open_dataset(config.data.dataset, split, dataset_options(config, parts));
+  auto& store = engine.links().store();
+  const std::string name = std::string("data/") + key;
+  if (engine.rank() == 0) {
+    d.size = d.set->size();
+    store.set(name, std::to_string(d.size));
+    return d;
+  }
+  d.size = std::stoll(store.get(name, deadline));
+  if (d.set)
+    PW_INPUT_CHECK(d.set->size() == d.size, "rank " << engine.rank() << " reads " << d.set->size() << " " << key
+                                                    << " samples of " << d.set->name() << " but rank 0 reads "
+                                                    << d.size << "; give every rank the same data");
+  return d;
+}
+
+nlohmann::json summary_of(Engine& engine, const std::vector<double>& loss_history,
+                          const std::vector<double>& step_seconds, const StepOutcome& last, double train_seconds,
+                          std::int64_t samples, std::int64_t correct, const models::EvalResult& eval, double wall,
+                          const FitOptions& options) {
+  const auto& plan = engine.plan();
+  const auto& c = plan.config;
+  nlohmann::json j;
+  j["model"] = plan.model.name;
+  j["params"] = plan.stats.parameters;
+  j["activation_bytes_per_sample"] = plan.stats.activation_bytes_per_sample;
+  j["dataset"] = plan.data.name;
+  j["optimizer"] = c.optimizer.kind;
+  j["lr"] = plan.optimizer.lr;
+  j["seed"] = c.seed;
+  j["steps"] = static_cast<std::int64_t>(loss_history.size());
+  j["batch_size"] = c.data.batch_size;
+  j["samples_per_second"] = train_seconds > 0 ? static_cast<double>(samples) / train_seconds : 0.0;
+  const Throughput steady = steady_throughput(step_seconds, options.warmup_steps, c.data.batch_size);
+  j["warmup_steps"] = options.warmup_steps;
+  j["median_step_ms"] = steady.median_step_ms;
+  j["steady_samples_per_second"] = steady.samples_per_second;
+  j["final_loss"] = loss_history.empty() ? 0.0 : loss_history.back();
+  j["loss_history"] = loss_history;
+  j["train_accuracy"] = samples > 0 ? static_cast<double>(correct) / static_cast<double>(samples) : 0.0;
+  j["test_accuracy"] = eval.accuracy;
+  j["test_loss"] = eval.loss;
+  if (plan.objective == models::Objective::BinaryCrossEntropy && eval.auc >= 0) j["test_auc"] = eval.auc;
+  j["wall_seconds"] = wall;
+
+  auto& links = engine.links();
+  const int world = links.world_size();
+  std::vector<std::string> devices;
+  if (links.world_kind() == WorldKind::Threads)
+    for (int r = 0; r < world; ++r) devices.push_back(device_of_rank(c, r, world, WorldKind::Threads, r).str());
+  else
+    devices.push_back(engine.device().str());
+  j["device"] = devices.front();
+  j["devices"] = devices;
+  j["threads"] = kernels::DeviceRuntime::get(engine.device()).threads();
+  j["world_size"] = world;
+  j["launcher"] = links.launcher();
+  if (links.world_kind() == WorldKind::Processes) j["rank_addresses"] = links.addresses();
+  j["stages"] = plan.schedule.stages;
+  j["micro_batches"] = plan.schedule.micro_batches;
+  j["schedule"] = pipeline::schedule_kind_name(plan.schedule.kind);
+  j["chunks"] = plan.schedule.chunks;
+  j["recompute"] = partition::recompute_name(plan.recompute);
+  j["transport"] = links.link_text();
+  j["replicas"] = plan.replicas();
+  if (plan.replicas() > 1) {
+    j["bucket_bytes"] = plan.buckets.bucket_bytes;
+    j["grad_compression"] = dp::compression_name(plan.buckets.compression);
+    j["gradient_buckets"] = last.gradient_buckets;
+    j["allreduce_exposed_seconds_last_step"] = last.allreduce_exposed_seconds;
+  }
+  std::vector<int> split;
+  for (std::size_t i = 1; i < engine.split().size(); ++i) split.push_back(engine.split()[i].begin);
+  j["split"] = split;
+  j["stage_peak_memory_bytes"] = last.stage_peak_memory;
+  j["peak_memory_bytes"] = last.stage_peak_memory.empty()
+                               ? 0
+                               : *std::max_element(last.stage_peak_memory.begin(), last.stage_peak_memory.end());
+  return j;
+}
+
+}  // namespace
+
+std::pair<std::int64_t, std::int64_t> parse_trace_steps(const std::string& text) {
+  if (text.empty()) return {0, INT64_MAX};
+  const auto colon = text.find(':');
+  std::int64_t a = -1, b = -1;
+  try {
+    PW_INPUT_CHECK(colon != std::string::npos, "");
+    std::size_t used = 0;
+    a = std::stoll(text.substr(0, colon), &used);
+    PW_INPUT_CHECK(used == colon, "");
+    b = std::stoll(text.substr(colon + 1), &used);
+    PW_INPUT_CHECK(used == text.size() - colon - 1, "");
+  } catch (const std::exception&) {
+    a = b = -1;
+  }
+  PW_INPUT_CHECK(a >= 0 && b > a, "--trace-steps '" << text << "': expected A:B with 0 <= A < B, e.g. 10:20");
+  return {a, b};
+}
+
+nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& callbacks) {
+  const auto& plan = engine.plan();
+  const auto& c = plan.config;
+  const bool primary = engine.is_primary();
+  const auto startup = Clock::now() + std::chrono::milliseconds(static_cast<std::int64_t>(c.timeouts.startup_seconds * 1000));
+  const auto parts = engine.data_parts();
+  const auto sample_shape = plan.data.sample_shape;
+  RankData train_data = open_rank_data(engine, models::data::Split::Train, "train", startup);
+  RankData test_data = open_rank_data(engine, models::data::Split::Test, "test", startup);
+  // Whether rank 0 saves: every rank then sends it its weights.
+  auto& store = engine.links().store();
+  if (primary) store.set("fit/save", o.save_path.empty() ? "no" : "yes");
+  const bool saves = store.get("fit/save", startup) == "yes";
+
+  const FeedShape train_shape{train_data.size, sample_shape, parts, plan.replicas(), engine.replica()};
+  TrainFeed feed(train_data.set.get(), train_shape, c.data.batch_size, plan.schedule.micro_batches, c.seed);
+  PW_INPUT_CHECK(feed.batches_per_epoch() > 0, "--batch-size " << c.data.batch_size << " is larger than the "
+                                                               << train_data.size << " training samples");
+  const std::int64_t total_steps = c.data.steps > 0 ? c.data.steps : c.data.epochs * feed.batches_per_epoch();
+  // Each process says once what it runs (a world of threads: rank 0 for all of them).
+  if (engine.links().first_in_process() && callbacks.on_start) callbacks.on_start(engine, total_steps);
+
+  engine.reset_peak_memory();
+  const auto start = Clock::now();
+  double train_seconds = 0.0;
+  std::vector<double> loss_history, step_seconds;
+  loss_history.reserve(static_cast<std::size_t>(total_steps));
+  step_seconds.reserve(static_cast<std::size_t>(total_steps));
+  std::vector<double> stage_busy(static_cast<std::size_t>(plan.schedule.stages), 0.0);
+  std::int64_t samples = 0, correct = 0, step = 0, epoch = 0;
+  StepOutcome last;
+  ProgressLine progress(primary && o.progress ? stderr : nullptr, total_steps, o.log_every);
+  UtilisationLine utilisation(o.log_every);
+  while (step < total_steps) {
+    feed.start_epoch(epoch++);
+    while (step < total_steps) {
+      std::optional<models::data::Batch> batch;
+      {
+        trace::ScopedSpan loading(trace::SpanKind::DataLoad, -1, 0, step);
+        batch = feed.next();
+      }
+      if (!batch) break;
+      const auto t0 = Clock::now();
+      last = engine.step(*batch);
+      const double dt = seconds_since(t0);
+      train_seconds += dt;
+      step_seconds.push_back(dt);
+      ++step;
+      samples += last.samples;
+      correct += last.correct;
+      loss_history.push_back(last.loss);
+      for (std::size_t i = 0; i < last.stage_busy_seconds.size() && i < stage_busy.size(); ++i)
+        stage_busy[i] += last.stage_busy_seconds[i];
+      PW_INPUT_CHECK(std::isfinite(last.loss), "loss became " << last.loss << " at step " << step << "; lower --lr");
+      if (primary) {
+        progress.update(step, last.loss, static_cast<double>(samples) / train_seconds, seconds_since(start));
+        if (o.progress && !progress.in_place()) utilisation.add(step, dt, last.stage_busy_seconds);
+        if (callbacks.on_step) callbacks.on_step(StepEvent{step, total_steps, dt, &last});
+      }
+    }
+  }
+  progress.finish();
+  engine.synchronize();
+
+  // The weights are written before evaluation, so nothing that goes wrong there loses them.
+  if (saves) engine.save(o.save_path);
+  // Evaluation batches are micro-batch sized: a stage holds no more at once than in training.
+  const FeedShape test_shape{test_data.size, sample_shape, parts, plan.replicas(), engine.replica()};
+  EvalFeed eval_feed(test_data.set.get(), test_shape, c.data.batch_size / plan.eval_fraction(), c.data.eval_batches);
+  const models::EvalResult eval = engine.evaluate(eval_feed);
+  const double wall = seconds_since(start);
+  if (!primary) return nlohmann::json::object();
+  const double sps = train_seconds > 0 ? static_cast<double>(samples) / train_seconds : 0.0;
+  if (o.progress && eval.auc >= 0) std::fprintf(stderr, "test AUC %.4f\n", eval.auc);
+  if (o.progress)
+    std::fprintf(stderr, "test accuracy %.4f (loss %.4f, %lld samples); train %.1f samples/s; %s wall\n", eval.accuracy,
+                 eval.loss, static_cast<long long>(eval.samples), sps, format_duration(wall).c_str());
+  auto j = summary_of(engine, loss_history, step_seconds, last, train_seconds, samples, correct, eval, wall, o);
+  std::vector<double> fraction;
+  for (double b : stage_busy) fraction.push_back(train_seconds > 0 ? b / train_seconds : 0.0);
+  j["stage_busy_fraction"] = fraction;
+  if (plan.parameter_servers) plan.parameter_servers->add_summary(j);
+  if (callbacks.on_summary) callbacks.on_summary(j);
+  if (!o.summary_path.empty()) write_json_file(o.summary_path, j);
+  return j;
+}
+
+namespace {
+
+TraceMeta trace_meta(const Engine& engine, const partition::Partition& split, std::int64_t clock_offset_ns,
+                     int process_rank) {
+  const auto& plan = engine.plan();
+  TraceMeta m;
+  m.model = plan.model.name;
+  m.schedule = pipeline::schedule_kind_name(plan.schedule.kind);
+  m.stages = plan.schedule.stages;
+  m.replicas = plan.replicas();
+  m.micro_batches = plan.schedule.micro_batches;
+  m.chunks = plan.schedule.chunks;
+  for (std::size_t i = 1; i < split.size(); ++i) m.split.push_back(split[i].begin);
+  for (const auto& l : plan.model.layers) m.layer_names.push_back(l.name);
+  m.process_rank = process_rank;
+  m.clock_offset_ns = clock_offset_ns;
+  return m;
+}
+
+}  // namespace
+
+nlohmann::json run_job(const JobConfig& config, const FitOptions& options, const FitCallbacks& callbacks) {
+  check_writable(options.summary_path, "--summary");
+  check_writable(options.save_path, "--save");
+  check_writable(options.trace_path, "--trace");
+  const auto launch = rpc::launch_env();
+  const JobPlan plan = plan_job(config, launch.has_value());
+  std::unique_ptr<World> world;
+  if (launch) {
+    WorldTimeouts timeouts;
+    timeouts.heartbeat = std::chrono::milliseconds(static_cast<std::int64_t>(config.timeouts.heartbeat_seconds * 1000));
+    timeouts.startup = std::chrono::milliseconds(static_cast<std::int64_t>(config.timeouts.startup_seconds * 1000));
+    world = make_process_world(plan.shape(), *launch, timeouts);
+  } else {
+    check_devices(config, plan.shape().world_size());
+    PW_INPUT_CHECK(config.transport == "auto" || config.transport == "inprocess" || config.transport == "thrift",
+                   "--transport " << config.transport << ": the ranks of this job share one process, where auto, "
+                                  "inprocess or thrift work; NCCL links need one process per GPU (pipewright launch)");
+    world = make_thread_world(plan.shape(), config.transport == "thrift" ? ThreadLinks::Thrift : ThreadLinks::InProcess);
+  }
+  if (!options.trace_path.empty()) {
+    trace::Recorder::global().clear();
+    trace::Recorder::global().enable(options.trace_first, options.trace_last);
+  }
+  nlohmann::json summary = nlohmann::json::object();
+  std::optional<TraceMeta> meta;   // of this process's first rank
+  world->run([&](RankLinks& links) {
+    Engine engine(plan, links);
+    if (links.rank() == 0 && plan.replicas() > 1)
+      std::fprintf(stderr, "%s", dp::Topology(plan.schedule.stages, plan.replicas()).grid().c_str());
+    auto result = fit(engine, options, callbacks);
+    if (links.rank() == 0) summary = std::move(result);
+    if (links.first_in_process())
+      meta = trace_meta(engine, engine.split(), links.clock_offset_ns(),
+                        links.world_kind() == WorldKind::Processes ? links.rank() : 0);
+  });
+  if (!options.trace_path.empty()) {
+    trace::Recorder::global().disable();
+    meta->dropped_spans = static_cast<std::int64_t>(trace::Recorder::global().dropped());
+    const auto path = world->kind() == WorldKind::Processes ? rank_trace_path(options.trace_path, meta->process_rank)
+                                                            : options.trace_path;
+    write_chrome_trace(path, *meta, trace::Recorder::global().snapshot());
+    if (meta->process_rank == 0 && options.progress)
+      std::fprintf(stderr, "trace: %s (read it with pipewright prof, or open it in Perfetto)\n", path.c_str());
+  }
+  return summary;
+}
+
+}  // namespace pw::train

@@ -1,0 +1,196 @@
+#include "train/job_plan.h"
+
+#include <cstdio>
+#include <thread>
+
+#include "core/units.h"
+#include "kernels/runtime.h"
+#include "kernels/stream.h"
+#include "models/data/dataset.h"
+#include "partition/partitioners.h"
+#include "partition/profiler.h"
+#include "pipeline/planner.h"
+#include "pipeline/schedule_file.h"
+#include "train/parameter_servers.h"
+
+namespace pw::train {
+namespace {
+
+models::data::ClickFeatures click_features(const JobConfig& c) {
+  models::data::ClickFeatures clicks;
+  for (auto rows : c.model.embedding_rows)
+    PW_INPUT_CHECK(rows >= 1 && rows <= models::data::kMaxPackedId,
+                   "--embedding-rows " << rows << ": expected 1 to " << models::data::kMaxPackedId
+                                       << " rows per table (ids travel as exact F32 integers)");
+  if (!c.model.embedding_rows.empty()) clicks.table_sizes = c.model.embedding_rows;
+  models::data::check_click_features(clicks);
+  return clicks;
+}
+
+}  // namespace
+
+models::data::DatasetOptions dataset_options(const JobConfig& c, models::data::DataParts parts) {
+  models::data::DatasetOptions d;
+  d.fashion_mnist_dir = c.data.data_dir;
+  d.seed = c.seed;
+  d.clicks = click_features(c);
+  d.parts = parts;
+  if (c.data.dataset == "synthetic") {
+    PW_INPUT_CHECK(c.data.synthetic_size >= 1, "--synthetic-size must be >= 1, got " << c.data.synthetic_size);
+    d.synthetic_shape = models::data::parse_sample_shape(c.data.synthetic_shape);
+    d.synthetic_size = c.data.synthetic_size;
+  }
+  return d;
+}
+
+DataShape data_shape(const JobConfig& c) {
+  const auto d = models::data::open_dataset(c.data.dataset, models::data::Split::Train,
+                                            dataset_options(c, models::data::DataParts::None));
+  return {d->name(), d->sample_shape(), d->num_classes()};
+}
+
+pipeline::ScheduleSpec schedule_of(const PipelineConfig& p, int model_split_pieces) {
+  pipeline::ScheduleSpec s;
+  s.kind = pipeline::parse_schedule_kind(p.schedule);
+  PW_INPUT_CHECK(p.chunks >= 0, "--chunks " << p.chunks << "; expected 1 or more");
+  s.chunks = p.chunks > 0 ? p.chunks : (s.kind == pipeline::ScheduleKind::Interleaved ? 2 : 1);
+  const int pieces = !p.split.empty() ? static_cast<int>(p.split.size()) + 1 : model_split_pieces;
+  if (p.stages > 0) {
+    s.stages = p.stages;
+    PW_INPUT_CHECK(pieces == 0 || pieces == s.stages * s.chunks,
+                   "--split " << partition::format_split_points(p.split) << " makes " << pieces << " pieces but --stages "
+                              << s.stages << " x --chunks " << s.chunks << " needs " << s.stages * s.chunks);
+  } else {
+    PW_INPUT_CHECK(pieces % s.chunks == 0, "--split " << partition::format_split_points(p.split) << " makes " << pieces
+                                                      << " pieces, not a multiple of --chunks " << s.chunks);
+    s.stages = pieces > 0 ? pieces / s.chunks : 1;
+  }
+  s.micro_batches = p.micro_batches > 0 ? p.micro_batches : s.stages;
+  validate(s);
+  return s;
+}
+
+JobPlan plan_job(const JobConfig& c, bool multi_process) {
+  JobPlan plan;
+  plan.config = c;
+  PW_INPUT_CHECK(c.replicas.replicas >= 1 && c.replicas.replicas <= 4096,
+                 "--replicas " << c.replicas.replicas << "; expected 1 to 4096");
+  PW_INPUT_CHECK(c.data.batch_size >= 1, "--batch-size " << c.data.batch_size << "; expected at least 1");
+  PW_INPUT_CHECK(c.replicas.bucket_bytes > 0, "--bucket-size " << c.replicas.bucket_bytes
+                                                                << ": a gradient bucket needs at least one byte");
+  plan.data = data_shape(c);
+  plan.optimizer.kind = models::parse_optimizer_kind(c.optimizer.kind);
+  plan.optimizer.lr = effective_lr(c.optimizer);
+  plan.optimizer.momentum = c.optimizer.momentum;
+  plan.optimizer.weight_decay = c.optimizer.weight_decay;
+  plan.buckets.bucket_bytes = static_cast<std::size_t>(c.replicas.bucket_bytes);
+  plan.buckets.compression = dp::parse_compression(c.replicas.grad_compression);
+  plan.recompute = partition::parse_recompute(c.pipeline.recompute);
+
+  models::ModelSpec spec;
+  if (c.program_model && !c.program_model->layers.empty()) {
+    plan.model = *c.program_model;
+    if (plan.model.sample_shape.empty()) plan.model.sample_shape = plan.data.sample_shape;
+    if (plan.model.num_classes == 0) plan.model.num_classes = plan.data.num_classes;
+    PW_INPUT_CHECK(plan.model.sample_shape == plan.data.sample_shape,
+                   "model " << plan.model.name << " takes samples of " << kernels::shape_str(plan.model.sample_shape)
+                            << " but " << plan.data.name << " has " << kernels::shape_str(plan.data.sample_shape));
+    spec = {plan.model.name, plan.model.sample_shape, plan.model.num_classes, plan.model.layers,
+            models::Objective::SoftmaxCrossEntropy};
+  } else {
+    models::ModelOptions mo;
+    mo.width = c.model.width;
+    mo.sample_shape = plan.data.sample_shape;
+    mo.num_classes = plan.data.num_classes;
+    mo.seed = c.seed;
+    mo.clicks = click_features(c);
+    mo.embedding_dim = c.model.embedding_dim;
+    plan.parameter_servers = ParameterServers::open(c, multi_process);
+    if (plan.parameter_servers) plan.parameter_servers->plug_into(mo, c, c.model.name);
+    PW_INPUT_CHECK(c.model.name != "dlrm" || c.data.dataset == "synthetic-clicks",
+                   "--model dlrm reads click data; use --dataset synthetic-clicks (got " << c.data.dataset << ")");
+    spec = models::make_model_spec(c.model.name, mo);
+    plan.model = partition::describe(spec);
+  }
+  plan.objective = spec.objective;
+  plan.stats = models::model_stats(spec);
+
+  const int model_pieces = plan.model.split_points.empty() ? 0 : static_cast<int>(plan.model.split_points.size()) + 1;
+  plan.schedule = schedule_of(c.pipeline, c.pipeline.split.empty() ? model_pieces : 0);
+  partition::check_stage_count(plan.model.layer_count(), plan.schedule.stages * plan.schedule.chunks, plan.model.name);
+  if (!c.pipeline.split.empty())
+    partition::split_at(plan.model.layer_count(), c.pipeline.split, {"--split", plan.model.name});
+  const std::int64_t replicas = c.replicas.replicas;
+  PW_INPUT_CHECK(c.data.batch_size % replicas == 0, "--batch-size " << c.data.batch_size << " (the global batch) does "
+                                                    "not split evenly over " << replicas << " replicas; use a multiple of "
+                                                    << replicas);
+  const std::int64_t local = c.data.batch_size / replicas;
+  PW_INPUT_CHECK(local % plan.schedule.micro_batches == 0,
+                 "--batch-size " << c.data.batch_size << (replicas > 1 ? " (" + std::to_string(local) + " per replica)" : "")
+                                 << " does not split into " << plan.schedule.micro_batches
+                                 << " equal micro-batches; use a batch size divisible by "
+                                 << replicas * plan.schedule.micro_batches);
+  if (!c.pipeline.schedule_file.empty())
+    plan.programs = pipeline::load_schedule_file(c.pipeline.schedule_file, plan.schedule);
+  return plan;
+}
+
+void check_devices(const JobConfig& c, int world_size) {
+  const int gpus = kernels::cuda_device_count();
+  if (!c.resources.devices.empty()) {
+    PW_INPUT_CHECK(static_cast<int>(c.resources.devices.size()) == world_size,
+                   "--devices lists " << c.resources.devices.size() << " devices for " << world_size
+                                      << " ranks; give one per rank (replica-major), e.g. cpu:0,cpu:1");
+    for (const auto& text : c.resources.devices) {
+      const auto d = kernels::Device::parse(text);
+      PW_INPUT_CHECK(d.is_cpu() || d.index < gpus, "device " << d.str() << ": this machine has " << gpus
+                                                             << " CUDA device(s)" << (gpus == 0 ? "; use cpu:N devices" : ""));
+    }
+    return;
+  }
+  const auto base = kernels::Device::parse(c.resources.device);
+  PW_INPUT_CHECK(base.is_cpu() || (gpus > 0 && (world_size > 1 || base.index < gpus)),
+                 "--device " << c.resources.device << ": this machine has " << gpus << " CUDA device(s)"
+                             << (gpus == 0 ? "; use --device cpu:0" : ""));
+}
+
+kernels::Device device_of_rank(const JobConfig& c, int rank, int world_size, WorldKind world, int local_rank) {
+  if (!c.resources.devices.empty()) return kernels::Device::parse(c.resources.devices.at(static_cast<std::size_t>(rank)));
+  const auto base = kernels::Device::parse(c.resources.device);
+  const int gpus = kernels::cuda_device_count();
+  if (world == WorldKind::Processes) {
+    if (base.is_cpu()) return kernels::Device::cpu(0);
+    return kernels::Device::cuda(local_rank % std::max(1, gpus));
+  }
+  // Ranks as threads: a world of one keeps the device it was given, more take cpu:0..N-1 or
+  // the GPUs in turn.
+  if (world_size == 1) return base;
+  return base.is_cpu() ? kernels::Device::cpu(rank) : kernels::Device::cuda(gpus > 0 ? rank % gpus : 0);
+}
+
+partition::Partition choose_split(const JobPlan& plan, kernels::Device profile_on) {
+  const auto& c = plan.config;
+  pipeline::SplitChoice choice;
+  if (!c.pipeline.split.empty()) choice.split_points = c.pipeline.split;
+  else if (!plan.model.split_points.empty()) choice.split_points = plan.model.split_points;
+  else choice.method = partition::parse_partition_method(c.pipeline.partition);
+  partition::CostModel cost;
+  cost.stages = plan.schedule.stages;
+  cost.chunks = plan.schedule.chunks;
+  cost.micro_batches = plan.schedule.micro_batches;
+  cost.in_flight = pipeline::in_flight_of(plan.schedule.kind);
+  cost.recompute = plan.recompute;
+  cost.optimizer_state = partition::optimizer_state_tensors(plan.optimizer.kind);
+  if (!c.resources.device_memory.empty()) cost.device_memory = {parse_bytes(c.resources.device_memory)};
+  std::vector<partition::LayerProfile> profiles;
+  if (choice.split_points.empty() && choice.method == partition::PartitionMethod::Profile) {
+    partition::check_stage_count(plan.model.layer_count(), cost.pieces(), plan.model.name);
+    std::fprintf(stderr, "profiling %d layers of %s on %s...\n", plan.model.layer_count(), plan.model.name.c_str(),
+                 profile_on.str().c_str());
+    profiles = partition::profile_layers(plan.model, profile_on,
+                                         c.data.batch_size / plan.replicas() / plan.schedule.micro_batches, 3);
+  }
+  return pipeline::choose_partition(plan.model, choice, cost, profiles);
+}
+
+}  // namespace pw::train

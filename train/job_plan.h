@@ -1,0 +1,72 @@
+#pragma once
+// A JobConfig resolved into what the ranks build: the model description, its objective, the
+// schedule, the optimizer, the gradient buckets, the data's shape. Every rank computes the same
+// plan from the same config; only the split (which may be profiled) is chosen once, by rank 0.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dataparallel/bucket_reducer.h"
+#include "kernels/device.h"
+#include "models/data/dataset.h"
+#include "models/optimizer.h"
+#include "models/zoo/model_spec.h"
+#include "partition/model_description.h"
+#include "pipeline/recompute.h"
+#include "pipeline/schedule.h"
+#include "train/job_config.h"
+#include "train/world.h"
+
+namespace pw::train {
+
+class ParameterServers;
+
+struct DataShape {
+  std::string name;
+  kernels::Shape sample_shape;
+  int num_classes = 0;
+};
+
+struct JobPlan {
+  JobConfig config;
+  DataShape data;
+  partition::ModelDescription model;
+  models::Objective objective = models::Objective::SoftmaxCrossEntropy;
+  models::ModelStats stats;
+  pipeline::ScheduleSpec schedule;
+  // One program per stage from --schedule-file; empty: each stage's default program.
+  std::vector<std::vector<pipeline::Instruction>> programs;
+  pipeline::RecomputeMode recompute = pipeline::RecomputeMode::None;
+  models::OptimizerConfig optimizer;
+  dp::BucketOptions buckets;
+  std::shared_ptr<ParameterServers> parameter_servers;   // null when the job has none
+
+  int replicas() const { return config.replicas.replicas; }
+  WorldShape shape() const { return {schedule.stages, config.replicas.replicas}; }
+  // Micro-batches per global batch, over every replica: evaluation batches are this fraction.
+  int eval_fraction() const { return schedule.micro_batches * replicas(); }
+};
+
+// Checks the config (one-line InputErrors naming the flag) and resolves it. `multi_process`: a
+// rank of a launched job (parameter servers then cannot be threads of this process).
+JobPlan plan_job(const JobConfig& config, bool multi_process);
+
+// The shape and classes of the data set without reading it.
+DataShape data_shape(const JobConfig& config);
+// The data set's options (click features, synthetic shape) for `parts` of it.
+models::data::DatasetOptions dataset_options(const JobConfig& config, models::data::DataParts parts);
+
+// The device of `rank`: its entry of the devices list, else cpu:<rank> for ranks as threads
+// (cpu:0 for a process), or a GPU in turn (the local rank's for a process).
+kernels::Device device_of_rank(const JobConfig& config, int rank, int world_size, WorldKind world, int local_rank);
+// Checks the devices list against the world and the machine's GPUs.
+void check_devices(const JobConfig& config, int world_size);
+
+// The split for the config's split points or partition method; the profile method measures
+// every layer on `profile_on`.
+partition::Partition choose_split(const JobPlan& plan, kernels::Device profile_on);
+
+// "1f1b" etc. with its default chunk count resolved (2 for interleaved).
+pipeline::ScheduleSpec schedule_of(const PipelineConfig& p, int model_split_pieces);
+
+}  // namespace pw::train

@@ -1,0 +1,52 @@
+#include "train/world.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "core/error.h"
+#include "dataparallel/gloo_collective.h"
+#include "dataparallel/nccl_collective.h"
+
+namespace pw::train {
+
+std::string RankLinks::name() const {
+  return "rank " + std::to_string(rank_) + " (stage " + std::to_string(stage()) + ", replica " +
+         std::to_string(replica()) + ")";
+}
+
+std::shared_ptr<dp::Collective> RankLinks::make_collective(const std::vector<int>& members, kernels::Device device,
+                                                           const std::string& key, std::chrono::milliseconds timeout) {
+  const auto at = std::find(members.begin(), members.end(), rank_);
+  PW_CHECK(at != members.end(), name() << " is not a member of collective group '" << key << "'");
+  const int index = static_cast<int>(at - members.begin());
+  const int size = static_cast<int>(members.size());
+  if (device.is_cuda()) return dp::make_nccl_collective(index, size, device, store(), key + "nccl", timeout);
+  return std::make_shared<dp::GlooCollective>(index, size, store(), key, bind_host(), timeout);
+}
+
+void RankLinks::barrier(const std::string& name, rpc::Deadline deadline) { store_barrier(name, deadline); }
+
+// Every rank sets its key, then waits for every other rank's, in short slices so that a
+// cancelled job does not wait out the deadline.
+void RankLinks::store_barrier(const std::string& name, rpc::Deadline deadline) {
+  auto& s = store();
+  s.set("barrier/" + name + "/" + std::to_string(rank_), "1");
+  for (int r = 0; r < world_size(); ++r) {
+    if (r == rank_) continue;
+    const std::string key = "barrier/" + name + "/" + std::to_string(r);
+    while (true) {
+      if (cancel_token().cancelled()) throw rpc::AbortedError(cancel_token().reason());
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= deadline)
+        throw rpc::TimeoutError(this->name() + ": barrier '" + name + "': rank " + std::to_string(r) +
+                                " did not arrive in time");
+      try {
+        s.get(key, std::min(deadline, now + std::chrono::milliseconds(100)));
+        break;
+      } catch (const rpc::TimeoutError&) {
+      }
+    }
+  }
+}
+
+}  // namespace pw::train

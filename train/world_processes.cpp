@@ -1,0 +1,258 @@
+// A world of processes: this process is one rank. Rank 0 also runs the rendezvous; a heartbeat
+// ends the job on every rank as soon as one rank fails, dies or stops answering.
+#include <atomic>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "core/error.h"
+#include "core/trace.h"
+#include "rpc/nccl_transport.h"
+#include "rpc/rendezvous_client.h"
+#include "rpc/rendezvous_server.h"
+#include "rpc/routing_transport.h"
+#include "rpc/thrift_transport.h"
+#include "train/world.h"
+
+namespace pw::train {
+namespace {
+
+using std::chrono::milliseconds;
+
+enum class LinkKind { Thrift, Nccl };
+
+// The transport of the link between this rank (on `self`) and a peer (on `peer`): NCCL when both
+// ends are distinct GPUs (auto), Thrift otherwise; --transport forces one for every link.
+LinkKind link_kind(const std::string& flag, kernels::Device self, kernels::Device peer, int peer_rank,
+                   bool same_host) {
+  if (flag == "thrift") return LinkKind::Thrift;
+  if (flag == "nccl") {
+    PW_INPUT_CHECK(self.is_cuda() && peer.is_cuda(),
+                   "--transport nccl moves tensors between GPUs, but the link to rank "
+                       << peer_rank << " joins " << self.str() << " and " << peer.str()
+                       << "; use --transport auto (Thrift for links with a CPU end) or thrift");
+    PW_INPUT_CHECK(!(same_host && self == peer), "--transport nccl: rank " << peer_rank << " uses the same GPU ("
+                                                 << self.str() << ") on this host, which NCCL refuses; give each "
+                                                 "rank its own GPU or use --transport thrift");
+    return LinkKind::Nccl;
+  }
+  PW_INPUT_CHECK(flag == "auto", "--transport " << flag << " is not available in a multi-process job (ranks are "
+                                                << "separate processes); use auto, thrift or nccl");
+  // NCCL refuses two ranks of one communicator on one GPU ("Duplicate GPU"): Thrift then.
+  return self.is_cuda() && peer.is_cuda() && !(same_host && self == peer) ? LinkKind::Nccl : LinkKind::Thrift;
+}
+
+class ProcessRank : public RankLinks {
+ public:
+  ProcessRank(const rpc::LaunchEnv& env, WorldShape shape, WorldTimeouts timeouts, CancelToken& token)
+      : RankLinks(env.rank, shape), env_(env), timeouts_(timeouts), token_(token) {
+    const auto startup_deadline = Clock::now() + timeouts.startup;
+    if (env.rank == 0)
+      rendezvous_ = std::make_unique<rpc::RendezvousServer>(
+          env.master, rpc::RendezvousConfig{env.world_size, shape.stages, env.job_token, timeouts.heartbeat});
+    // Thrift carries the job's control messages in every case; NCCL, when chosen, the tensors.
+    std::vector<std::string> addresses(static_cast<std::size_t>(env.world_size), "127.0.0.1:0");
+    addresses[static_cast<std::size_t>(env.rank)] = rpc::HostPort{env.advertise_host, 0}.str();
+    thrift_ = std::make_unique<rpc::ThriftTransport>(env.rank, env.world_size, addresses, env.job_token);
+    client_ = std::make_unique<rpc::RendezvousClient>(env.master, env.job_token, env.rank);
+    const auto layout = client_->register_rank(thrift_->address(), startup_deadline);
+    for (const auto& placement : layout.ranks) {
+      if (placement.rank != env.rank) thrift_->set_peer_address(placement.rank, placement.address);
+      addresses_.push_back(placement.address);
+    }
+    clock_offset_ns_ = measure_clock_offset();
+    subscription_ = CancelSubscription(token_, [this](const std::string& why) { abort_links(why); });
+    heartbeat_ = std::make_unique<rpc::Heartbeat>(
+        env.master, env.job_token, env.rank, std::min(milliseconds(250), timeouts.heartbeat / 4), timeouts.heartbeat,
+        [this](const std::string& reason) { on_job_failure(reason); });
+  }
+
+  ~ProcessRank() override {
+    heartbeat_.reset();
+    subscription_.reset();
+    // Failing: give the others a moment to hear why from rank 0's rendezvous before it goes.
+    if (rendezvous_ && !finished_) rendezvous_->wait_until_all_left(std::min(milliseconds(3000), timeouts_.heartbeat));
+  }
+
+  void connect(kernels::Device device, const std::set<int>& neighbours, const std::string& flag,
+               rpc::Deadline deadline) override {
+    client_->set("device/" + std::to_string(rank()), device.str());
+    client_->set("host/" + std::to_string(rank()), env_.advertise_host);
+    std::vector<rpc::Transport*> links(static_cast<std::size_t>(world_size()), thrift_.get());
+    std::vector<int> nccl_peers;
+    for (int peer : neighbours) {
+      if (peer == rank()) continue;
+      const auto peer_device = kernels::Device::parse(client_->get("device/" + std::to_string(peer), deadline));
+      const bool same_host = client_->get("host/" + std::to_string(peer), deadline) == env_.advertise_host;
+      const auto kind = link_kind(flag, device, peer_device, peer, same_host);
+      link_names_.insert(kind == LinkKind::Nccl ? "nccl" : "thrift");
+      if (kind == LinkKind::Nccl) nccl_peers.push_back(peer);
+    }
+    if (link_names_.empty()) {
+      PW_INPUT_CHECK(flag == "auto" || flag == "thrift" || flag == "nccl",
+                     "--transport " << flag << " is not available in a multi-process job (ranks are separate "
+                                    << "processes); use auto, thrift or nccl");
+      link_names_.insert("thrift");
+    }
+    if (!nccl_peers.empty()) {
+      auto nccl = rpc::make_nccl_transport(rank(), world_size(), device, *client_, "train");
+      {
+        std::lock_guard lock(nccl_mutex_);
+        nccl_ = std::move(nccl);
+      }
+#ifdef PW_WITH_CUDA
+      // Each NCCL link's first message needs both ends: open them now, in ascending peer order on
+      // every rank (which cannot deadlock).
+      auto& n = dynamic_cast<rpc::NcclTransport&>(*nccl_);
+      for (int peer : nccl_peers) {
+        n.connect(peer, deadline);
+        links[static_cast<std::size_t>(peer)] = nccl_.get();
+      }
+#endif
+    }
+    links[static_cast<std::size_t>(rank())] = nullptr;
+    routes_ = std::make_unique<rpc::RoutingTransport>(rank(), std::move(links));
+  }
+
+  WorldKind world_kind() const override { return WorldKind::Processes; }
+  int local_rank() const override { return env_.local_rank; }
+  int ranks_on_host() const override { return std::max(1, env_.local_world_size); }
+  std::string launcher() const override { return env_.launcher; }
+  rpc::Transport& transport() override {
+    PW_CHECK(routes_ != nullptr, name() << ": transport() before connect()");
+    return *routes_;
+  }
+  rpc::Store& store() override { return *client_; }
+  CancelToken& cancel_token() override { return token_; }
+  std::string link_text() const override {
+    std::string out;
+    for (const auto& n : link_names_) out += (out.empty() ? "" : "+") + n;
+    return out.empty() ? "thrift" : out;
+  }
+  std::vector<std::string> addresses() const override { return addresses_; }
+  std::int64_t clock_offset_ns() const override { return clock_offset_ns_; }
+
+  // Runs the rank's body; on this rank's own failure tells the rendezvous why (so every rank
+  // stops with the cause). An error that is the echo of another rank's loss (a refused send to a
+  // dead peer) becomes an AbortedError naming that rank, once the heartbeat has heard of it.
+  void guarded(const std::function<void(RankLinks&)>& body) {
+    try {
+      body(*this);
+    } catch (const rpc::AbortedError&) {
+      throw;
+    } catch (const std::exception& e) {
+      const bool peer_lost = dynamic_cast<const rpc::PeerLostError*>(&e) != nullptr;
+      const auto until = Clock::now() + (peer_lost ? timeouts_.heartbeat + milliseconds(500)
+                                                   : std::min(milliseconds(1500), timeouts_.heartbeat));
+      while (heartbeat_->failure().empty() && Clock::now() < until) std::this_thread::sleep_for(milliseconds(50));
+      if (!heartbeat_->failure().empty())
+        throw rpc::AbortedError(std::string(e.what()) + " (job stopped: " + heartbeat_->failure() + ")");
+      failed_here_ = true;
+      client_->report_failure(e.what());
+      thrift_->abort("job stopped: this rank failed");
+      throw;
+    }
+    store_barrier("finished", Clock::now() + std::chrono::seconds(60));
+    heartbeat_->stop();
+    client_->leave();
+    finished_ = true;
+    if (rendezvous_) rendezvous_->wait_until_all_left(std::chrono::seconds(10));
+  }
+
+ protected:
+  std::string bind_host() const override { return env_.advertise_host; }
+  void store_barrier(const std::string& name, rpc::Deadline deadline) override { client_->barrier(name, deadline); }
+
+ private:
+  // Rank 0's steady clock minus ours, from the round trip with the least delay (Cristian's
+  // method): trace times of every rank land on rank 0's clock.
+  std::int64_t measure_clock_offset() {
+    std::int64_t best_rtt = INT64_MAX, offset = 0;
+    for (int i = 0; i < 5; ++i) {
+      const auto before = trace::now_ns();
+      const auto server = client_->server_now_ns();
+      const auto after = trace::now_ns();
+      if (after - before < best_rtt) {
+        best_rtt = after - before;
+        offset = server - (before + after) / 2;
+      }
+    }
+    return offset;
+  }
+
+  void abort_links(const std::string& why) {
+    thrift_->abort(why);
+    std::lock_guard lock(nccl_mutex_);
+    if (nccl_) nccl_->abort(why);
+  }
+
+  // From the heartbeat thread: cancels every wait of this rank and, should the rank be deep in a
+  // long computation, ends the process after a grace period so it never outlives the job.
+  void on_job_failure(const std::string& reason) {
+    const std::string message = "job stopped: " + reason;
+    token_.cancel(message);
+    if (failed_here_) return;   // this rank's own failure: it is already on its way out
+    const auto grace = std::max(milliseconds(2000), timeouts_.heartbeat);
+    std::thread([message, grace, rank = rank()] {
+      std::this_thread::sleep_for(grace);
+      std::fprintf(stderr, "pipewright: rank %d: %s (still busy %.1f s later; exiting)\n", rank, message.c_str(),
+                   std::chrono::duration<double>(grace).count());
+      std::fflush(stderr);
+      _exit(5);
+    }).detach();
+  }
+
+  rpc::LaunchEnv env_;
+  WorldTimeouts timeouts_;
+  CancelToken& token_;
+  std::vector<std::string> addresses_;
+  std::set<std::string> link_names_;
+  std::int64_t clock_offset_ns_ = 0;
+  bool finished_ = false;
+  std::atomic<bool> failed_here_{false};
+  // Destroyed bottom-up: the heartbeat first, the rendezvous service last.
+  std::unique_ptr<rpc::RendezvousServer> rendezvous_;
+  std::unique_ptr<rpc::ThriftTransport> thrift_;
+  std::unique_ptr<rpc::RendezvousClient> client_;
+  std::mutex nccl_mutex_;   // the heartbeat thread aborts nccl_ while it may still be made
+  std::unique_ptr<rpc::Transport> nccl_;
+  std::unique_ptr<rpc::RoutingTransport> routes_;
+  CancelSubscription subscription_;
+  std::unique_ptr<rpc::Heartbeat> heartbeat_;
+};
+
+class ProcessWorld : public World {
+ public:
+  ProcessWorld(WorldShape shape, const rpc::LaunchEnv& env, WorldTimeouts timeouts)
+      : World(shape), launcher_(env.launcher) {
+    PW_INPUT_CHECK(env.world_size == shape.world_size(),
+                   "this job has " << env.world_size << " ranks (" << env.launcher << " environment) but --stages "
+                                   << shape.stages << " x --replicas " << shape.replicas << " needs "
+                                   << shape.world_size() << "; a multi-process job runs one stage of one replica per rank");
+    rank_ = std::make_unique<ProcessRank>(env, shape, timeouts, token_);
+  }
+  WorldKind kind() const override { return WorldKind::Processes; }
+  int local_ranks() const override { return 1; }
+  RankLinks& local(int index) override {
+    PW_CHECK(index == 0, "a world of processes runs one rank here, asked for local rank " << index);
+    return *rank_;
+  }
+  std::string launcher() const override { return launcher_; }
+  void run(const std::function<void(RankLinks&)>& body) override { rank_->guarded(body); }
+
+ private:
+  std::string launcher_;
+  CancelToken token_;
+  std::unique_ptr<ProcessRank> rank_;
+};
+
+}  // namespace
+
+std::unique_ptr<World> make_process_world(WorldShape shape, const rpc::LaunchEnv& env, WorldTimeouts timeouts) {
+  return std::make_unique<ProcessWorld>(shape, env, timeouts);
+}
+
+}  // namespace pw::train
