@@ -18,7 +18,7 @@
 #include "core/clock.h"
 #include "dataparallel/bucket_reducer.h"
 #include "dataparallel/gloo_collective.h"
-#include "dataparallel/hybrid_trainer.h"
+#include "dataparallel/run_per_rank.h"
 #include "kernels/runtime.h"
 #include "models/data/dataset.h"
 #include "partition/cost_model.h"
@@ -26,6 +26,7 @@
 #include "partition/profile_partitioner.h"
 #include "partition/profiler.h"
 #include "pipeline/planner.h"
+#include "train/embedded_job.h"
 
 using namespace pw;
 using pw::bench::median;
@@ -62,12 +63,22 @@ double timed(int members, int reps, const std::function<void(int)>& op) {
   return median(times);
 }
 
-pipeline::PipelineOptions options_for(int stages, int micro_batches, int replicas) {
-  pipeline::PipelineOptions o;
-  o.spec = {pipeline::ScheduleKind::OneFOneB, stages, micro_batches, 1};
-  for (int d = 0; d < stages * replicas; ++d) o.devices.push_back(kernels::Device::cpu(d));
-  o.optimizer.kind = models::OptimizerKind::Sgd;
-  return o;
+// The engine's job for one shape: the model split as given, one thread per rank on cpu:0..N-1.
+train::JobConfig job_for(const std::string& model_name, int width, const partition::Partition& split, int stages,
+                         int micro_batches, int replicas, std::int64_t batch_size) {
+  train::JobConfig c;
+  c.model.name = model_name;
+  c.model.width = width;
+  c.data.dataset = "synthetic";
+  c.data.batch_size = batch_size;
+  c.pipeline.stages = stages;
+  c.pipeline.micro_batches = micro_batches;
+  for (std::size_t i = 1; i < split.size(); ++i) c.pipeline.split.push_back(split[i].begin);
+  c.replicas.replicas = replicas;
+  for (int d = 0; d < stages * replicas; ++d) c.resources.devices.push_back("cpu:" + std::to_string(d));
+  c.resources.threads = 1;
+  c.optimizer.kind = "sgd";
+  return c;
 }
 
 }  // namespace
@@ -168,9 +179,9 @@ int main(int argc, char** argv) {
       cost.micro_batches = m;
       const auto split = s.stages == 1 ? partition::Partition{{0, model.layer_count()}}
                                        : partition::partition_by_profile(profiles, cost, model.name);
-      const auto o = options_for(s.stages, m, s.replicas);
+      const pipeline::ScheduleSpec schedule{pipeline::ScheduleKind::OneFOneB, s.stages, m, 1};
       const auto pieces = partition::estimate_stages(profiles, cost, split);
-      const double compute = pipeline::simulate(o.spec, pipeline::op_times(o.spec, pieces)).makespan;
+      const double compute = pipeline::simulate(schedule, pipeline::op_times(schedule, pieces)).makespan;
       double stage_bytes = 0.0;
       for (const auto& range : split) {
         double b = 0.0;
@@ -178,11 +189,13 @@ int main(int argc, char** argv) {
         stage_bytes = std::max(stage_bytes, b);
       }
       const double reduce = s.replicas > 1 ? plain * stage_bytes / bytes : 0.0;
-      dp::HybridTrainer trainer(model, split, o, s.replicas, {});
+      train::EmbeddedJob trainer(
+          train::plan_job(job_for(model_name, width, split, s.stages, m, s.replicas, batch_size), false));
       std::vector<double> times;
       for (int i = 0; i < steps + 2; ++i) {
-        const auto r = trainer.train_step(batch);
-        if (i >= 2) times.push_back(r.wall_seconds);
+        const auto t0 = Clock::now();
+        trainer.step(batch);
+        if (i >= 2) times.push_back(seconds_since(t0));
       }
       std::printf("%s\n", nlohmann::json{{"bench", "hybrid_step"}, {"model", model_name}, {"replicas", s.replicas},
                                          {"stages", s.stages}, {"micro_batches", m}, {"batch_size", batch_size},

@@ -18,8 +18,9 @@
 #include "models/data/dataset.h"
 #include "partition/partitioners.h"
 #include "partition/profile_partitioner.h"
-#include "pipeline/pipeline_trainer.h"
+#include "core/clock.h"
 #include "pipeline/simulator.h"
+#include "train/embedded_job.h"
 
 using namespace pw;
 
@@ -27,44 +28,63 @@ namespace {
 
 struct Measured {
   double median_step = 0.0;
-  pipeline::PipelineStepResult last;
+  double last_step = 0.0;
+  std::vector<pipeline::StageStepResult> stages;   // the last step's, per stage
   std::vector<std::int64_t> peaks;
 };
 
+// The job the engine runs for one measurement: the model split as given, one thread per stage.
+train::JobConfig bench_job(const partition::ModelDescription& model, const partition::Partition& split,
+                           const pipeline::ScheduleSpec& spec, const std::vector<kernels::Device>& devices,
+                           const std::string& recompute, std::int64_t batch_size) {
+  train::JobConfig c;
+  c.program_model = model;
+  c.data.dataset = "synthetic";
+  c.data.batch_size = batch_size;
+  c.pipeline.schedule = pipeline::schedule_kind_name(spec.kind);
+  c.pipeline.stages = spec.stages;
+  c.pipeline.micro_batches = spec.micro_batches;
+  c.pipeline.chunks = spec.chunks;
+  for (std::size_t i = 1; i < split.size(); ++i) c.pipeline.split.push_back(split[i].begin);
+  c.pipeline.recompute = recompute;
+  for (const auto& d : devices) c.resources.devices.push_back(d.str());
+  c.resources.threads = 1;
+  c.optimizer.kind = "sgd";
+  return c;
+}
+
 Measured run(const partition::ModelDescription& model, const partition::Partition& split, pipeline::ScheduleSpec spec,
-             const std::vector<kernels::Device>& devices, pipeline::RecomputeMode recompute,
+             const std::vector<kernels::Device>& devices, const std::string& recompute,
              const models::data::Batch& batch, int steps) {
   for (const auto& d : devices) {
     auto& rt = kernels::DeviceRuntime::get(d);
-    rt.set_threads(1);
     rt.allocator().release_cache();
     rt.allocator().reset_peak();
   }
-  pipeline::PipelineOptions o;
-  o.spec = spec;
-  o.devices = devices;
-  o.recompute = recompute;
-  o.optimizer.kind = models::OptimizerKind::Sgd;
-  pipeline::PipelineTrainer trainer(model, split, o);
+  train::EmbeddedJob job(train::plan_job(bench_job(model, split, spec, devices, recompute, batch.labels.dim(0)), false));
   std::vector<double> times;
   Measured m;
+  train::StepOutcome last;
   for (int i = 0; i < steps + 2; ++i) {
-    m.last = trainer.train_step(batch);
-    if (i >= 2) times.push_back(m.last.wall_seconds);   // two warm-up steps
+    const auto t0 = Clock::now();
+    last = job.step(batch);
+    m.last_step = seconds_since(t0);
+    if (i >= 2) times.push_back(m.last_step);   // two warm-up steps
   }
   std::sort(times.begin(), times.end());
   m.median_step = times[times.size() / 2];
-  m.peaks = trainer.stage_peak_memory();
+  m.peaks = last.stage_peak_memory;
+  for (int s = 0; s < spec.stages; ++s) m.stages.push_back(job.engine(s).last_stage_result());
   return m;
 }
 
 // Per-micro-batch op times of each virtual stage, from what the stages measured.
-pipeline::OpTimes measured_op_times(const pipeline::ScheduleSpec& spec, const pipeline::PipelineStepResult& r) {
+pipeline::OpTimes measured_op_times(const pipeline::ScheduleSpec& spec, const std::vector<pipeline::StageStepResult>& stages) {
   const int pieces = spec.stages * spec.chunks;
   pipeline::OpTimes t = pipeline::OpTimes::uniform(spec, 0, 0, 0);
   const double m = spec.micro_batches;
   for (int s = 0; s < spec.stages; ++s) {
-    const auto& ops = r.stages[static_cast<std::size_t>(s)].op_seconds;
+    const auto& ops = stages[static_cast<std::size_t>(s)].op_seconds;
     const auto get = [&](pipeline::OpType op, int c) {
       auto it = ops.find({op, c});
       return it == ops.end() ? 0.0 : it->second;
@@ -119,9 +139,9 @@ int main(int argc, char** argv) {
       const auto split2 = partition::partition_by_profile(profiles, cost, model.name);
       const partition::Partition split1 = {{0, model.layer_count()}};
 
-      const auto base = run(model, split1, one, {kernels::Device::cpu(0)}, pipeline::RecomputeMode::None, batch, steps);
-      const auto piped = run(model, split2, two, {kernels::Device::cpu(0), kernels::Device::cpu(1)},
-                             pipeline::RecomputeMode::None, batch, steps);
+      const auto base = run(model, split1, one, {kernels::Device::cpu(0)}, "none", batch, steps);
+      const auto piped = run(model, split2, two, {kernels::Device::cpu(0), kernels::Device::cpu(1)}, "none", batch,
+                             steps);
       const double ideal = 2.0 * micro_batches / (micro_batches + 1.0);
       const double speedup = base.median_step / piped.median_step;
       nlohmann::json speed = {{"bench", "pipeline_speedup"}, {"model", name}, {"micro_batches", micro_batches},
@@ -131,15 +151,15 @@ int main(int argc, char** argv) {
                               {"ideal", ideal}, {"fraction_of_ideal", speedup / ideal}};
       std::printf("%s\n", speed.dump().c_str());
 
-      const auto sim = pipeline::simulate(two, measured_op_times(two, piped.last));
+      const auto sim = pipeline::simulate(two, measured_op_times(two, piped.stages));
       nlohmann::json overhead = {{"bench", "executor_overhead"}, {"model", name}, {"stages", 2},
-                                 {"measured_step_ms", piped.last.wall_seconds * 1e3},
+                                 {"measured_step_ms", piped.last_step * 1e3},
                                  {"simulated_makespan_ms", sim.makespan * 1e3},
-                                 {"ratio", piped.last.wall_seconds / sim.makespan}};
+                                 {"ratio", piped.last_step / sim.makespan}};
       std::printf("%s\n", overhead.dump().c_str());
 
       const auto recomputed = run(model, split2, two, {kernels::Device::cpu(2), kernels::Device::cpu(3)},
-                                  pipeline::RecomputeMode::All, batch, 2);
+                                  "all", batch, 2);
       nlohmann::json memory = {{"bench", "stage_peak_memory"}, {"model", name}, {"micro_batches", micro_batches},
                                {"recompute_none_bytes", piped.peaks}, {"recompute_all_bytes", recomputed.peaks},
                                {"recompute_all_step_ms", recomputed.median_step * 1e3}};
@@ -147,19 +167,17 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
 
       {
-        pipeline::PipelineOptions o;
-        o.spec = two;
-        o.devices = {kernels::Device::cpu(0), kernels::Device::cpu(1)};
-        o.optimizer.kind = models::OptimizerKind::Sgd;
-        pipeline::PipelineTrainer trainer(model, split2, o);
+        train::EmbeddedJob trainer(train::plan_job(
+            bench_job(model, split2, two, {kernels::Device::cpu(0), kernels::Device::cpu(1)}, "none", batch_size), false));
         auto& recorder = trace::Recorder::global();
         std::vector<double> off, on;
         for (int i = 0; i < 2 * steps + 2; ++i) {
           const bool traced = i % 2 == 1;
           if (traced) recorder.enable();
           else recorder.disable();
-          const auto r = trainer.train_step(batch);
-          if (i >= 2) (traced ? on : off).push_back(r.wall_seconds);
+          const auto t0 = Clock::now();
+          trainer.step(batch);
+          if (i >= 2) (traced ? on : off).push_back(seconds_since(t0));
         }
         recorder.disable();
         const auto spans = recorder.snapshot().size();

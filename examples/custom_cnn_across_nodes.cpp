@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
   app.add_option("--batch-size", job.data.batch_size, "global batch")->capture_default_str();
   app.add_option("--micro-batches", job.pipeline.micro_batches, "micro-batches per replica (default: 4)");
   app.add_option("--threads", threads, "CPU threads per rank")->capture_default_str();
-  app.add_option("--data-dir", job.data.data_dir, "folder with the Fashion-MNIST files");
+  app.add_option("--data-dir", job.resources.data_dir, "folder with the Fashion-MNIST files");
   app.add_option("--summary", out.summary_path, "write the JSON summary here (the fields of pipewright train)");
   app.add_option("--save", out.save_path, "save the trained weights here (safetensors)");
   job.data.steps = 100;

@@ -1,8 +1,10 @@
 // Split ResNet-50 by hand into four pipeline stages and train it on Fashion-MNIST.
 //
 // The split is written in code: each stage starts at a named layer of the model description.
-// Every stage is a thread with its own logical CPU device (cpu:0..3), its own memory cap and
-// its own threads; micro-batches flow through them on the 1F1B schedule.
+// Every stage is an engine on its own thread with its own logical CPU device (cpu:0..3), its own
+// memory cap and its own threads; micro-batches flow through them on the 1F1B schedule. This
+// program feeds the batches itself (train::EmbeddedJob); examples/custom_cnn_across_nodes.cpp
+// lets the engine's loop do it, embedded or across processes.
 //
 //   build/bin/example_resnet50_four_stages [steps]
 #include <cstdio>
@@ -12,7 +14,8 @@
 #include "kernels/runtime.h"
 #include "models/data/dataset.h"
 #include "partition/model_description.h"
-#include "pipeline/pipeline_trainer.h"
+#include "core/clock.h"
+#include "train/embedded_job.h"
 
 using namespace pw;
 
@@ -37,17 +40,16 @@ int main(int argc, char** argv) try {
   model.split_points = {layer_index(model, "layer2.0"), layer_index(model, "layer3.0"), layer_index(model, "layer4.0")};
   const auto split = partition::explicit_partition(model);
 
-  pipeline::PipelineOptions po;
-  po.spec = {pipeline::ScheduleKind::OneFOneB, 4, 8, 1};
-  for (int s = 0; s < 4; ++s) {
-    po.devices.push_back(kernels::Device::cpu(s));
-    auto& device = kernels::DeviceRuntime::get(po.devices.back());
-    device.set_threads(1);
-    device.set_memory_cap(parse_bytes("256MiB"));
-  }
-  po.optimizer.kind = models::OptimizerKind::Adam;
-  po.optimizer.lr = 1e-3;
-  pipeline::PipelineTrainer trainer(model, split, po);
+  train::JobConfig job;
+  job.program_model = model;
+  job.data.batch_size = 64;
+  job.pipeline.stages = 4;
+  job.pipeline.micro_batches = 8;
+  job.resources.threads = 1;
+  job.resources.device_memory = "256MiB";   // per stage: more than a quarter of the model, less than all of it
+  job.optimizer.kind = "adam";
+  job.optimizer.lr = 1e-3;
+  train::EmbeddedJob trainer(train::plan_job(job, false));
 
   for (std::size_t s = 0; s < split.size(); ++s)
     std::printf("stage %zu: layers %d..%d (%s .. %s)\n", s, split[s].begin, split[s].end - 1,
@@ -56,11 +58,13 @@ int main(int argc, char** argv) try {
 
   models::data::DataLoader loader(*train, 64, models::data::Shuffle::Yes, 0, models::data::LastBatch::Drop);
   loader.start_epoch(0);
+  std::vector<std::int64_t> peaks;
   for (int step = 1; step <= steps; ++step) {
-    const auto r = trainer.train_step(*loader.next());
-    std::printf("step %3d  loss %.4f  %.0f samples/s\n", step, r.loss, static_cast<double>(r.samples) / r.wall_seconds);
+    const auto t0 = Clock::now();
+    const auto r = trainer.step(*loader.next());
+    std::printf("step %3d  loss %.4f  %.0f samples/s\n", step, r.loss, static_cast<double>(r.samples) / seconds_since(t0));
+    peaks = r.stage_peak_memory;
   }
-  const auto peaks = trainer.stage_peak_memory();
   for (std::size_t s = 0; s < peaks.size(); ++s)
     std::printf("stage %zu peak memory %s\n", s, format_bytes(peaks[s]).c_str());
   return 0;

@@ -70,7 +70,7 @@ train::JobConfig job_config_of(const TrainOptions& o) {
   c.model.embedding_rows = o.embedding_rows;
   c.model.embedding_dim = o.embedding_dim;
   c.data.dataset = o.dataset;
-  c.data.data_dir = o.data_dir;
+  c.resources.data_dir = o.data_dir;
   c.data.synthetic_shape = o.synthetic_shape;
   c.data.synthetic_size = o.synthetic_size;
   c.data.batch_size = o.batch_size;

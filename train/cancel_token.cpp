@@ -29,9 +29,15 @@ void CancelToken::cancel(const std::string& reason) {
     if (cancelled_) return;
     cancelled_ = true;
     reason_ = reason;
-    listeners.swap(listeners_);
+    listeners = listeners_;
   }
   for (auto& [id, listener] : listeners) listener(reason);
+}
+
+void CancelToken::reset() {
+  std::lock_guard lock(mutex_);
+  cancelled_ = false;
+  reason_.clear();
 }
 
 bool CancelToken::cancelled() const {

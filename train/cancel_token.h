@@ -22,6 +22,9 @@ class CancelToken {
   void cancel(const std::string& reason);
   bool cancelled() const;
   std::string reason() const;
+  // Makes the token usable again (listeners stay subscribed): a world of threads that recovers
+  // from a failed step. The subscribers must have been reset themselves.
+  void reset();
 
  private:
   mutable std::mutex mutex_;

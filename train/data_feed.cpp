@@ -1,6 +1,7 @@
 #include "train/data_feed.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_for.h>
@@ -51,6 +52,39 @@ Batch gather_rows(const models::data::Dataset* dataset, const kernels::Shape& sa
       },
       context);
   return batch;
+}
+
+namespace {
+
+kernels::Tensor rows_of(const kernels::Tensor& t, const std::vector<std::int64_t>& rows) {
+  kernels::Shape shape = t.shape();
+  shape[0] = static_cast<std::int64_t>(rows.size());
+  auto out = kernels::Tensor::empty(shape, t.dtype(), kernels::Device::cpu(0));
+  const auto host = t.to(kernels::Device::cpu(0));
+  const std::size_t row_bytes = host.nbytes() / static_cast<std::size_t>(host.dim(0));
+  const auto* src = static_cast<const std::uint8_t*>(host.raw());
+  auto* dst = static_cast<std::uint8_t*>(out.raw());
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    std::memcpy(dst + i * row_bytes, src + static_cast<std::size_t>(rows[i]) * row_bytes, row_bytes);
+  return out;
+}
+
+}  // namespace
+
+Batch local_part(const Batch& global, int micro_batches, int replicas, int replica, DataParts parts) {
+  const std::int64_t n = global.labels.defined() ? global.labels.dim(0) : global.images.dim(0);
+  PW_INPUT_CHECK(n % (static_cast<std::int64_t>(micro_batches) * replicas) == 0,
+                 "a batch of " << n << " does not split into " << micro_batches << " equal micro-batches x " << replicas
+                               << " replicas");
+  const std::int64_t micro = n / micro_batches;
+  const std::int64_t slice = micro / replicas;
+  std::vector<std::int64_t> rows;
+  for (int m = 0; m < micro_batches; ++m)
+    for (std::int64_t i = 0; i < slice; ++i) rows.push_back(m * micro + replica * slice + i);
+  Batch local;
+  if (reads_inputs(parts)) local.images = replicas == 1 ? global.images : rows_of(global.images, rows);
+  if (reads_labels(parts)) local.labels = replicas == 1 ? global.labels : rows_of(global.labels, rows);
+  return local;
 }
 
 TrainFeed::TrainFeed(const models::data::Dataset* dataset, FeedShape shape, std::int64_t global_batch,

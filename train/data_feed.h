@@ -65,6 +65,11 @@ class EvalFeed {
   std::int64_t next_;
 };
 
+// This rank's part of a global batch in memory, the rows TrainFeed would read: replica r's slice of
+// each of the `micro_batches` micro-batches, inputs and labels as `parts` asks.
+models::data::Batch local_part(const models::data::Batch& global, int micro_batches, int replicas, int replica,
+                               models::data::DataParts parts);
+
 // Fills rows `indices` of `dataset` into a batch holding the parts `parts` asks for.
 models::data::Batch gather_rows(const models::data::Dataset* dataset, const kernels::Shape& sample_shape,
                                 models::data::DataParts parts, const std::vector<std::int64_t>& indices,

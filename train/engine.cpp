@@ -27,6 +27,8 @@ milliseconds millis(double seconds) { return milliseconds(static_cast<std::int64
 // Control messages (Tag::micro_batch) between the ranks of one job. Weights go as kFirstWeight + i;
 // the scores' id lies far above any weight count.
 enum ControlMessage : int { kStepFigures = 0, kEvalFigures = 1, kWeightNames = 2, kFirstWeight = 3, kEvalScores = 1 << 30 };
+// Tag::virtual_stage of the tied weights' starting values (other control messages use 0).
+constexpr int kTiedStart = 1 << 20;
 
 kernels::Tensor doubles_tensor(const std::vector<double>& values) {
   return kernels::Tensor::from_vector(values, {static_cast<std::int64_t>(values.size())}, kernels::Device::cpu(0));
@@ -90,13 +92,13 @@ void Engine::agree_on_config(rpc::Deadline deadline) {
   if (rank() == 0) {
     store.set("job/config", mine.dump());
     for (int r = 1; r < links_.world_size(); ++r) {
-      const auto verdict = store.get("job/verdict/" + std::to_string(r), deadline);
+      const auto verdict = links_.get("job/verdict/" + std::to_string(r), deadline);
       PW_INPUT_CHECK(verdict.empty(), "rank " << r << " runs another job than rank 0 (" << verdict
                                               << "); give every rank the same configuration");
     }
     return;
   }
-  const auto theirs = nlohmann::json::parse(store.get("job/config", deadline));
+  const auto theirs = nlohmann::json::parse(links_.get("job/config", deadline));
   std::string verdict;
   if (config_hash(theirs) != hash) {
     verdict = first_difference(theirs, mine);
@@ -116,7 +118,7 @@ void Engine::choose_partition(rpc::Deadline deadline) {
     links_.store().set("job/split", split_text(partition_));
     return;
   }
-  const auto text = links_.store().get("job/split", deadline);
+  const auto text = links_.get("job/split", deadline);
   partition_ = partition::split_at(plan_.model.layer_count(),
                                    text.empty() ? std::vector<int>{} : partition::parse_split_points(text));
 }
@@ -156,7 +158,7 @@ void Engine::build_stage() {
           if (pname == name) tied[g].local.push_back(p);
     if (tied[g].local.empty()) continue;
     kernels::Tensor first;
-    const rpc::Tag tag{-1, static_cast<int>(g), rpc::PayloadKind::TiedGradient, first_owner};
+    const rpc::Tag tag{0, static_cast<int>(g), rpc::PayloadKind::Control, kTiedStart};
     if (s == first_owner) {
       for (auto& chunk : chunks)
         for (auto& [pname, p] : chunk->named_parameters())
@@ -263,7 +265,8 @@ StepOutcome Engine::step(const models::data::Batch& local) {
     for (int m = 0; m < M; ++m) inputs.labels.push_back(kernels::Tensor::empty({0}, kernels::DType::I64));
   }
   const std::int64_t step = step_++;
-  pipeline::StageStepResult mine = executor_->run_step(step, inputs);
+  last_ = executor_->run_step(step, inputs);
+  const auto& mine = last_;
   if (collective_) sync_buffers();
   const auto peak = kernels::DeviceRuntime::get(device_).allocator().stats().peak_in_use;
   std::vector<double> figures(kFigureCount, 0.0);

@@ -61,6 +61,8 @@ class Engine {
   // This rank's chunks of the model.
   std::vector<models::Layer*> layers();
   pipeline::StageExecutor& executor() { return *executor_; }
+  // What this rank's stage measured in the last step (busy time, per-op seconds).
+  const pipeline::StageStepResult& last_stage_result() const { return last_; }
   void reset_peak_memory();
   void synchronize();
   std::string describe() const;   // "rank 1 of 4: stage 1 of 2, replica 0 ... on cpu:1"
@@ -86,6 +88,7 @@ class Engine {
   std::shared_ptr<dp::Collective> collective_;          // this stage's replicas
   std::unique_ptr<dp::BucketReducer> reducer_;
   CancelSubscription reducer_cancel_;
+  pipeline::StageStepResult last_;
   std::int64_t step_ = 0;
   std::int64_t evaluations_ = 0;
   std::int64_t gathers_ = 0;

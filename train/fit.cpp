@@ -81,7 +81,7 @@ RankData open_rank_data(Engine& engine, models::data::Split split, const char* k
     store.set(name, std::to_string(d.size));
     return d;
   }
-  d.size = std::stoll(store.get(name, deadline));
+  d.size = std::stoll(engine.links().get(name, deadline));
   if (d.set)
     PW_INPUT_CHECK(d.set->size() == d.size, "rank " << engine.rank() << " reads " << d.set->size() << " " << key
                                                     << " samples of " << d.set->name() << " but rank 0 reads "
@@ -186,7 +186,7 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
   // Whether rank 0 saves: every rank then sends it its weights.
   auto& store = engine.links().store();
   if (primary) store.set("fit/save", o.save_path.empty() ? "no" : "yes");
-  const bool saves = store.get("fit/save", startup) == "yes";
+  const bool saves = engine.links().get("fit/save", startup) == "yes";
 
   const FeedShape train_shape{train_data.size, sample_shape, parts, plan.replicas(), engine.replica()};
   TrainFeed feed(train_data.set.get(), train_shape, c.data.batch_size, plan.schedule.micro_batches, c.seed);
@@ -297,7 +297,7 @@ nlohmann::json run_job(const JobConfig& config, const FitOptions& options, const
   } else {
     check_devices(config, plan.shape().world_size());
     PW_INPUT_CHECK(config.transport == "auto" || config.transport == "inprocess" || config.transport == "thrift",
-                   "--transport " << config.transport << ": the ranks of this job share one process, where auto, "
+                   "--transport " << config.transport << ": the stages of this job share one process, where auto, "
                                   "inprocess or thrift work; NCCL links need one process per GPU (pipewright launch)");
     world = make_thread_world(plan.shape(), config.transport == "thrift" ? ThreadLinks::Thrift : ThreadLinks::InProcess);
   }

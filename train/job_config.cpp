@@ -7,7 +7,7 @@
 namespace pw::train {
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ModelConfig, name, width, embedding_rows, embedding_dim)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DataConfig, dataset, data_dir, synthetic_shape, synthetic_size,
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DataConfig, dataset, synthetic_shape, synthetic_size,
                                                 batch_size, epochs, steps, eval_batches)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(PipelineConfig, stages, micro_batches, schedule, chunks, split,
                                                 partition, recompute, schedule_file)

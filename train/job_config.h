@@ -25,7 +25,6 @@ struct ModelConfig {
 
 struct DataConfig {
   std::string dataset = "fashion-mnist";   // fashion-mnist, synthetic or synthetic-clicks
-  std::string data_dir;                    // fashion-mnist: empty means $PW_FASHION_MNIST_DIR or the default
   std::string synthetic_shape = "1x28x28";
   std::int64_t synthetic_size = 60000;
   std::int64_t batch_size = 64;   // the global batch, split over replicas and micro-batches
@@ -81,6 +80,7 @@ struct Resources {
   std::vector<std::string> devices;  // one per rank (replica-major), overriding `device`
   int threads = 0;                   // CPU threads per rank; 0: this machine's share
   std::string device_memory;         // cap per device, e.g. "512MiB"
+  std::string data_dir;              // fashion-mnist files here; empty: $PW_FASHION_MNIST_DIR or the default
 };
 
 struct JobConfig {

@@ -31,7 +31,7 @@ models::data::ClickFeatures click_features(const JobConfig& c) {
 
 models::data::DatasetOptions dataset_options(const JobConfig& c, models::data::DataParts parts) {
   models::data::DatasetOptions d;
-  d.fashion_mnist_dir = c.data.data_dir;
+  d.fashion_mnist_dir = c.resources.data_dir;
   d.seed = c.seed;
   d.clicks = click_features(c);
   d.parts = parts;
@@ -138,9 +138,13 @@ JobPlan plan_job(const JobConfig& c, bool multi_process) {
 void check_devices(const JobConfig& c, int world_size) {
   const int gpus = kernels::cuda_device_count();
   if (!c.resources.devices.empty()) {
+    const int replicas = c.replicas.replicas;
     PW_INPUT_CHECK(static_cast<int>(c.resources.devices.size()) == world_size,
-                   "--devices lists " << c.resources.devices.size() << " devices for " << world_size
-                                      << " ranks; give one per rank (replica-major), e.g. cpu:0,cpu:1");
+                   "--devices lists " << c.resources.devices.size() << " devices for " << world_size / replicas
+                                      << " stages"
+                                      << (replicas > 1 ? " x " + std::to_string(replicas) + " replicas" : std::string())
+                                      << "; give one per " << (replicas > 1 ? "rank (replica-major)" : "stage")
+                                      << ", e.g. cpu:0,cpu:1");
     for (const auto& text : c.resources.devices) {
       const auto d = kernels::Device::parse(text);
       PW_INPUT_CHECK(d.is_cpu() || d.index < gpus, "device " << d.str() << ": this machine has " << gpus

@@ -26,6 +26,19 @@ std::shared_ptr<dp::Collective> RankLinks::make_collective(const std::vector<int
 
 void RankLinks::barrier(const std::string& name, rpc::Deadline deadline) { store_barrier(name, deadline); }
 
+std::string RankLinks::get(const std::string& key, rpc::Deadline deadline) {
+  while (true) {
+    if (cancel_token().cancelled()) throw rpc::AbortedError(cancel_token().reason());
+    const auto now = std::chrono::steady_clock::now();
+    try {
+      return store().get(key, std::min(deadline, now + std::chrono::milliseconds(100)));
+    } catch (const rpc::TimeoutError&) {
+      if (std::chrono::steady_clock::now() >= deadline)
+        throw rpc::TimeoutError(name() + ": waited for '" + key + "' from another rank until the deadline");
+    }
+  }
+}
+
 // Every rank sets its key, then waits for every other rank's, in short slices so that a
 // cancelled job does not wait out the deadline.
 void RankLinks::store_barrier(const std::string& name, rpc::Deadline deadline) {
@@ -33,18 +46,11 @@ void RankLinks::store_barrier(const std::string& name, rpc::Deadline deadline) {
   s.set("barrier/" + name + "/" + std::to_string(rank_), "1");
   for (int r = 0; r < world_size(); ++r) {
     if (r == rank_) continue;
-    const std::string key = "barrier/" + name + "/" + std::to_string(r);
-    while (true) {
-      if (cancel_token().cancelled()) throw rpc::AbortedError(cancel_token().reason());
-      const auto now = std::chrono::steady_clock::now();
-      if (now >= deadline)
-        throw rpc::TimeoutError(this->name() + ": barrier '" + name + "': rank " + std::to_string(r) +
-                                " did not arrive in time");
-      try {
-        s.get(key, std::min(deadline, now + std::chrono::milliseconds(100)));
-        break;
-      } catch (const rpc::TimeoutError&) {
-      }
+    try {
+      get("barrier/" + name + "/" + std::to_string(r), deadline);
+    } catch (const rpc::TimeoutError&) {
+      throw rpc::TimeoutError(this->name() + ": barrier '" + name + "': rank " + std::to_string(r) +
+                              " did not arrive in time");
     }
   }
 }

@@ -73,6 +73,8 @@ class RankLinks {
                                                   const std::string& key, std::chrono::milliseconds timeout);
   // Every rank of the job reaches `name` before any goes on.
   void barrier(const std::string& name, rpc::Deadline deadline);
+  // store().get() that also ends (AbortedError) as soon as the job is cancelled.
+  std::string get(const std::string& key, rpc::Deadline deadline);
 
   // What the summary and the log say about the links.
   virtual std::string link_text() const = 0;                 // "inprocess", "thrift", "nccl+thrift"
@@ -97,10 +99,15 @@ class World {
   virtual int local_ranks() const = 0;   // ranks this process runs
   virtual RankLinks& local(int index) = 0;
   virtual std::string launcher() const = 0;   // "threads", "torchrun-style", "Slurm", ...
-  // Runs body(links) once per local rank, each on its own thread. When one rank fails, the job
+  // Runs body(links) once per local rank, each on its own thread (a rank keeps its thread from
+  // one run to the next: per-thread state such as oneDNN's thread team is made once). When one rank fails, the job
   // stops on every rank (the world's token is cancelled, other processes are told) and the root
   // cause is rethrown here, not another rank's echo of it.
   virtual void run(const std::function<void(RankLinks&)>& body) = 0;
+  // After a failed run: clears the cancellation and undelivered messages so that the next run
+  // starts clean. Only a world of threads can (it returns false otherwise); collectives that
+  // were cancelled stay unusable.
+  virtual bool recover() { return false; }
 
  protected:
   explicit World(WorldShape shape) : shape_(shape) {}

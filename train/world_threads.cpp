@@ -1,8 +1,10 @@
 // A world of threads: every rank of the job in this process, one thread each.
 #include <exception>
+#include <future>
 #include <thread>
 
 #include "core/error.h"
+#include "pipeline/stage_worker.h"
 #include "rpc/in_process_transport.h"
 #include "rpc/job_token.h"
 #include "rpc/thrift_transport.h"
@@ -19,7 +21,7 @@ class ThreadRank : public RankLinks {
 
   void connect(kernels::Device, const std::set<int>&, const std::string& transport, rpc::Deadline) override {
     PW_INPUT_CHECK(transport == "auto" || transport == "inprocess" || transport == "thrift",
-                   "--transport " << transport << ": the ranks of this job share one process, where auto, inprocess "
+                   "--transport " << transport << ": the stages of this job share one process, where auto, inprocess "
                                   "or thrift work; NCCL links need one process per GPU (pipewright launch)");
   }
   WorldKind world_kind() const override { return WorldKind::Threads; }
@@ -58,12 +60,26 @@ class ThreadWorld : public World {
       for (int r = 0; r < n; ++r) transports_.push_back(hub_.endpoint(r));
       subscriptions_.emplace_back(token_, [this](const std::string& why) { hub_.abort(why); });
     }
-    for (int r = 0; r < n; ++r)
+    for (int r = 0; r < n; ++r) {
       ranks_.push_back(std::make_unique<ThreadRank>(r, shape, *transports_[static_cast<std::size_t>(r)], store_,
                                                     token_, links == ThreadLinks::Thrift ? "thrift" : "inprocess"));
+      workers_.push_back(std::make_unique<pipeline::StageWorker>());
+    }
+    links_ = links;
   }
 
-  ~ThreadWorld() override { token_.cancel("the job is shutting down"); }
+  ~ThreadWorld() override {
+    token_.cancel("the job is shutting down");
+    workers_.clear();   // joins the rank threads before what they use goes
+  }
+
+  bool recover() override {
+    token_.reset();
+    if (links_ == ThreadLinks::InProcess) hub_.reset();
+    else
+      for (auto& t : transports_) static_cast<rpc::ThriftTransport&>(*t).reset();
+    return true;
+  }
 
   WorldKind kind() const override { return WorldKind::Threads; }
   int local_ranks() const override { return shape_.world_size(); }
@@ -73,9 +89,9 @@ class ThreadWorld : public World {
   void run(const std::function<void(RankLinks&)>& body) override {
     const int n = shape_.world_size();
     std::vector<std::exception_ptr> errors(static_cast<std::size_t>(n));
-    std::vector<std::thread> threads;
+    std::vector<std::future<void>> done;
     for (int r = 0; r < n; ++r)
-      threads.emplace_back([&, r] {
+      done.push_back(workers_[static_cast<std::size_t>(r)]->submit([&, r] {
         auto& links = *ranks_[static_cast<std::size_t>(r)];
         try {
           body(links);
@@ -86,8 +102,8 @@ class ThreadWorld : public World {
           errors[static_cast<std::size_t>(r)] = std::current_exception();
           token_.cancel("stopped because " + links.name() + " failed");
         }
-      });
-    for (auto& t : threads) t.join();
+      }));
+    for (auto& d : done) d.get();
     // The root cause: the first failure that is not another rank's abort.
     std::exception_ptr echo;
     for (auto& e : errors) {
@@ -110,6 +126,8 @@ class ThreadWorld : public World {
   std::vector<std::unique_ptr<rpc::Transport>> transports_;
   std::vector<CancelSubscription> subscriptions_;
   std::vector<std::unique_ptr<ThreadRank>> ranks_;
+  ThreadLinks links_ = ThreadLinks::InProcess;
+  std::vector<std::unique_ptr<pipeline::StageWorker>> workers_;   // one thread per rank, for every run
 };
 
 }  // namespace

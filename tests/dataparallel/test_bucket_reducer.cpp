@@ -6,7 +6,7 @@
 
 #include "dataparallel/bucket_reducer.h"
 #include "dataparallel/gloo_collective.h"
-#include "dataparallel/hybrid_trainer.h"
+#include "dataparallel/run_per_rank.h"
 #include "dataparallel/topology.h"
 
 using namespace pw;

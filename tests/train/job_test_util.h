@@ -1,0 +1,49 @@
+#pragma once
+// Jobs for the engine's tests: a model description and a pipeline shape as a JobConfig.
+#include <string>
+#include <vector>
+
+#include "partition/model_description.h"
+#include "pipeline/schedule.h"
+#include "train/job_config.h"
+
+namespace pw::test {
+
+struct JobShape {
+  pipeline::ScheduleKind kind = pipeline::ScheduleKind::OneFOneB;
+  int stages = 1;
+  int micro_batches = 1;
+  int chunks = 1;
+  std::vector<int> split;
+  std::string recompute = "none";
+  int replicas = 1;
+  int first_device = 0;   // ranks on cpu:first_device, cpu:first_device + 1, ...
+};
+
+inline train::JobConfig job_of(const partition::ModelDescription& model, const JobShape& shape,
+                               std::int64_t batch_size) {
+  train::JobConfig c;
+  c.program_model = model;
+  c.data.dataset = "synthetic";
+  c.data.synthetic_shape = std::to_string(model.sample_shape[0]) + "x" + std::to_string(model.sample_shape[1]) + "x" +
+                           std::to_string(model.sample_shape[2]);
+  c.data.synthetic_size = 256;
+  c.data.batch_size = batch_size;
+  c.pipeline.schedule = pipeline::schedule_kind_name(shape.kind);
+  c.pipeline.stages = shape.stages;
+  c.pipeline.micro_batches = shape.micro_batches;
+  c.pipeline.chunks = shape.chunks;
+  c.pipeline.split = shape.split;
+  c.pipeline.recompute = shape.recompute;
+  c.replicas.replicas = shape.replicas;
+  for (int r = 0; r < shape.stages * shape.replicas; ++r)
+    c.resources.devices.push_back("cpu:" + std::to_string(shape.first_device + r));
+  c.resources.threads = 1;
+  c.optimizer.kind = "sgd";
+  c.optimizer.lr = 0.05;
+  c.seed = 11;
+  c.timeouts.stage_seconds = 20;
+  return c;
+}
+
+}  // namespace pw::test

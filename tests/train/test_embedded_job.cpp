@@ -1,0 +1,295 @@
+// Pipelines of engines on a world of threads against single-device training: every schedule gives
+// the same losses and weights as one stage with the whole batch; tied weights, memory caps,
+// failures; replicas follow one stage with the global batch.
+#include <random>
+
+#include <boost/test/unit_test.hpp>
+
+#include "kernels/allocator.h"
+#include "kernels/runtime.h"
+#include "models/data/dataset.h"
+#include "models/layers/linear.h"
+#include "models/layers/simple.h"
+#include "partition/partitioners.h"
+#include "tests/support/test_util.h"
+#include "tests/train/job_test_util.h"
+#include "train/embedded_job.h"
+
+using namespace pw;
+using namespace pw::pipeline;
+using kernels::Device;
+using pw::test::job_of;
+using pw::test::JobShape;
+
+namespace {
+
+partition::ModelDescription seed_cnn() {
+  models::ModelOptions o;
+  o.sample_shape = {1, 12, 12};
+  return partition::describe(models::make_model_spec("seed-cnn", o));
+}
+
+// An MLP whose two middle layers share one weight.
+partition::ModelDescription tied_mlp() {
+  partition::ModelDescription m;
+  m.name = "tied-mlp";
+  m.sample_shape = {1, 12, 12};
+  m.num_classes = 10;
+  auto linear = [](int in, int out) { return [=] { return std::unique_ptr<models::Layer>(std::make_unique<models::Linear>(in, out)); }; };
+  auto relu = [] { return std::unique_ptr<models::Layer>(std::make_unique<models::ReLU>()); };
+  m.layers = {{"flatten", [] { return std::unique_ptr<models::Layer>(std::make_unique<models::Flatten>()); }},
+              {"fc_in", linear(144, 32)}, {"relu1", relu},
+              {"fc_mid", linear(32, 32)}, {"relu2", relu},
+              {"fc_mid2", linear(32, 32)}, {"relu3", relu},
+              {"fc_out", linear(32, 10)}};
+  m.tied = {{"mid", {"fc_mid.weight", "fc_mid2.weight"}}};
+  return m;
+}
+
+struct Run {
+  std::vector<double> losses;
+  std::map<std::string, std::vector<double>> weights;
+};
+
+Run train_job(const partition::ModelDescription& model, ScheduleSpec spec, std::vector<int> split,
+          const std::string& recompute = "none", int steps = 3) {
+  JobShape shape{spec.kind, spec.stages, spec.micro_batches, spec.chunks, split, recompute};
+  train::EmbeddedJob trainer(train::plan_job(job_of(model, shape, 16), false));
+  auto data = models::data::make_synthetic_images(256, {1, 12, 12}, 10, 5);
+  models::data::DataLoader loader(*data, 16, models::data::Shuffle::Yes, 3, models::data::LastBatch::Drop);
+  loader.start_epoch(0);
+  Run run;
+  for (int i = 0; i < steps; ++i) run.losses.push_back(trainer.step(*loader.next()).loss);
+  for (auto& [name, p] : trainer.named_parameters()) run.weights[name] = p->value.to_double_vector();
+  return run;
+}
+
+void check_same(const Run& got, const Run& want, const std::string& what) {
+  BOOST_TEST_CONTEXT(what) {
+    BOOST_REQUIRE_EQUAL(got.losses.size(), want.losses.size());
+    for (std::size_t i = 0; i < got.losses.size(); ++i)
+      BOOST_CHECK_SMALL(std::abs(got.losses[i] - want.losses[i]) / std::abs(want.losses[i]), 1e-5);
+    BOOST_REQUIRE_EQUAL(got.weights.size(), want.weights.size());
+    for (const auto& [name, w] : want.weights) {
+      const auto& g = got.weights.at(name);
+      double num = 0, den = 0;
+      for (std::size_t i = 0; i < w.size(); ++i) {
+        num += (g[i] - w[i]) * (g[i] - w[i]);
+        den += w[i] * w[i];
+      }
+      BOOST_TEST_CONTEXT(name) { BOOST_CHECK_SMALL(std::sqrt(num / den), 1e-5); }
+    }
+  }
+}
+
+ScheduleSpec spec(ScheduleKind kind, int stages, int micro_batches, int chunks = 1) {
+  return {kind, stages, micro_batches, chunks};
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(embedded_job)
+
+BOOST_AUTO_TEST_CASE(every_schedule_matches_single_device_training) {
+  const auto model = seed_cnn();   // conv1 relu1 pool1 flatten fc1 relu2 fc2
+  const Run reference = train_job(model, spec(ScheduleKind::GPipe, 1, 1), {});
+  check_same(train_job(model, spec(ScheduleKind::GPipe, 2, 4), {3}), reference, "gpipe P=2 M=4");
+  check_same(train_job(model, spec(ScheduleKind::OneFOneB, 3, 4), {2, 5}), reference, "1f1b P=3 M=4");
+  check_same(train_job(model, spec(ScheduleKind::OneFOneB, 4, 8), {1, 3, 5}), reference, "1f1b P=4 M=8");
+  check_same(train_job(model, spec(ScheduleKind::Interleaved, 2, 4, 2), {2, 4, 5}), reference, "interleaved P=2 V=2 M=4");
+  check_same(train_job(model, spec(ScheduleKind::ZeroBubbleH1, 2, 4), {4}), reference, "zb-h1 P=2 M=4");
+  check_same(train_job(model, spec(ScheduleKind::OneFOneB, 2, 4), {4}, "all"), reference, "1f1b recompute all");
+  check_same(train_job(model, spec(ScheduleKind::ZeroBubbleH1, 2, 2), {2}, "except-last"), reference,
+             "zb-h1 recompute except-last");
+}
+
+BOOST_AUTO_TEST_CASE(tied_weight_gradients_are_summed_over_both_stages) {
+  const auto model = tied_mlp();
+  const Run together = train_job(model, spec(ScheduleKind::GPipe, 1, 1), {});
+  const Run apart = train_job(model, spec(ScheduleKind::OneFOneB, 2, 4), {4});
+  check_same(apart, together, "tied weight split over two stages");
+  // Both copies stay bit-identical, and the tied weight did move.
+  BOOST_CHECK(apart.weights.at("fc_mid.weight") == apart.weights.at("fc_mid2.weight"));
+  BOOST_CHECK(together.weights.at("fc_mid.weight") == together.weights.at("fc_mid2.weight"));
+}
+
+BOOST_AUTO_TEST_CASE(a_model_too_big_for_one_capped_device_trains_over_four) {
+  models::ModelOptions mo;
+  mo.width = 16;
+  mo.sample_shape = {1, 12, 12};
+  const auto model = partition::describe(models::make_model_spec("resnet18", mo));
+  const auto batch = [] {
+    auto data = models::data::make_synthetic_images(64, {1, 12, 12}, 10, 5);
+    models::data::DataLoader loader(*data, 16, models::data::Shuffle::No, 0, models::data::LastBatch::Drop);
+    loader.start_epoch(0);
+    return *loader.next();
+  }();
+  auto run_on = [&](int stages, int first_device, std::int64_t cap) {
+    for (int s = 0; s < stages; ++s) {
+      auto& rt = kernels::DeviceRuntime::get(Device::cpu(first_device + s));
+      rt.set_memory_cap(cap);
+      rt.allocator().release_cache();
+      rt.allocator().reset_peak();
+    }
+    const auto split = partition::partition_by_params(partition::layer_parameter_counts(model), stages);
+    JobShape shape{ScheduleKind::OneFOneB, stages, 4};
+    for (std::size_t i = 1; i < split.size(); ++i) shape.split.push_back(split[i].begin);
+    shape.first_device = first_device;
+    auto config = job_of(model, shape, 16);
+    config.optimizer.kind = "adam";
+    config.optimizer.lr = 0;
+    train::EmbeddedJob trainer(train::plan_job(config, false));
+    trainer.step(batch);
+    return trainer.step(batch).stage_peak_memory;
+  };
+  // Measure the four stages without a cap, then cap every device a little above the largest.
+  const auto peaks = run_on(4, 30, 0);
+  const auto cap = *std::max_element(peaks.begin(), peaks.end()) * 5 / 4;
+  BOOST_CHECK_THROW(run_on(1, 40, cap), kernels::OutOfMemory);
+  // On cpu:0..3, as the CLI's defaults: each stage builds its layers on its own device.
+  BOOST_CHECK_NO_THROW(run_on(4, 0, cap));
+  for (int d : {0, 1, 2, 3, 40}) kernels::DeviceRuntime::get(Device::cpu(d)).set_memory_cap(0);
+}
+
+BOOST_AUTO_TEST_CASE(one_failing_stage_stops_the_others_at_once) {
+  // A batch whose labels are out of range fails on the last stage; the first stage, blocked on
+  // a gradient, must not wait out its 30 s deadline.
+  const auto model = seed_cnn();
+  auto config = job_of(model, JobShape{ScheduleKind::OneFOneB, 2, 2, 1, {3}}, 4);
+  config.timeouts.stage_seconds = 30;
+  train::EmbeddedJob trainer(train::plan_job(config, false));
+  models::data::Batch bad{kernels::Tensor::zeros({4, 1, 12, 12}),
+                          kernels::Tensor::from_vector(std::vector<std::int64_t>{0, 1, 2, 99}, {4})};
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    trainer.step(bad);
+    BOOST_FAIL("expected an error");
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    BOOST_CHECK_MESSAGE(msg.find("stage 1") != std::string::npos && msg.find("99") != std::string::npos, msg);
+  }
+  BOOST_CHECK_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  // The failure does not poison the next step.
+  models::data::Batch good{kernels::Tensor::zeros({4, 1, 12, 12}),
+                           kernels::Tensor::from_vector(std::vector<std::int64_t>{0, 1, 2, 3}, {4})};
+  BOOST_CHECK_NO_THROW(trainer.step(good));
+}
+
+BOOST_AUTO_TEST_CASE(tied_weights_listed_twice_are_rejected) {
+  auto model = tied_mlp();
+  model.tied = {{"mid", {"fc_mid.weight", "fc_mid.weight"}}};
+  BOOST_CHECK_THROW(partition::check_tied(model), InputError);
+  model.tied = {{"a", {"fc_mid.weight", "fc_mid2.weight"}}, {"b", {"fc_mid2.weight", "fc_in.weight"}}};
+  BOOST_CHECK_THROW(partition::check_tied(model), InputError);
+}
+
+BOOST_AUTO_TEST_CASE(batch_must_split_into_equal_micro_batches) {
+  const auto model = seed_cnn();
+  train::EmbeddedJob trainer(train::plan_job(job_of(model, JobShape{ScheduleKind::GPipe, 2, 3, 1, {3}}, 12), false));
+  models::data::Batch batch{kernels::Tensor::zeros({8, 1, 12, 12}), kernels::Tensor::zeros({8}, kernels::DType::I64)};
+  BOOST_CHECK_THROW(trainer.step(batch), InputError);
+}
+
+namespace {
+
+models::data::Batch random_batch(std::int64_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> pixel(0.0f, 1.0f);
+  std::uniform_int_distribution<std::int64_t> label(0, 9);
+  std::vector<float> x(static_cast<std::size_t>(n * 28 * 28));
+  for (auto& v : x) v = pixel(rng);
+  std::vector<std::int64_t> y(static_cast<std::size_t>(n));
+  for (auto& v : y) v = label(rng);
+  return {kernels::Tensor::from_vector(x, {n, 1, 28, 28}), kernels::Tensor::from_vector(y, {n})};
+}
+
+std::vector<float> weights(train::EmbeddedJob& job, int replica) {
+  std::vector<float> all;
+  for (auto& [name, p] : job.named_parameters(replica)) {
+    const auto v = p->value.to_float_vector();
+    all.insert(all.end(), v.begin(), v.end());
+  }
+  return all;
+}
+
+train::JobConfig hybrid_job(const partition::ModelDescription& model, int stages, int micro_batches, int replicas,
+                            int first_device) {
+  JobShape shape{ScheduleKind::OneFOneB, stages, micro_batches, 1, stages > 1 ? std::vector<int>{4} : std::vector<int>{}};
+  shape.replicas = replicas;
+  shape.first_device = first_device;
+  auto c = job_of(model, shape, 32);
+  c.optimizer.momentum = 0.9;
+  return c;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(two_replicas_of_two_stages_follow_one_stage_with_the_global_batch) {
+  models::ModelOptions mo;
+  const auto model = partition::describe(models::make_model_spec("seed-cnn", mo));
+  // Micro-batch 2m + r of the single pipeline holds the rows of replica r's micro-batch m.
+  for (std::int64_t bucket : {std::int64_t{1} << 10, std::int64_t{25} << 20}) {
+    BOOST_TEST_CONTEXT("bucket " << bucket << " bytes") {
+      train::EmbeddedJob reference(train::plan_job(hybrid_job(model, 1, 4, 1, 0), false));
+      auto config = hybrid_job(model, 2, 2, 2, 1);
+      config.replicas.bucket_bytes = bucket;
+      train::EmbeddedJob hybrid(train::plan_job(config, false));
+      train::StepOutcome b;
+      for (unsigned step = 0; step < 4; ++step) {
+        const auto batch = random_batch(32, 100 + step);
+        const auto a = reference.step(batch);
+        b = hybrid.step(batch);
+        BOOST_TEST(b.samples == 32);
+        BOOST_TEST(std::abs(a.loss - b.loss) / a.loss <= 1e-5, "step " << step << ": " << a.loss << " vs " << b.loss);
+        BOOST_TEST(a.correct == b.correct);
+      }
+      const auto ref = weights(reference, 0);
+      const auto w0 = weights(hybrid, 0);
+      const auto w1 = weights(hybrid, 1);
+      BOOST_TEST(w0 == w1);   // replicas stay bit-identical
+      BOOST_REQUIRE_EQUAL(ref.size(), w0.size());
+      double worst = 0.0;
+      for (std::size_t i = 0; i < ref.size(); ++i)
+        worst = std::max(worst, std::abs(static_cast<double>(ref[i]) - w0[i]) / (std::abs(ref[i]) + 1e-3));
+      BOOST_TEST(worst <= 1e-4, "largest relative weight difference " << worst);
+      BOOST_TEST(b.gradient_buckets.size() == 2u);
+      if (bucket == (std::int64_t{1} << 10)) BOOST_TEST(b.gradient_buckets[1] > 1);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_global_batch_that_does_not_split_is_refused) {
+  models::ModelOptions mo;
+  const auto model = partition::describe(models::make_model_spec("seed-cnn", mo));
+  train::EmbeddedJob hybrid(train::plan_job(hybrid_job(model, 2, 2, 2, 0), false));
+  BOOST_CHECK_THROW(hybrid.step(random_batch(6, 1)), InputError);   // 3 per micro-batch, 2 replicas
+}
+
+// Batch-norm statistics follow replica 0 after every step: evaluation and saving then agree
+// whichever replica does them.
+BOOST_AUTO_TEST_CASE(replicas_keep_batch_norm_statistics_equal) {
+  models::ModelOptions mo;
+  mo.width = 8;
+  const auto model = partition::describe(models::make_model_spec("resnet18", mo));
+  JobShape shape{ScheduleKind::OneFOneB, 2, 2, 1, {}};
+  shape.replicas = 2;
+  train::EmbeddedJob job(train::plan_job(job_of(model, shape, 16), false));
+  for (unsigned step = 0; step < 3; ++step) job.step(random_batch(16, 7 + step));
+  bool any = false;
+  for (int s = 0; s < 2; ++s) {
+    auto a = job.engine(s).layers();
+    auto b = job.engine(2 + s).layers();
+    for (std::size_t c = 0; c < a.size(); ++c) {
+      const auto x = a[c]->named_buffers();
+      const auto y = b[c]->named_buffers();
+      BOOST_REQUIRE_EQUAL(x.size(), y.size());
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        BOOST_TEST_CONTEXT(x[i].first) { BOOST_TEST(x[i].second->value.to_double_vector() == y[i].second->value.to_double_vector()); }
+        any = true;
+      }
+    }
+  }
+  BOOST_TEST(any, "resnet18 has running statistics");
+}
+
+BOOST_AUTO_TEST_SUITE_END()

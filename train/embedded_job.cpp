@@ -1,0 +1,66 @@
+#include "train/embedded_job.h"
+
+#include "core/error.h"
+#include "train/data_feed.h"
+
+namespace pw::train {
+
+EmbeddedJob::EmbeddedJob(JobPlan plan, ThreadLinks links) : plan_(std::make_unique<JobPlan>(std::move(plan))) {
+  check_devices(plan_->config, plan_->shape().world_size());
+  world_ = make_thread_world(plan_->shape(), links);
+  engines_.resize(static_cast<std::size_t>(plan_->shape().world_size()));
+  world_->run([this](RankLinks& links) {
+    engines_[static_cast<std::size_t>(links.rank())] = std::make_unique<Engine>(*plan_, links);
+  });
+}
+
+EmbeddedJob::~EmbeddedJob() {
+  // Engines go on their own threads' watch: first the engines, then the world that joins them.
+  engines_.clear();
+  world_.reset();
+}
+
+StepOutcome EmbeddedJob::step(const models::data::Batch& global) {
+  if (failed_) {
+    PW_CHECK(world_->recover(), "the job cannot go on after a failed step");
+    failed_ = false;
+  }
+  std::vector<StepOutcome> outcomes(engines_.size());
+  try {
+    world_->run([&](RankLinks& links) {
+      auto& engine = *engines_[static_cast<std::size_t>(links.rank())];
+      const auto local = local_part(global, plan_->schedule.micro_batches, plan_->replicas(), links.replica(),
+                                    engine.data_parts());
+      outcomes[static_cast<std::size_t>(links.rank())] = engine.step(local);
+    });
+  } catch (...) {
+    failed_ = true;
+    throw;
+  }
+  return outcomes.front();
+}
+
+models::EvalResult EmbeddedJob::evaluate(const models::data::Dataset& test, std::int64_t batch,
+                                         std::int64_t max_batches) {
+  std::vector<models::EvalResult> results(engines_.size());
+  world_->run([&](RankLinks& links) {
+    auto& engine = *engines_[static_cast<std::size_t>(links.rank())];
+    FeedShape shape{test.size(), test.sample_shape(), engine.data_parts(), plan_->replicas(), links.replica()};
+    EvalFeed feed(&test, shape, batch, max_batches);
+    results[static_cast<std::size_t>(links.rank())] = engine.evaluate(feed);
+  });
+  return results.front();
+}
+
+std::vector<std::pair<std::string, models::Parameter*>> EmbeddedJob::named_parameters(int replica) {
+  std::vector<std::pair<std::string, models::Parameter*>> out;
+  const int P = plan_->schedule.stages;
+  for (int s = 0; s < P; ++s)
+    for (auto* layer : engine(replica * P + s).layers()) {
+      auto part = layer->named_parameters();
+      out.insert(out.end(), part.begin(), part.end());
+    }
+  return out;
+}
+
+}  // namespace pw::train
