@@ -88,6 +88,7 @@ train::JobConfig job_config_of(const TrainOptions& o) {
   c.replicas.replicas = o.replicas;
   c.replicas.bucket_bytes = bucket_bytes_of(o.bucket_size);
   c.replicas.grad_compression = o.grad_compression;
+  c.replicas.sync_batch_norm = o.sync_batch_norm;
   c.ps.servers = o.ps;
   c.ps.addresses = o.ps_servers;
   c.ps.mode = o.ps_mode;
@@ -160,6 +161,8 @@ void add_train_command(CLI::App& app, TrainOptions& o) {
       ->capture_default_str()->check(CLI::Range(1, 4096));
   cmd->add_option("--bucket-size", o.bucket_size, "gradients are all-reduced in buckets of about this size")
       ->capture_default_str();
+  cmd->add_flag("--sync-batch-norm", o.sync_batch_norm,
+               "batch-norm statistics over the samples of every replica of a stage (as torch's SyncBatchNorm)");
   cmd->add_option("--grad-compression", o.grad_compression, "none or fp16 (all-reduce gradients as fp16)")
       ->capture_default_str();
   cmd->add_option("--transport", o.transport,

@@ -49,6 +49,7 @@ struct TrainOptions {
   int replicas = 1;
   std::string bucket_size = "25MiB";
   std::string grad_compression = "none";   // none or fp16
+  bool sync_batch_norm = false;
   // Profiling: Chrome trace of steps [trace_first, trace_last).
   std::string trace_path;
   std::string trace_steps;   // "A:B"; empty: every step (the ring keeps the latest spans)

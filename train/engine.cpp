@@ -12,6 +12,7 @@
 #include "kernels/runtime.h"
 #include "kernels/stream.h"
 #include "models/checkpoint.h"
+#include "models/layers/batch_norm.h"
 #include "models/loss.h"
 #include "models/metrics.h"
 #include "pipeline/error_context.h"
@@ -76,6 +77,7 @@ Engine::Engine(const JobPlan& plan, RankLinks& links) : plan_(plan), links_(link
   // Loaded before the broadcast, so replica 0's weights are everybody's.
   if (!c.load_path.empty()) models::load_weights(layers(), c.load_path, models::WeightCoverage::Part);
   if (plan_.replicas() > 1) join_replicas();
+  if (c.replicas.sync_batch_norm) synchronise_batch_norm();
   links_.barrier("built", startup);
 }
 
@@ -201,6 +203,27 @@ void Engine::join_replicas() {
   reducer_cancel_ = CancelSubscription(links_.cancel_token(), [r = reducer_.get()](const std::string& why) {
     r->abort(why);
   });
+}
+
+// Batch-norm layers take their statistics over the stage's replicas (a group of one: this rank's
+// own, through the same code). Its own collective: the gradient reducer's runs on another thread.
+void Engine::synchronise_batch_norm() {
+  std::vector<models::BatchNorm2d*> layers_with_statistics;
+  for (auto* layer : layers()) {
+    auto found = models::batch_norms_in(*layer);
+    layers_with_statistics.insert(layers_with_statistics.end(), found.begin(), found.end());
+  }
+  if (layers_with_statistics.empty()) return;
+  models::BatchNorm2d::GroupSum sum = [](kernels::Tensor&) {};
+  if (plan_.replicas() > 1) {
+    const auto group = dp::Topology(plan_.schedule.stages, plan_.replicas()).stage_group(stage());
+    batch_norm_group_ = links_.make_collective(group, device_, "sbn/stage" + std::to_string(stage()) + "/",
+                                               millis(plan_.config.timeouts.stage_seconds));
+    batch_norm_cancel_ = CancelSubscription(links_.cancel_token(),
+                                            [g = batch_norm_group_](const std::string&) { g->cancel(); });
+    sum = [g = batch_norm_group_](kernels::Tensor& values) { g->allreduce_sum(values, dp::Compression::None); };
+  }
+  for (auto* bn : layers_with_statistics) bn->set_group_sum(sum);
 }
 
 // Running statistics (batch-norm) follow replica 0 after every step, as DDP's broadcast_buffers:

@@ -72,6 +72,7 @@ class Engine {
   void choose_partition(rpc::Deadline deadline);
   void build_stage();
   void join_replicas();
+  void synchronise_batch_norm();
   void sync_buffers();
   std::vector<std::vector<double>> exchange(const std::vector<double>& values, int message, std::int64_t round);
   double gather_auc(const std::vector<std::vector<double>>& figures, std::vector<double> scores,
@@ -86,6 +87,8 @@ class Engine {
   std::unique_ptr<rpc::SubgroupTransport> pipeline_;   // this replica's stages as ranks 0..P-1
   std::unique_ptr<pipeline::StageExecutor> executor_;
   std::shared_ptr<dp::Collective> collective_;          // this stage's replicas
+  std::shared_ptr<dp::Collective> batch_norm_group_;    // --sync-batch-norm: the same, for statistics
+  CancelSubscription batch_norm_cancel_;
   std::unique_ptr<dp::BucketReducer> reducer_;
   CancelSubscription reducer_cancel_;
   pipeline::StageStepResult last_;

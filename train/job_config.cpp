@@ -11,7 +11,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DataConfig, dataset, synthetic_s
                                                 batch_size, epochs, steps, eval_batches)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(PipelineConfig, stages, micro_batches, schedule, chunks, split,
                                                 partition, recompute, schedule_file)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ReplicaConfig, replicas, bucket_bytes, grad_compression)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ReplicaConfig, replicas, bucket_bytes, grad_compression,
+                                                sync_batch_norm)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ParameterServerConfig, servers, addresses, mode, staleness,
                                                 optimizer, lr, cache_rows, dir)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OptimizerSettings, kind, lr, momentum, weight_decay)

@@ -48,6 +48,7 @@ struct ReplicaConfig {
   int replicas = 1;
   std::int64_t bucket_bytes = std::int64_t{25} << 20;
   std::string grad_compression = "none";   // none or fp16
+  bool sync_batch_norm = false;            // batch-norm statistics over every replica's samples
 };
 
 struct ParameterServerConfig {

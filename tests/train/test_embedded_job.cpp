@@ -292,4 +292,37 @@ BOOST_AUTO_TEST_CASE(replicas_keep_batch_norm_statistics_equal) {
   BOOST_TEST(any, "resnet18 has running statistics");
 }
 
+// --sync-batch-norm: replica r's part of each micro-batch is the r-th slice of the global one, so
+// statistics over the replicas are those of the one-replica job's micro-batch.
+BOOST_AUTO_TEST_CASE(synchronised_batch_norm_makes_two_replicas_equal_one) {
+  models::ModelOptions mo;
+  mo.width = 8;
+  const auto model = partition::describe(models::make_model_spec("resnet18", mo));
+  auto run = [&](int replicas, int first_device) {
+    JobShape shape{ScheduleKind::OneFOneB, 2, 2, 1, {}};
+    shape.replicas = replicas;
+    shape.first_device = first_device;
+    auto config = job_of(model, shape, 16);
+    config.replicas.sync_batch_norm = true;
+    train::EmbeddedJob job(train::plan_job(config, false));
+    std::vector<double> losses;
+    for (unsigned step = 0; step < 3; ++step) losses.push_back(job.step(random_batch(16, 21 + step)).loss);
+    std::vector<double> weights;
+    for (auto& [name, p] : job.named_parameters(0)) {
+      const auto v = p->value.to_double_vector();
+      weights.insert(weights.end(), v.begin(), v.end());
+    }
+    return std::make_pair(losses, weights);
+  };
+  const auto one = run(1, 0);
+  const auto two = run(2, 2);
+  for (std::size_t i = 0; i < one.first.size(); ++i)
+    BOOST_TEST(std::abs(one.first[i] - two.first[i]) / one.first[i] <= 1e-5, "step " << i << ": " << one.first[i]
+                                                                                 << " vs " << two.first[i]);
+  double worst = 0.0;
+  for (std::size_t i = 0; i < one.second.size(); ++i)
+    worst = std::max(worst, std::abs(one.second[i] - two.second[i]) / (std::abs(one.second[i]) + 1e-3));
+  BOOST_TEST(worst <= 1e-4, "largest relative weight difference " << worst);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

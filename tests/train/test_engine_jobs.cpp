@@ -160,6 +160,18 @@ BOOST_AUTO_TEST_CASE(replicas_of_a_batch_norm_model_agree_embedded_and_as_four_p
                      dir.file("four.safetensors"));
   BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
   check_same(dir, "one", "four");
+  // Synchronised statistics over the 2 replicas, as processes, equal one replica of 2 stages.
+  r = run_pipewright("launch --nproc-per-node 4 -- " + kResnet + "--sync-batch-norm --summary " + dir.file("sync.json"));
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+  std::string single = kResnet;
+  single.replace(single.find("--replicas 2"), 12, "--replicas 1");
+  r = run_pipewright("train " + single + "--sync-batch-norm --summary " + dir.file("single.json"));
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+  const auto a = read_json(dir.file("single.json"))["loss_history"];
+  const auto b = read_json(dir.file("sync.json"))["loss_history"];
+  BOOST_REQUIRE_EQUAL(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i)
+    BOOST_TEST(std::abs(a[i].get<double>() - b[i].get<double>()) / a[i].get<double>() <= 1e-5, "step " << i);
 }
 
 BOOST_AUTO_TEST_CASE(weights_tied_across_processes_train_as_embedded) {
