@@ -5,7 +5,9 @@
 #include <cstddef>
 #include <functional>
 #include <map>
+#include <condition_variable>
 #include <mutex>
+#include <set>
 #include <string>
 
 namespace pw::train {
@@ -16,6 +18,8 @@ class CancelToken {
 
   // A listener added after cancel() runs at once. Returns the id unsubscribe() takes.
   std::size_t subscribe(Listener listener);
+  // Once it returns, the listener is not running and will not run: what it points at may go.
+  // (A listener must not unsubscribe itself.)
   void unsubscribe(std::size_t id);
   // The first reason wins; later calls do nothing. Listeners run on the calling thread, outside
   // the token's lock (they may take their own locks).
@@ -29,6 +33,8 @@ class CancelToken {
  private:
   mutable std::mutex mutex_;
   std::map<std::size_t, Listener> listeners_;
+  std::set<std::size_t> running_;   // listeners being called by cancel()
+  std::condition_variable finished_;
   std::size_t next_id_ = 0;
   bool cancelled_ = false;
   std::string reason_;

@@ -72,6 +72,13 @@ kernels::Tensor rows_of(const kernels::Tensor& t, const std::vector<std::int64_t
 }  // namespace
 
 Batch local_part(const Batch& global, int micro_batches, int replicas, int replica, DataParts parts) {
+  PW_INPUT_CHECK(!reads_inputs(parts) || (global.images.defined() && global.images.ndim() >= 1),
+                 "the batch has no inputs; the first stage needs them");
+  PW_INPUT_CHECK(!reads_labels(parts) || (global.labels.defined() && global.labels.ndim() == 1),
+                 "the batch has no labels (a 1-d tensor); the last stage needs them");
+  PW_INPUT_CHECK(!global.images.defined() || !global.labels.defined() || global.images.dim(0) == global.labels.dim(0),
+                 "the batch holds " << global.images.dim(0) << " inputs but " << global.labels.dim(0) << " labels");
+  if (parts == DataParts::None) return {};
   const std::int64_t n = global.labels.defined() ? global.labels.dim(0) : global.images.dim(0);
   PW_INPUT_CHECK(n % (static_cast<std::int64_t>(micro_batches) * replicas) == 0,
                  "a batch of " << n << " does not split into " << micro_batches << " equal micro-batches x " << replicas

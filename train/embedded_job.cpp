@@ -5,9 +5,10 @@
 
 namespace pw::train {
 
-EmbeddedJob::EmbeddedJob(JobPlan plan, ThreadLinks links) : plan_(std::make_unique<JobPlan>(std::move(plan))) {
+EmbeddedJob::EmbeddedJob(JobPlan plan) : plan_(std::make_unique<JobPlan>(std::move(plan))) {
   check_devices(plan_->config, plan_->shape().world_size());
-  world_ = make_thread_world(plan_->shape(), links);
+  world_ = make_thread_world(plan_->shape(),
+                             plan_->config.transport == "thrift" ? ThreadLinks::Thrift : ThreadLinks::InProcess);
   engines_.resize(static_cast<std::size_t>(plan_->shape().world_size()));
   world_->run([this](RankLinks& links) {
     engines_[static_cast<std::size_t>(links.rank())] = std::make_unique<Engine>(*plan_, links);
@@ -15,35 +16,41 @@ EmbeddedJob::EmbeddedJob(JobPlan plan, ThreadLinks links) : plan_(std::make_uniq
 }
 
 EmbeddedJob::~EmbeddedJob() {
-  // Engines go on their own threads' watch: first the engines, then the world that joins them.
+  // The engines first (on this thread; their rank threads are idle), then the world that joins
+  // the rank threads.
   engines_.clear();
   world_.reset();
 }
 
-StepOutcome EmbeddedJob::step(const models::data::Batch& global) {
+void EmbeddedJob::run(const std::function<void(RankLinks&)>& body) {
   if (failed_) {
-    PW_CHECK(world_->recover(), "the job cannot go on after a failed step");
+    PW_CHECK(plan_->replicas() == 1 && world_->recover(),
+             "the job cannot go on after a failed step: its replicas' collectives were cancelled; build a new one");
     failed_ = false;
   }
-  std::vector<StepOutcome> outcomes(engines_.size());
   try {
-    world_->run([&](RankLinks& links) {
-      auto& engine = *engines_[static_cast<std::size_t>(links.rank())];
-      const auto local = local_part(global, plan_->schedule.micro_batches, plan_->replicas(), links.replica(),
-                                    engine.data_parts());
-      outcomes[static_cast<std::size_t>(links.rank())] = engine.step(local);
-    });
+    world_->run(body);
   } catch (...) {
     failed_ = true;
     throw;
   }
+}
+
+StepOutcome EmbeddedJob::step(const models::data::Batch& global) {
+  std::vector<StepOutcome> outcomes(engines_.size());
+  run([&](RankLinks& links) {
+    auto& engine = *engines_[static_cast<std::size_t>(links.rank())];
+    const auto local = local_part(global, plan_->schedule.micro_batches, plan_->replicas(), links.replica(),
+                                  engine.data_parts());
+    outcomes[static_cast<std::size_t>(links.rank())] = engine.step(local);
+  });
   return outcomes.front();
 }
 
 models::EvalResult EmbeddedJob::evaluate(const models::data::Dataset& test, std::int64_t batch,
                                          std::int64_t max_batches) {
   std::vector<models::EvalResult> results(engines_.size());
-  world_->run([&](RankLinks& links) {
+  run([&](RankLinks& links) {
     auto& engine = *engines_[static_cast<std::size_t>(links.rank())];
     FeedShape shape{test.size(), test.sample_shape(), engine.data_parts(), plan_->replicas(), links.replica()};
     EvalFeed feed(&test, shape, batch, max_batches);

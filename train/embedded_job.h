@@ -19,14 +19,16 @@ namespace pw::train {
 
 class EmbeddedJob {
  public:
-  // Builds a world of threads and every rank's engine (each on its rank's thread).
-  explicit EmbeddedJob(JobPlan plan, ThreadLinks links = ThreadLinks::InProcess);
+  // Builds a world of threads (in-process links, or Thrift on loopback for transport "thrift")
+  // and every rank's engine (each on its rank's thread).
+  explicit EmbeddedJob(JobPlan plan);
   ~EmbeddedJob();
   EmbeddedJob(const EmbeddedJob&) = delete;
   EmbeddedJob& operator=(const EmbeddedJob&) = delete;
 
-  // One optimizer step on the global batch (each rank takes its part). After a failed step the
-  // next one starts clean where it can (see World::recover).
+  // One optimizer step on the global batch (each rank takes its part). After a failed step or
+  // evaluation the next call starts clean, unless the job has replicas (their collectives were
+  // cancelled): then it is an error saying so.
   StepOutcome step(const models::data::Batch& global);
   // Evaluates on `test` in batches of `batch` samples (at most `max_batches`, -1: all).
   models::EvalResult evaluate(const models::data::Dataset& test, std::int64_t batch, std::int64_t max_batches = -1);
@@ -40,6 +42,9 @@ class EmbeddedJob {
  private:
   std::unique_ptr<JobPlan> plan_;   // engines keep a reference: it must not move
   std::unique_ptr<World> world_;
+  // Runs `body` on every rank, recovering first from an earlier failure where that is possible.
+  void run(const std::function<void(RankLinks&)>& body);
+
   std::vector<std::unique_ptr<Engine>> engines_;
   bool failed_ = false;
 };

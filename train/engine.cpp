@@ -17,6 +17,7 @@
 #include "models/metrics.h"
 #include "pipeline/error_context.h"
 #include "pipeline/micro_batch.h"
+#include "pipeline/schedule_file.h"
 
 namespace pw::train {
 namespace {
@@ -75,7 +76,10 @@ Engine::Engine(const JobPlan& plan, RankLinks& links) : plan_(plan), links_(link
   choose_partition(startup);
   build_stage();
   // Loaded before the broadcast, so replica 0's weights are everybody's.
-  if (!c.load_path.empty()) models::load_weights(layers(), c.load_path, models::WeightCoverage::Part);
+  // One piece holds the whole model: the file must match it exactly, as on one device.
+  const bool whole = plan_.schedule.stages * plan_.schedule.chunks == 1;
+  if (!c.load_path.empty())
+    models::load_weights(layers(), c.load_path, whole ? models::WeightCoverage::Whole : models::WeightCoverage::Part);
   if (plan_.replicas() > 1) join_replicas();
   if (c.replicas.sync_batch_norm) synchronise_batch_norm();
   links_.barrier("built", startup);
@@ -88,7 +92,10 @@ Engine::~Engine() {
 // Ranks prove they run the same job: rank 0 publishes its config, the others compare hashes and,
 // on a mismatch, name the first field that differs (and tell rank 0, which names it too).
 void Engine::agree_on_config(rpc::Deadline deadline) {
-  const auto mine = to_json(plan_.config);
+  auto mine = to_json(plan_.config);
+  // A schedule file is compared by what it says, not by its path.
+  if (!plan_.programs.empty())
+    mine["pipeline"]["schedule_file"] = pipeline::schedule_file_text(plan_.schedule, plan_.programs);
   const auto hash = config_hash(mine);
   auto& store = links_.store();
   if (rank() == 0) {

@@ -174,6 +174,43 @@ std::pair<std::int64_t, std::int64_t> parse_trace_steps(const std::string& text)
   return {a, b};
 }
 
+namespace {
+
+TraceMeta trace_meta(const Engine& engine, const partition::Partition& split, std::int64_t clock_offset_ns,
+                     int process_rank) {
+  const auto& plan = engine.plan();
+  TraceMeta m;
+  m.model = plan.model.name;
+  m.schedule = pipeline::schedule_kind_name(plan.schedule.kind);
+  m.stages = plan.schedule.stages;
+  m.replicas = plan.replicas();
+  m.micro_batches = plan.schedule.micro_batches;
+  m.chunks = plan.schedule.chunks;
+  for (std::size_t i = 1; i < split.size(); ++i) m.split.push_back(split[i].begin);
+  for (const auto& l : plan.model.layers) m.layer_names.push_back(l.name);
+  m.process_rank = process_rank;
+  m.clock_offset_ns = clock_offset_ns;
+  return m;
+}
+
+}  // namespace
+
+// The recorder's spans of this process, once every local rank has finished its steps (written
+// before saving and evaluation, so nothing that goes wrong there loses them).
+void write_trace(Engine& engine, const FitOptions& o, rpc::Deadline deadline) {
+  auto& links = engine.links();
+  if (links.world_kind() == WorldKind::Threads) links.barrier("traced", deadline);
+  if (!links.first_in_process()) return;
+  trace::Recorder::global().disable();
+  const int process_rank = links.world_kind() == WorldKind::Processes ? links.rank() : 0;
+  auto meta = trace_meta(engine, engine.split(), links.clock_offset_ns(), process_rank);
+  meta.dropped_spans = static_cast<std::int64_t>(trace::Recorder::global().dropped());
+  const auto path = links.world_kind() == WorldKind::Processes ? rank_trace_path(o.trace_path, process_rank) : o.trace_path;
+  write_chrome_trace(path, meta, trace::Recorder::global().snapshot());
+  if (process_rank == 0 && o.progress)
+    std::fprintf(stderr, "trace: %s (read it with pipewright prof, or open it in Perfetto)\n", path.c_str());
+}
+
 nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& callbacks) {
   const auto& plan = engine.plan();
   const auto& c = plan.config;
@@ -237,6 +274,7 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
   }
   progress.finish();
   engine.synchronize();
+  if (!o.trace_path.empty()) write_trace(engine, o, startup);
 
   // The weights are written before evaluation, so nothing that goes wrong there loses them.
   if (saves) engine.save(o.save_path);
@@ -261,33 +299,13 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
   return j;
 }
 
-namespace {
-
-TraceMeta trace_meta(const Engine& engine, const partition::Partition& split, std::int64_t clock_offset_ns,
-                     int process_rank) {
-  const auto& plan = engine.plan();
-  TraceMeta m;
-  m.model = plan.model.name;
-  m.schedule = pipeline::schedule_kind_name(plan.schedule.kind);
-  m.stages = plan.schedule.stages;
-  m.replicas = plan.replicas();
-  m.micro_batches = plan.schedule.micro_batches;
-  m.chunks = plan.schedule.chunks;
-  for (std::size_t i = 1; i < split.size(); ++i) m.split.push_back(split[i].begin);
-  for (const auto& l : plan.model.layers) m.layer_names.push_back(l.name);
-  m.process_rank = process_rank;
-  m.clock_offset_ns = clock_offset_ns;
-  return m;
-}
-
-}  // namespace
-
 nlohmann::json run_job(const JobConfig& config, const FitOptions& options, const FitCallbacks& callbacks) {
   check_writable(options.summary_path, "--summary");
   check_writable(options.save_path, "--save");
   check_writable(options.trace_path, "--trace");
   const auto launch = rpc::launch_env();
   const JobPlan plan = plan_job(config, launch.has_value());
+  check_devices(config, plan.shape().world_size());
   std::unique_ptr<World> world;
   if (launch) {
     WorldTimeouts timeouts;
@@ -295,7 +313,6 @@ nlohmann::json run_job(const JobConfig& config, const FitOptions& options, const
     timeouts.startup = std::chrono::milliseconds(static_cast<std::int64_t>(config.timeouts.startup_seconds * 1000));
     world = make_process_world(plan.shape(), *launch, timeouts);
   } else {
-    check_devices(config, plan.shape().world_size());
     PW_INPUT_CHECK(config.transport == "auto" || config.transport == "inprocess" || config.transport == "thrift",
                    "--transport " << config.transport << ": the stages of this job share one process, where auto, "
                                   "inprocess or thrift work; NCCL links need one process per GPU (pipewright launch)");
@@ -306,26 +323,14 @@ nlohmann::json run_job(const JobConfig& config, const FitOptions& options, const
     trace::Recorder::global().enable(options.trace_first, options.trace_last);
   }
   nlohmann::json summary = nlohmann::json::object();
-  std::optional<TraceMeta> meta;   // of this process's first rank
   world->run([&](RankLinks& links) {
     Engine engine(plan, links);
     if (links.rank() == 0 && plan.replicas() > 1)
       std::fprintf(stderr, "%s", dp::Topology(plan.schedule.stages, plan.replicas()).grid().c_str());
     auto result = fit(engine, options, callbacks);
     if (links.rank() == 0) summary = std::move(result);
-    if (links.first_in_process())
-      meta = trace_meta(engine, engine.split(), links.clock_offset_ns(),
-                        links.world_kind() == WorldKind::Processes ? links.rank() : 0);
   });
-  if (!options.trace_path.empty()) {
-    trace::Recorder::global().disable();
-    meta->dropped_spans = static_cast<std::int64_t>(trace::Recorder::global().dropped());
-    const auto path = world->kind() == WorldKind::Processes ? rank_trace_path(options.trace_path, meta->process_rank)
-                                                            : options.trace_path;
-    write_chrome_trace(path, *meta, trace::Recorder::global().snapshot());
-    if (meta->process_rank == 0 && options.progress)
-      std::fprintf(stderr, "trace: %s (read it with pipewright prof, or open it in Perfetto)\n", path.c_str());
-  }
+  world->finish();
   return summary;
 }
 

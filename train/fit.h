@@ -25,7 +25,9 @@ namespace pw::train {
 struct FitOptions {
   std::string summary_path;   // JSON summary (rank 0)
   std::string save_path;      // trained weights, safetensors (rank 0)
-  std::string trace_path;     // Chrome trace; multi-process jobs write FILE.rankN.json
+  // Chrome trace of the recorder's spans (run_job turns it on for [trace_first, trace_last));
+  // multi-process jobs write FILE.rankN.json.
+  std::string trace_path;
   std::int64_t trace_first = 0, trace_last = INT64_MAX;   // traced steps [first, last)
   std::int64_t log_every = 50;       // progress line every N steps when stderr is not a terminal
   std::int64_t warmup_steps = 5;     // left out of the steady-state throughput

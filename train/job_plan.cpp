@@ -130,8 +130,12 @@ JobPlan plan_job(const JobConfig& c, bool multi_process) {
                                  << " does not split into " << plan.schedule.micro_batches
                                  << " equal micro-batches; use a batch size divisible by "
                                  << replicas * plan.schedule.micro_batches);
-  if (!c.pipeline.schedule_file.empty())
+  if (!c.pipeline.schedule_file.empty()) {
+    PW_INPUT_CHECK(plan.recompute == pipeline::RecomputeMode::None,
+                   "--recompute " << c.pipeline.recompute << " with --schedule-file: a schedule file says where it "
+                                  "recomputes with its own R instructions; leave out --recompute");
     plan.programs = pipeline::load_schedule_file(c.pipeline.schedule_file, plan.schedule);
+  }
   return plan;
 }
 

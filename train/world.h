@@ -108,6 +108,10 @@ class World {
   // starts clean. Only a world of threads can (it returns false otherwise); collectives that
   // were cancelled stay unusable.
   virtual bool recover() { return false; }
+  // Every rank is done with the job: a world of processes meets at a last barrier, stops its
+  // heartbeat and leaves the rendezvous (rank 0 waits for all to leave before its service goes).
+  // Call it once, after the last run.
+  virtual void finish() {}
 
  protected:
   explicit World(WorldShape shape) : shape_(shape) {}

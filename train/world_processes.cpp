@@ -49,10 +49,25 @@ class ProcessRank : public RankLinks {
  public:
   ProcessRank(const rpc::LaunchEnv& env, WorldShape shape, WorldTimeouts timeouts, CancelToken& token)
       : RankLinks(env.rank, shape), env_(env), timeouts_(timeouts), token_(token) {
-    const auto startup_deadline = Clock::now() + timeouts.startup;
+    try {
+      start();
+    } catch (const std::exception& e) {
+      // The destructor will not run: tell the others why, and keep rank 0's rendezvous up long
+      // enough for them to hear it.
+      heartbeat_.reset();
+      subscription_.reset();
+      if (client_) client_->report_failure(e.what());
+      if (rendezvous_) rendezvous_->wait_until_all_left(std::min(milliseconds(3000), timeouts_.heartbeat));
+      throw;
+    }
+  }
+
+  void start() {
+    const auto& env = env_;
+    const auto startup_deadline = Clock::now() + timeouts_.startup;
     if (env.rank == 0)
       rendezvous_ = std::make_unique<rpc::RendezvousServer>(
-          env.master, rpc::RendezvousConfig{env.world_size, shape.stages, env.job_token, timeouts.heartbeat});
+          env.master, rpc::RendezvousConfig{env.world_size, shape().stages, env.job_token, timeouts_.heartbeat});
     // Thrift carries the job's control messages in every case; NCCL, when chosen, the tensors.
     std::vector<std::string> addresses(static_cast<std::size_t>(env.world_size), "127.0.0.1:0");
     addresses[static_cast<std::size_t>(env.rank)] = rpc::HostPort{env.advertise_host, 0}.str();
@@ -66,7 +81,7 @@ class ProcessRank : public RankLinks {
     clock_offset_ns_ = measure_clock_offset();
     subscription_ = CancelSubscription(token_, [this](const std::string& why) { abort_links(why); });
     heartbeat_ = std::make_unique<rpc::Heartbeat>(
-        env.master, env.job_token, env.rank, std::min(milliseconds(250), timeouts.heartbeat / 4), timeouts.heartbeat,
+        env.master, env.job_token, env.rank, std::min(milliseconds(250), timeouts_.heartbeat / 4), timeouts_.heartbeat,
         [this](const std::string& reason) { on_job_failure(reason); });
   }
 
@@ -85,8 +100,8 @@ class ProcessRank : public RankLinks {
     std::vector<int> nccl_peers;
     for (int peer : neighbours) {
       if (peer == rank()) continue;
-      const auto peer_device = kernels::Device::parse(client_->get("device/" + std::to_string(peer), deadline));
-      const bool same_host = client_->get("host/" + std::to_string(peer), deadline) == env_.advertise_host;
+      const auto peer_device = kernels::Device::parse(get("device/" + std::to_string(peer), deadline));
+      const bool same_host = get("host/" + std::to_string(peer), deadline) == env_.advertise_host;
       const auto kind = link_kind(flag, device, peer_device, peer, same_host);
       link_names_.insert(kind == LinkKind::Nccl ? "nccl" : "thrift");
       if (kind == LinkKind::Nccl) nccl_peers.push_back(peer);
@@ -155,7 +170,10 @@ class ProcessRank : public RankLinks {
       thrift_->abort("job stopped: this rank failed");
       throw;
     }
-    store_barrier("finished", Clock::now() + std::chrono::seconds(60));
+  }
+
+  void finish() {
+    guarded([](RankLinks& links) { links.barrier("finished", Clock::now() + std::chrono::seconds(60)); });
     heartbeat_->stop();
     client_->leave();
     finished_ = true;
@@ -164,7 +182,6 @@ class ProcessRank : public RankLinks {
 
  protected:
   std::string bind_host() const override { return env_.advertise_host; }
-  void store_barrier(const std::string& name, rpc::Deadline deadline) override { client_->barrier(name, deadline); }
 
  private:
   // Rank 0's steady clock minus ours, from the round trip with the least delay (Cristian's
@@ -242,6 +259,7 @@ class ProcessWorld : public World {
   }
   std::string launcher() const override { return launcher_; }
   void run(const std::function<void(RankLinks&)>& body) override { rank_->guarded(body); }
+  void finish() override { rank_->finish(); }
 
  private:
   std::string launcher_;
