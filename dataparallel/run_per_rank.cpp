@@ -20,9 +20,12 @@ void run_per_rank(int ranks, const std::function<void(int)>& body) {
       }
     });
   for (auto& t : threads) t.join();
-  // The root cause: the first failure that is not another member's abort.
+  rethrow_root_cause(errors);
+}
+
+void rethrow_root_cause(const std::vector<std::exception_ptr>& errors) {
   std::exception_ptr echo;
-  for (auto& e : errors) {
+  for (const auto& e : errors) {
     if (!e) continue;
     try {
       std::rethrow_exception(e);

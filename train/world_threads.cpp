@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "dataparallel/run_per_rank.h"
 #include "pipeline/stage_worker.h"
 #include "rpc/in_process_transport.h"
 #include "rpc/job_token.h"
@@ -104,19 +105,7 @@ class ThreadWorld : public World {
         }
       }));
     for (auto& d : done) d.get();
-    // The root cause: the first failure that is not another rank's abort.
-    std::exception_ptr echo;
-    for (auto& e : errors) {
-      if (!e) continue;
-      try {
-        std::rethrow_exception(e);
-      } catch (const rpc::AbortedError&) {
-        if (!echo) echo = e;
-      } catch (...) {
-        throw;
-      }
-    }
-    if (echo) std::rethrow_exception(echo);
+    dp::rethrow_root_cause(errors);
   }
 
  private:

@@ -21,9 +21,10 @@ inline std::string pipewright_binary() {
   return std::string(d != nullptr ? d : "build/bin") + "/pipewright";
 }
 
-inline CommandResult run_pipewright(const std::string& args) {
+// Runs a shell command line, stdout and stderr together.
+inline CommandResult run_command(const std::string& command) {
   CommandResult r;
-  const std::string cmd = pipewright_binary() + " " + args + " 2>&1";
+  const std::string cmd = command + " 2>&1";
   FILE* pipe = popen(cmd.c_str(), "r");
   if (pipe == nullptr) return r;
   std::array<char, 4096> buf{};
@@ -32,6 +33,8 @@ inline CommandResult run_pipewright(const std::string& args) {
   r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
   return r;
 }
+
+inline CommandResult run_pipewright(const std::string& args) { return run_command(pipewright_binary() + " " + args); }
 
 struct ScratchDir {
   std::filesystem::path path;

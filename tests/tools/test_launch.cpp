@@ -13,8 +13,13 @@
 
 #include "tests/tools/background_command.h"
 #include "tests/tools/cli_runner.h"
+#include "tests/tools/job_outputs.h"
 
 using pw::test::BackgroundCommand;
+using pw::test::check_same;
+using pw::test::free_port;
+using pw::test::read_file;
+using pw::test::read_json;
 using pw::test::run_pipewright;
 using pw::test::ScratchDir;
 
@@ -28,41 +33,12 @@ const std::string kLongJob =
     "--model seed-cnn --dataset synthetic --synthetic-size 4096 --batch-size 32 --threads 1 --epochs 100 "
     "--log-every 1 --stages 4 --micro-batches 4 ";
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-
-nlohmann::json read_json(const std::string& path) { return nlohmann::json::parse(std::ifstream(path)); }
-
 // The embedded (one process) run the multi-process runs must reproduce.
 nlohmann::json embedded(const ScratchDir& dir, const std::string& args, const std::string& name) {
   const auto r = run_pipewright("train " + kJob + args + " --summary " + dir.file(name + ".json") + " --save " +
                                 dir.file(name + ".safetensors"));
   BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
   return read_json(dir.file(name + ".json"));
-}
-
-void check_same(const ScratchDir& dir, const std::string& a, const std::string& b) {
-  const auto x = read_json(dir.file(a + ".json"));
-  const auto y = read_json(dir.file(b + ".json"));
-  BOOST_TEST(x["loss_history"] == y["loss_history"]);   // bitwise: the doubles print identically
-  BOOST_TEST(x["test_loss"] == y["test_loss"]);
-  BOOST_TEST(x["test_accuracy"] == y["test_accuracy"]);
-  BOOST_TEST(read_file(dir.file(a + ".safetensors")) == read_file(dir.file(b + ".safetensors")),
-             "the saved weights differ");
-}
-
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
 }
 
 // Nobody listens on the port (connections of the dead job may linger in TIME_WAIT; servers

@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+#include "models/layers/linear.h"
+#include "models/layers/simple.h"
 #include "partition/model_description.h"
 #include "pipeline/schedule.h"
 #include "train/job_config.h"
@@ -19,6 +21,25 @@ struct JobShape {
   int replicas = 1;
   int first_device = 0;   // ranks on cpu:first_device, cpu:first_device + 1, ...
 };
+
+// An MLP on 1x12x12 inputs whose two middle layers share one weight ("mid").
+inline partition::ModelDescription tied_mlp() {
+  partition::ModelDescription m;
+  m.name = "tied-mlp";
+  m.sample_shape = {1, 12, 12};
+  m.num_classes = 10;
+  auto linear = [](int in, int out) {
+    return [=] { return std::unique_ptr<models::Layer>(std::make_unique<models::Linear>(in, out)); };
+  };
+  auto relu = [] { return std::unique_ptr<models::Layer>(std::make_unique<models::ReLU>()); };
+  m.layers = {{"flatten", [] { return std::unique_ptr<models::Layer>(std::make_unique<models::Flatten>()); }},
+              {"fc_in", linear(144, 32)}, {"relu1", relu},
+              {"fc_mid", linear(32, 32)}, {"relu2", relu},
+              {"fc_mid2", linear(32, 32)}, {"relu3", relu},
+              {"fc_out", linear(32, 10)}};
+  m.tied = {{"mid", {"fc_mid.weight", "fc_mid2.weight"}}};
+  return m;
+}
 
 inline train::JobConfig job_of(const partition::ModelDescription& model, const JobShape& shape,
                                std::int64_t batch_size) {

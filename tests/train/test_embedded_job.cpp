@@ -20,6 +20,7 @@ using namespace pw::pipeline;
 using kernels::Device;
 using pw::test::job_of;
 using pw::test::JobShape;
+using pw::test::tied_mlp;
 
 namespace {
 
@@ -27,23 +28,6 @@ partition::ModelDescription seed_cnn() {
   models::ModelOptions o;
   o.sample_shape = {1, 12, 12};
   return partition::describe(models::make_model_spec("seed-cnn", o));
-}
-
-// An MLP whose two middle layers share one weight.
-partition::ModelDescription tied_mlp() {
-  partition::ModelDescription m;
-  m.name = "tied-mlp";
-  m.sample_shape = {1, 12, 12};
-  m.num_classes = 10;
-  auto linear = [](int in, int out) { return [=] { return std::unique_ptr<models::Layer>(std::make_unique<models::Linear>(in, out)); }; };
-  auto relu = [] { return std::unique_ptr<models::Layer>(std::make_unique<models::ReLU>()); };
-  m.layers = {{"flatten", [] { return std::unique_ptr<models::Layer>(std::make_unique<models::Flatten>()); }},
-              {"fc_in", linear(144, 32)}, {"relu1", relu},
-              {"fc_mid", linear(32, 32)}, {"relu2", relu},
-              {"fc_mid2", linear(32, 32)}, {"relu3", relu},
-              {"fc_out", linear(32, 10)}};
-  m.tied = {{"mid", {"fc_mid.weight", "fc_mid2.weight"}}};
-  return m;
 }
 
 struct Run {

@@ -2,10 +2,6 @@
 // per process with the same losses (bitwise); ranks prove they run the same job; a middle stage
 // reads no data; replicas of a batch-norm model agree; tied weights across processes; schedule
 // files.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -15,19 +11,16 @@
 
 #include "tests/tools/background_command.h"
 #include "tests/tools/cli_runner.h"
+#include "tests/tools/job_outputs.h"
 
 using pw::test::BackgroundCommand;
+using pw::test::check_same;
+using pw::test::free_port;
+using pw::test::read_json;
 using pw::test::run_pipewright;
 using pw::test::ScratchDir;
 
 namespace {
-
-nlohmann::json read_json(const std::string& path) { return nlohmann::json::parse(std::ifstream(path)); }
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
 
 std::string binary(const std::string& name) {
   const char* d = std::getenv("PW_BIN_DIR");
@@ -38,38 +31,7 @@ std::string test_binary(const std::string& name) {
   return (std::filesystem::path(binary("")).parent_path().parent_path() / "tests" / name).string();
 }
 
-pw::test::CommandResult run(const std::string& command) {
-  pw::test::CommandResult r;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, pipe) != nullptr) r.output += buf;
-  const int raw = pclose(pipe);
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
-  return r;
-}
-
-void check_same(const ScratchDir& dir, const std::string& a, const std::string& b) {
-  const auto x = read_json(dir.file(a + ".json"));
-  const auto y = read_json(dir.file(b + ".json"));
-  BOOST_TEST(x["loss_history"] == y["loss_history"]);   // bitwise: the doubles print identically
-  BOOST_TEST(x["test_loss"] == y["test_loss"]);
-  BOOST_TEST(x["test_accuracy"] == y["test_accuracy"]);
-  BOOST_TEST(read_file(dir.file(a + ".safetensors")) == read_file(dir.file(b + ".safetensors")),
-             "the saved weights differ");
-}
-
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
+pw::test::CommandResult run(const std::string& command) { return pw::test::run_command(command); }
 
 const std::string kResnet =
     "--model resnet18 --width 8 --dataset synthetic --synthetic-size 256 --batch-size 16 --optimizer sgd --lr 0.05 "

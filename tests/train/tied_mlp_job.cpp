@@ -6,9 +6,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "models/layers/linear.h"
-#include "models/layers/simple.h"
 #include "rpc/transport.h"
+#include "tests/train/job_test_util.h"
 #include "train/fit.h"
 
 using namespace pw;
@@ -24,20 +23,7 @@ int main(int argc, char** argv) {
   app.add_option("--save", out.save_path);
   CLI11_PARSE(app, argc, argv);
 
-  partition::ModelDescription m;
-  m.name = "tied-mlp";
-  m.sample_shape = {1, 12, 12};
-  m.num_classes = 10;
-  auto linear = [](int in, int out) {
-    return [=] { return std::unique_ptr<models::Layer>(std::make_unique<models::Linear>(in, out)); };
-  };
-  auto relu = [] { return std::unique_ptr<models::Layer>(std::make_unique<models::ReLU>()); };
-  m.layers = {{"flatten", [] { return std::unique_ptr<models::Layer>(std::make_unique<models::Flatten>()); }},
-              {"fc_in", linear(144, 32)}, {"relu1", relu},
-              {"fc_mid", linear(32, 32)}, {"relu2", relu},
-              {"fc_mid2", linear(32, 32)}, {"relu3", relu},
-              {"fc_out", linear(32, 10)}};
-  m.tied = {{"mid", {"fc_mid.weight", "fc_mid2.weight"}}};
+  auto m = pw::test::tied_mlp();
   m.split_points = {4};   // fc_mid on stage 0, fc_mid2 on stage 1
   job.program_model = m;
   job.data.dataset = "synthetic";

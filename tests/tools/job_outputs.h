@@ -1,0 +1,50 @@
+#pragma once
+// What the multi-process tests compare: summaries and weights files of two runs of one job, and
+// a free loopback port for ranks started by hand.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include <boost/test/unit_test.hpp>
+#include <nlohmann/json.hpp>
+
+#include "tests/tools/cli_runner.h"
+
+namespace pw::test {
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+inline nlohmann::json read_json(const std::string& path) { return nlohmann::json::parse(std::ifstream(path)); }
+
+// Runs `a` and `b` (NAME.json summaries and NAME.safetensors weights in `dir`) agree bitwise.
+inline void check_same(const ScratchDir& dir, const std::string& a, const std::string& b) {
+  const auto x = read_json(dir.file(a + ".json"));
+  const auto y = read_json(dir.file(b + ".json"));
+  BOOST_TEST(x["loss_history"] == y["loss_history"]);   // bitwise: the doubles print identically
+  BOOST_TEST(x["test_loss"] == y["test_loss"]);
+  BOOST_TEST(x["test_accuracy"] == y["test_accuracy"]);
+  BOOST_TEST(read_file(dir.file(a + ".safetensors")) == read_file(dir.file(b + ".safetensors")),
+             "the saved weights differ");
+}
+
+inline int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+}  // namespace pw::test
