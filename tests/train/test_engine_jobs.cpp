@@ -183,4 +183,28 @@ BOOST_AUTO_TEST_CASE(interleaved_takes_two_chunks_unless_told) {
   BOOST_TEST(read_json(dir.file("s.json"))["chunks"] == 2);
 }
 
+BOOST_AUTO_TEST_CASE(bad_engine_input_gets_one_line_errors) {
+  ScratchDir dir("badengine");
+  const std::string job = "train --model seed-cnn --dataset synthetic --synthetic-size 64 --batch-size 16 --threads 1 "
+                          "--steps 1 --stages 2 ";
+  std::ofstream(dir.file("gpipe.sched")) << "F0 sA0 F1 sA1 rG0 B0 rG1 B1 RG S\nrA0 F0 rA1 F1 B0 sG0 B1 sG1 RG S\n";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {job + "--schedule-file " + dir.file("gpipe.sched") + " --recompute all",
+       "--recompute all with --schedule-file: a schedule file says where it recomputes with its own R instructions"},
+      {job + "--schedule-file " + dir.file("missing.sched"), "cannot read schedule file '" + dir.file("missing.sched")},
+      {"launch --nproc-per-node 2 -- " + job + "--devices cpu:0", "--devices lists 1 devices for 2 stages"},
+  };
+  for (const auto& [args, expected] : cases) {
+    const auto r = run_pipewright(args);
+    BOOST_TEST_CONTEXT(args) {
+      BOOST_TEST(r.status != 0);
+      BOOST_TEST(r.output.find(expected) != std::string::npos, r.output);
+      BOOST_TEST(r.output.find("internal error") == std::string::npos, r.output);
+    }
+  }
+  const auto r = run(binary("example_custom_cnn") + " --replicas 0");
+  BOOST_TEST(r.status != 0);
+  BOOST_TEST(r.output.find("--replicas: Value 0 not in range 1 to 64") != std::string::npos, r.output);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
