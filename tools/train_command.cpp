@@ -34,7 +34,7 @@ std::int64_t bucket_bytes_of(const std::string& text) {
 std::string describe_job(const train::Engine& engine) {
   const auto& plan = engine.plan();
   const auto& s = plan.schedule;
-  auto& links = const_cast<train::Engine&>(engine).links();
+  const auto& links = engine.links();
   std::ostringstream out;
   if (links.world_kind() == train::WorldKind::Processes) {
     out << "rank " << links.rank() << " of " << links.world_size() << " (" << links.launcher() << "): stage "

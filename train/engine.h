@@ -48,6 +48,7 @@ class Engine {
   const partition::Partition& split() const { return partition_; }
   const JobPlan& plan() const { return plan_; }
   RankLinks& links() { return links_; }
+  const RankLinks& links() const { return links_; }
   // What of the data this rank reads: inputs (first stage), labels (last), both, or none.
   models::data::DataParts data_parts() const;
 

@@ -313,9 +313,6 @@ nlohmann::json run_job(const JobConfig& config, const FitOptions& options, const
     timeouts.startup = std::chrono::milliseconds(static_cast<std::int64_t>(config.timeouts.startup_seconds * 1000));
     world = make_process_world(plan.shape(), *launch, timeouts);
   } else {
-    PW_INPUT_CHECK(config.transport == "auto" || config.transport == "inprocess" || config.transport == "thrift",
-                   "--transport " << config.transport << ": the stages of this job share one process, where auto, "
-                                  "inprocess or thrift work; NCCL links need one process per GPU (pipewright launch)");
     world = make_thread_world(plan.shape(), config.transport == "thrift" ? ThreadLinks::Thrift : ThreadLinks::InProcess);
   }
   if (!options.trace_path.empty()) {
