@@ -1,0 +1,72 @@
+// Durable files: whole or absent, a failed write keeps the old file; checksums see every byte.
+#include <boost/test/unit_test.hpp>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "core/durable_file.h"
+#include "core/error.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+std::string read(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+fs::path fresh_dir(const char* name) {
+  auto d = fs::temp_directory_path() / (std::string(name) + "-" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(writes_replace_the_file_whole) {
+  const auto dir = fresh_dir("pw-durable");
+  const auto file = (dir / "a.json").string();
+  pw::write_file_durably(file, "first");
+  pw::write_file_durably(file, "second version");
+  BOOST_TEST(read(file) == "second version");
+  BOOST_TEST(!fs::exists(file + ".tmp"));
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(a_failed_write_keeps_the_old_file_and_names_it) {
+  const auto dir = fresh_dir("pw-durable-fail");
+  const auto file = (dir / "keep.bin").string();
+  pw::write_file_durably(file, "good");
+  try {
+    pw::write_file_durably(file, [](const pw::WriteBytes& write) {
+      write("partial", 7);
+      throw std::runtime_error("No space left on device");
+    });
+    BOOST_FAIL("expected an error");
+  } catch (const pw::InputError& e) {
+    BOOST_TEST(std::string(e.what()).find("keep.bin") != std::string::npos);
+    BOOST_TEST(std::string(e.what()).find("No space left") != std::string::npos);
+  }
+  BOOST_TEST(read(file) == "good");
+  BOOST_TEST(!fs::exists(file + ".tmp"));
+  BOOST_CHECK_THROW(pw::write_file_durably((dir / "no" / "such" / "folder.txt").string(), "x"), pw::InputError);
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(checksum_sees_every_byte) {
+  std::vector<unsigned char> bytes(1000);
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<unsigned char>(i * 7);
+  const auto sum = pw::checksum64(bytes.data(), bytes.size());
+  BOOST_TEST(sum == pw::checksum64(bytes.data(), bytes.size()));
+  for (std::size_t i : {0u, 31u, 32u, 500u, 999u}) {
+    auto changed = bytes;
+    changed[i] ^= 1;
+    BOOST_TEST(pw::checksum64(changed.data(), changed.size()) != sum);
+  }
+  BOOST_TEST(pw::checksum64(bytes.data(), 999) != sum);
+  BOOST_TEST(pw::checksum_hex(0x1234).size() == 16u);
+}
