@@ -5,6 +5,8 @@
 #include <cstring>
 #include <filesystem>
 #include <utility>
+#include <vector>
+#include <algorithm>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -87,27 +89,71 @@ void write_file_durably(const std::string& path, std::string_view contents) {
   write_file_durably(path, [&](const WriteBytes& write) { write(contents.data(), contents.size()); });
 }
 
-std::uint64_t checksum64(const void* data, std::size_t bytes, std::uint64_t seed) {
-  // Four independent lanes of 64-bit multiply-xorshift over 8-byte words: memory speed, and a
-  // changed, moved or missing byte changes the sum.
-  constexpr std::uint64_t kMul = 0x9E3779B97F4A7C15ULL;
-  auto mix = [](std::uint64_t h, std::uint64_t w) {
-    h ^= w + 0x632BE59BD9B4E019ULL + (h << 6) + (h >> 2);
-    h *= 0xBF58476D1CE4E5B9ULL;
-    return h ^ (h >> 31);
-  };
+namespace {
+std::uint64_t mix(std::uint64_t h, std::uint64_t w) {
+  h ^= w + 0x632BE59BD9B4E019ULL + (h << 6) + (h >> 2);
+  h *= 0xBF58476D1CE4E5B9ULL;
+  return h ^ (h >> 31);
+}
+}  // namespace
+
+// Four independent lanes of 64-bit multiply-xorshift over 32-byte blocks: memory speed, and a
+// changed, moved or missing byte changes the sum.
+void Checksum64::block(const unsigned char* p) {
+  for (int k = 0; k < 4; ++k) {
+    std::uint64_t w;
+    std::memcpy(&w, p + 8 * k, 8);
+    lane_[k] = mix(lane_[k], w);
+  }
+}
+
+void Checksum64::add(const void* data, std::size_t bytes) {
   const auto* p = static_cast<const unsigned char*>(data);
-  std::uint64_t lane[4] = {seed ^ kMul, seed + 1, seed + 2 * kMul, seed ^ 0x94D049BB133111EBULL};
-  std::size_t i = 0;
-  for (; i + 32 <= bytes; i += 32)
-    for (int k = 0; k < 4; ++k) {
-      std::uint64_t w;
-      std::memcpy(&w, p + i + 8 * static_cast<std::size_t>(k), 8);
-      lane[k] = mix(lane[k], w);
+  total_ += bytes;
+  if (pending_bytes_ > 0) {
+    const std::size_t take = std::min(bytes, sizeof pending_ - pending_bytes_);
+    std::memcpy(pending_ + pending_bytes_, p, take);
+    pending_bytes_ += take;
+    p += take;
+    bytes -= take;
+    if (pending_bytes_ < sizeof pending_) return;
+    block(pending_);
+    pending_bytes_ = 0;
+  }
+  for (; bytes >= 32; p += 32, bytes -= 32) block(p);
+  std::memcpy(pending_, p, bytes);
+  pending_bytes_ = bytes;
+}
+
+std::uint64_t Checksum64::value() const {
+  std::uint64_t h = mix(mix(lane_[0], lane_[1]), mix(lane_[2], lane_[3]));
+  for (std::size_t i = 0; i < pending_bytes_; ++i) h = mix(h, pending_[i]);
+  return mix(h, total_);
+}
+
+std::string Checksum64::hex() const { return checksum_hex(value()); }
+
+std::uint64_t checksum64(const void* data, std::size_t bytes) {
+  Checksum64 sum;
+  sum.add(data, bytes);
+  return sum.value();
+}
+
+std::string file_checksum(const std::string& path) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) throw InputError("cannot read '" + path + "': " + os_error(errno));
+  Checksum64 sum;
+  std::vector<unsigned char> buffer(std::size_t{1} << 20);
+  for (;;) {
+    const ssize_t n = ::read(fd.get(), buffer.data(), buffer.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw InputError("cannot read '" + path + "': " + os_error(errno));
     }
-  std::uint64_t h = mix(mix(lane[0], lane[1]), mix(lane[2], lane[3]));
-  for (; i < bytes; ++i) h = mix(h, p[i]);
-  return mix(h, static_cast<std::uint64_t>(bytes));
+    if (n == 0) break;
+    sum.add(buffer.data(), static_cast<std::size_t>(n));
+  }
+  return sum.hex();
 }
 
 std::string checksum_hex(std::uint64_t sum) {

@@ -20,8 +20,25 @@ void write_file_durably(const std::string& path, std::string_view contents);
 // Flushes a folder's entries (after a rename into it or a new file in it).
 void sync_directory(const std::string& path);
 
-// A 64-bit checksum of a whole buffer (fast, not cryptographic), for checkpoint manifests.
-std::uint64_t checksum64(const void* data, std::size_t bytes, std::uint64_t seed = 0);
+// A 64-bit checksum (fast, not cryptographic) for checkpoint manifests, fed in pieces of any
+// size: the sum depends only on the bytes, not on how they were split.
+class Checksum64 {
+ public:
+  void add(const void* data, std::size_t bytes);
+  std::uint64_t value() const;
+  std::string hex() const;
+
+ private:
+  void block(const unsigned char* p);
+  std::uint64_t lane_[4] = {0x9E3779B97F4A7C15ULL, 1, 0x3C6EF372FE94F82AULL, 0x94D049BB133111EBULL};
+  unsigned char pending_[32] = {};
+  std::size_t pending_bytes_ = 0;
+  std::uint64_t total_ = 0;
+};
+
+std::uint64_t checksum64(const void* data, std::size_t bytes);
 std::string checksum_hex(std::uint64_t sum);
+// The checksum of a file's bytes; InputError naming the file when it cannot be read.
+std::string file_checksum(const std::string& path);
 
 }  // namespace pw

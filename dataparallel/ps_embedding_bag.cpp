@@ -143,8 +143,16 @@ void PsEmbeddingBag::backward_weight_impl(models::Context& ctx, const Tensor& gi
   c.grad_y = Tensor();
 }
 
-void PsEmbeddingBag::push_remote_gradients_impl(int replica) {
+void PsEmbeddingBag::reconnect_remote_impl() {
+  client_.reset();
+  step_ = -1;
+  pending_.clear();
+  cache_.clear();
+}
+
+void PsEmbeddingBag::push_remote_gradients_impl(int replica, models::RemoteGradients what) {
   start();
+  if (what == models::RemoteGradients::Discard) pending_.clear();
   const auto dim = static_cast<std::size_t>(o_.table.dim);
   std::vector<std::int64_t> keys;
   std::vector<float> grads;

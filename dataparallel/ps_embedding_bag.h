@@ -77,7 +77,8 @@ class PsEmbeddingBag : public models::Layer {
   kernels::Tensor backward_input_impl(models::Context& ctx, const kernels::Tensor& grad_y) override;
   void backward_weight_impl(models::Context& ctx, const kernels::Tensor& grad_y) override;
   kernels::Shape output_shape_impl(const kernels::Shape& input) const override;
-  void push_remote_gradients_impl(int replica) override;
+  void push_remote_gradients_impl(int replica, models::RemoteGradients what) override;
+  void reconnect_remote_impl() override;
 
  private:
   // Connects, creates the table, continues after the servers' last applied step. A step this

@@ -8,12 +8,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/durable_file.h"
+
 namespace pw::kernels {
 namespace {
 constexpr std::uint64_t kMaxHeader = 100 * 1024 * 1024;
 }
 
-void save_safetensors(const std::string& path, const NamedTensors& tensors,
+WrittenFile save_safetensors(const std::string& path, const NamedTensors& tensors,
                       const std::map<std::string, std::string>& metadata) {
   nlohmann::json header = nlohmann::json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
@@ -27,25 +29,22 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   }
   std::string text = header.dump();
   while (text.size() % 8 != 0) text.push_back(' ');   // align the data section as the format advises
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    PW_INPUT_CHECK(out.good(), "cannot write '" << tmp << "'; check that the folder exists and is writable");
+  Checksum64 sum;
+  std::int64_t written = 0;
+  write_file_durably(path, [&](const WriteBytes& write) {
+    auto put = [&](const void* data, std::size_t bytes) {
+      write(data, bytes);
+      sum.add(data, bytes);
+      written += static_cast<std::int64_t>(bytes);
+    };
     const std::uint64_t n = text.size();
     unsigned char len[8];
     for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
-    out.write(reinterpret_cast<const char*>(len), 8);
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    for (const auto& t : host) out.write(static_cast<const char*>(t.raw()), static_cast<std::streamsize>(t.nbytes()));
-    out.flush();
-    PW_INPUT_CHECK(out.good(), "failed writing '" << tmp << "' (disk full?)");
-  }
-  std::error_code error;
-  std::filesystem::rename(tmp, path, error);
-  if (error) {
-    std::filesystem::remove(tmp, error);
-    throw InputError("cannot write '" + path + "': " + error.message());
-  }
+    put(len, 8);
+    put(text.data(), text.size());
+    for (const auto& t : host) put(t.raw(), t.nbytes());
+  });
+  return {written, sum.hex()};
 }
 
 NamedTensors load_safetensors(const std::string& path, std::map<std::string, std::string>* metadata) {

@@ -144,9 +144,14 @@ void Layer::zero_grad() {
   for (auto* p : parameters()) p->grad.zero_();
 }
 
-void Layer::push_remote_gradients(int replica) {
-  push_remote_gradients_impl(replica);
-  for (auto& [name, child] : children_) child->push_remote_gradients(replica);
+void Layer::push_remote_gradients(int replica, RemoteGradients what) {
+  push_remote_gradients_impl(replica, what);
+  for (auto& [name, child] : children_) child->push_remote_gradients(replica, what);
+}
+
+void Layer::reconnect_remote() {
+  reconnect_remote_impl();
+  for (auto& [name, child] : children_) child->reconnect_remote();
 }
 
 Parameter& Layer::add_parameter(const std::string& name, const Shape& shape, Init init) {

@@ -62,6 +62,9 @@ struct Buffer {
 // names another, so a pipeline stage builds its layers straight onto its own (capped) device.
 Device default_layer_device();
 
+// What a step sends to the servers holding remote rows: its gradients, or nothing (a skipped step).
+enum class RemoteGradients { Push, Discard };
+
 class LayerDeviceScope {
  public:
   explicit LayerDeviceScope(Device device);
@@ -120,8 +123,12 @@ class Layer {
   void zero_grad();
   // Once per optimizer step, after the local optimizer's update: layers whose rows live elsewhere
   // (parameter servers) send the gradients this step accumulated. `replica` says which replica of
-  // the stage is stepping (the server counts each replica's pushes as one worker's).
-  void push_remote_gradients(int replica);
+  // the stage is stepping (the server counts each replica's pushes as one worker's). A skipped
+  // step (non-finite gradients) sends none of them but still counts as the worker's step.
+  void push_remote_gradients(int replica, RemoteGradients what = RemoteGradients::Push);
+  // After the servers holding remote rows were restored from a checkpoint: such layers forget
+  // the step they were at and read it from the servers again.
+  void reconnect_remote();
 
  protected:
   virtual Output forward_impl(const Tensor& x, Mode mode) = 0;
@@ -131,7 +138,8 @@ class Layer {
   // backward in turn, so no layer holds its output gradient longer than needed.
   virtual Tensor backward_impl(Context& ctx, const Tensor& grad_y);
   virtual Shape output_shape_impl(const Shape& input) const = 0;
-  virtual void push_remote_gradients_impl(int /*replica*/) {}
+  virtual void push_remote_gradients_impl(int /*replica*/, RemoteGradients /*what*/) {}
+  virtual void reconnect_remote_impl() {}
 
   Parameter& add_parameter(const std::string& name, const Shape& shape, Init init);
   Buffer& add_buffer(const std::string& name, const Shape& shape, Init init);

@@ -31,6 +31,8 @@ class Optimizer {
   void step();        // applies one update from the accumulated gradients
   void zero_grad();
   std::int64_t steps() const { return step_; }
+  // A resumed job continues the count (Adam's bias correction, SGD's first-step momentum).
+  void set_steps(std::int64_t steps) { step_ = steps; }
   const OptimizerConfig& config() const { return config_; }
   void set_lr(double lr) { config_.lr = lr; }
 

@@ -330,6 +330,25 @@ void StageExecutor::reduce_grads(const Instruction&) {
 }
 
 void StageExecutor::optimizer_step(const Instruction&) {
+  last_update_ = UpdateDecision{};
+  if (update_check_ != nullptr) {
+    // A tied weight's gradient is held (equal) by each owner; the first owner counts it.
+    std::set<models::Parameter*> not_counted;
+    for (const auto& group : tied_)
+      if (!group.local.empty() && group.owner_stages.front() != config_.stage)
+        not_counted.insert(group.local.begin(), group.local.end());
+    std::vector<models::Parameter*> counted;
+    for (auto* p : parameters())
+      if (!not_counted.count(p)) counted.push_back(p);
+    last_update_ = update_check_->before_update(step_, counted, result_.loss_sum);
+  }
+  if (last_update_.action == UpdateAction::Skip) {
+    optimizer_->zero_grad();
+    for (auto& chunk : chunks_) chunk->push_remote_gradients(config_.replica, models::RemoteGradients::Discard);
+    return;
+  }
+  if (last_update_.gradient_scale != 1.0)
+    for (auto* p : parameters()) kernels::scale_inplace(p->grad, last_update_.gradient_scale);
   optimizer_->step();
   optimizer_->zero_grad();
   for (auto& chunk : chunks_) chunk->push_remote_gradients(config_.replica);

@@ -16,6 +16,7 @@
 #include "pipeline/recompute.h"
 #include "pipeline/schedule.h"
 #include "pipeline/stage_tracer.h"
+#include "pipeline/update_check.h"
 #include "rpc/transport.h"
 
 namespace pw::pipeline {
@@ -73,6 +74,11 @@ class StageExecutor {
   const StageConfig& config() const { return config_; }   // config().program: what each step runs
   // Replicas to average this stage's gradients with (nullptr: none). Set between steps.
   void set_gradient_sync(GradientSync* sync) { config_.gradient_sync = sync; }
+  // Who decides whether each step updates (nullptr: every step does, unscaled). Set between steps.
+  void set_update_check(UpdateCheck* check) { update_check_ = check; }
+  models::Optimizer& optimizer() { return *optimizer_; }
+  // The last step's verdict (Apply when no check is set).
+  UpdateDecision last_update() const { return last_update_; }
   std::vector<models::Parameter*> parameters();   // every chunk's, in model order
 
  private:
@@ -118,6 +124,8 @@ class StageExecutor {
   std::unique_ptr<models::Optimizer> optimizer_;
   rpc::Transport& transport_;
   std::vector<TiedGroup> tied_;
+  UpdateCheck* update_check_ = nullptr;
+  UpdateDecision last_update_;
   std::set<std::pair<int, int>> recomputed_;     // (micro_batch, chunk) with a Recompute in the program
   std::vector<std::size_t> last_gradient_op_;   // per chunk: index of its last backward/weight op
 

@@ -107,6 +107,15 @@ train::JobConfig job_config_of(const TrainOptions& o) {
   c.seed = o.seed;
   c.transport = o.transport;
   c.load_path = o.load_path;
+  c.checkpoints.dir = o.checkpoint_dir;
+  c.checkpoints.every_steps = o.checkpoint_every;
+  c.checkpoints.every_seconds = o.checkpoint_every_seconds;
+  c.checkpoints.keep = o.keep_checkpoints;
+  c.checkpoints.on_error = o.on_checkpoint_error;
+  c.checkpoints.resume = o.resume;
+  c.recovery.max_bad_steps = o.max_bad_steps;
+  c.recovery.rollback_lr_factor = o.rollback_lr_factor;
+  c.recovery.clip_grad_norm = o.clip_grad_norm;
   c.resources.device = o.device;
   if (!o.devices.empty()) c.resources.devices = comma_list(o.devices);
   c.resources.threads = o.threads;
@@ -136,6 +145,26 @@ void add_train_command(CLI::App& app, TrainOptions& o) {
   cmd->add_option("--summary", o.summary_path, "write a JSON summary here");
   cmd->add_option("--save", o.save_path, "save the trained weights (safetensors)");
   cmd->add_option("--load", o.load_path, "start from these weights (safetensors)");
+  cmd->add_option("--checkpoint-dir", o.checkpoint_dir,
+                  "write checkpoints of the whole job (weights, optimizer state, step, data position) to D/step-N/");
+  cmd->add_option("--checkpoint-every", o.checkpoint_every, "checkpoint every N steps (and after the last)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--checkpoint-every-seconds", o.checkpoint_every_seconds, "checkpoint every S seconds")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--keep-checkpoints", o.keep_checkpoints, "newest complete checkpoints kept")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--on-checkpoint-error", o.on_checkpoint_error, "stop or continue when a checkpoint cannot be written")
+      ->capture_default_str()->check(CLI::IsMember({"stop", "continue"}));
+  cmd->add_option("--resume", o.resume,
+                  "continue a job from a checkpoint: D/step-N, or D for its newest complete one (--steps stays the "
+                  "job's total)");
+  cmd->add_option("--max-bad-steps", o.max_bad_steps,
+                  "non-finite steps in a row (each skipped on every rank) that roll back to the newest checkpoint")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--rollback-lr-factor", o.rollback_lr_factor, "learning rate after a rollback, relative to before")
+      ->capture_default_str()->check(CLI::Range(1e-6, 1.0));
+  cmd->add_option("--clip-grad-norm", o.clip_grad_norm, "clip gradients by the norm of the whole model (0: off)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--log-every", o.log_every, "progress line every N steps when output is not a terminal")
       ->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--warmup-steps", o.warmup_steps, "steps left out of the steady-state throughput figures")

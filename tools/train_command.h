@@ -31,6 +31,16 @@ struct TrainOptions {
   std::string summary_path;
   std::string save_path;
   std::string load_path;
+  // Long jobs: checkpoints, resume, recovery from non-finite steps.
+  std::string checkpoint_dir;
+  std::int64_t checkpoint_every = 0;
+  double checkpoint_every_seconds = 0.0;
+  int keep_checkpoints = 3;
+  std::string on_checkpoint_error = "stop";
+  std::string resume;
+  int max_bad_steps = 3;
+  double rollback_lr_factor = 0.5;
+  double clip_grad_norm = 0.0;
   std::int64_t log_every = 50;
   std::int64_t eval_batches = -1;
   std::int64_t warmup_steps = 5;

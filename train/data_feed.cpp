@@ -109,15 +109,17 @@ TrainFeed::TrainFeed(const models::data::Dataset* dataset, FeedShape shape, std:
   PW_CHECK(shape_.parts == DataParts::None || dataset_ != nullptr, "a rank that reads data has no data set");
 }
 
-void TrainFeed::start_epoch(std::int64_t epoch) {
+void TrainFeed::start_epoch(std::int64_t epoch, std::int64_t first_batch) {
   prefetcher_.reset();
   // The order a single replica's DataLoader reads: the same batches whatever the job's shape.
   order_ = models::data::shard_epoch_indices(shape_.dataset_size, models::data::Shuffle::Yes, seed_, epoch, {0, 1});
-  next_ = 0;
+  PW_CHECK(first_batch >= 0 && first_batch <= batches_per_epoch(),
+           "batch " << first_batch << " of an epoch of " << batches_per_epoch());
+  next_ = first_batch;
   if (prefetch_ == 0 || shape_.parts == DataParts::None) return;
   prefetcher_ = std::make_unique<models::data::BatchPrefetcher>(
-      batches_per_epoch(), prefetch_,
-      [this](std::int64_t b, tbb::task_group_context& context) { return assemble(b, context); });
+      batches_per_epoch() - first_batch, prefetch_,
+      [this, first_batch](std::int64_t b, tbb::task_group_context& context) { return assemble(first_batch + b, context); });
 }
 
 Batch TrainFeed::assemble(std::int64_t batch, tbb::task_group_context& context) const {

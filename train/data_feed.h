@@ -29,7 +29,8 @@ class TrainFeed {
   TrainFeed(const models::data::Dataset* dataset, FeedShape shape, std::int64_t global_batch, int micro_batches,
             std::uint64_t seed, int prefetch = 2);
   std::int64_t batches_per_epoch() const { return shape_.dataset_size / global_batch_; }
-  void start_epoch(std::int64_t epoch);
+  // From batch `first_batch` of the epoch on (a resumed job), the earlier ones not read.
+  void start_epoch(std::int64_t epoch, std::int64_t first_batch = 0);
   // This rank's part of the next global batch (tensors it does not read are left undefined), or
   // nullopt at the end of the epoch.
   std::optional<models::data::Batch> next();

@@ -1,7 +1,10 @@
 #include "train/engine.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -28,7 +31,9 @@ milliseconds millis(double seconds) { return milliseconds(static_cast<std::int64
 
 // Control messages (Tag::micro_batch) between the ranks of one job. Weights go as kFirstWeight + i;
 // the scores' id lies far above any weight count.
-enum ControlMessage : int { kStepFigures = 0, kEvalFigures = 1, kWeightNames = 2, kFirstWeight = 3, kEvalScores = 1 << 30 };
+enum ControlMessage : int {
+  kStepFigures = 0, kEvalFigures = 1, kWeightNames = 2, kFirstWeight = 3, kEvalScores = 1 << 30, kUpdateCheck = (1 << 30) + 1
+};
 // Tag::virtual_stage of the tied weights' starting values (other control messages use 0).
 constexpr int kTiedStart = 1 << 20;
 
@@ -49,7 +54,20 @@ std::string split_text(const partition::Partition& p) {
 }
 
 // Every figure a rank reports after a step, in this order.
-enum StepFigure : std::size_t { kLoss, kCorrect, kSamples, kBusy, kPeak, kBuckets, kExposed, kFigureCount };
+enum StepFigure : std::size_t { kLoss, kCorrect, kSamples, kBusy, kPeak, kBuckets, kExposed, kFlags, kFigureCount };
+
+// "layers-0003-0007.safetensors": a chunk's file, named by the model layers it holds.
+std::string chunk_file_name(const partition::StageRange& r) {
+  char name[64];
+  std::snprintf(name, sizeof name, "layers-%04d-%04d.safetensors", r.begin, r.end - 1);
+  return name;
+}
+
+constexpr const char* kOptimizerPrefix = "optimizer/";
+
+kernels::Tensor host_copy(const kernels::Tensor& t) {
+  return t.device().is_cpu() ? t.clone() : t.to(kernels::Device::cpu(0));
+}
 
 }  // namespace
 
@@ -82,11 +100,18 @@ Engine::Engine(const JobPlan& plan, RankLinks& links) : plan_(plan), links_(link
     models::load_weights(layers(), c.load_path, whole ? models::WeightCoverage::Whole : models::WeightCoverage::Part);
   if (plan_.replicas() > 1) join_replicas();
   if (c.replicas.sync_batch_norm) synchronise_batch_norm();
+  step_guard_ = std::make_unique<StepGuard>(
+      rank(), P, c.recovery.clip_grad_norm,
+      [this](const std::vector<double>& values, std::int64_t round) { return exchange(values, kUpdateCheck, round); });
+  executor_->set_update_check(step_guard_.get());
   links_.barrier("built", startup);
 }
 
 Engine::~Engine() {
-  if (executor_) executor_->set_gradient_sync(nullptr);
+  if (executor_) {
+    executor_->set_gradient_sync(nullptr);
+    executor_->set_update_check(nullptr);
+  }
 }
 
 // Ranks prove they run the same job: rank 0 publishes its config, the others compare hashes and,
@@ -278,13 +303,16 @@ std::vector<std::vector<double>> Engine::exchange(const std::vector<double>& val
   } catch (...) {
     std::ostringstream context;
     context << "stage " << stage() << " (" << device_.str() << "), step " << round << ", exchanging "
-            << (message == kStepFigures ? "the step's" : "the evaluation's") << " figures with rank " << peer << ": ";
+            << (message == kStepFigures    ? "the step's figures"
+                : message == kUpdateCheck ? "whether its gradients are finite"
+                                          : "the evaluation's figures")
+            << " with rank " << peer << ": ";
     pipeline::rethrow_with_context(context.str());
   }
   return all;
 }
 
-StepOutcome Engine::step(const models::data::Batch& local) {
+StepOutcome Engine::step(const models::data::Batch& local, double primary_flags) {
   const int M = plan_.schedule.micro_batches;
   pipeline::MicroBatchInputs inputs;
   inputs.images = local.images.defined() ? pipeline::split_batch(local.images, M)
@@ -310,6 +338,7 @@ StepOutcome Engine::step(const models::data::Batch& local) {
     figures[kBuckets] = static_cast<double>(stats.buckets);
     figures[kExposed] = stats.exposed_seconds;
   }
+  figures[kFlags] = primary_flags;
   const auto all = exchange(figures, kStepFigures, step);
   StepOutcome r;
   const int P = plan_.schedule.stages;
@@ -330,6 +359,10 @@ StepOutcome Engine::step(const models::data::Batch& local) {
     r.allreduce_exposed_seconds = std::max(r.allreduce_exposed_seconds, f[kExposed]);
   }
   r.loss = r.samples > 0 ? loss_sum / static_cast<double>(r.samples) : 0.0;
+  r.primary_flags = all.front()[kFlags];
+  r.skipped = executor_->last_update().action == pipeline::UpdateAction::Skip;
+  r.nonfinite_rank = step_guard_->last_nonfinite_rank();
+  r.gradient_norm = step_guard_->last_gradient_norm();
   return r;
 }
 
@@ -458,6 +491,83 @@ void Engine::save(const std::string& path) {
   auto tensors = gather_weights();
   if (rank() == 0) models::save_named_weights(tensors, path, plan_.model.name);
 }
+
+std::vector<CheckpointPart> Engine::checkpoint_parts() const {
+  if (replica() != 0) return {};
+  auto& executor = *executor_;
+  std::vector<std::pair<std::string, models::Parameter*>> named;
+  for (int c = 0; c < executor.chunk_count(); ++c)
+    for (auto& [name, p] : executor.chunk(c).named_parameters()) named.emplace_back(name, p);
+  std::map<std::string, kernels::Tensor> optimizer_state;
+  for (auto& [name, t] : executor.optimizer().named_state(named)) optimizer_state.emplace(name, *t);
+  const auto& optimizer = executor.optimizer();
+  std::vector<CheckpointPart> parts;
+  const int P = plan_.schedule.stages;
+  for (int c = 0; c < executor.chunk_count(); ++c) {
+    CheckpointPart part;
+    part.name = chunk_file_name(partition_[static_cast<std::size_t>(c * P + stage())]);
+    auto& chunk = executor.chunk(c);
+    for (auto& [name, p] : chunk.named_parameters()) {
+      part.tensors.emplace(name, host_copy(p->value));
+      for (const auto& [state_name, t] : optimizer_state)
+        if (state_name.compare(0, name.size() + 1, name + ".") == 0)
+          part.tensors.emplace(kOptimizerPrefix + state_name, host_copy(t));
+    }
+    for (auto& [name, b] : chunk.named_buffers()) part.tensors.emplace(name, host_copy(b->value));
+    part.metadata = {{"format", "pt"},
+                     {"pipewright_model", plan_.model.name},
+                     {"optimizer", models::optimizer_kind_name(optimizer.config().kind)},
+                     {"optimizer_steps", std::to_string(optimizer.steps())}};
+    parts.push_back(std::move(part));
+  }
+  return parts;
+}
+
+void Engine::restore(const CheckpointManifest& m) {
+  // Which file holds each tensor; a tied weight's copies are equal, the first file stands.
+  std::map<std::string, const CheckpointFile*> where;
+  for (const auto& f : m.files)
+    for (const auto& t : f.tensors) where.emplace(t, &f);
+  std::vector<std::pair<std::string, models::Parameter*>> named;
+  std::vector<std::pair<std::string, kernels::Tensor*>> wanted;
+  for (auto* layer : layers()) {
+    for (auto& [name, p] : layer->named_parameters()) {
+      named.emplace_back(name, p);
+      wanted.emplace_back(name, &p->value);
+    }
+    for (auto& [name, b] : layer->named_buffers()) wanted.emplace_back(name, &b->value);
+  }
+  for (auto& [name, t] : executor_->optimizer().named_state(named)) wanted.emplace_back(kOptimizerPrefix + name, t);
+  std::map<std::string, kernels::NamedTensors> loaded;   // by file
+  std::optional<std::int64_t> optimizer_steps;
+  for (const auto& [name, target] : wanted) {
+    const auto at = where.find(name);
+    PW_INPUT_CHECK(at != where.end(), "checkpoint " << m.folder << " holds no tensor '" << name
+                                                    << "' (is it a checkpoint of this model, " << plan_.model.name << "?)");
+    const CheckpointFile& file = *at->second;
+    auto it = loaded.find(file.name);
+    if (it == loaded.end()) {
+      verify_file(m.folder, file);
+      std::map<std::string, std::string> metadata;
+      it = loaded.emplace(file.name, kernels::load_safetensors(m.folder + "/" + file.name, &metadata)).first;
+      if (metadata.count("optimizer_steps")) optimizer_steps = std::stoll(metadata.at("optimizer_steps"));
+    }
+    const auto t = it->second.find(name);
+    PW_INPUT_CHECK(t != it->second.end(), "checkpoint file '" << m.folder << "/" << file.name << "' lacks '" << name
+                                                              << "' that its manifest lists");
+    PW_INPUT_CHECK(t->second.shape() == target->shape() && t->second.dtype() == target->dtype(),
+                   "checkpoint file '" << m.folder << "/" << file.name << "': '" << name << "' is "
+                                       << t->second.describe() << ", this model's is " << target->describe());
+    target->copy_from(t->second.to(target->device()));
+  }
+  if (optimizer_steps) executor_->optimizer().set_steps(*optimizer_steps);
+  set_lr(m.lr);
+  step_ = m.step;
+  for (auto* layer : layers()) layer->reconnect_remote();
+}
+
+void Engine::set_lr(double lr) { executor_->optimizer().set_lr(lr); }
+double Engine::lr() const { return executor_->optimizer().config().lr; }
 
 void Engine::reset_peak_memory() { kernels::DeviceRuntime::get(device_).allocator().reset_peak(); }
 void Engine::synchronize() { kernels::current_stream(device_).synchronize(); }

@@ -15,8 +15,10 @@
 #include "models/trainer.h"
 #include "pipeline/stage_executor.h"
 #include "rpc/subgroup_transport.h"
+#include "train/checkpoint.h"
 #include "train/data_feed.h"
 #include "train/job_plan.h"
+#include "train/step_guard.h"
 #include "train/world.h"
 
 namespace pw::train {
@@ -30,6 +32,11 @@ struct StepOutcome {
   std::vector<std::int64_t> stage_peak_memory;   // per stage, the largest over its replicas
   std::vector<std::int64_t> gradient_buckets;    // per stage (replica 0); empty with one replica
   double allreduce_exposed_seconds = 0.0;        // the largest over ranks
+  // Non-finite loss or gradients somewhere: no rank updated (nonfinite_rank: the lowest that saw it).
+  bool skipped = false;
+  int nonfinite_rank = -1;
+  double gradient_norm = 0.0;   // of the whole model, before clipping (NaN when skipped)
+  double primary_flags = 0.0;   // what rank 0 passed to step()
 };
 
 class Engine {
@@ -54,11 +61,23 @@ class Engine {
 
   // One optimizer step on this rank's part of the global batch (images on the first stage, labels
   // on the last; see TrainFeed).
-  StepOutcome step(const models::data::Batch& local);
+  // `primary_flags`: rank 0's value reaches every rank in the outcome (others pass 0).
+  StepOutcome step(const models::data::Batch& local, double primary_flags = 0.0);
+  std::int64_t steps_made() const { return step_; }
   // Forward-only over the test set, split over the replicas; the counts are summed.
   models::EvalResult evaluate(EvalFeed& feed);
   // Every stage's parameters and buffers by whole-model name, written by rank 0 (safetensors).
   void save(const std::string& path);
+  // This rank's share of a checkpoint (train/checkpoint.h), copied to the host now: replica 0 writes
+  // one file per model chunk with its parameters, buffers and optimizer state by whole-model name;
+  // other replicas hold the same values and write nothing.
+  std::vector<CheckpointPart> checkpoint_parts() const;
+  // Loads this rank's tensors and optimizer state from a checkpoint by name, whatever layout saved
+  // it, and continues at its step with its learning rate. InputError naming the file when a tensor
+  // is missing, has another shape, or a file is damaged.
+  void restore(const CheckpointManifest& manifest);
+  void set_lr(double lr);
+  double lr() const;
   // This rank's chunks of the model.
   std::vector<models::Layer*> layers();
   pipeline::StageExecutor& executor() { return *executor_; }
@@ -92,6 +111,7 @@ class Engine {
   CancelSubscription batch_norm_cancel_;
   std::unique_ptr<dp::BucketReducer> reducer_;
   CancelSubscription reducer_cancel_;
+  std::unique_ptr<StepGuard> step_guard_;
   pipeline::StageStepResult last_;
   std::int64_t step_ = 0;
   std::int64_t evaluations_ = 0;

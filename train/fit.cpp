@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -9,10 +10,13 @@
 #include <sstream>
 
 #include "core/clock.h"
+#include "core/durable_file.h"
 #include "core/trace.h"
 #include "core/units.h"
 #include "dataparallel/topology.h"
 #include "kernels/runtime.h"
+#include "train/checkpointer.h"
+#include "train/fault_injection.h"
 #include "train/parameter_servers.h"
 #include "train/progress.h"
 #include "train/trace_file.h"
@@ -22,21 +26,7 @@ namespace {
 
 using models::data::DataParts;
 
-void write_json_file(const std::string& path, const nlohmann::json& j) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    PW_INPUT_CHECK(out.good(), "cannot write '" << tmp << "'");
-    out << j.dump(2) << "\n";
-    PW_INPUT_CHECK(out.good(), "failed writing '" << tmp << "'");
-  }
-  std::error_code error;
-  std::filesystem::rename(tmp, path, error);
-  if (error) {
-    std::filesystem::remove(tmp, error);
-    throw InputError("cannot write '" + path + "': " + error.message());
-  }
-}
+void write_json_file(const std::string& path, const nlohmann::json& j) { write_file_durably(path, j.dump(2) + "\n"); }
 
 // Fails before training when an output file could not be written later.
 void check_writable(const std::string& path, const char* flag) {
@@ -87,6 +77,85 @@ RankData open_rank_data(Engine& engine, models::data::Split split, const char* k
                                                     << " samples of " << d.set->name() << " but rank 0 reads "
                                                     << d.size << "; give every rank the same data");
   return d;
+}
+
+int restart_count() {
+  const char* text = std::getenv("PW_RESTART_COUNT");
+  return text ? std::atoi(text) : 0;
+}
+
+void add_restarts(nlohmann::json& j) {
+  j["restarts"] = restart_count();
+  const char* causes = std::getenv("PW_RESTART_CAUSES");
+  if (causes == nullptr) return;
+  try {
+    j["restart_causes"] = nlohmann::json::parse(causes);
+  } catch (const nlohmann::json::exception&) {
+    j["restart_causes"] = nlohmann::json::array({causes});
+  }
+}
+
+// What to resume from: --resume, or after a launcher's restart the newest checkpoint of
+// --checkpoint-dir (none yet: from the start). Rank 0 decides and tells the others.
+std::string resume_folder_of(Engine& engine, rpc::Deadline deadline) {
+  const auto& c = engine.plan().config;
+  const std::string key = "fit/resume";
+  if (engine.rank() != 0) {
+    const auto value = engine.links().get(key, deadline);
+    if (value.rfind("error:", 0) == 0)
+      throw rpc::AbortedError("rank " + std::to_string(engine.rank()) + ": rank 0 cannot resume: " + value.substr(6));
+    return value.substr(3);
+  }
+  std::string folder;
+  try {
+    if (!c.checkpoints.resume.empty()) folder = resolve_resume(c.checkpoints.resume);
+    else if (restart_count() > 0 && !c.checkpoints.dir.empty()) folder = newest_checkpoint(c.checkpoints.dir).value_or("");
+  } catch (const std::exception& e) {
+    engine.links().store().set(key, std::string("error:") + e.what());
+    throw;
+  }
+  engine.links().store().set(key, "ok:" + folder);
+  return folder;
+}
+
+// Every rank loads its part (by name, whatever layout saved it); rank 0 restores the parameter
+// servers' tables from the same cut.
+CheckpointManifest restore_checkpoint(Engine& engine, const std::string& folder, const std::string& barrier,
+                                      rpc::Deadline deadline) {
+  const auto& plan = engine.plan();
+  auto m = read_manifest(folder);
+  const auto why = resume_difference(m.config, to_json(plan.config));
+  PW_INPUT_CHECK(why.empty(), "cannot resume from " << folder << ": " << why
+                                                    << "; a checkpoint resumes the same model, data, seed and optimizer "
+                                                       "(the stages, split, replicas and steps may change)");
+  if (engine.is_primary() && plan.parameter_servers) {
+    PW_INPUT_CHECK(!m.ps_folder.empty(), "cannot resume from " << folder << ": it holds no parameter-server snapshot "
+                                                                  "and this job uses parameter servers");
+    for (const auto& f : m.ps_files) verify_file(folder, f);
+    plan.parameter_servers->restore((std::filesystem::path(folder) / m.ps_folder).string());
+  }
+  engine.restore(m);
+  engine.links().barrier(barrier, deadline);
+  return m;
+}
+
+// After --max-bad-steps non-finite steps in a row: every rank goes back to the newest checkpoint
+// and continues with a lower learning rate.
+CheckpointManifest roll_back(Engine& engine, Checkpointer& checkpointer, std::int64_t step, std::int64_t bad,
+                             std::int64_t rollbacks) {
+  const auto& c = engine.plan().config;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<std::int64_t>(c.timeouts.stage_seconds * 1000));
+  checkpointer.finish();
+  const auto folder = checkpointer.newest(deadline);
+  PW_INPUT_CHECK(!folder.empty(), bad << " steps in a row (up to step " << step
+                                      << ") had a non-finite loss or gradients and there is no checkpoint to roll back "
+                                         "to; lower --lr, clip with --clip-grad-norm, or give --checkpoint-dir");
+  const auto m = restore_checkpoint(engine, folder, "rollback/" + std::to_string(rollbacks), deadline);
+  engine.set_lr(m.lr * c.recovery.rollback_lr_factor);
+  if (engine.is_primary())
+    std::fprintf(stderr, "rolled back to %s (step %lld) after %lld non-finite steps in a row; learning rate now %g\n",
+                 folder.c_str(), static_cast<long long>(m.step), static_cast<long long>(bad), engine.lr());
+  return m;
 }
 
 nlohmann::json summary_of(Engine& engine, const std::vector<double>& loss_history,
@@ -230,48 +299,100 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
   PW_INPUT_CHECK(feed.batches_per_epoch() > 0, "--batch-size " << c.data.batch_size << " is larger than the "
                                                                << train_data.size << " training samples");
   const std::int64_t total_steps = c.data.steps > 0 ? c.data.steps : c.data.epochs * feed.batches_per_epoch();
+  Checkpointer checkpointer(engine, total_steps);
+  std::vector<double> loss_history;
+  loss_history.reserve(static_cast<std::size_t>(total_steps));
+  std::int64_t step = 0, epoch = 0, first_batch = 0, skipped_steps = 0, rollbacks = 0, bad_in_a_row = 0;
+  // Resuming: the newest checkpoint of --resume, or of --checkpoint-dir when a launcher restarted us.
+  const std::string resume_folder = resume_folder_of(engine, startup);
+  std::optional<std::int64_t> resumed_from;
+  if (!resume_folder.empty()) {
+    const auto m = restore_checkpoint(engine, resume_folder, "resumed", startup);
+    resumed_from = m.step;
+    step = m.step;
+    loss_history = m.loss_history;
+    skipped_steps = m.skipped_steps;
+    rollbacks = m.rollbacks;
+    epoch = m.epoch;
+    first_batch = m.batch_in_epoch;
+    if (primary && o.progress)
+      std::fprintf(stderr, "resumed from %s (step %lld of %lld)\n", resume_folder.c_str(), static_cast<long long>(step),
+                   static_cast<long long>(total_steps));
+  }
   // Each process says once what it runs (a world of threads: rank 0 for all of them).
   if (engine.links().first_in_process() && callbacks.on_start) callbacks.on_start(engine, total_steps);
 
   engine.reset_peak_memory();
   const auto start = Clock::now();
   double train_seconds = 0.0;
-  std::vector<double> loss_history, step_seconds;
-  loss_history.reserve(static_cast<std::size_t>(total_steps));
+  std::vector<double> step_seconds;
   step_seconds.reserve(static_cast<std::size_t>(total_steps));
   std::vector<double> stage_busy(static_cast<std::size_t>(plan.schedule.stages), 0.0);
-  std::int64_t samples = 0, correct = 0, step = 0, epoch = 0;
+  std::int64_t samples = 0, correct = 0;
   StepOutcome last;
   ProgressLine progress(primary && o.progress ? stderr : nullptr, total_steps, o.log_every);
   UtilisationLine utilisation(o.log_every);
   while (step < total_steps) {
-    feed.start_epoch(epoch++);
+    feed.start_epoch(epoch, first_batch);
+    std::int64_t batch_in_epoch = first_batch;
+    first_batch = 0;
+    bool rolled_back = false;
     while (step < total_steps) {
+      maybe_kill_at(step + 1, engine.rank());
       std::optional<models::data::Batch> batch;
       {
         trace::ScopedSpan loading(trace::SpanKind::DataLoad, -1, 0, step);
         batch = feed.next();
       }
       if (!batch) break;
+      ++batch_in_epoch;
       const auto t0 = Clock::now();
-      last = engine.step(*batch);
+      last = engine.step(*batch, checkpointer.primary_flags());
       const double dt = seconds_since(t0);
       train_seconds += dt;
       step_seconds.push_back(dt);
       ++step;
       samples += last.samples;
       correct += last.correct;
-      loss_history.push_back(last.loss);
+      loss_history.push_back(last.skipped ? std::nan("") : last.loss);
       for (std::size_t i = 0; i < last.stage_busy_seconds.size() && i < stage_busy.size(); ++i)
         stage_busy[i] += last.stage_busy_seconds[i];
-      PW_INPUT_CHECK(std::isfinite(last.loss), "loss became " << last.loss << " at step " << step << "; lower --lr");
       if (primary) {
         progress.update(step, last.loss, static_cast<double>(samples) / train_seconds, seconds_since(start));
         if (o.progress && !progress.in_place()) utilisation.add(step, dt, last.stage_busy_seconds);
         if (callbacks.on_step) callbacks.on_step(StepEvent{step, total_steps, dt, &last});
       }
+      if (last.skipped) {
+        ++skipped_steps;
+        ++bad_in_a_row;
+        if (primary)
+          std::fprintf(stderr, "step %lld: the loss or gradients are not finite (first seen on rank %d); the step is "
+                               "skipped on every rank (%lld in a row)\n",
+                       static_cast<long long>(step), last.nonfinite_rank, static_cast<long long>(bad_in_a_row));
+        if (bad_in_a_row >= c.recovery.max_bad_steps) {
+          const auto m = roll_back(engine, checkpointer, step, bad_in_a_row, rollbacks);
+          rollbacks = m.rollbacks + 1;
+          bad_in_a_row = 0;
+          step = m.step;
+          loss_history = m.loss_history;
+          skipped_steps = m.skipped_steps;
+          epoch = m.epoch;
+          first_batch = m.batch_in_epoch;
+          rolled_back = true;
+          break;
+        }
+        continue;
+      }
+      bad_in_a_row = 0;
+      if (checkpointer.due(step, last)) {
+        const bool epoch_done = batch_in_epoch == feed.batches_per_epoch();
+        checkpointer.save(TrainingPosition{step, epoch_done ? epoch + 1 : epoch, epoch_done ? 0 : batch_in_epoch,
+                                           &loss_history, skipped_steps, rollbacks});
+      }
     }
+    if (!rolled_back) ++epoch;
   }
+  checkpointer.finish();
   progress.finish();
   engine.synchronize();
   if (!o.trace_path.empty()) write_trace(engine, o, startup);
@@ -290,6 +411,12 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
     std::fprintf(stderr, "test accuracy %.4f (loss %.4f, %lld samples); train %.1f samples/s; %s wall\n", eval.accuracy,
                  eval.loss, static_cast<long long>(eval.samples), sps, format_duration(wall).c_str());
   auto j = summary_of(engine, loss_history, step_seconds, last, train_seconds, samples, correct, eval, wall, o);
+  if (resumed_from) j["resumed_from_step"] = *resumed_from;
+  j["skipped_steps"] = skipped_steps;
+  j["rollbacks"] = rollbacks;
+  j["lr"] = engine.lr();
+  if (checkpointer.enabled()) j["checkpoints"] = checkpointer.summary();
+  add_restarts(j);
   std::vector<double> fraction;
   for (double b : stage_busy) fraction.push_back(train_seconds > 0 ? b / train_seconds : 0.0);
   j["stage_busy_fraction"] = fraction;

@@ -17,6 +17,9 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ParameterServerConfig, servers, 
                                                 optimizer, lr, cache_rows, dir)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OptimizerSettings, kind, lr, momentum, weight_decay)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TimeoutConfig, stage_seconds, heartbeat_seconds, startup_seconds)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CheckpointConfig, dir, every_steps, every_seconds, keep, on_error,
+                                                resume)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RecoveryConfig, max_bad_steps, rollback_lr_factor, clip_grad_norm)
 
 namespace {
 
@@ -47,6 +50,8 @@ nlohmann::json to_json(const JobConfig& c) {
   j["ps"] = c.ps;
   j["optimizer"] = c.optimizer;
   j["timeouts"] = c.timeouts;
+  j["checkpoints"] = c.checkpoints;
+  j["recovery"] = c.recovery;
   j["seed"] = c.seed;
   j["transport"] = c.transport;
   j["load_path"] = c.load_path;
@@ -63,6 +68,8 @@ JobConfig job_config_from_json(const nlohmann::json& j) {
     if (j.contains("ps")) c.ps = j.at("ps").get<ParameterServerConfig>();
     if (j.contains("optimizer")) c.optimizer = j.at("optimizer").get<OptimizerSettings>();
     if (j.contains("timeouts")) c.timeouts = j.at("timeouts").get<TimeoutConfig>();
+    if (j.contains("checkpoints")) c.checkpoints = j.at("checkpoints").get<CheckpointConfig>();
+    if (j.contains("recovery")) c.recovery = j.at("recovery").get<RecoveryConfig>();
     if (j.contains("seed")) c.seed = j.at("seed").get<std::uint64_t>();
     if (j.contains("transport")) c.transport = j.at("transport").get<std::string>();
     if (j.contains("load_path")) c.load_path = j.at("load_path").get<std::string>();
@@ -95,6 +102,38 @@ std::string first_difference(const nlohmann::json& mine, const nlohmann::json& t
   }
   for (auto it = b.begin(); it != b.end(); ++it)
     if (a.find(it.key()) == a.end()) return it.key() + ": absent here, " + it.value().dump() + " there";
+  return "";
+}
+
+std::string resume_difference(const nlohmann::json& saved, const nlohmann::json& mine) {
+  // What a checkpoint's tensors and data position mean: the rest (shape, steps, timeouts,
+  // checkpoint settings, the learning rate, which the checkpoint carries) may change.
+  static const char* const kMustMatch[] = {"/model",     "/program_model",         "/data/dataset",
+                                           "/data/synthetic_shape", "/data/synthetic_size", "/data/batch_size",
+                                           "/seed",      "/optimizer/kind",        "/optimizer/momentum",
+                                           "/optimizer/weight_decay", "/ps/servers", "/ps/mode",
+                                           "/ps/optimizer"};
+  auto flat = [](const nlohmann::json& j, const char* field) {
+    const nlohmann::json::json_pointer at(field);
+    nlohmann::json out = nlohmann::json::object();
+    if (!j.contains(at)) return out;
+    const auto& v = j.at(at);
+    if (!v.is_structured()) {
+      out[field] = v;
+      return out;
+    }
+    const auto flattened = v.flatten();
+    for (const auto& [key, value] : flattened.items()) out[std::string(field) + key] = value;
+    return out;
+  };
+  for (const char* field : kMustMatch) {
+    const auto a = flat(saved, field), b = flat(mine, field);
+    for (const auto& [key, value] : a.items())
+      if (!b.contains(key) || b.at(key) != value)
+        return key + ": " + value.dump() + " in the checkpoint, " + (b.contains(key) ? b.at(key).dump() : "absent") + " now";
+    for (const auto& [key, value] : b.items())
+      if (!a.contains(key)) return key + ": absent in the checkpoint, " + value.dump() + " now";
+  }
   return "";
 }
 

@@ -75,6 +75,23 @@ struct TimeoutConfig {
   double startup_seconds = 120.0;    // for every rank to reach the rendezvous
 };
 
+// Checkpoints of the whole job (train/checkpoint.h) and where to resume from.
+struct CheckpointConfig {
+  std::string dir;                  // D/step-NNNNNNN/ folders; empty: no checkpoints
+  std::int64_t every_steps = 0;     // 0: not by steps
+  double every_seconds = 0.0;       // 0: not by time (rank 0's clock decides for everybody)
+  int keep = 3;                     // newest complete checkpoints kept
+  std::string on_error = "stop";    // stop or continue, when a checkpoint cannot be written
+  std::string resume;               // a checkpoint folder, or a folder of them (the newest complete one)
+};
+
+// What a step whose loss or gradients are not finite does, and gradient clipping.
+struct RecoveryConfig {
+  int max_bad_steps = 3;             // consecutive skipped steps that roll back to the newest checkpoint
+  double rollback_lr_factor = 0.5;   // the learning rate after a rollback, relative to before
+  double clip_grad_norm = 0.0;       // clip by the norm of the whole model's gradient; 0: off
+};
+
 // Where this process's ranks run: not part of the job's identity (ranks may differ).
 struct Resources {
   std::string device = "cpu:0";      // cpu:N or cuda:N; a pipeline puts its stages on cpu:0..N-1 or the GPUs
@@ -92,6 +109,8 @@ struct JobConfig {
   ParameterServerConfig ps;
   OptimizerSettings optimizer;
   TimeoutConfig timeouts;
+  CheckpointConfig checkpoints;
+  RecoveryConfig recovery;
   std::uint64_t seed = 0;
   std::string transport = "auto";   // auto, inprocess, thrift or nccl
   std::string load_path;            // start from these weights (safetensors)
@@ -107,6 +126,11 @@ JobConfig job_config_from_json(const nlohmann::json& j);   // InputError naming 
 std::string config_hash(const nlohmann::json& identity);   // 16 hex digits
 // "/pipeline/stages: 2 here, 4 there"; empty when equal.
 std::string first_difference(const nlohmann::json& mine, const nlohmann::json& theirs);
+
+// Why a checkpoint saved by job `saved` cannot resume job `mine` ("/model/width: 32 there, 16
+// here"), or empty. The model, data, seed, optimizer and parameter servers must match; the
+// pipeline's shape, split and replica count, the steps and the timeouts may differ.
+std::string resume_difference(const nlohmann::json& saved, const nlohmann::json& mine);
 
 // The optimizer's learning rate after defaults.
 double effective_lr(const OptimizerSettings& o);

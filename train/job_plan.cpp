@@ -1,5 +1,7 @@
 #include "train/job_plan.h"
 
+#include <filesystem>
+
 #include <cstdio>
 #include <thread>
 
@@ -70,6 +72,31 @@ pipeline::ScheduleSpec schedule_of(const PipelineConfig& p, int model_split_piec
   return s;
 }
 
+namespace {
+
+void check_checkpoint_settings(const JobConfig& c) {
+  const auto& k = c.checkpoints;
+  PW_INPUT_CHECK(!k.dir.empty() || (k.every_steps == 0 && k.every_seconds == 0),
+                 "--checkpoint-every" << (k.every_steps == 0 ? "-seconds" : "") << " needs --checkpoint-dir D");
+  PW_INPUT_CHECK(k.every_steps >= 0 && k.every_seconds >= 0, "--checkpoint-every must be positive");
+  PW_INPUT_CHECK(k.keep >= 1, "--keep-checkpoints " << k.keep << "; expected at least 1");
+  PW_INPUT_CHECK(k.on_error == "stop" || k.on_error == "continue",
+                 "--on-checkpoint-error " << k.on_error << "; expected stop or continue");
+  if (!k.dir.empty()) {
+    std::error_code error;
+    std::filesystem::create_directories(k.dir, error);
+    PW_INPUT_CHECK(!error && std::filesystem::is_directory(k.dir),
+                   "--checkpoint-dir " << k.dir << ": cannot create this folder (" << error.message() << ")");
+  }
+  const auto& r = c.recovery;
+  PW_INPUT_CHECK(r.max_bad_steps >= 1, "--max-bad-steps " << r.max_bad_steps << "; expected at least 1");
+  PW_INPUT_CHECK(r.rollback_lr_factor > 0 && r.rollback_lr_factor <= 1,
+                 "--rollback-lr-factor " << r.rollback_lr_factor << "; expected a factor in (0, 1]");
+  PW_INPUT_CHECK(r.clip_grad_norm >= 0, "--clip-grad-norm " << r.clip_grad_norm << "; expected 0 (off) or a positive norm");
+}
+
+}  // namespace
+
 JobPlan plan_job(const JobConfig& c, bool multi_process) {
   JobPlan plan;
   plan.config = c;
@@ -78,6 +105,7 @@ JobPlan plan_job(const JobConfig& c, bool multi_process) {
   PW_INPUT_CHECK(c.data.batch_size >= 1, "--batch-size " << c.data.batch_size << "; expected at least 1");
   PW_INPUT_CHECK(c.replicas.bucket_bytes > 0, "--bucket-size " << c.replicas.bucket_bytes
                                                                 << ": a gradient bucket needs at least one byte");
+  check_checkpoint_settings(c);
   plan.data = data_shape(c);
   plan.optimizer.kind = models::parse_optimizer_kind(c.optimizer.kind);
   plan.optimizer.lr = effective_lr(c.optimizer);

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/durable_file.h"
 #include "core/error.h"
 
 namespace pw::train {
@@ -117,16 +118,11 @@ void write_chrome_trace(const std::string& path, const TraceMeta& meta, const st
                         {"args", {{"name", "stage " + std::to_string(stage) + " " + lane_name(lane)}}}});
   }
   json doc = {{"traceEvents", events}, {"displayTimeUnit", "ms"}, {"otherData", {{"pipewright", meta_json(meta)}}}};
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    PW_INPUT_CHECK(out.good(), "--trace: cannot write '" << tmp << "'");
-    out << doc.dump() << "\n";
-    PW_INPUT_CHECK(out.good(), "--trace: failed writing '" << tmp << "'");
+  try {
+    write_file_durably(path, doc.dump() + "\n");
+  } catch (const InputError& e) {
+    throw InputError(std::string("--trace: ") + e.what());
   }
-  std::error_code error;
-  std::filesystem::rename(tmp, path, error);
-  PW_INPUT_CHECK(!error, "--trace: cannot write '" << path << "': " << error.message());
 }
 
 TraceData read_traces(const std::vector<std::string>& paths) {

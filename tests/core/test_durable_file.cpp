@@ -69,4 +69,11 @@ BOOST_AUTO_TEST_CASE(checksum_sees_every_byte) {
   }
   BOOST_TEST(pw::checksum64(bytes.data(), 999) != sum);
   BOOST_TEST(pw::checksum_hex(0x1234).size() == 16u);
+  // Fed in pieces of any size, the same sum.
+  for (std::size_t piece : {1u, 7u, 32u, 33u, 400u}) {
+    pw::Checksum64 streamed;
+    for (std::size_t at = 0; at < bytes.size(); at += piece)
+      streamed.add(bytes.data() + at, std::min(piece, bytes.size() - at));
+    BOOST_TEST(streamed.value() == sum);
+  }
 }

@@ -1,0 +1,181 @@
+#include "train/checkpointer.h"
+
+#include <cstdio>
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "train/parameter_servers.h"
+
+namespace pw::train {
+namespace fs = std::filesystem;
+
+Checkpointer::Checkpointer(Engine& engine, std::int64_t total_steps)
+    : engine_(engine),
+      dir_(engine.plan().config.checkpoints.dir),
+      every_steps_(engine.plan().config.checkpoints.every_steps),
+      every_seconds_(engine.plan().config.checkpoints.every_seconds),
+      keep_(engine.plan().config.checkpoints.keep),
+      stop_on_error_(engine.plan().config.checkpoints.on_error != "continue"),
+      total_steps_(total_steps),
+      last_time_(Clock::now()) {
+  if (enabled()) writer_ = std::make_unique<CheckpointWriter>();
+}
+
+Checkpointer::~Checkpointer() = default;
+
+double Checkpointer::primary_flags() const {
+  if (!enabled() || !engine_.is_primary()) return 0.0;
+  int flags = 0;
+  if (every_seconds_ > 0 && seconds_since(last_time_) >= every_seconds_) flags |= kCheckpointByTime;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!failure_.empty() && stop_on_error_) flags |= kStopForCheckpointError;
+  return flags;
+}
+
+bool Checkpointer::due(std::int64_t steps_made, const StepOutcome& outcome) {
+  const int flags = static_cast<int>(outcome.primary_flags);
+  if (flags & kStopForCheckpointError) {
+    if (engine_.is_primary()) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      throw InputError(failure_ + " (the job stops: --on-checkpoint-error stop)");
+    }
+    throw rpc::AbortedError("rank " + std::to_string(engine_.rank()) + ": rank 0 stopped the job after step " +
+                            std::to_string(steps_made) + " because a checkpoint could not be written");
+  }
+  if (!enabled()) return false;
+  return (every_steps_ > 0 && steps_made % every_steps_ == 0) || (flags & kCheckpointByTime) ||
+         steps_made == total_steps_;
+}
+
+void Checkpointer::fail(const std::string& why) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  failure_ = why;
+  ++failures_;
+  std::fprintf(stderr, "checkpoint failed: %s%s\n", why.c_str(),
+               stop_on_error_ ? "" : " (continuing: --on-checkpoint-error continue)");
+}
+
+void Checkpointer::save(const TrainingPosition& position) {
+  if (position.steps == last_saved_step_) return;
+  const auto t0 = Clock::now();
+  const std::int64_t sequence = sequence_++;
+  last_saved_step_ = position.steps;
+  const std::string folder = (fs::path(dir_) / checkpoint_folder_name(position.steps)).string();
+  const auto& plan = engine_.plan();
+  CheckpointManifest manifest;
+  if (engine_.is_primary()) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!stop_on_error_) failure_.clear();   // reported once; the next checkpoint may succeed
+    }
+    manifest.step = position.steps;
+    manifest.config = to_json(plan.config);
+    manifest.model = plan.model.name;
+    manifest.loss_history = *position.loss_history;
+    manifest.lr = engine_.lr();
+    manifest.skipped_steps = position.skipped_steps;
+    manifest.rollbacks = position.rollbacks;
+    manifest.epoch = position.epoch;
+    manifest.batch_in_epoch = position.batch_in_epoch;
+    if (plan.parameter_servers) {
+      // At the boundary, before any rank starts the next step: the servers hold exactly the
+      // pushes of the steps made.
+      try {
+        fs::create_directories(folder);
+        manifest.ps_folder = "ps";
+        for (const auto& f : plan.parameter_servers->checkpoint((fs::path(folder) / "ps").string(), position.steps))
+          manifest.ps_files.push_back(CheckpointFile{"ps/" + f.path, f.bytes, f.checksum, {}});
+      } catch (const std::exception& e) {
+        manifest.ps_folder.clear();
+        fail(std::string("parameter-server snapshot for ") + folder + ": " + e.what());
+      }
+    }
+  }
+  auto parts = engine_.checkpoint_parts();
+  const bool primary = engine_.is_primary();
+  const int rank = engine_.rank();
+  writer_->start(folder, std::move(parts),
+                                     [this, sequence, folder, manifest, primary, rank](const CheckpointWriter::Result& r) {
+                                       if (primary) {
+                                         collect_and_commit(sequence, folder, manifest, r);
+                                         return;
+                                       }
+                                       nlohmann::json report = {{"files", r.files}, {"error", r.error}};
+                                       engine_.links().store().set(
+                                           "ckpt/" + std::to_string(sequence) + "/" + std::to_string(rank), report.dump());
+                                     });
+  blocked_seconds_ += seconds_since(t0);
+  last_time_ = Clock::now();
+}
+
+void Checkpointer::collect_and_commit(std::int64_t sequence, std::string folder, CheckpointManifest manifest,
+                                      const CheckpointWriter::Result& mine) {
+  std::string error = mine.error.empty() ? "" : "rank 0: " + mine.error;
+  manifest.files = mine.files;
+  const auto& config = engine_.plan().config;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<std::int64_t>(config.timeouts.stage_seconds * 1000));
+  for (int r = 1; r < engine_.links().world_size(); ++r) {
+    try {
+      const auto report = nlohmann::json::parse(engine_.links().get("ckpt/" + std::to_string(sequence) + "/" + std::to_string(r), deadline));
+      const auto why = report.at("error").get<std::string>();
+      if (!why.empty() && error.empty()) error = "rank " + std::to_string(r) + ": " + why;
+      for (auto& f : report.at("files").get<std::vector<CheckpointFile>>()) manifest.files.push_back(std::move(f));
+    } catch (const std::exception& e) {
+      if (error.empty()) error = "rank " + std::to_string(r) + " did not report its part: " + e.what();
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (error.empty() && !failure_.empty() && manifest.ps_folder.empty() && engine_.plan().parameter_servers)
+      error = failure_;   // the servers' snapshot failed at the boundary
+  }
+  if (error.empty()) {
+    try {
+      write_manifest(folder, manifest);
+    } catch (const std::exception& e) {
+      error = std::string("rank 0: ") + e.what();
+    }
+  }
+  if (!error.empty()) {
+    std::error_code ignored;
+    fs::remove_all(folder, ignored);   // an unfinished checkpoint; the previous one stands
+    fail("checkpoint " + folder + " was not written: " + error);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++written_;
+    last_complete_ = folder;
+  }
+  prune_checkpoints(dir_, keep_);
+}
+
+void Checkpointer::finish() {
+  if (!enabled()) return;
+  writer_->wait();
+  if (!engine_.is_primary()) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!failure_.empty() && stop_on_error_) throw InputError(failure_ + " (the job stops: --on-checkpoint-error stop)");
+}
+
+std::string Checkpointer::newest(rpc::Deadline deadline) {
+  const std::string key = "ckpt/newest/" + std::to_string(queries_++);
+  if (!engine_.is_primary()) return engine_.links().get(key, deadline);
+  std::string folder;
+  if (enabled()) folder = newest_checkpoint(dir_).value_or("");
+  engine_.links().store().set(key, folder);
+  return folder;
+}
+
+nlohmann::json Checkpointer::summary() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return {{"dir", dir_},
+          {"written", written_},
+          {"failures", failures_},
+          {"blocked_seconds", blocked_seconds_},
+          {"last_write_seconds", writer_ ? writer_->last_write_seconds() : 0.0},
+          {"last", last_complete_}};
+}
+
+}  // namespace pw::train

@@ -1,0 +1,24 @@
+#pragma once
+// Faults injected on purpose, for tests of recovery (never set in a real job): the environment
+// variable PW_INJECT_FAULT holds entries "KIND@STEP:RANK[/ATTEMPT]" separated by commas, where STEP
+// is 1-based (the step as progress lines count it), RANK the job rank, and ATTEMPT the launcher's
+// restart count (PW_RESTART_COUNT, default 0) in which it fires. Each entry fires once per process.
+//   nonfinite-grad  the rank's gradients become NaN just before that step's update
+//   sigkill         the rank kills itself (SIGKILL) as it is about to make that step
+#include <cstdint>
+#include <string>
+
+namespace pw::train {
+
+inline constexpr const char* kInjectFaultEnv = "PW_INJECT_FAULT";
+
+enum class FaultKind { NonfiniteGradient, Kill };
+
+// Whether an entry of PW_INJECT_FAULT asks for `kind` at (step, rank) in this attempt; true once.
+// A malformed variable is an InputError saying what is accepted.
+bool injected_fault(FaultKind kind, std::int64_t step, int rank);
+
+// Kills this process when PW_INJECT_FAULT says so for (step, rank).
+void maybe_kill_at(std::int64_t step, int rank);
+
+}  // namespace pw::train

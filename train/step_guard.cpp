@@ -1,0 +1,46 @@
+#include "train/step_guard.h"
+
+#include <cmath>
+#include <limits>
+
+#include "kernels/ops/elementwise.h"
+#include "train/fault_injection.h"
+
+namespace pw::train {
+
+StepGuard::StepGuard(int rank, int stages, double clip_norm, Exchange exchange)
+    : rank_(rank), stages_(stages), clip_norm_(clip_norm), exchange_(std::move(exchange)) {}
+
+pipeline::UpdateDecision StepGuard::before_update(std::int64_t step, const std::vector<models::Parameter*>& counted,
+                                                  double loss_sum) {
+  bool finite = std::isfinite(loss_sum);
+  if (injected_fault(FaultKind::NonfiniteGradient, step + 1, rank_)) {
+    if (!counted.empty()) kernels::scale_inplace(counted.front()->grad, std::numeric_limits<double>::quiet_NaN());
+    else finite = false;
+  }
+  double squares = 0.0;
+  for (auto* p : counted) squares += kernels::sum_of_squares(p->grad);
+  finite = finite && std::isfinite(squares);
+  const auto all = exchange_({finite ? 1.0 : 0.0, finite ? squares : 0.0}, step);
+  nonfinite_rank_ = -1;
+  double total = 0.0;
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    if (all[r][0] == 0.0 && nonfinite_rank_ < 0) nonfinite_rank_ = static_cast<int>(r);
+    if (static_cast<int>(r) < stages_) total += all[r][1];   // replica 0: the gradients every replica holds
+  }
+  pipeline::UpdateDecision d;
+  if (nonfinite_rank_ >= 0) {
+    norm_ = std::numeric_limits<double>::quiet_NaN();
+    d.action = pipeline::UpdateAction::Skip;
+    return d;
+  }
+  norm_ = std::sqrt(total);
+  // torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1.
+  if (clip_norm_ > 0.0) {
+    const double coefficient = clip_norm_ / (norm_ + 1e-6);
+    if (coefficient < 1.0) d.gradient_scale = coefficient;
+  }
+  return d;
+}
+
+}  // namespace pw::train
