@@ -1,0 +1,241 @@
+// Long jobs: a job killed (SIGKILL) at a random step and resumed from its newest checkpoint equals
+// the uninterrupted run bitwise (one device, 4 stages, 2x2, DLRM with 2 parameter servers); a
+// checkpoint resumes under another layout; bad checkpoints are one-line errors; non-finite steps
+// are skipped by every rank and roll back; clipping is over the whole model; a full disk stops
+// the job and keeps the previous checkpoint.
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <filesystem>
+#include <random>
+
+#include <boost/test/unit_test.hpp>
+#include <nlohmann/json.hpp>
+
+#include "kernels/safetensors.h"
+#include "tests/tools/job_outputs.h"
+
+using pw::test::read_json;
+using pw::test::run_command;
+using pw::test::run_pipewright;
+using pw::test::ScratchDir;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kJob =
+    "train --model seed-cnn --dataset synthetic --synthetic-size 256 --batch-size 32 --eval-batches 2 --seed 3 ";
+const std::string kDlrm =
+    "train --model dlrm --dataset synthetic-clicks --synthetic-size 4000 --batch-size 64 --threads 1 --ps 2 "
+    "--eval-batches 4 ";
+constexpr int kSteps = 10;
+
+int random_step(int lo, int hi) {
+  std::random_device device;
+  return std::uniform_int_distribution<int>(lo, hi)(device);
+}
+
+void run_ok(const std::string& args, const std::string& env = "") {
+  const auto r = env.empty() ? run_pipewright(args) : run_command(env + " " + pw::test::pipewright_binary() + " " + args);
+  BOOST_REQUIRE_MESSAGE(r.status == 0, args << ": " << r.output);
+}
+
+// The job's parameters (not its batch-norm running statistics) by name.
+pw::kernels::NamedTensors parameters_of(const std::string& path) {
+  auto all = pw::kernels::load_safetensors(path);
+  for (auto it = all.begin(); it != all.end();)
+    it = it->first.find("running_") != std::string::npos || it->first.find("num_batches") != std::string::npos
+             ? all.erase(it)
+             : std::next(it);
+  return all;
+}
+
+bool same_tensors(const pw::kernels::NamedTensors& a, const pw::kernels::NamedTensors& b) {
+  if (a.size() != b.size()) return false;
+  for (const auto& [name, t] : a) {
+    const auto other = b.find(name);
+    if (other == b.end() || other->second.to_double_vector() != t.to_double_vector()) return false;
+  }
+  return true;
+}
+
+// Kills the job at a random step (the whole process: SIGKILL), resumes it from its newest complete
+// checkpoint, and compares with the uninterrupted run.
+void check_kill_and_resume(const std::string& base, const std::string& layout, const std::string& tag) {
+  ScratchDir dir(tag);
+  const std::string steps = " --steps " + std::to_string(kSteps) + " ";
+  run_ok(base + layout + steps + "--summary " + dir.file("full.json") + " --save " + dir.file("full.safetensors"));
+  // From step 6 on, the checkpoint of step 2 is complete (the next one waits for its write).
+  const int kill_at = random_step(6, kSteps);
+  BOOST_TEST_MESSAGE(tag << ": killed before step " << kill_at);
+  const auto ckpt = dir.file("ckpt");
+  const auto killed = run_command("PW_INJECT_FAULT=sigkill@" + std::to_string(kill_at) + ":0 " +
+                                  pw::test::pipewright_binary() + " " + base + layout + steps + "--checkpoint-dir " +
+                                  ckpt + " --checkpoint-every 2");
+  BOOST_REQUIRE_MESSAGE(killed.status == 128 + 9, "expected SIGKILL, got " << killed.status << ": " << killed.output);
+  run_ok(base + layout + steps + "--resume " + ckpt + " --checkpoint-dir " + ckpt + " --checkpoint-every 2 --summary " +
+         dir.file("resumed.json") + " --save " + dir.file("resumed.safetensors"));
+  pw::test::check_same(dir, "full", "resumed");
+  const auto resumed = read_json(dir.file("resumed.json"));
+  BOOST_TEST(resumed["resumed_from_step"].get<int>() < kill_at);
+  BOOST_TEST(resumed["loss_history"].size() == static_cast<std::size_t>(kSteps));
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(long_jobs)
+
+BOOST_AUTO_TEST_CASE(one_device_killed_and_resumed_equals_the_uninterrupted_run) {
+  check_kill_and_resume(kJob, "", "ckpt_one");
+}
+
+BOOST_AUTO_TEST_CASE(four_stages_killed_and_resumed_equal_the_uninterrupted_run) {
+  check_kill_and_resume(kJob, "--stages 4 ", "ckpt_four");
+}
+
+BOOST_AUTO_TEST_CASE(two_by_two_killed_and_resumed_equals_the_uninterrupted_run) {
+  check_kill_and_resume(kJob, "--stages 2 --replicas 2 --micro-batches 2 ", "ckpt_hybrid");
+}
+
+BOOST_AUTO_TEST_CASE(dlrm_with_two_parameter_servers_killed_and_resumed_equals_the_uninterrupted_run) {
+  check_kill_and_resume(kDlrm, "", "ckpt_dlrm");
+}
+
+BOOST_AUTO_TEST_CASE(a_checkpoint_of_four_stages_resumes_as_two_stages_by_two_replicas) {
+  ScratchDir dir("reshard");
+  run_ok(kJob + "--stages 4 --steps 10 --summary " + dir.file("full.json"));
+  run_ok(kJob + "--stages 4 --steps 5 --checkpoint-dir " + dir.file("ckpt") + " --checkpoint-every 5");
+  run_ok(kJob + "--stages 2 --replicas 2 --micro-batches 2 --steps 10 --resume " + dir.file("ckpt") + " --summary " +
+         dir.file("resumed.json"));
+  const auto full = read_json(dir.file("full.json"))["loss_history"];
+  const auto resumed = read_json(dir.file("resumed.json"));
+  BOOST_TEST(resumed["resumed_from_step"] == 5);
+  BOOST_REQUIRE_EQUAL(resumed["loss_history"].size(), full.size());
+  for (std::size_t i = 0; i < full.size(); ++i)
+    BOOST_TEST(std::abs(resumed["loss_history"][i].get<double>() - full[i].get<double>()) <= 1e-5, "step " << i + 1);
+  BOOST_TEST(resumed["split"].size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(another_model_or_a_damaged_file_is_a_one_line_error_and_nothing_is_overwritten) {
+  ScratchDir dir("badckpt");
+  const auto ckpt = dir.file("ckpt");
+  run_ok(kJob + "--stages 2 --steps 4 --checkpoint-dir " + ckpt + " --checkpoint-every 4");
+  const auto folder = ckpt + "/step-0000004";
+  const auto manifest_before = pw::test::read_file(folder + "/manifest.json");
+
+ auto other = kJob;
+  other.replace(other.find("seed-cnn"), 8, "resnet18 --width 8");
+  auto r = run_pipewright(other + "--steps 8 --resume " + ckpt + " --checkpoint-dir " + ckpt +
+                          " --checkpoint-every 1");
+  BOOST_TEST(r.status != 0);
+  BOOST_TEST(r.output.find("cannot resume from " + folder + ": /model/name: \"seed-cnn\" in the checkpoint, "
+                           "\"resnet18\" now") != std::string::npos, r.output);
+
+  // One byte flipped in a tensor file: the checksum names it.
+  const auto file = folder + "/layers-0000-0002.safetensors";
+  BOOST_REQUIRE(fs::exists(file));
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-5, std::ios::end);
+    f.put('\x7f');
+  }
+  r = run_pipewright(kJob + "--stages 2 --steps 8 --resume " + ckpt + " --checkpoint-dir " + ckpt +
+                     " --checkpoint-every 1");
+  BOOST_TEST(r.status != 0);
+  BOOST_TEST(r.output.find("checkpoint file '" + file + "' is damaged: checksum") != std::string::npos, r.output);
+  BOOST_TEST(pw::test::read_file(folder + "/manifest.json") == manifest_before);
+  BOOST_TEST(!fs::exists(ckpt + "/step-0000005"));
+
+  r = run_pipewright(kJob + "--steps 8 --resume " + dir.file("nothing-here"));
+  BOOST_TEST(r.status != 0);
+  BOOST_TEST(r.output.find("--resume " + dir.file("nothing-here") + ": no such folder") != std::string::npos, r.output);
+  r = run_pipewright(kJob + "--steps 8 --checkpoint-every 2");
+  BOOST_TEST(r.output.find("--checkpoint-every needs --checkpoint-dir D") != std::string::npos, r.output);
+}
+
+BOOST_AUTO_TEST_CASE(a_non_finite_step_is_skipped_by_every_rank_and_changes_no_weight) {
+  ScratchDir dir("skip");
+  const std::string layout = "--stages 2 --replicas 2 --micro-batches 2 ";
+  run_ok(kJob + layout + "--steps 3 --save " + dir.file("before.safetensors"));
+  // Rank 3 (stage 1 of replica 1) alone sees NaN gradients in step 4.
+  run_ok(kJob + layout + "--steps 4 --save " + dir.file("after.safetensors") + " --summary " + dir.file("s.json"),
+         "PW_INJECT_FAULT=nonfinite-grad@4:3");
+  const auto s = read_json(dir.file("s.json"));
+  BOOST_TEST(s["skipped_steps"] == 1);
+  BOOST_TEST(s["loss_history"][3].is_null());
+  BOOST_TEST(same_tensors(parameters_of(dir.file("before.safetensors")), parameters_of(dir.file("after.safetensors"))),
+             "a skipped step changed the weights");
+}
+
+BOOST_AUTO_TEST_CASE(repeated_non_finite_steps_roll_back_to_the_newest_checkpoint_with_a_lower_learning_rate) {
+  ScratchDir dir("rollback");
+  const auto r = run_command("PW_INJECT_FAULT=nonfinite-grad@5:1,nonfinite-grad@6:0 " + pw::test::pipewright_binary() +
+                             " " + kJob + "--stages 2 --steps 8 --lr 0.002 --max-bad-steps 2 --checkpoint-dir " +
+                             dir.file("ckpt") + " --checkpoint-every 2 --summary " + dir.file("s.json"));
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+  BOOST_TEST(r.output.find("rolled back to " + dir.file("ckpt") + "/step-0000004 (step 4) after 2 non-finite steps") !=
+                 std::string::npos, r.output);
+  const auto s = read_json(dir.file("s.json"));
+  BOOST_TEST(s["rollbacks"] == 1);
+  BOOST_TEST(s["lr"].get<double>() == 0.001);
+  BOOST_TEST(s["loss_history"].size() == 8u);
+  for (const auto& loss : s["loss_history"]) BOOST_TEST(loss.is_number());   // the bad steps were made again
+  // Without a checkpoint to go back to, the job says so.
+  const auto none = run_command("PW_INJECT_FAULT=nonfinite-grad@2:0,nonfinite-grad@3:0 " +
+                                pw::test::pipewright_binary() + " " + kJob + "--steps 4 --max-bad-steps 2");
+  BOOST_TEST(none.status != 0);
+  BOOST_TEST(none.output.find("no checkpoint to roll back to") != std::string::npos, none.output);
+}
+
+BOOST_AUTO_TEST_CASE(clipping_is_by_the_norm_of_the_whole_model_in_any_layout) {
+  ScratchDir dir("clip");
+  run_ok(kJob + "--steps 6 --optimizer sgd --lr 0.05 --clip-grad-norm 0.25 --summary " + dir.file("one.json"));
+  run_ok(kJob + "--steps 6 --optimizer sgd --lr 0.05 --clip-grad-norm 0.25 --stages 4 --replicas 2 --summary " +
+         dir.file("eight.json"));
+  run_ok(kJob + "--steps 6 --optimizer sgd --lr 0.05 --summary " + dir.file("unclipped.json"));
+  const auto one = read_json(dir.file("one.json"))["loss_history"];
+  const auto eight = read_json(dir.file("eight.json"))["loss_history"];
+  const auto unclipped = read_json(dir.file("unclipped.json"))["loss_history"];
+  for (std::size_t i = 0; i < one.size(); ++i)
+    BOOST_TEST(std::abs(one[i].get<double>() - eight[i].get<double>()) <= 1e-5, "step " << i + 1);
+  BOOST_TEST(std::abs(one.back().get<double>() - unclipped.back().get<double>()) > 1e-4, "clipping changed nothing");
+}
+
+BOOST_AUTO_TEST_CASE(a_full_disk_stops_the_job_and_keeps_the_previous_checkpoint) {
+  if (::geteuid() != 0) {
+    BOOST_TEST_MESSAGE("skipped: mounting a small tmpfs needs root");
+    return;
+  }
+  ScratchDir dir("fulldisk");
+  const auto disk = dir.file("disk");
+  fs::create_directories(disk);
+  // One checkpoint of seed-cnn with Adam is about 4.2 MB: room for one, not two.
+  if (::mount("tmpfs", disk.c_str(), "tmpfs", 0, "size=6m") != 0) {
+    BOOST_TEST_MESSAGE("skipped: cannot mount a tmpfs here (" << std::strerror(errno) << ")");
+    return;
+  }
+  struct Unmount {
+    std::string path;
+    ~Unmount() { ::umount(path.c_str()); }
+  } unmount{disk};
+  auto r = run_pipewright(kJob + "--steps 8 --checkpoint-dir " + disk + "/ckpt --checkpoint-every 2");
+  BOOST_TEST(r.status != 0);
+  BOOST_TEST(r.output.find("No space left on device") != std::string::npos, r.output);
+  BOOST_TEST(r.output.find("--on-checkpoint-error stop") != std::string::npos, r.output);
+  BOOST_TEST(fs::exists(disk + "/ckpt/step-0000002/manifest.json"));
+  BOOST_TEST(!fs::exists(disk + "/ckpt/step-0000004"));
+  // Resumable from what stayed.
+  r = run_pipewright(kJob + "--steps 3 --resume " + disk + "/ckpt");
+  BOOST_TEST(r.status == 0, r.output);
+  // continue: the job ends, the failures are counted.
+  fs::remove_all(disk + "/ckpt");
+  r = run_pipewright(kJob + "--steps 6 --checkpoint-dir " + disk + "/ckpt --checkpoint-every 2 --on-checkpoint-error "
+                            "continue --summary " + dir.file("s.json"));
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+  BOOST_TEST(read_json(dir.file("s.json"))["checkpoints"]["failures"].get<int>() >= 1);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
