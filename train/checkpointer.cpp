@@ -154,6 +154,9 @@ void Checkpointer::collect_and_commit(std::int64_t sequence, std::string folder,
 void Checkpointer::finish() {
   if (!enabled()) return;
   writer_->wait();
+  // For rank 0's summary: the job is blocked as long as its slowest rank.
+  engine_.links().store().set("ckpt/blocked/" + std::to_string(engine_.rank()) + "/" + std::to_string(finishes_++),
+                              std::to_string(blocked_seconds_));
   if (!engine_.is_primary()) return;
   std::lock_guard<std::mutex> lock(mutex_);
   if (!failure_.empty() && stop_on_error_) throw InputError(failure_ + " (the job stops: --on-checkpoint-error stop)");
@@ -169,11 +172,17 @@ std::string Checkpointer::newest(rpc::Deadline deadline) {
 }
 
 nlohmann::json Checkpointer::summary() const {
+  // Every rank's blocked time, as each published it at its last finish().
+  double slowest = blocked_seconds_;
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  for (int r = 1; r < engine_.links().world_size(); ++r)
+    slowest = std::max(slowest, std::stod(engine_.links().get(
+                                    "ckpt/blocked/" + std::to_string(r) + "/" + std::to_string(finishes_ - 1), deadline)));
   std::lock_guard<std::mutex> lock(mutex_);
   return {{"dir", dir_},
           {"written", written_},
           {"failures", failures_},
-          {"blocked_seconds", blocked_seconds_},
+          {"blocked_seconds", slowest},   // the slowest rank's total
           {"last_write_seconds", writer_ ? writer_->last_write_seconds() : 0.0},
           {"last", last_complete_}};
 }

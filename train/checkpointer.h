@@ -50,6 +50,7 @@ class Checkpointer {
   void finish();
   // The newest complete checkpoint, as rank 0 sees it, told to every rank (empty: none).
   std::string newest(rpc::Deadline deadline);
+  // Rank 0, after every rank's finish(): what the checkpoints cost and where the last one is.
   nlohmann::json summary() const;
 
  private:
@@ -67,6 +68,7 @@ class Checkpointer {
   Clock::time_point last_time_;
   std::int64_t sequence_ = 0;   // checkpoints started by this job (the same count on every rank)
   std::int64_t queries_ = 0;
+  std::int64_t finishes_ = 0;
   std::int64_t last_saved_step_ = -1;
   double blocked_seconds_ = 0.0;
   std::int64_t written_ = 0;
