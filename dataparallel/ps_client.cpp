@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <thread>
 
 #include <thrift/protocol/TBinaryProtocol.h>
@@ -18,6 +19,10 @@ namespace pw::dp {
 namespace transport = apache::thrift::transport;
 
 constexpr auto kRetryPause = std::chrono::milliseconds(200);
+// How long the socket waits beyond a call's own deadline: the server answers a timed-out wait
+// itself, and a checkpoint or restore still has its files to write or read after the wait.
+constexpr auto kAnswerSlack = std::chrono::milliseconds(2000);
+constexpr auto kFileWorkSlack = std::chrono::minutes(10);
 
 // One framed connection to a shard, opened on first use and after a failure.
 class PsConnection {
@@ -28,7 +33,8 @@ class PsConnection {
   // has passed: pulls are idempotent, and a server that logged a push before it died takes the
   // retried copy as already done.
   template <typename Body>
-  auto call(const char* what, std::chrono::milliseconds timeout, Body body) {
+  auto call(const char* what, std::chrono::milliseconds timeout, Body body,
+            std::chrono::milliseconds slack = kAnswerSlack) {
     std::lock_guard lock(mutex_);
     const std::string where = "parameter server shard " + std::to_string(shard_) + " at " + address_.str() + " (" +
                               what + "): ";
@@ -46,9 +52,9 @@ class PsConnection {
               std::make_shared<apache::thrift::protocol::TBinaryProtocol>(framed_));
           framed_->open();
         }
-        // The server answers a timed-out wait itself; the socket waits a little longer.
-        socket_->setRecvTimeout(static_cast<int>(left) + 2000);
-        socket_->setSendTimeout(static_cast<int>(left) + 2000);
+        const auto socket_ms = static_cast<int>(std::min<std::int64_t>(left + slack.count(), std::numeric_limits<int>::max()));
+        socket_->setRecvTimeout(socket_ms);
+        socket_->setSendTimeout(socket_ms);
         return body(*client_, static_cast<int>(left));
       } catch (const rpc::wire::PsError& e) {
         if (e.code == rpc::wire::PsErrorCode::TIMED_OUT) throw rpc::TimeoutError(where + e.reason);
@@ -188,6 +194,31 @@ std::vector<PsClient::ShardReport> PsClient::stats(const std::string& table) {
     out[static_cast<std::size_t>(s)] = {st.rows, st.pulls, st.pushes, st.applied_through};
   });
   return out;
+}
+
+std::vector<PsCheckpointFile> PsClient::checkpoint(const std::string& folder, std::int64_t step) {
+  std::vector<std::vector<PsCheckpointFile>> per(static_cast<std::size_t>(shards()));
+  on_every_shard("checkpoint", [&](int s) {
+    std::vector<rpc::wire::PsCheckpointFile> files;
+    connections_[static_cast<std::size_t>(s)]->call(
+        "checkpoint", timeout_,
+        [&](rpc::wire::ParameterServerClient& c, int ms) { c.checkpoint(files, token_, folder, step, ms); },
+        kFileWorkSlack);
+    for (auto& f : files) per[static_cast<std::size_t>(s)].push_back({f.path, f.bytes, f.checksum});
+  });
+  std::vector<PsCheckpointFile> all;
+  for (auto& files : per) all.insert(all.end(), files.begin(), files.end());
+  return all;
+}
+
+void PsClient::restore(const std::string& folder) {
+  // Every shard checks its part first, so a checkpoint one shard refuses changes no shard.
+  for (const bool check_only : {true, false})
+    on_every_shard("restore", [&](int s) {
+      connections_[static_cast<std::size_t>(s)]->call(
+          "restore", timeout_,
+          [&](rpc::wire::ParameterServerClient& c, int) { c.restore(token_, folder, check_only); }, kFileWorkSlack);
+    });
 }
 
 }  // namespace pw::dp

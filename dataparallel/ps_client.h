@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "dataparallel/ps_shard.h"
 #include "dataparallel/ps_table.h"
 #include "rpc/host_port.h"
 
@@ -36,6 +37,14 @@ class PsClient {
     std::int64_t rows = 0, pulls = 0, pushes = 0, applied_through = -1;
   };
   std::vector<ShardReport> stats(const std::string& table);
+
+  // Every shard writes its tables as they stood after the pushes of steps < `step` under
+  // folder/shard-<s>/ (the servers' file system), waiting up to the client's timeout for pushes
+  // still missing; the files of every shard, in shard order. See PsShard::checkpoint.
+  std::vector<PsCheckpointFile> checkpoint(const std::string& folder, std::int64_t step);
+  // Every shard replaces its tables with the ones saved under `folder`, once every shard found its
+  // part whole (a refused checkpoint changes no shard). See PsShard::restore.
+  void restore(const std::string& folder);
 
  private:
   template <typename Call>

@@ -68,6 +68,24 @@ class PsHandler : public rpc::wire::ParameterServerIf {
     });
   }
 
+  void checkpoint(std::vector<rpc::wire::PsCheckpointFile>& out, const std::string& token, const std::string& folder,
+                  int64_t step, int32_t timeout_ms) override {
+    guarded(token, [&] {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(timeout_ms, 0));
+      for (const auto& f : shard_->checkpoint(folder, step, deadline)) {
+        rpc::wire::PsCheckpointFile w;
+        w.path = f.path;
+        w.bytes = f.bytes;
+        w.checksum = f.checksum;
+        out.push_back(std::move(w));
+      }
+    });
+  }
+
+  void restore(const std::string& token, const std::string& folder, bool check_only) override {
+    guarded(token, [&] { shard_->restore(folder, check_only ? PsRestore::CheckOnly : PsRestore::Replace); });
+  }
+
  private:
   template <typename Body>
   void guarded(const std::string& token, Body body) {

@@ -2,19 +2,20 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "core/durable_file.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "dataparallel/ps_shard_table.h"
 #include "rpc/transport.h"
 
 namespace pw::dp {
 
 namespace {
-
-constexpr std::uint32_t kWalMagic = 0x4c415750;   // "PWAL"
 
 template <typename T>
 void put(std::ostream& out, const T& v) {
@@ -60,19 +61,20 @@ const char* update_mode_name(UpdateMode mode) {
   return "?";
 }
 
-struct PsShard::Table {
-  explicit Table(TableConfig config, int workers) : data(std::move(config)), last_pushed(static_cast<std::size_t>(workers), -1) {}
-  ShardTable data;
-  std::mutex mutex;               // accounting, the log and the order updates are applied in
-  std::condition_variable applied;
-  std::vector<std::int64_t> last_pushed;   // per worker
-  std::int64_t applied_through = -1;
-  std::map<std::int64_t, std::pair<int, std::map<std::int64_t, std::vector<float>>>> pending;   // sync: step -> (pushes, sums)
-  std::ofstream wal;
-  std::uint64_t sequence = 0;     // updates applied since the table was made
-  std::int64_t since_snapshot = 0;
-  std::int64_t pulls = 0, pushes = 0;
-};
+void write_push_accounting(std::ostream& out, std::int64_t applied_through, const std::vector<std::int64_t>& last_pushed) {
+  put(out, applied_through);
+  put(out, static_cast<std::int32_t>(last_pushed.size()));
+  for (auto v : last_pushed) put(out, v);
+}
+
+bool read_push_accounting(std::istream& in, std::int64_t& applied_through, std::vector<std::int64_t>& last_pushed) {
+  std::int32_t workers = 0;
+  if (!get(in, applied_through) || !get(in, workers) || workers < 1 || workers > (1 << 20)) return false;
+  last_pushed.assign(static_cast<std::size_t>(workers), -1);
+  for (auto& v : last_pushed)
+    if (!get(in, v)) return false;
+  return true;
+}
 
 PsShard::PsShard(PsShardConfig config) : config_(std::move(config)) {
   PW_INPUT_CHECK(config_.shards >= 1 && config_.shard >= 0 && config_.shard < config_.shards,
@@ -98,7 +100,11 @@ std::string PsShard::path(const std::string& table, const char* ext) const {
   return (std::filesystem::path(config_.dir) / (table + ".shard" + std::to_string(config_.shard) + ext)).string();
 }
 
-PsShard::Table& PsShard::table(const std::string& name) {
+std::string PsShard::manifest_path() const {
+  return (std::filesystem::path(config_.dir) / ("shard" + std::to_string(config_.shard) + ".json")).string();
+}
+
+std::shared_ptr<PsShard::Table> PsShard::table(const std::string& name) {
   std::shared_lock lock(tables_mutex_);
   auto it = tables_.find(name);
   if (it == tables_.end()) {
@@ -106,7 +112,14 @@ PsShard::Table& PsShard::table(const std::string& name) {
     for (const auto& [n, t] : tables_) known += (known.empty() ? "" : ", ") + n;
     throw PsRequestError("unknown table '" + name + "'" + (known.empty() ? "; no table was created" : "; tables: " + known));
   }
-  return *it->second;
+  return it->second;
+}
+
+std::vector<std::shared_ptr<PsShard::Table>> PsShard::all_tables() {
+  std::shared_lock lock(tables_mutex_);
+  std::vector<std::shared_ptr<Table>> out;
+  for (const auto& [name, t] : tables_) out.push_back(t);
+  return out;
 }
 
 void PsShard::create_table(const TableConfig& config) {
@@ -119,8 +132,8 @@ void PsShard::create_table(const TableConfig& config) {
                            sparse_optimizer_name(it->second->data.config().optimizer) + ")");
     return;
   }
-  auto t = std::make_unique<Table>(config, config_.workers);
-  if (!config_.dir.empty()) t->wal.open(path(config.name, ".wal"), std::ios::binary | std::ios::app);
+  auto t = std::make_shared<Table>(config, config_.workers);
+  if (!config_.dir.empty()) t->wal.open(path(config.name, ".wal"), PsWriteAheadLog::Open::Append);
   tables_.emplace(config.name, std::move(t));
   if (!config_.dir.empty()) write_manifest();
 }
@@ -129,7 +142,8 @@ std::vector<float> PsShard::pull(const std::string& name, const std::vector<std:
                                  int staleness, std::chrono::steady_clock::time_point deadline) {
   PW_INPUT_CHECK(keys.size() <= config_.max_keys, "a pull of " << keys.size() << " keys; at most "
                                                                << config_.max_keys << " per request");
-  Table& t = table(name);
+  const auto held = table(name);
+  Table& t = *held;
   if (staleness >= 0 && step - staleness >= 0) {
     std::unique_lock lock(t.mutex);
     const std::int64_t needed = step - staleness;
@@ -151,7 +165,8 @@ std::vector<float> PsShard::pull(const std::string& name, const std::vector<std:
 
 void PsShard::push(const std::string& name, int worker, std::int64_t step, const std::vector<std::int64_t>& keys,
                    const float* grads, std::size_t grad_floats) {
-  Table& t = table(name);
+  const auto held = table(name);
+  Table& t = *held;
   const auto dim = static_cast<std::size_t>(t.data.config().dim);
   PW_INPUT_CHECK(keys.size() <= config_.max_keys, "a push of " << keys.size() << " keys; at most "
                                                                << config_.max_keys << " per request");
@@ -172,27 +187,46 @@ void PsShard::push(const std::string& name, int worker, std::int64_t step, const
   log_push(t, step, worker, keys, grads);
   process_push(t, step, worker, keys, grads);
   ++t.pushes;
-  if (!config_.dir.empty() && t.since_snapshot >= config_.snapshot_every && t.pending.empty()) snapshot(t);
+  if (!config_.dir.empty() && t.since_snapshot >= config_.snapshot_every && t.pending.empty()) {
+    // The push is logged and applied: a snapshot that fails only leaves the log longer (tried again next push).
+    try {
+      snapshot(t);
+    } catch (const std::exception& e) {
+      PW_LOG(Warn, "parameter server shard " << config_.shard << ", table '" << name << "': snapshot failed: " << e.what());
+    }
+  }
 }
 
-// Under t.mutex: the push goes to the log (and so to the OS) before it is processed and acknowledged.
+// Under t.mutex: the push goes to the log (and the disk) before it is processed and acknowledged;
+// a push that cannot be logged is refused, not processed.
 void PsShard::log_push(Table& t, std::int64_t step, int worker, const std::vector<std::int64_t>& keys,
                        const float* grads) {
+  const std::string where = "parameter server shard " + std::to_string(config_.shard) + ", table '" +
+                            t.data.config().name + "': push of step " + std::to_string(step) + " by worker " +
+                            std::to_string(worker) + " refused: ";
+  if (t.retired) throw Error(where + "the table was replaced by a restore; ask again");
+  if (!config_.dir.empty()) {
+    if (t.wal_torn) throw Error(where + t.wal_error + "; restart the server (it replays the log up to there)");
+    if (!t.wal.is_open()) {
+      try {
+        t.wal.open(path(t.data.config().name, ".wal"), PsWriteAheadLog::Open::Append);
+        t.wal_error.clear();
+      } catch (const Error& e) {
+        throw Error(where + e.what() + (t.wal_error.empty() ? "" : " (after the last snapshot: " + t.wal_error + ")"));
+      }
+    }
+    try {
+      t.wal.append(t.sequence + 1, step, static_cast<std::int32_t>(worker), keys, grads, t.data.config().dim);
+    } catch (const Error& e) {
+      if (!t.wal.is_open()) {   // the failed record could not be cut off: nothing may follow it
+        t.wal_torn = true;
+        t.wal_error = e.what();
+      }
+      throw Error(where + e.what());
+    }
+  }
   ++t.sequence;
   ++t.since_snapshot;
-  if (!t.wal.is_open()) return;
-  const auto n = static_cast<std::uint64_t>(keys.size());
-  put(t.wal, kWalMagic);
-  put(t.wal, t.sequence);
-  put(t.wal, step);
-  put(t.wal, static_cast<std::int32_t>(worker));
-  put(t.wal, n);
-  t.wal.write(reinterpret_cast<const char*>(keys.data()), static_cast<std::streamsize>(n * sizeof(std::int64_t)));
-  t.wal.write(reinterpret_cast<const char*>(grads),
-              static_cast<std::streamsize>(n * static_cast<std::uint64_t>(t.data.config().dim) * sizeof(float)));
-  t.wal.flush();
-  PW_CHECK(t.wal.good(), "parameter server shard " << config_.shard << ": cannot write the log of table '"
-                                                   << t.data.config().name << "'");
 }
 
 // Under t.mutex (or while loading): counts the push and applies what it completes.
@@ -227,42 +261,42 @@ void PsShard::process_push(Table& t, std::int64_t step, int worker, const std::v
 }
 
 PsStats PsShard::stats(const std::string& name) {
-  Table& t = table(name);
+  const auto held = table(name);
+  Table& t = *held;
   std::lock_guard lock(t.mutex);
   return {t.data.rows(), t.pulls, t.pushes, t.applied_through};
 }
 
 void PsShard::snapshot() {
   if (config_.dir.empty()) return;
-  std::shared_lock lock(tables_mutex_);
-  for (auto& [name, t] : tables_) {
+  for (const auto& t : all_tables()) {
     std::lock_guard table_lock(t->mutex);
     snapshot(*t);
   }
 }
 
-// Under t.mutex: rows, optimizer state and accounting to a new file renamed into place; the log
-// then starts afresh (records up to the snapshot's sequence are skipped if the truncation is lost).
+// Under t.mutex: rows, optimizer state and accounting written durably, then the log starts
+// afresh (records up to the snapshot's sequence are skipped if the truncation is lost). A log
+// that cannot be reopened leaves the table refusing pushes (log_push) until it can.
 void PsShard::snapshot(Table& t) {
   // A step still waiting for workers lives only in the log: keep the log as it is.
-  if (!t.pending.empty()) return;
-  const auto file = path(t.data.config().name, ".snap");
-  const auto tmp = file + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    put(out, t.sequence);
-    put(out, t.applied_through);
-    put(out, static_cast<std::int32_t>(t.last_pushed.size()));
-    for (auto v : t.last_pushed) put(out, v);
-    t.data.write(out);
-    out.flush();
-    PW_CHECK(out.good(), "cannot write snapshot " << tmp);
-  }
-
-  std::filesystem::rename(tmp, file);
-  t.wal.close();
-  t.wal.open(path(t.data.config().name, ".wal"), std::ios::binary | std::ios::trunc);
+  if (!t.pending.empty() || t.retired) return;
+  std::ostringstream state;
+  put(state, t.sequence);
+  write_push_accounting(state, t.applied_through, t.last_pushed);
+  t.data.write(state);
+  write_file_durably(path(t.data.config().name, ".snap"), state.view());
   t.since_snapshot = 0;
+  t.wal.close();
+  try {
+    t.wal.open(path(t.data.config().name, ".wal"), PsWriteAheadLog::Open::Truncate);
+    t.wal_error.clear();
+    t.wal_torn = false;
+  } catch (const Error& e) {
+    t.wal_error = e.what();
+    PW_LOG(Warn, "parameter server shard " << config_.shard << ": " << e.what() << "; pushes to table '"
+                                           << t.data.config().name << "' are refused until it opens");
+  }
 }
 
 void PsShard::write_manifest() {
@@ -270,17 +304,11 @@ void PsShard::write_manifest() {
   for (const auto& [name, t] : tables_) tables.push_back(spec_json(t->data.config()));
   const nlohmann::json j = {{"shard", config_.shard}, {"shards", config_.shards}, {"workers", config_.workers},
                             {"mode", update_mode_name(config_.mode)}, {"tables", tables}};
-  const auto file = (std::filesystem::path(config_.dir) / ("shard" + std::to_string(config_.shard) + ".json")).string();
-  {
-    std::ofstream out(file + ".tmp", std::ios::trunc);
-    out << j.dump(2) << "\n";
-    PW_CHECK(out.good(), "cannot write " << file << ".tmp");
-  }
-  std::filesystem::rename(file + ".tmp", file);
+  write_file_durably(manifest_path(), j.dump(2) + "\n");
 }
 
 void PsShard::load() {
-  const auto file = (std::filesystem::path(config_.dir) / ("shard" + std::to_string(config_.shard) + ".json")).string();
+  const auto file = manifest_path();
   if (!std::filesystem::exists(file)) return;
   nlohmann::json j;
   try {
@@ -293,7 +321,7 @@ void PsShard::load() {
                         << update_mode_name(config_.mode));
     for (const auto& spec : j.at("tables")) {
       const auto c = spec_from(spec);
-      tables_.emplace(c.name, std::make_unique<Table>(c, config_.workers));
+      tables_.emplace(c.name, std::make_shared<Table>(c, config_.workers));
     }
   } catch (const nlohmann::json::exception& e) {
     throw InputError(file + " is not a parameter-server manifest: " + e.what());
@@ -302,42 +330,27 @@ void PsShard::load() {
     const auto snap = path(name, ".snap");
     if (std::filesystem::exists(snap)) {
       std::ifstream in(snap, std::ios::binary);
-      std::int32_t workers = 0;
-      PW_INPUT_CHECK(get(in, t->sequence) && get(in, t->applied_through) && get(in, workers) &&
-                         workers == config_.workers,
+      std::vector<std::int64_t> last_pushed;
+      PW_INPUT_CHECK(get(in, t->sequence) && read_push_accounting(in, t->applied_through, last_pushed) &&
+                         last_pushed.size() == static_cast<std::size_t>(config_.workers),
                      snap << " is cut short or from another job");
-      for (auto& v : t->last_pushed) PW_INPUT_CHECK(get(in, v), snap << " is cut short");
+      t->last_pushed = std::move(last_pushed);
       t->data.read(in, snap);
     }
-    // Replay what the log holds beyond the snapshot; a record cut short by a crash is dropped
-    // (it was never acknowledged).
-    std::ifstream wal(path(name, ".wal"), std::ios::binary);
+    // Replay what the log holds beyond the snapshot.
     std::int64_t replayed = 0;
-    const auto dim = static_cast<std::size_t>(t->data.config().dim);
-    while (wal.peek() != EOF) {
-      std::uint32_t magic = 0;
-      std::uint64_t seq = 0, n = 0;
-      std::int64_t step = 0;
-      std::int32_t worker = 0;
-      if (!get(wal, magic) || magic != kWalMagic || !get(wal, seq) || !get(wal, step) || !get(wal, worker) ||
-          !get(wal, n) || n > config_.max_keys)
-        break;
-      std::vector<std::int64_t> keys(n);
-      std::vector<float> grads(n * dim);
-      wal.read(reinterpret_cast<char*>(keys.data()), static_cast<std::streamsize>(n * sizeof(std::int64_t)));
-      wal.read(reinterpret_cast<char*>(grads.data()), static_cast<std::streamsize>(grads.size() * sizeof(float)));
-      if (!wal.good() && !(wal.eof() && wal.gcount() == static_cast<std::streamsize>(grads.size() * sizeof(float))))
-        break;
-      if (seq <= t->sequence) continue;   // already in the snapshot
-      if (worker < 0 || worker >= config_.workers) break;
-      process_push(*t, step, worker, keys, grads.data());
-      t->sequence = seq;
+    PsWriteAheadLog::replay(path(name, ".wal"), t->data.config().dim, config_.max_keys, [&](const PsLogRecord& r) {
+      if (r.sequence <= t->sequence) return true;   // already in the snapshot
+      if (r.worker < 0 || r.worker >= config_.workers) return false;
+      process_push(*t, r.step, r.worker, r.keys, r.grads.data());
+      t->sequence = r.sequence;
       ++replayed;
-    }
+      return true;
+    });
     if (replayed > 0)
       PW_LOG(Info, "parameter server shard " << config_.shard << ": table '" << name << "' replayed " << replayed
                                              << " logged pushes");
-    t->wal.open(path(name, ".wal"), std::ios::binary | std::ios::app);
+    t->wal.open(path(name, ".wal"), PsWriteAheadLog::Open::Append);
   }
 }
 

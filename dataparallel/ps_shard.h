@@ -1,18 +1,20 @@
 #pragma once
 // What one parameter server holds and does, without the wire: tables (each a ShardTable), the
 // update mode, the count of every worker's pushes per step, and persistence. Every push is
-// written to the table's write-ahead log before it is processed and acknowledged, and a snapshot
-// is taken every `snapshot_every` pushes (when no step waits for more workers), so a restarted
+// written to the table's write-ahead log and flushed to the disk before it is processed and
+// acknowledged (a push that cannot be logged is refused), and a snapshot, written durably, is
+// taken every `snapshot_every` pushes (when no step waits for more workers), so a restarted
 // server (killed or not) replays the log and comes back with every acknowledged push.
+//
+// Job checkpoints (checkpoint/restore) are separate from that persistence: a snapshot of every
+// table as it stood after the pushes of steps < t, written to a folder the job names.
 //
 // Update modes: Sync applies step t once every worker pushed it (their gradients summed, in key
 // order) and answers a pull of step t + 1 only after that; Async applies each push as it comes;
 // Bounded (staleness s) applies as Async but answers a pull of step t only once every worker's
 // pushes of step t - s are applied.
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -49,6 +51,18 @@ struct PsStats {
   std::int64_t rows = 0, pulls = 0, pushes = 0, applied_through = -1;
 };
 
+enum class PsRestore { Replace, CheckOnly };
+
+// A file of a job checkpoint, as the job's manifest lists it.
+struct PsCheckpointFile {
+  std::string path;   // relative to the checkpoint's folder: "shard-0/emb.table"
+  std::int64_t bytes = 0;
+  std::string checksum;   // checksum_hex(checksum64(the file's bytes))
+};
+
+// The subfolder of a checkpoint folder that holds shard `shard`'s part: "shard-0".
+std::string ps_checkpoint_subfolder(int shard);
+
 class PsShard {
  public:
   // Loads `dir` when it holds an earlier run of this shard; InputError for a foreign or damaged one.
@@ -64,19 +78,39 @@ class PsShard {
   void snapshot();
   const PsShardConfig& config() const { return config_; }
 
+  // Writes every table (rows, optimizer state, the pushes they hold) to folder/shard-<shard>/,
+  // one file per table and a manifest last, each durably. Waits until every worker's pushes of
+  // steps < `step` are applied (rpc::TimeoutError at `deadline` naming the shard, table, step
+  // and the workers behind); a step of `step` or later already applied is an error. In sync
+  // mode the snapshot holds exactly the steps < `step`: pushes of later steps wait in `pending`
+  // and are not written. Async and bounded apply each push as it comes, so a worker that
+  // already pushed step `step` is in the snapshot, and recorded as having pushed it.
+  std::vector<PsCheckpointFile> checkpoint(const std::string& folder, std::int64_t step,
+                                           std::chrono::steady_clock::time_point deadline);
+  // Replaces every table with the ones saved under folder/shard-<shard>/, as if their steps had
+  // just been applied (nothing pending; the next push of each worker is the step after its
+  // saved one). All or nothing: InputError naming the file for a missing, damaged or foreign
+  // checkpoint, or naming the folder and both counts for another shard count. CheckOnly reads
+  // and checks the same, and changes nothing.
+  void restore(const std::string& folder, PsRestore how = PsRestore::Replace);
+
  private:
   struct Table;
-  Table& table(const std::string& name);
+  std::shared_ptr<Table> table(const std::string& name);
+  std::vector<std::shared_ptr<Table>> all_tables();
   void log_push(Table& t, std::int64_t step, int worker, const std::vector<std::int64_t>& keys, const float* grads);
   void process_push(Table& t, std::int64_t step, int worker, const std::vector<std::int64_t>& keys, const float* grads);
   void snapshot(Table& t);
-  void write_manifest();
+  void write_manifest();   // under tables_mutex_
   void load();
   std::string path(const std::string& table, const char* ext) const;
+  std::string manifest_path() const;
 
   PsShardConfig config_;
+  std::mutex checkpoint_mutex_;   // one checkpoint or restore at a time (a client may retry one)
   std::shared_mutex tables_mutex_;
-  std::map<std::string, std::unique_ptr<Table>> tables_;
+  // Shared so that a request holding a table keeps it while a restore replaces the map.
+  std::map<std::string, std::shared_ptr<Table>> tables_;
 };
 
 }  // namespace pw::dp

@@ -158,12 +158,20 @@ std::int64_t ShardTable::rows() const {
 }
 
 void ShardTable::write(std::ostream& out) const {
+  // Every stripe stays locked from the count to the last row: a pull creating a row meanwhile
+  // would otherwise make the count and the rows written disagree.
+  std::vector<std::unique_lock<std::mutex>> locks;
+  locks.reserve(kStripes);
+  std::int64_t count = 0;
+  for (const auto& s : stripes_) {
+    locks.emplace_back(s.mutex);
+    count += static_cast<std::int64_t>(s.rows.size());
+  }
   put(out, kSnapshotMagic);
   put(out, static_cast<std::int32_t>(config_.dim));
   put(out, static_cast<std::int32_t>(state_floats()));
-  put(out, rows());
+  put(out, count);
   for (const auto& s : stripes_) {
-    std::lock_guard lock(s.mutex);
     for (const auto& [key, r] : s.rows) {
       put(out, key);
       put(out, r.steps);

@@ -131,6 +131,13 @@ struct ShardStats {
   4: i64 applied_through,  // the last step whose pushes from every worker are applied (-1: none)
 }
 
+// A file a shard wrote for a job checkpoint.
+struct PsCheckpointFile {
+  1: string path,          // relative to the checkpoint folder: "shard-0/emb.table"
+  2: i64 bytes,
+  3: string checksum,      // checksum_hex(checksum64(the file's bytes)), core/durable_file.h
+}
+
 service ParameterServer {
   // Idempotent for the same spec; a different spec under an existing name is refused.
   void create_table(1: string job_token, 2: TableSpec spec) throws (1: PsError error),
@@ -143,4 +150,16 @@ service ParameterServer {
   void push(1: string job_token, 2: string table, 3: i32 worker, 4: i64 step, 5: list<i64> keys,
             6: binary grads) throws (1: PsError error),
   ShardStats stats(1: string job_token, 2: string table) throws (1: PsError error),
+  // Writes every table (rows, optimizer state) as applied after the pushes of steps < `step` to
+  // folder/shard-<shard>/ on the server's file system, each file durably, a manifest last. Waits
+  // up to timeout_ms for every worker's pushes of step `step` - 1 (TIMED_OUT names the workers
+  // behind). Returns the files written.
+  list<PsCheckpointFile> checkpoint(1: string job_token, 2: string folder, 3: i64 step, 4: i32 timeout_ms)
+      throws (1: PsError error),
+  // Replaces every table with the ones a checkpoint saved under folder/shard-<shard>/; afterwards
+  // the server stands after the saved step - 1 (nothing pending). BAD_REQUEST for a missing,
+  // damaged or foreign checkpoint or another shard count; then no table changed. With
+  // check_only it reads and checks the same and changes nothing (a client checks every shard
+  // before it lets any replace its tables).
+  void restore(1: string job_token, 2: string folder, 3: bool check_only) throws (1: PsError error),
 }

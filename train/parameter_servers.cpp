@@ -129,7 +129,7 @@ void ParameterServers::add_summary(nlohmann::json& j) const {
   if (mode_ != dp::UpdateMode::Sync) j["ps_staleness"] = staleness_;
   std::int64_t rows = 0;
   std::vector<std::int64_t> per_shard(addresses_.size(), 0);
-  dp::PsClient client(addresses_, token_, 0, std::chrono::milliseconds(static_cast<std::int64_t>(timeout_seconds_ * 1000)));
+  auto client = admin_client();
   for (const auto& t : tables_) {
     const auto stats = client.stats(t);
     for (std::size_t s = 0; s < stats.size(); ++s) {
@@ -144,6 +144,21 @@ void ParameterServers::add_summary(nlohmann::json& j) const {
   j["ps_pushed_rows"] = traffic_->pushed_rows.load();
   j["ps_pull_seconds"] = static_cast<double>(traffic_->pull_ns.load()) * 1e-9;
   j["ps_push_seconds"] = static_cast<double>(traffic_->push_ns.load()) * 1e-9;
+}
+
+dp::PsClient ParameterServers::admin_client() const {
+  return dp::PsClient(addresses_, token_, 0, std::chrono::milliseconds(static_cast<std::int64_t>(timeout_seconds_ * 1000)));
+}
+
+std::vector<ParameterServers::PsCheckpointFile> ParameterServers::checkpoint(const std::string& folder,
+                                                                             std::int64_t step) {
+  PW_INPUT_CHECK(!folder.empty(), "a parameter-server checkpoint needs a folder");
+  return admin_client().checkpoint(std::filesystem::absolute(folder).string(), step);
+}
+
+void ParameterServers::restore(const std::string& folder) {
+  PW_INPUT_CHECK(!folder.empty(), "restoring parameter servers needs a checkpoint folder");
+  admin_client().restore(std::filesystem::absolute(folder).string());
 }
 
 }  // namespace pw::train

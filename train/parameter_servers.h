@@ -2,6 +2,7 @@
 // The parameter servers of a training job: where they are (given addresses, the ones
 // `pipewright launch --ps K` started, or servers run in this process as threads), how DLRM's tables
 // are put on them, and what the summary says about them.
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "train/job_config.h"
 
 namespace pw::dp {
+class PsClient;
 class PsServer;
 }
 
@@ -37,8 +39,31 @@ class ParameterServers {
   std::string describe() const;   // "2 parameter servers (sync, embedded)"
   void add_summary(nlohmann::json& j) const;   // ps_shards, ps_mode, ps_staleness, ps_rows, traffic
 
+  // A file a shard wrote: path relative to `folder` ("shard-0/features.emb.0.table"), size, and
+  // checksum_hex(checksum64(its bytes)) (core/durable_file.h).
+  using PsCheckpointFile = dp::PsCheckpointFile;
+  // Every shard writes its tables (rows and sparse-optimizer state, exactly as applied after the
+  // pushes of steps < `step`, none of step `step` or later) under `folder` (created; one
+  // subfolder per shard, folder/shard-<s>/, its manifest.json written last), each file
+  // durably. Called by rank 0 at a step boundary, after every worker finished step `step` - 1
+  // and before rank 0 starts step `step`. Blocks until every shard has written its files; waits
+  // at most the job's stage timeout for pushes of step `step` - 1 still on their way
+  // (rpc::TimeoutError naming the shard, table, step and workers behind). Remote servers write
+  // to their own file system: there `folder` must be a path they can reach (made absolute here).
+  // Returns the files written, shard by shard.
+  std::vector<PsCheckpointFile> checkpoint(const std::string& folder, std::int64_t step);
+  // Every shard replaces all its tables with the ones saved under `folder` (the shard count must
+  // equal the one that saved it; otherwise InputError naming the folder and both counts). After
+  // it, the servers behave as if the steps < saved step had just been applied (a pull of the
+  // saved step answers at once in sync mode; each worker's next push is the saved step). Call it
+  // before any worker pulls or pushes. Every shard reads and checks its part before any replaces
+  // a table, so a missing, damaged or foreign checkpoint (InputError naming the file) changes
+  // nothing.
+  void restore(const std::string& folder);
+
  private:
   ParameterServers() = default;
+  dp::PsClient admin_client() const;   // worker 0's identity; for calls that push nothing
   std::vector<rpc::HostPort> addresses_;
   std::string token_;
   dp::UpdateMode mode_ = dp::UpdateMode::Sync;

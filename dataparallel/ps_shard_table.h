@@ -1,0 +1,42 @@
+#pragma once
+// Inside PsShard (not for other users): one table's rows with the accounting of the pushes that
+// made them, and the byte layout of that state in snapshots and checkpoints.
+#include <condition_variable>
+#include <cstdint>
+#include <istream>
+#include <map>
+#include <mutex>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dataparallel/ps_shard.h"
+#include "dataparallel/ps_table.h"
+#include "dataparallel/ps_wal.h"
+
+namespace pw::dp {
+
+struct PsShard::Table {
+  Table(TableConfig config, int workers) : data(std::move(config)), last_pushed(static_cast<std::size_t>(workers), -1) {}
+  ShardTable data;
+  std::mutex mutex;               // accounting, the log and the order updates are applied in
+  std::condition_variable applied;
+  std::vector<std::int64_t> last_pushed;   // per worker
+  std::int64_t applied_through = -1;
+  std::map<std::int64_t, std::pair<int, std::map<std::int64_t, std::vector<float>>>> pending;   // sync: step -> (pushes, sums)
+  PsWriteAheadLog wal;            // open whenever the shard has a folder, unless reopening it failed
+  std::string wal_error;          // why it is not open
+  bool wal_torn = false;          // an append failed and could not be cut off: pushes are refused
+  bool retired = false;           // replaced by a restore: refuses pushes
+  std::uint64_t sequence = 0;     // updates applied since the table was made
+  std::int64_t since_snapshot = 0;
+  std::int64_t pulls = 0, pushes = 0;
+};
+
+// The pushes a table's rows hold: applied_through, then each worker's last push folded in.
+// `in` reads it back into a table of `workers` workers; false if the bytes end first.
+void write_push_accounting(std::ostream& out, std::int64_t applied_through, const std::vector<std::int64_t>& last_pushed);
+bool read_push_accounting(std::istream& in, std::int64_t& applied_through, std::vector<std::int64_t>& last_pushed);
+
+}  // namespace pw::dp

@@ -1,0 +1,109 @@
+#include "dataparallel/ps_wal.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "core/error.h"
+
+namespace pw::dp {
+
+namespace {
+
+constexpr std::uint32_t kWalMagic = 0x4c415750;   // "PWAL"
+
+template <typename T>
+void put(std::string& out, const T& v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+template <typename T>
+bool get(std::istream& in, T& v) {
+  in.read(reinterpret_cast<char*>(&v), sizeof v);
+  return in.good();
+}
+
+}  // namespace
+
+PsWriteAheadLog::~PsWriteAheadLog() { close(); }
+
+void PsWriteAheadLog::open(const std::string& path, Open how) {
+  close();
+  path_ = path;
+  const int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (how == Open::Truncate ? O_TRUNC : 0);
+  fd_ = ::open(path.c_str(), flags, 0644);
+  if (fd_ < 0) throw Error("cannot open the write-ahead log '" + path + "': " + std::strerror(errno));
+}
+
+void PsWriteAheadLog::close() noexcept {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+void PsWriteAheadLog::append(std::uint64_t sequence, std::int64_t step, std::int32_t worker,
+                             const std::vector<std::int64_t>& keys, const float* grads, int dim) {
+  if (fd_ < 0) throw Error("the write-ahead log '" + path_ + "' is not open");
+  const auto n = static_cast<std::uint64_t>(keys.size());
+  std::string record;
+  record.reserve(32 + n * sizeof(std::int64_t) + n * static_cast<std::uint64_t>(dim) * sizeof(float));
+  put(record, kWalMagic);
+  put(record, sequence);
+  put(record, step);
+  put(record, worker);
+  put(record, n);
+  record.append(reinterpret_cast<const char*>(keys.data()), n * sizeof(std::int64_t));
+  record.append(reinterpret_cast<const char*>(grads), n * static_cast<std::uint64_t>(dim) * sizeof(float));
+  const off_t end = ::lseek(fd_, 0, SEEK_END);
+  if (end < 0) throw Error("cannot append to the write-ahead log '" + path_ + "': " + std::strerror(errno));
+  // A record that did not wholly reach the disk is cut off again, so the log never ends in a
+  // torn record that later ones would sit behind (replay stops at the first one).
+  auto fail = [&](const char* doing) {
+    const std::string why = std::string("cannot ") + doing + " the write-ahead log '" + path_ + "': " + std::strerror(errno);
+    if (::ftruncate(fd_, end) != 0) {
+      close();
+      throw Error(why + "; it may end in a torn record (" + std::strerror(errno) + ")");
+    }
+    throw Error(why);
+  };
+  const char* p = record.data();
+  std::size_t left = record.size();
+  while (left > 0) {
+    const ssize_t wrote = ::write(fd_, p, left);
+    if (wrote < 0) {
+      if (errno == EINTR) continue;
+      fail("write");
+    }
+    p += wrote;
+    left -= static_cast<std::size_t>(wrote);
+  }
+  // Per push, as the design promises an acknowledged push is on the disk (a few milliseconds on
+  // a disk, paid only by servers with a folder). Each table syncs its own log, so pushes to
+  // different tables sync in parallel.
+  if (::fdatasync(fd_) != 0) fail("flush to the disk");
+}
+
+void PsWriteAheadLog::replay(const std::string& path, int dim, std::size_t max_keys,
+                             const std::function<bool(const PsLogRecord&)>& each) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return;
+  const auto width = static_cast<std::size_t>(dim);
+  while (in.peek() != EOF) {
+    std::uint32_t magic = 0;
+    std::uint64_t n = 0;
+    PsLogRecord r;
+    if (!get(in, magic) || magic != kWalMagic || !get(in, r.sequence) || !get(in, r.step) || !get(in, r.worker) ||
+        !get(in, n) || n > max_keys)
+      return;
+    r.keys.resize(n);
+    r.grads.resize(n * width);
+    const auto grad_bytes = static_cast<std::streamsize>(r.grads.size() * sizeof(float));
+    in.read(reinterpret_cast<char*>(r.keys.data()), static_cast<std::streamsize>(n * sizeof(std::int64_t)));
+    in.read(reinterpret_cast<char*>(r.grads.data()), grad_bytes);
+    if (!in.good() && !(in.eof() && in.gcount() == grad_bytes)) return;
+    if (!each(r)) return;
+  }
+}
+
+}  // namespace pw::dp
