@@ -129,6 +129,145 @@ std::optional<LaunchEnv> launch_env_from(const EnvLookup& lookup) {
   return std::nullopt;
 }
 
+std::string restart_causes_json(const std::vector<std::string>& causes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "[";
+  for (std::size_t i = 0; i < causes.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += '"';
+    for (const char c : causes[i]) {
+      const auto u = static_cast<unsigned char>(c);
+      if (c == '"' || c == '\\') {
+        out += '\\';
+        out += c;
+      } else if (c == '\n') {
+        out += "\\n";
+      } else if (u < 0x20 || u == 0x7F) {
+        out += "\\u00";
+        out += kHex[u >> 4];
+        out += kHex[u & 0xF];
+      } else {
+        out += c;
+      }
+    }
+    out += '"';
+  }
+  return out + "]";
+}
+
+std::vector<std::string> parse_restart_causes(std::string_view json) {
+  std::size_t at = 0;
+  const auto fail = [&](const std::string& what) {
+    throw InputError(std::string(kRestartCausesEnv) + ": " + what + " at character " + std::to_string(at) +
+                     "; expected a JSON array of strings like [\"attempt 0: rank 1 ...\"]");
+  };
+  const auto skip_space = [&] {
+    while (at < json.size() && (json[at] == ' ' || json[at] == '\t' || json[at] == '\n' || json[at] == '\r')) ++at;
+  };
+  const auto hex4 = [&]() -> unsigned {
+    if (at + 4 > json.size()) fail("a short \\u escape");
+    unsigned v = 0;
+    for (int k = 0; k < 4; ++k, ++at) {
+      const char h = json[at];
+      v <<= 4;
+      if (h >= '0' && h <= '9') v |= static_cast<unsigned>(h - '0');
+      else if (h >= 'a' && h <= 'f') v |= static_cast<unsigned>(h - 'a' + 10);
+      else if (h >= 'A' && h <= 'F') v |= static_cast<unsigned>(h - 'A' + 10);
+      else fail("a bad \\u escape");
+    }
+    return v;
+  };
+  const auto put_utf8 = [](std::string& s, unsigned cp) {
+    if (cp < 0x80) {
+      s += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      s += static_cast<char>(0xC0 | (cp >> 6));
+      s += static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+      s += static_cast<char>(0xE0 | (cp >> 12));
+      s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      s += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+      s += static_cast<char>(0xF0 | (cp >> 18));
+      s += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+      s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      s += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+  };
+  std::vector<std::string> causes;
+  skip_space();
+  if (at >= json.size() || json[at] != '[') fail("no '['");
+  ++at;
+  skip_space();
+  if (at < json.size() && json[at] == ']') {
+    ++at;
+  } else {
+    for (;;) {
+      skip_space();
+      if (at >= json.size() || json[at] != '"') fail("no string");
+      ++at;
+      std::string s;
+      for (;;) {
+        if (at >= json.size()) fail("an unterminated string");
+        const char c = json[at++];
+        if (c == '"') break;
+        if (c != '\\') {
+          s += c;
+          continue;
+        }
+        if (at >= json.size()) fail("an unterminated escape");
+        switch (const char e = json[at++]) {
+          case '"': case '\\': case '/': s += e; break;
+          case 'b': s += '\b'; break;
+          case 'f': s += '\f'; break;
+          case 'n': s += '\n'; break;
+          case 'r': s += '\r'; break;
+          case 't': s += '\t'; break;
+          case 'u': {
+            unsigned cp = hex4();
+            if (cp >= 0xD800 && cp < 0xDC00 && at + 1 < json.size() && json[at] == '\\' && json[at + 1] == 'u') {
+              at += 2;
+              const unsigned low = hex4();
+              if (low < 0xDC00 || low > 0xDFFF) fail("a lone surrogate");
+              cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+            }
+            put_utf8(s, cp);
+            break;
+          }
+          default: fail(std::string("an unknown escape \\") + e);
+        }
+      }
+      causes.push_back(std::move(s));
+      skip_space();
+      if (at < json.size() && json[at] == ',') {
+        ++at;
+        continue;
+      }
+      if (at < json.size() && json[at] == ']') {
+        ++at;
+        break;
+      }
+      fail("no ',' or ']'");
+    }
+  }
+  skip_space();
+  if (at != json.size()) fail("text after the array");
+  return causes;
+}
+
+RestartEnv restart_env_from(const EnvLookup& lookup) {
+  RestartEnv env;
+  env.count = read_int(lookup, kRestartCountEnv, 0).value_or(0);
+  env.max_restarts = read_int(lookup, kMaxRestartsEnv, 0).value_or(0);
+  if (const char* causes = lookup(kRestartCausesEnv); causes != nullptr && *causes != '\0')
+    env.causes = parse_restart_causes(causes);
+  return env;
+}
+
+RestartEnv restart_env() {
+  return restart_env_from([](const char* name) { return std::getenv(name); });
+}
+
 std::optional<LaunchEnv> launch_env() {
   auto env = launch_env_from([](const char* name) { return std::getenv(name); });
   if (env && env->advertise_host.empty()) env->advertise_host = local_address_towards(env->master.host);

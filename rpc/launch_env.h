@@ -9,6 +9,8 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "rpc/host_port.h"
 
@@ -28,6 +30,32 @@ struct LaunchEnv {
 inline constexpr int kDefaultMasterPort = 29500;
 
 using EnvLookup = std::function<const char*(const char*)>;   // getenv, or a map in tests
+
+// Automatic restarts (`pipewright launch --max-restarts K`, torchrun's TORCHELASTIC_RESTART_COUNT
+// and TORCHELASTIC_MAX_RESTARTS). The launcher sets all three on every rank of every attempt:
+// how many restarts came before this attempt (0 on the first; then 1, 2, ...; absent when another
+// launcher started the rank, which means 0). A rank that sees a count > 0 resumes from the job's
+// newest complete checkpoint.
+inline constexpr const char* kRestartCountEnv = "PW_RESTART_COUNT";
+// Why: a JSON array of one-line strings, oldest first, one per failed attempt ("[]" on the first),
+// e.g. ["attempt 0: rank 1 (pid 1234) was killed by signal 9 (SIGKILL)"].
+inline constexpr const char* kRestartCausesEnv = "PW_RESTART_CAUSES";
+// The launcher's --max-restarts (0: a failure ends the job).
+inline constexpr const char* kMaxRestartsEnv = "PW_MAX_RESTARTS";
+
+struct RestartEnv {
+  int count = 0;                     // PW_RESTART_COUNT
+  int max_restarts = 0;              // PW_MAX_RESTARTS
+  std::vector<std::string> causes;   // PW_RESTART_CAUSES, oldest first
+};
+
+// Zeros and no causes for unset variables; InputError naming the variable when one is malformed.
+RestartEnv restart_env_from(const EnvLookup& lookup);
+RestartEnv restart_env();   // from the process environment
+// The JSON array of strings PW_RESTART_CAUSES holds (control characters escaped), and back
+// (InputError, naming what was wrong, for anything but an array of strings).
+std::string restart_causes_json(const std::vector<std::string>& causes);
+std::vector<std::string> parse_restart_causes(std::string_view json);
 
 // Nothing when no launcher variables are set or the world has one rank; InputError naming the
 // variable for a malformed or inconsistent environment (rank outside the world, no MASTER_ADDR,

@@ -1,6 +1,8 @@
 #pragma once
 // `pipewright launch`: starts one node's ranks of a multi-process job (as torchrun does), forwards
-// their output with a rank prefix, and stops them all when one fails.
+// their output with a rank prefix, and stops them all when one fails; with --max-restarts K it then
+// starts them all again, at most K times (with --nnodes > 1 every node's launcher restarts together,
+// coordinated through node 0's launcher).
 #include <string>
 #include <vector>
 
@@ -16,6 +18,8 @@ struct LaunchOptions {
   double grace_seconds = 10.0;   // after one rank fails, how long the others get to stop by themselves
   int ps = 0;                    // parameter servers to start on this node for the job's embedding tables
   std::string ps_dir;            // where they keep their shards (shard<i> below it); empty: not kept
+  int max_restarts = 0;          // restarts of every local rank after a failure (0: a failure ends the job)
+  double node_timeout_seconds = 300.0;   // nnodes > 1 with restarts: how long launchers wait for each other
   std::vector<std::string> command;   // the pipewright arguments after "--" ("train" may be left out)
 };
 
