@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "rpc/launch_env.h"
 
 namespace pw::train {
 namespace {
@@ -19,10 +20,7 @@ struct Entry {
   bool fired = false;
 };
 
-int restart_count() {
-  const char* text = std::getenv("PW_RESTART_COUNT");
-  return text ? std::atoi(text) : 0;
-}
+int restart_count() { return rpc::restart_env().count; }
 
 std::vector<Entry> parse(const std::string& text) {
   std::vector<Entry> out;

@@ -2,7 +2,7 @@
 // Faults injected on purpose, for tests of recovery (never set in a real job): the environment
 // variable PW_INJECT_FAULT holds entries "KIND@STEP:RANK[/ATTEMPT]" separated by commas, where STEP
 // is 1-based (the step as progress lines count it), RANK the job rank, and ATTEMPT the launcher's
-// restart count (PW_RESTART_COUNT, default 0) in which it fires. Each entry fires once per process.
+// restart count (rpc::kRestartCountEnv, PW_RESTART_COUNT; default 0) in which it fires. Each entry fires once per process.
 //   nonfinite-grad  the rank's gradients become NaN just before that step's update
 //   sigkill         the rank kills itself (SIGKILL) as it is about to make that step
 #include <cstdint>

@@ -15,6 +15,7 @@
 #include "core/units.h"
 #include "dataparallel/topology.h"
 #include "kernels/runtime.h"
+#include "rpc/launch_env.h"
 #include "train/checkpointer.h"
 #include "train/fault_injection.h"
 #include "train/parameter_servers.h"
@@ -79,20 +80,11 @@ RankData open_rank_data(Engine& engine, models::data::Split split, const char* k
   return d;
 }
 
-int restart_count() {
-  const char* text = std::getenv("PW_RESTART_COUNT");
-  return text ? std::atoi(text) : 0;
-}
-
+// A launcher's restarts of this job (pipewright launch --max-restarts), for the summary.
 void add_restarts(nlohmann::json& j) {
-  j["restarts"] = restart_count();
-  const char* causes = std::getenv("PW_RESTART_CAUSES");
-  if (causes == nullptr) return;
-  try {
-    j["restart_causes"] = nlohmann::json::parse(causes);
-  } catch (const nlohmann::json::exception&) {
-    j["restart_causes"] = nlohmann::json::array({causes});
-  }
+  const auto restarts = rpc::restart_env();
+  j["restarts"] = restarts.count;
+  j["restart_causes"] = restarts.causes;
 }
 
 // What to resume from: --resume, or after a launcher's restart the newest checkpoint of
@@ -109,7 +101,7 @@ std::string resume_folder_of(Engine& engine, rpc::Deadline deadline) {
   std::string folder;
   try {
     if (!c.checkpoints.resume.empty()) folder = resolve_resume(c.checkpoints.resume);
-    else if (restart_count() > 0 && !c.checkpoints.dir.empty()) folder = newest_checkpoint(c.checkpoints.dir).value_or("");
+    else if (rpc::restart_env().count > 0 && !c.checkpoints.dir.empty()) folder = newest_checkpoint(c.checkpoints.dir).value_or("");
   } catch (const std::exception& e) {
     engine.links().store().set(key, std::string("error:") + e.what());
     throw;

@@ -104,6 +104,26 @@ BOOST_AUTO_TEST_CASE(dlrm_with_two_parameter_servers_killed_and_resumed_equals_t
   check_kill_and_resume(kDlrm, "", "ckpt_dlrm");
 }
 
+BOOST_AUTO_TEST_CASE(ranks_killed_twice_restart_from_the_newest_checkpoint_and_equal_the_undisturbed_run) {
+  ScratchDir dir("restarts");
+  const std::string job = kJob + "--stages 2 --replicas 2 --micro-batches 2 --threads 1 --steps " +
+                          std::to_string(kSteps) + " ";
+  run_ok(job + "--summary " + dir.file("full.json") + " --save " + dir.file("full.safetensors"));
+  // Rank 1 dies before step 5 of the first attempt, rank 2 before step 8 of the second.
+  const auto r = run_command("PW_INJECT_FAULT=sigkill@5:1/0,sigkill@8:2/1 " + pw::test::pipewright_binary() +
+                             " launch --nproc-per-node 4 --max-restarts 2 --grace 5 -- " + job + "--checkpoint-dir " +
+                             dir.file("ckpt") + " --checkpoint-every 2 --summary " + dir.file("restarted.json") +
+                             " --save " + dir.file("restarted.safetensors"));
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+  pw::test::check_same(dir, "full", "restarted");
+  const auto s = read_json(dir.file("restarted.json"));
+  BOOST_TEST(s["restarts"] == 2);
+  BOOST_REQUIRE_EQUAL(s["restart_causes"].size(), 2u);
+  BOOST_TEST(s["restart_causes"][0].get<std::string>().find("rank 1") != std::string::npos, s["restart_causes"].dump());
+  BOOST_TEST(s["restart_causes"][1].get<std::string>().find("rank 2") != std::string::npos, s["restart_causes"].dump());
+  BOOST_TEST(s["resumed_from_step"].get<int>() >= 4);
+}
+
 BOOST_AUTO_TEST_CASE(a_checkpoint_of_four_stages_resumes_as_two_stages_by_two_replicas) {
   ScratchDir dir("reshard");
   run_ok(kJob + "--stages 4 --steps 10 --summary " + dir.file("full.json"));
