@@ -193,6 +193,11 @@ double CheckpointWriter::wait() {
   return seconds_since(t0);
 }
 
+std::vector<CheckpointPart> CheckpointWriter::take_buffers() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return busy_ ? std::vector<CheckpointPart>{} : std::move(written_parts_);
+}
+
 double CheckpointWriter::last_write_seconds() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return last_write_seconds_;
@@ -220,13 +225,13 @@ void CheckpointWriter::run() {
     } catch (const std::exception& e) {
       result.error = e.what();
     }
-    parts.clear();   // the host copies go before `then` (which may wait for other ranks)
     try {
       if (then) then(result);
     } catch (const std::exception& e) {
       PW_LOG(Warn, "checkpoint: " << e.what());
     }
     lock.lock();
+    written_parts_ = std::move(parts);
     last_write_seconds_ = seconds_since(t0);
     busy_ = false;
     changed_.notify_all();

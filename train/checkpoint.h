@@ -96,6 +96,9 @@ class CheckpointWriter {
   double start(std::string folder, std::vector<CheckpointPart> parts, Then then);
   // Blocks until nothing is being written; returns the seconds waited.
   double wait();
+  // After wait(): the host copies of the last checkpoint, for the next one to copy into (reusing
+  // memory already touched keeps the step boundary short, as DCP's cached staging buffers do).
+  std::vector<CheckpointPart> take_buffers();
   double last_write_seconds() const;
 
  private:
@@ -106,6 +109,7 @@ class CheckpointWriter {
   bool busy_ = false, stopping_ = false;
   std::string folder_;
   std::vector<CheckpointPart> parts_;
+  std::vector<CheckpointPart> written_parts_;
   Then then_;
   double last_write_seconds_ = 0.0;
   std::thread thread_;

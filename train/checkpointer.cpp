@@ -92,7 +92,8 @@ void Checkpointer::save(const TrainingPosition& position) {
       }
     }
   }
-  auto parts = engine_.checkpoint_parts();
+  writer_->wait();   // the previous checkpoint's write (its buffers are reused)
+  auto parts = engine_.checkpoint_parts(writer_->take_buffers());
   const bool primary = engine_.is_primary();
   const int rank = engine_.rank();
   writer_->start(folder, std::move(parts),

@@ -65,9 +65,7 @@ std::string chunk_file_name(const partition::StageRange& r) {
 
 constexpr const char* kOptimizerPrefix = "optimizer/";
 
-kernels::Tensor host_copy(const kernels::Tensor& t) {
-  return t.device().is_cpu() ? t.clone() : t.to(kernels::Device::cpu(0));
-}
+
 
 }  // namespace
 
@@ -492,8 +490,18 @@ void Engine::save(const std::string& path) {
   if (rank() == 0) models::save_named_weights(tensors, path, plan_.model.name);
 }
 
-std::vector<CheckpointPart> Engine::checkpoint_parts() const {
+std::vector<CheckpointPart> Engine::checkpoint_parts(std::vector<CheckpointPart> reuse) const {
   if (replica() != 0) return {};
+  std::map<std::string, kernels::Tensor> staging;   // by file/tensor
+  for (auto& part : reuse)
+    for (auto& [name, t] : part.tensors) staging.emplace(part.name + "/" + name, std::move(t));
+  auto host_copy = [&](const std::string& file, const std::string& name, const kernels::Tensor& t) {
+    const auto it = staging.find(file + "/" + name);
+    if (it == staging.end() || it->second.shape() != t.shape() || it->second.dtype() != t.dtype())
+      return t.device().is_cpu() ? t.clone() : t.to(kernels::Device::cpu(0));
+    it->second.copy_from(t);
+    return it->second;
+  };
   auto& executor = *executor_;
   std::vector<std::pair<std::string, models::Parameter*>> named;
   for (int c = 0; c < executor.chunk_count(); ++c)
@@ -508,12 +516,12 @@ std::vector<CheckpointPart> Engine::checkpoint_parts() const {
     part.name = chunk_file_name(partition_[static_cast<std::size_t>(c * P + stage())]);
     auto& chunk = executor.chunk(c);
     for (auto& [name, p] : chunk.named_parameters()) {
-      part.tensors.emplace(name, host_copy(p->value));
+      part.tensors.emplace(name, host_copy(part.name, name, p->value));
       for (const auto& [state_name, t] : optimizer_state)
         if (state_name.compare(0, name.size() + 1, name + ".") == 0)
-          part.tensors.emplace(kOptimizerPrefix + state_name, host_copy(t));
+          part.tensors.emplace(kOptimizerPrefix + state_name, host_copy(part.name, kOptimizerPrefix + state_name, t));
     }
-    for (auto& [name, b] : chunk.named_buffers()) part.tensors.emplace(name, host_copy(b->value));
+    for (auto& [name, b] : chunk.named_buffers()) part.tensors.emplace(name, host_copy(part.name, name, b->value));
     part.metadata = {{"format", "pt"},
                      {"pipewright_model", plan_.model.name},
                      {"optimizer", models::optimizer_kind_name(optimizer.config().kind)},

@@ -71,7 +71,8 @@ class Engine {
   // This rank's share of a checkpoint (train/checkpoint.h), copied to the host now: replica 0 writes
   // one file per model chunk with its parameters, buffers and optimizer state by whole-model name;
   // other replicas hold the same values and write nothing.
-  std::vector<CheckpointPart> checkpoint_parts() const;
+  // `reuse`: an earlier checkpoint's parts, whose host tensors are copied into where they fit.
+  std::vector<CheckpointPart> checkpoint_parts(std::vector<CheckpointPart> reuse = {}) const;
   // Loads this rank's tensors and optimizer state from a checkpoint by name, whatever layout saved
   // it, and continues at its step with its learning rate. InputError naming the file when a tensor
   // is missing, has another shape, or a file is damaged.
