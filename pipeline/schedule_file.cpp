@@ -1,5 +1,7 @@
 #include "pipeline/schedule_file.h"
 
+#include "core/durable_file.h"
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -98,18 +100,10 @@ std::string schedule_file_text(const ScheduleSpec& spec, const std::vector<std::
 void save_schedule_file(const std::string& path, const ScheduleSpec& spec,
                         const std::vector<std::vector<Instruction>>& programs) {
   const std::string text = schedule_file_text(spec, programs);
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    PW_INPUT_CHECK(out, "cannot write schedule file '" << temporary << "': " << std::strerror(errno));
-    out << text;
-    out.flush();
-    PW_INPUT_CHECK(out, "cannot write schedule file '" << temporary << "': " << std::strerror(errno));
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    std::remove(temporary.c_str());
-    throw InputError("cannot write schedule file '" + path + "': " + why);
+  try {
+    write_file_durably(path, text);
+  } catch (const InputError& e) {
+    throw InputError(std::string("schedule file: ") + e.what());
   }
 }
 

@@ -1,5 +1,7 @@
 #include "tools/prof/prof_command.h"
 
+#include "core/durable_file.h"
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -31,10 +33,11 @@ int run_prof(const ProfOptions& o) {
     PW_INPUT_CHECK(std::filesystem::is_directory(parent), "--svg " << o.svg_path << ": folder " << parent.string()
                                                                    << " does not exist");
     const auto svg = timeline_svg(data, SvgOptions{o.svg_steps});
-    std::ofstream out(o.svg_path, std::ios::trunc);
-    PW_INPUT_CHECK(out.good(), "--svg: cannot write '" << o.svg_path << "'");
-    out << svg;
-    PW_INPUT_CHECK(out.good(), "--svg: failed writing '" << o.svg_path << "'");
+    try {
+      write_file_durably(o.svg_path, svg);
+    } catch (const InputError& e) {
+      throw InputError(std::string("--svg: ") + e.what());
+    }
     if (!o.json) std::printf("timeline: %s\n", o.svg_path.c_str());
   }
   return 0;
