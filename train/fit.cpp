@@ -363,11 +363,11 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
                        static_cast<long long>(step), last.nonfinite_rank, static_cast<long long>(bad_in_a_row));
         if (bad_in_a_row >= c.recovery.max_bad_steps) {
           const auto m = roll_back(engine, checkpointer, step, bad_in_a_row, rollbacks);
-          rollbacks = m.rollbacks + 1;
+          ++rollbacks;
           bad_in_a_row = 0;
           step = m.step;
           loss_history = m.loss_history;
-          skipped_steps = m.skipped_steps;
+          // skipped_steps keeps counting the rolled-back ones: they happened.
           epoch = m.epoch;
           first_batch = m.batch_in_epoch;
           rolled_back = true;

@@ -200,6 +200,7 @@ BOOST_AUTO_TEST_CASE(repeated_non_finite_steps_roll_back_to_the_newest_checkpoin
                  std::string::npos, r.output);
   const auto s = read_json(dir.file("s.json"));
   BOOST_TEST(s["rollbacks"] == 1);
+  BOOST_TEST(s["skipped_steps"] == 2);
   BOOST_TEST(s["lr"].get<double>() == 0.001);
   BOOST_TEST(s["loss_history"].size() == 8u);
   for (const auto& loss : s["loss_history"]) BOOST_TEST(loss.is_number());   // the bad steps were made again
