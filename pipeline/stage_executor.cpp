@@ -332,11 +332,14 @@ void StageExecutor::reduce_grads(const Instruction&) {
 void StageExecutor::optimizer_step(const Instruction&) {
   last_update_ = UpdateDecision{};
   if (update_check_ != nullptr) {
-    // A tied weight's gradient is held (equal) by each owner; the first owner counts it.
+    // A tied weight's gradient is held (equal) by every member: the first member on the first
+    // owner counts it once.
     std::set<models::Parameter*> not_counted;
-    for (const auto& group : tied_)
-      if (!group.local.empty() && group.owner_stages.front() != config_.stage)
-        not_counted.insert(group.local.begin(), group.local.end());
+    for (const auto& group : tied_) {
+      if (group.local.empty()) continue;
+      const bool first_owner = group.owner_stages.front() == config_.stage;
+      not_counted.insert(group.local.begin() + (first_owner ? 1 : 0), group.local.end());
+    }
     std::vector<models::Parameter*> counted;
     for (auto* p : parameters())
       if (!not_counted.count(p)) counted.push_back(p);

@@ -148,6 +148,18 @@ void prune_checkpoints(const std::string& dir, int keep) {
     fs::remove_all(it->second, error);
     if (error) PW_LOG(Warn, "cannot remove old checkpoint " << it->second.string() << ": " << error.message());
   }
+  sync_directory(dir);
+}
+
+void remove_checkpoints_after(const std::string& dir, std::int64_t step) {
+  for (const auto& [s, folder] : checkpoint_folders(dir)) {
+    if (s <= step) continue;
+    std::error_code error;
+    fs::remove(folder / kManifestName, error);
+    fs::remove_all(folder, error);
+    if (error) PW_LOG(Warn, "cannot remove checkpoint " << folder.string() << ": " << error.message());
+  }
+  sync_directory(dir);
 }
 
 void verify_file(const std::string& folder, const CheckpointFile& file) {
@@ -215,7 +227,10 @@ void CheckpointWriter::run() {
     const auto t0 = Clock::now();
     Result result;
     try {
-      fs::create_directories(folder);
+      if (!fs::exists(folder)) {
+        fs::create_directories(folder);
+        sync_directory(fs::path(folder).parent_path().string());
+      }
       for (const auto& part : parts) {
         const auto written = kernels::save_safetensors((fs::path(folder) / part.name).string(), part.tensors, part.metadata);
         CheckpointFile f{part.name, written.bytes, written.checksum, {}};

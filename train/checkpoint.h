@@ -65,6 +65,9 @@ std::string resolve_resume(const std::string& path);
 // older than the newest complete one. Logs what it cannot remove.
 void prune_checkpoints(const std::string& dir, int keep);
 
+// Removes the checkpoints in `dir` of steps after `step` (a rollback gives them up).
+void remove_checkpoints_after(const std::string& dir, std::int64_t step);
+
 // Checks that FOLDER/file has the size and checksum the manifest recorded; InputError naming the
 // file otherwise ("damaged").
 void verify_file(const std::string& folder, const CheckpointFile& file);

@@ -88,7 +88,7 @@ void Checkpointer::save(const TrainingPosition& position) {
           manifest.ps_files.push_back(CheckpointFile{"ps/" + f.path, f.bytes, f.checksum, {}});
       } catch (const std::exception& e) {
         manifest.ps_folder.clear();
-        fail(std::string("parameter-server snapshot for ") + folder + ": " + e.what());
+        manifest.ps_files = {CheckpointFile{std::string("parameter-server snapshot: ") + e.what(), -1, "", {}}};
       }
     }
   }
@@ -115,7 +115,10 @@ void Checkpointer::collect_and_commit(std::int64_t sequence, std::string folder,
   std::string error = mine.error.empty() ? "" : "rank 0: " + mine.error;
   manifest.files = mine.files;
   const auto& config = engine_.plan().config;
-  const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<std::int64_t>(config.timeouts.stage_seconds * 1000));
+  // Other ranks may write more or slower than rank 0; a failed job ends this wait at once (get()
+  // follows the job's cancellation).
+  const auto deadline =
+      Clock::now() + std::chrono::milliseconds(static_cast<std::int64_t>(std::max(600.0, config.timeouts.stage_seconds) * 1000));
   for (int r = 1; r < engine_.links().world_size(); ++r) {
     try {
       const auto report = nlohmann::json::parse(engine_.links().get("ckpt/" + std::to_string(sequence) + "/" + std::to_string(r), deadline));
@@ -126,11 +129,8 @@ void Checkpointer::collect_and_commit(std::int64_t sequence, std::string folder,
       if (error.empty()) error = "rank " + std::to_string(r) + " did not report its part: " + e.what();
     }
   }
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (error.empty() && !failure_.empty() && manifest.ps_folder.empty() && engine_.plan().parameter_servers)
-      error = failure_;   // the servers' snapshot failed at the boundary
-  }
+  if (error.empty() && manifest.ps_folder.empty() && engine_.plan().parameter_servers)
+    error = "rank 0: " + (manifest.ps_files.empty() ? std::string("no parameter-server snapshot") : manifest.ps_files.front().name);
   if (error.empty()) {
     try {
       write_manifest(folder, manifest);

@@ -100,8 +100,21 @@ std::string resume_folder_of(Engine& engine, rpc::Deadline deadline) {
   }
   std::string folder;
   try {
+    const auto& dir = c.checkpoints.dir;
     if (!c.checkpoints.resume.empty()) folder = resolve_resume(c.checkpoints.resume);
-    else if (rpc::restart_env().count > 0 && !c.checkpoints.dir.empty()) folder = newest_checkpoint(c.checkpoints.dir).value_or("");
+    // A restarted job goes on from its own newest checkpoint, when that is later than --resume.
+    if (rpc::restart_env().count > 0 && !dir.empty()) {
+      const auto newest = newest_checkpoint(dir);
+      if (newest && (folder.empty() || read_manifest(*newest).step > read_manifest(folder).step)) folder = *newest;
+    }
+    // New checkpoints must not mix with a run they do not continue.
+    if (!dir.empty()) {
+      const std::int64_t from = folder.empty() ? -1 : read_manifest(folder).step;
+      if (const auto later = newest_checkpoint(dir); later && read_manifest(*later).step > from)
+        throw InputError("--checkpoint-dir " + dir + " holds checkpoints of another run (newest " + *later + ")" +
+                         (folder.empty() ? "; resume it with --resume " + dir : "; later than the one resumed from") +
+                         ", or give an empty folder");
+    }
   } catch (const std::exception& e) {
     engine.links().store().set(key, std::string("error:") + e.what());
     throw;
@@ -120,13 +133,16 @@ CheckpointManifest restore_checkpoint(Engine& engine, const std::string& folder,
   PW_INPUT_CHECK(why.empty(), "cannot resume from " << folder << ": " << why
                                                     << "; a checkpoint resumes the same model, data, seed and optimizer "
                                                        "(the stages, split, replicas and steps may change)");
+  PW_INPUT_CHECK(!plan.parameter_servers || !m.ps_folder.empty(),
+                 "cannot resume from " << folder << ": it holds no parameter-server snapshot and this job uses "
+                                                    "parameter servers");
+  // Every rank checks and loads its dense part first; only then are the servers' tables replaced.
+  engine.restore(m);
+  engine.links().barrier(barrier + "/dense", deadline);
   if (engine.is_primary() && plan.parameter_servers) {
-    PW_INPUT_CHECK(!m.ps_folder.empty(), "cannot resume from " << folder << ": it holds no parameter-server snapshot "
-                                                                  "and this job uses parameter servers");
     for (const auto& f : m.ps_files) verify_file(folder, f);
     plan.parameter_servers->restore((std::filesystem::path(folder) / m.ps_folder).string());
   }
-  engine.restore(m);
   engine.links().barrier(barrier, deadline);
   return m;
 }
@@ -137,13 +153,16 @@ CheckpointManifest roll_back(Engine& engine, Checkpointer& checkpointer, std::in
                              std::int64_t rollbacks) {
   const auto& c = engine.plan().config;
   const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<std::int64_t>(c.timeouts.stage_seconds * 1000));
+  const double lr_now = engine.lr();
   checkpointer.finish();
   const auto folder = checkpointer.newest(deadline);
   PW_INPUT_CHECK(!folder.empty(), bad << " steps in a row (up to step " << step
                                       << ") had a non-finite loss or gradients and there is no checkpoint to roll back "
                                          "to; lower --lr, clip with --clip-grad-norm, or give --checkpoint-dir");
   const auto m = restore_checkpoint(engine, folder, "rollback/" + std::to_string(rollbacks), deadline);
-  engine.set_lr(m.lr * c.recovery.rollback_lr_factor);
+  // The checkpoints after it belong to the trajectory given up.
+  if (engine.is_primary()) remove_checkpoints_after(c.checkpoints.dir, m.step);
+  engine.set_lr(std::min(m.lr, lr_now) * c.recovery.rollback_lr_factor);
   if (engine.is_primary())
     std::fprintf(stderr, "rolled back to %s (step %lld) after %lld non-finite steps in a row; learning rate now %g\n",
                  folder.c_str(), static_cast<long long>(m.step), static_cast<long long>(bad), engine.lr());
@@ -373,9 +392,9 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
           rolled_back = true;
           break;
         }
-        continue;
+      } else {
+        bad_in_a_row = 0;
       }
-      bad_in_a_row = 0;
       if (checkpointer.due(step, last)) {
         const bool epoch_done = batch_in_epoch == feed.batches_per_epoch();
         checkpointer.save(TrainingPosition{step, epoch_done ? epoch + 1 : epoch, epoch_done ? 0 : batch_in_epoch,

@@ -169,6 +169,13 @@ BOOST_AUTO_TEST_CASE(another_model_or_a_damaged_file_is_a_one_line_error_and_not
   BOOST_TEST(pw::test::read_file(folder + "/manifest.json") == manifest_before);
   BOOST_TEST(!fs::exists(ckpt + "/step-0000005"));
 
+  // A new run pointed at a folder of an earlier run's checkpoints would mix with them.
+  r = run_pipewright(kJob + "--stages 2 --steps 8 --checkpoint-dir " + ckpt + " --checkpoint-every 1");
+  BOOST_TEST(r.status != 0);
+  BOOST_TEST(r.output.find("--checkpoint-dir " + ckpt + " holds checkpoints of another run (newest " + folder +
+                           "); resume it with --resume " + ckpt) != std::string::npos, r.output);
+  BOOST_TEST(!fs::exists(ckpt + "/step-0000001"));
+
   r = run_pipewright(kJob + "--steps 8 --resume " + dir.file("nothing-here"));
   BOOST_TEST(r.status != 0);
   BOOST_TEST(r.output.find("--resume " + dir.file("nothing-here") + ": no such folder") != std::string::npos, r.output);
