@@ -143,6 +143,18 @@ void PsEmbeddingBag::backward_weight_impl(models::Context& ctx, const Tensor& gi
   c.grad_y = Tensor();
 }
 
+double PsEmbeddingBag::remote_gradient_sum_of_squares_impl() {
+  double sum = 0.0;
+  for (const auto& [key, g] : pending_)
+    for (float v : g) sum += static_cast<double>(v) * static_cast<double>(v);
+  return sum;
+}
+
+void PsEmbeddingBag::scale_remote_gradients_impl(double factor) {
+  for (auto& [key, g] : pending_)
+    for (float& v : g) v = static_cast<float>(static_cast<double>(v) * factor);
+}
+
 void PsEmbeddingBag::reconnect_remote_impl() {
   client_.reset();
   step_ = -1;

@@ -79,6 +79,8 @@ class PsEmbeddingBag : public models::Layer {
   kernels::Shape output_shape_impl(const kernels::Shape& input) const override;
   void push_remote_gradients_impl(int replica, models::RemoteGradients what) override;
   void reconnect_remote_impl() override;
+  double remote_gradient_sum_of_squares_impl() override;
+  void scale_remote_gradients_impl(double factor) override;
 
  private:
   // Connects, creates the table, continues after the servers' last applied step. A step this

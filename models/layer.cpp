@@ -149,6 +149,17 @@ void Layer::push_remote_gradients(int replica, RemoteGradients what) {
   for (auto& [name, child] : children_) child->push_remote_gradients(replica, what);
 }
 
+double Layer::remote_gradient_sum_of_squares() {
+  double sum = remote_gradient_sum_of_squares_impl();
+  for (auto& [name, child] : children_) sum += child->remote_gradient_sum_of_squares();
+  return sum;
+}
+
+void Layer::scale_remote_gradients(double factor) {
+  scale_remote_gradients_impl(factor);
+  for (auto& [name, child] : children_) child->scale_remote_gradients(factor);
+}
+
 void Layer::reconnect_remote() {
   reconnect_remote_impl();
   for (auto& [name, child] : children_) child->reconnect_remote();

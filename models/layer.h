@@ -126,6 +126,10 @@ class Layer {
   // the stage is stepping (the server counts each replica's pushes as one worker's). A skipped
   // step (non-finite gradients) sends none of them but still counts as the worker's step.
   void push_remote_gradients(int replica, RemoteGradients what = RemoteGradients::Push);
+  // The sum of squares of the gradients waiting to be pushed (0 for layers with none), and a
+  // scale applied to them: remote rows count in the step's finiteness check and in clipping.
+  double remote_gradient_sum_of_squares();
+  void scale_remote_gradients(double factor);
   // After the servers holding remote rows were restored from a checkpoint: such layers forget
   // the step they were at and read it from the servers again.
   void reconnect_remote();
@@ -140,6 +144,8 @@ class Layer {
   virtual Shape output_shape_impl(const Shape& input) const = 0;
   virtual void push_remote_gradients_impl(int /*replica*/, RemoteGradients /*what*/) {}
   virtual void reconnect_remote_impl() {}
+  virtual double remote_gradient_sum_of_squares_impl() { return 0.0; }
+  virtual void scale_remote_gradients_impl(double /*factor*/) {}
 
   Parameter& add_parameter(const std::string& name, const Shape& shape, Init init);
   Buffer& add_buffer(const std::string& name, const Shape& shape, Init init);

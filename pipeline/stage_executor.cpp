@@ -343,15 +343,19 @@ void StageExecutor::optimizer_step(const Instruction&) {
     std::vector<models::Parameter*> counted;
     for (auto* p : parameters())
       if (!not_counted.count(p)) counted.push_back(p);
-    last_update_ = update_check_->before_update(step_, counted, result_.loss_sum);
+    double remote_squares = 0.0;
+    for (auto& chunk : chunks_) remote_squares += chunk->remote_gradient_sum_of_squares();
+    last_update_ = update_check_->before_update(step_, counted, remote_squares, result_.loss_sum);
   }
   if (last_update_.action == UpdateAction::Skip) {
     optimizer_->zero_grad();
     for (auto& chunk : chunks_) chunk->push_remote_gradients(config_.replica, models::RemoteGradients::Discard);
     return;
   }
-  if (last_update_.gradient_scale != 1.0)
+  if (last_update_.gradient_scale != 1.0) {
     for (auto* p : parameters()) kernels::scale_inplace(p->grad, last_update_.gradient_scale);
+    for (auto& chunk : chunks_) chunk->scale_remote_gradients(last_update_.gradient_scale);
+  }
   optimizer_->step();
   optimizer_->zero_grad();
   for (auto& chunk : chunks_) chunk->push_remote_gradients(config_.replica);

@@ -12,7 +12,7 @@ StepGuard::StepGuard(int rank, int stages, double clip_norm, Exchange exchange)
     : rank_(rank), stages_(stages), clip_norm_(clip_norm), exchange_(std::move(exchange)) {}
 
 pipeline::UpdateDecision StepGuard::before_update(std::int64_t step, const std::vector<models::Parameter*>& counted,
-                                                  double loss_sum) {
+                                                  double remote_squares, double loss_sum) {
   bool finite = std::isfinite(loss_sum);
   if (injected_fault(FaultKind::NonfiniteGradient, step + 1, rank_)) {
     if (!counted.empty()) kernels::scale_inplace(counted.front()->grad, std::numeric_limits<double>::quiet_NaN());
@@ -20,13 +20,17 @@ pipeline::UpdateDecision StepGuard::before_update(std::int64_t step, const std::
   }
   double squares = 0.0;
   for (auto* p : counted) squares += kernels::sum_of_squares(p->grad);
-  finite = finite && std::isfinite(squares);
-  const auto all = exchange_({finite ? 1.0 : 0.0, finite ? squares : 0.0}, step);
+  finite = finite && std::isfinite(squares) && std::isfinite(remote_squares);
+  const auto all = exchange_({finite ? 1.0 : 0.0, finite ? squares : 0.0, finite ? remote_squares : 0.0}, step);
   nonfinite_rank_ = -1;
   double total = 0.0;
+  const bool one_replica = static_cast<int>(all.size()) == stages_;
   for (std::size_t r = 0; r < all.size(); ++r) {
     if (all[r][0] == 0.0 && nonfinite_rank_ < 0) nonfinite_rank_ = static_cast<int>(r);
     if (static_cast<int>(r) < stages_) total += all[r][1];   // replica 0: the gradients every replica holds
+    // Rows pushed to parameter servers are summed over the replicas on the servers, so their norm
+    // is known here only with one replica; with more they are checked and scaled but not counted.
+    if (one_replica) total += all[r][2];
   }
   pipeline::UpdateDecision d;
   if (nonfinite_rank_ >= 0) {

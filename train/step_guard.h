@@ -3,7 +3,9 @@
 // job reports whether its loss and gradients are finite and its share of the squared gradient
 // norm, all ranks exchange the two figures in the same step (Zero Bubble's optimizer
 // post-validation), and each decides alike: skip the step everywhere when anything is not finite,
-// otherwise scale the gradients so the whole model's norm is at most `clip_norm`.
+// otherwise scale the gradients so the whole model's norm is at most `clip_norm`. Gradients of rows
+// on parameter servers are checked and scaled too, and counted in the norm with one replica (with
+// more, their sum over replicas is formed on the servers, not here).
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -20,7 +22,7 @@ class StepGuard : public pipeline::UpdateCheck {
   StepGuard(int rank, int stages, double clip_norm, Exchange exchange);
 
   pipeline::UpdateDecision before_update(std::int64_t step, const std::vector<models::Parameter*>& counted,
-                                         double loss_sum) override;
+                                         double remote_squares, double loss_sum) override;
   int last_nonfinite_rank() const { return nonfinite_rank_; }   // the lowest; -1 when finite
   double last_gradient_norm() const { return norm_; }            // before clipping
 
