@@ -64,6 +64,7 @@ void Checkpointer::save(const TrainingPosition& position) {
   const std::string folder = (fs::path(dir_) / checkpoint_folder_name(position.steps)).string();
   const auto& plan = engine_.plan();
   CheckpointManifest manifest;
+  std::string snapshot_error;   // the servers' snapshot, taken here at the boundary
   if (engine_.is_primary()) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -87,8 +88,7 @@ void Checkpointer::save(const TrainingPosition& position) {
         for (const auto& f : plan.parameter_servers->checkpoint((fs::path(folder) / "ps").string(), position.steps))
           manifest.ps_files.push_back(CheckpointFile{"ps/" + f.path, f.bytes, f.checksum, {}});
       } catch (const std::exception& e) {
-        manifest.ps_folder.clear();
-        manifest.ps_files = {CheckpointFile{std::string("parameter-server snapshot: ") + e.what(), -1, "", {}}};
+        snapshot_error = std::string("rank 0: parameter-server snapshot: ") + e.what();
       }
     }
   }
@@ -97,9 +97,10 @@ void Checkpointer::save(const TrainingPosition& position) {
   const bool primary = engine_.is_primary();
   const int rank = engine_.rank();
   writer_->start(folder, std::move(parts),
-                                     [this, sequence, folder, manifest, primary, rank](const CheckpointWriter::Result& r) {
+                                     [this, sequence, folder, manifest, snapshot_error, primary,
+                                      rank](const CheckpointWriter::Result& r) {
                                        if (primary) {
-                                         collect_and_commit(sequence, folder, manifest, r);
+                                         collect_and_commit(sequence, folder, manifest, snapshot_error, r);
                                          return;
                                        }
                                        nlohmann::json report = {{"files", r.files}, {"error", r.error}};
@@ -111,8 +112,8 @@ void Checkpointer::save(const TrainingPosition& position) {
 }
 
 void Checkpointer::collect_and_commit(std::int64_t sequence, std::string folder, CheckpointManifest manifest,
-                                      const CheckpointWriter::Result& mine) {
-  std::string error = mine.error.empty() ? "" : "rank 0: " + mine.error;
+                                      std::string error, const CheckpointWriter::Result& mine) {
+  if (error.empty() && !mine.error.empty()) error = "rank 0: " + mine.error;
   manifest.files = mine.files;
   const auto& config = engine_.plan().config;
   // Other ranks may write more or slower than rank 0; a failed job ends this wait at once (get()
@@ -129,8 +130,6 @@ void Checkpointer::collect_and_commit(std::int64_t sequence, std::string folder,
       if (error.empty()) error = "rank " + std::to_string(r) + " did not report its part: " + e.what();
     }
   }
-  if (error.empty() && manifest.ps_folder.empty() && engine_.plan().parameter_servers)
-    error = "rank 0: " + (manifest.ps_files.empty() ? std::string("no parameter-server snapshot") : manifest.ps_files.front().name);
   if (error.empty()) {
     try {
       write_manifest(folder, manifest);

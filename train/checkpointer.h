@@ -54,7 +54,8 @@ class Checkpointer {
   nlohmann::json summary() const;
 
  private:
-  void collect_and_commit(std::int64_t sequence, std::string folder, CheckpointManifest manifest,
+  // `error`: what already failed at the boundary (the servers' snapshot), empty if nothing.
+  void collect_and_commit(std::int64_t sequence, std::string folder, CheckpointManifest manifest, std::string error,
                           const CheckpointWriter::Result& mine);
   void fail(const std::string& why);
 

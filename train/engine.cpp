@@ -503,24 +503,17 @@ std::vector<CheckpointPart> Engine::checkpoint_parts(std::vector<CheckpointPart>
     return it->second;
   };
   auto& executor = *executor_;
-  std::vector<std::pair<std::string, models::Parameter*>> named;
-  for (int c = 0; c < executor.chunk_count(); ++c)
-    for (auto& [name, p] : executor.chunk(c).named_parameters()) named.emplace_back(name, p);
-  std::map<std::string, kernels::Tensor> optimizer_state;
-  for (auto& [name, t] : executor.optimizer().named_state(named)) optimizer_state.emplace(name, *t);
-  const auto& optimizer = executor.optimizer();
+  auto& optimizer = executor.optimizer();
   std::vector<CheckpointPart> parts;
   const int P = plan_.schedule.stages;
   for (int c = 0; c < executor.chunk_count(); ++c) {
     CheckpointPart part;
     part.name = chunk_file_name(partition_[static_cast<std::size_t>(c * P + stage())]);
     auto& chunk = executor.chunk(c);
-    for (auto& [name, p] : chunk.named_parameters()) {
-      part.tensors.emplace(name, host_copy(part.name, name, p->value));
-      for (const auto& [state_name, t] : optimizer_state)
-        if (state_name.compare(0, name.size() + 1, name + ".") == 0)
-          part.tensors.emplace(kOptimizerPrefix + state_name, host_copy(part.name, kOptimizerPrefix + state_name, t));
-    }
+    const auto named = chunk.named_parameters();
+    for (const auto& [name, p] : named) part.tensors.emplace(name, host_copy(part.name, name, p->value));
+    for (const auto& [name, t] : optimizer.named_state(named))
+      part.tensors.emplace(kOptimizerPrefix + name, host_copy(part.name, kOptimizerPrefix + name, *t));
     for (auto& [name, b] : chunk.named_buffers()) part.tensors.emplace(name, host_copy(part.name, name, b->value));
     part.metadata = {{"format", "pt"},
                      {"pipewright_model", plan_.model.name},

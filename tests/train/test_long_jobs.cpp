@@ -179,6 +179,12 @@ BOOST_AUTO_TEST_CASE(another_model_or_a_damaged_file_is_a_one_line_error_and_not
   r = run_pipewright(kJob + "--steps 8 --resume " + dir.file("nothing-here"));
   BOOST_TEST(r.status != 0);
   BOOST_TEST(r.output.find("--resume " + dir.file("nothing-here") + ": no such folder") != std::string::npos, r.output);
+  r = run_command("PW_INJECT_FAULT=boom@x:0 " + pw::test::pipewright_binary() + " " + kJob + "--steps 2");
+  BOOST_TEST(r.status != 0);
+  BOOST_TEST(r.output.find("PW_INJECT_FAULT: 'boom@x:0' is not KIND@STEP:RANK[/ATTEMPT]") != std::string::npos, r.output);
+  r = run_pipewright(kJob + "--steps 2 --checkpoint-dir " + dir.file("other") + " --on-checkpoint-error ignore");
+  BOOST_TEST(r.status != 0);
+  BOOST_TEST(r.output.find("--on-checkpoint-error") != std::string::npos, r.output);
   r = run_pipewright(kJob + "--steps 8 --checkpoint-every 2");
   BOOST_TEST(r.output.find("--checkpoint-every needs --checkpoint-dir D") != std::string::npos, r.output);
 }
