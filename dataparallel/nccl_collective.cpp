@@ -18,7 +18,8 @@ class NcclCollective : public Collective {
   NcclCollective(int rank, int size, kernels::Device device, rpc::Store& store, const std::string& key,
                  std::chrono::milliseconds timeout)
       : device_(device), timeout_(timeout),
-        comm_(rpc::nccl_unique_id_for(store, key, rank == 0, deadline()), rank, size, device, key, deadline()) {}
+        comm_(rpc::nccl_unique_id_for(store, key, rank == 0, deadline(), &abort_), rank, size, device, key,
+              deadline(), &abort_) {}
 
   int rank() const override { return comm_.rank(); }
   int size() const override { return comm_.size(); }
@@ -34,7 +35,9 @@ class NcclCollective : public Collective {
     });
   }
 
-  void cancel() noexcept override { comm_.abort(); }
+  // NCCL forbids aborting a communicator from another thread while a call on it runs: raise the flag
+  // that the waiting thread polls, and it aborts the communicator itself.
+  void cancel() noexcept override { abort_.raise("another replica of the group failed"); }
 
   void broadcast(kernels::Tensor& data, int root) override {
     check(data, "broadcast");
@@ -56,14 +59,16 @@ class NcclCollective : public Collective {
     kernels::CudaDeviceGuard guard(device_.index);
     auto& stream = kernels::current_stream(device_);
     const auto until = deadline();
-    comm_.check_enqueued(enqueue(static_cast<cudaStream_t>(stream.native())), what, until);
+    if (abort_.raised()) throw rpc::AbortedError(std::string(what) + " was cancelled: " + abort_.reason());
+    comm_.check_enqueued(enqueue(static_cast<cudaStream_t>(stream.native())), what, until, &abort_);
     kernels::Event done(device_);
     done.record(stream);
-    comm_.wait_for(done, what, until);
+    comm_.wait_for(done, what, until, &abort_);
   }
 
   kernels::Device device_;
   std::chrono::milliseconds timeout_;
+  rpc::AbortFlag abort_;   // declared before comm_: the constructor's waits poll it
   rpc::NcclComm comm_;
 };
 

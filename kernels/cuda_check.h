@@ -22,15 +22,15 @@
     const auto pw_st_ = (expr);                                                               \
     if (pw_st_ != 0)                                                                          \
       ::pw::detail::throw_error(__FILE__, __LINE__, #expr,                                    \
-                                "cuBLAS error " + std::to_string(static_cast<int>(pw_st_)));  \
+                                ::pw::kernels::cublas_error_text(static_cast<int>(pw_st_)));  \
   } while (0)
 
+// cuDNN 9 keeps a detailed message for the last failure on each thread; it goes into the error.
 #define PW_CUDNN_CHECK(expr)                                                                  \
   do {                                                                                        \
     const cudnnStatus_t pw_st_ = (expr);                                                      \
     if (pw_st_ != CUDNN_STATUS_SUCCESS)                                                       \
-      ::pw::detail::throw_error(__FILE__, __LINE__, #expr,                                    \
-                                std::string("cuDNN error: ") + cudnnGetErrorString(pw_st_));  \
+      ::pw::detail::throw_error(__FILE__, __LINE__, #expr, ::pw::kernels::cudnn_error_text(pw_st_)); \
   } while (0)
 
 #define PW_NCCL_CHECK(expr)                                                                   \
@@ -42,6 +42,11 @@
   } while (0)
 
 namespace pw::kernels {
+// "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED_SHAPE (3002): <cudnnGetLastErrorString>". Takes the
+// status as an int so that this header needs no cudnn.h.
+std::string cudnn_error_text(int status);
+std::string cublas_error_text(int status);   // "cuBLAS error: CUBLAS_STATUS_... (n)"
+
 // Makes `index` the current CUDA device for a scope and restores the previous one.
 class CudaDeviceGuard {
  public:

@@ -106,7 +106,17 @@ void Event::synchronize() const {
 
 bool Event::done() const {
 #ifdef PW_WITH_CUDA
-  if (handle_ != nullptr) return cudaEventQuery(static_cast<cudaEvent_t>(handle_)) == cudaSuccess;
+  if (handle_ != nullptr) {
+    // cudaEventQuery reports "not yet" as the error cudaErrorNotReady, which would also stay behind as
+    // the thread's last error and fail the next checked kernel launch: take it off again.
+    const cudaError_t err = cudaEventQuery(static_cast<cudaEvent_t>(handle_));
+    if (err == cudaErrorNotReady) {
+      cudaGetLastError();
+      return false;
+    }
+    PW_CUDA_CHECK(err);
+    return true;
+  }
 #endif
   return true;
 }
@@ -143,19 +153,6 @@ StreamGuard::StreamGuard(Stream& stream) : device_(stream.device()) {
 StreamGuard::~StreamGuard() {
   if (previous_ == nullptr) t_current.erase(device_);
   else t_current[device_] = previous_;
-}
-
-int cuda_device_count() {
-#ifdef PW_WITH_CUDA
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return n;
-#else
-  return 0;
-#endif
 }
 
 }  // namespace pw::kernels

@@ -64,6 +64,4 @@ class StreamGuard {
   Device device_;
 };
 
-int cuda_device_count();   // 0 when built without CUDA or when no GPU is present
-
 }  // namespace pw::kernels

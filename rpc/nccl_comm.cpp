@@ -177,8 +177,16 @@ void NcclComm::check_enqueued(ncclResult_t result, const std::string& what, Dead
 
 void NcclComm::wait_for(const kernels::Event& done, const std::string& what, Deadline deadline,
                         const AbortFlag* abort_flag) {
-  poll([&done](ncclResult_t) { return done.done() ? Progress::Done : Progress::Pending; }, what, deadline,
-       abort_flag);
+  poll(
+      [&](ncclResult_t) {
+        try {
+          return done.done() ? Progress::Done : Progress::Pending;
+        } catch (const std::exception& e) {   // a CUDA error on the stream: the communicator is unusable too
+          abort();
+          throw Error(what + ": " + e.what() + " (" + describe() + ")");
+        }
+      },
+      what, deadline, abort_flag);
 }
 
 void NcclComm::check_async(const std::string& what) {

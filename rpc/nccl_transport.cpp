@@ -9,6 +9,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "kernels/cuda_check.h"
+#include "kernels/cuda_probe.h"
 #include "kernels/stream.h"
 #include "rpc/nccl_comm.h"
 
@@ -211,6 +212,11 @@ void NcclTransport::open(Link& link, const std::string& what, Deadline deadline)
   const int slots = root ? kMaxPendingSends : 1;
   link.host_headers.emplace(static_cast<std::size_t>(slots) * kHeaderBytes);
   link.device_headers = Tensor::empty({std::int64_t{slots} * kHeaderWords}, DType::I64, device_);
+  // The caching allocator is not stream-aware: the block may have been freed by work still queued on
+  // the current stream. The link stream, which writes it from now on, starts after that work.
+  kernels::Event allocated(device_);
+  allocated.record(kernels::current_stream(device_));
+  allocated.wait_on(*link.stream);
 }
 
 void NcclTransport::enqueue_send(Link& link, const std::int64_t* header, const Tensor& payload,

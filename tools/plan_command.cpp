@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/units.h"
 #include "kernels/runtime.h"
+#include "kernels/cuda_probe.h"
 #include "kernels/stream.h"
 #include "models/data/dataset.h"
 #include "models/optimizer.h"

@@ -116,6 +116,8 @@ train::JobConfig job_config_of(const TrainOptions& o) {
   c.recovery.max_bad_steps = o.max_bad_steps;
   c.recovery.rollback_lr_factor = o.rollback_lr_factor;
   c.recovery.clip_grad_norm = o.clip_grad_norm;
+  c.numerics.allow_tf32 = o.allow_tf32;
+  c.numerics.deterministic = o.deterministic;
   c.resources.device = o.device;
   if (!o.devices.empty()) c.resources.devices = comma_list(o.devices);
   c.resources.threads = o.threads;
@@ -192,6 +194,10 @@ void add_train_command(CLI::App& app, TrainOptions& o) {
       ->capture_default_str();
   cmd->add_flag("--sync-batch-norm", o.sync_batch_norm,
                "batch-norm statistics over the samples of every replica of a stage (as torch's SyncBatchNorm)");
+  cmd->add_flag("--allow-tf32", o.allow_tf32,
+               "CUDA: TF32 tensor-core math for fp32 convolutions and matrix products (faster, ~1e-3 relative error)");
+  cmd->add_flag("--deterministic", o.deterministic,
+               "CUDA: only deterministic cuDNN algorithms and ordered embedding-gradient sums (same bits every run; slower)");
   cmd->add_option("--grad-compression", o.grad_compression, "none or fp16 (all-reduce gradients as fp16)")
       ->capture_default_str();
   cmd->add_option("--transport", o.transport,

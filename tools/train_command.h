@@ -60,6 +60,9 @@ struct TrainOptions {
   std::string bucket_size = "25MiB";
   std::string grad_compression = "none";   // none or fp16
   bool sync_batch_norm = false;
+  // CUDA numerics:
+  bool allow_tf32 = false;
+  bool deterministic = false;
   // Profiling: Chrome trace of steps [trace_first, trace_last).
   std::string trace_path;
   std::string trace_steps;   // "A:B"; empty: every step (the ring keeps the latest spans)

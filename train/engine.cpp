@@ -12,6 +12,7 @@
 #include "core/clock.h"
 #include "core/units.h"
 #include "dataparallel/topology.h"
+#include "kernels/math_mode.h"
 #include "kernels/runtime.h"
 #include "kernels/stream.h"
 #include "models/checkpoint.h"
@@ -79,6 +80,9 @@ Engine::Engine(const JobPlan& plan, RankLinks& links) : plan_(plan), links_(link
                             ? c.resources.threads
                             : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / links_.ranks_on_host()));
   if (!c.resources.device_memory.empty()) runtime.set_memory_cap(parse_bytes(c.resources.device_memory));
+  kernels::set_math_mode({c.numerics.allow_tf32 ? kernels::Tf32::On : kernels::Tf32::Off,
+                          c.numerics.deterministic ? kernels::Determinism::Deterministic
+                                                   : kernels::Determinism::Fastest});
 
   const int P = plan_.schedule.stages;
   const int s = links_.stage();

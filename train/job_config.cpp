@@ -20,6 +20,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TimeoutConfig, stage_seconds, he
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CheckpointConfig, dir, every_steps, every_seconds, keep, on_error,
                                                 resume)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RecoveryConfig, max_bad_steps, rollback_lr_factor, clip_grad_norm)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(NumericsConfig, allow_tf32, deterministic)
 
 namespace {
 
@@ -52,6 +53,7 @@ nlohmann::json to_json(const JobConfig& c) {
   j["timeouts"] = c.timeouts;
   j["checkpoints"] = c.checkpoints;
   j["recovery"] = c.recovery;
+  j["numerics"] = c.numerics;
   j["seed"] = c.seed;
   j["transport"] = c.transport;
   j["load_path"] = c.load_path;
@@ -70,6 +72,7 @@ JobConfig job_config_from_json(const nlohmann::json& j) {
     if (j.contains("timeouts")) c.timeouts = j.at("timeouts").get<TimeoutConfig>();
     if (j.contains("checkpoints")) c.checkpoints = j.at("checkpoints").get<CheckpointConfig>();
     if (j.contains("recovery")) c.recovery = j.at("recovery").get<RecoveryConfig>();
+    if (j.contains("numerics")) c.numerics = j.at("numerics").get<NumericsConfig>();
     if (j.contains("seed")) c.seed = j.at("seed").get<std::uint64_t>();
     if (j.contains("transport")) c.transport = j.at("transport").get<std::string>();
     if (j.contains("load_path")) c.load_path = j.at("load_path").get<std::string>();

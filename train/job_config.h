@@ -92,6 +92,12 @@ struct RecoveryConfig {
   double clip_grad_norm = 0.0;       // clip by the norm of the whole model's gradient; 0: off
 };
 
+// How CUDA ops may trade exactness for speed or reproducibility (kernels/math_mode.h); CPU ops ignore it.
+struct NumericsConfig {
+  bool allow_tf32 = false;      // TF32 tensor-core math for fp32 convolutions and matrix products
+  bool deterministic = false;   // only deterministic cuDNN algorithms and ordered gradient sums
+};
+
 // Where this process's ranks run: not part of the job's identity (ranks may differ).
 struct Resources {
   std::string device = "cpu:0";      // cpu:N or cuda:N; a pipeline puts its stages on cpu:0..N-1 or the GPUs
@@ -111,6 +117,7 @@ struct JobConfig {
   TimeoutConfig timeouts;
   CheckpointConfig checkpoints;
   RecoveryConfig recovery;
+  NumericsConfig numerics;
   std::uint64_t seed = 0;
   std::string transport = "auto";   // auto, inprocess, thrift or nccl
   std::string load_path;            // start from these weights (safetensors)

@@ -7,6 +7,7 @@
 
 #include "core/units.h"
 #include "kernels/runtime.h"
+#include "kernels/cuda_probe.h"
 #include "kernels/stream.h"
 #include "models/data/dataset.h"
 #include "partition/partitioners.h"
@@ -168,7 +169,7 @@ JobPlan plan_job(const JobConfig& c, bool multi_process) {
 }
 
 void check_devices(const JobConfig& c, int world_size) {
-  const int gpus = kernels::cuda_device_count();
+  // CUDA is asked only when a CUDA device is named, so a CPU job runs where CUDA is broken.
   if (!c.resources.devices.empty()) {
     const int replicas = c.replicas.replicas;
     PW_INPUT_CHECK(static_cast<int>(c.resources.devices.size()) == world_size,
@@ -179,13 +180,17 @@ void check_devices(const JobConfig& c, int world_size) {
                                       << ", e.g. cpu:0,cpu:1");
     for (const auto& text : c.resources.devices) {
       const auto d = kernels::Device::parse(text);
-      PW_INPUT_CHECK(d.is_cpu() || d.index < gpus, "device " << d.str() << ": this machine has " << gpus
-                                                             << " CUDA device(s)" << (gpus == 0 ? "; use cpu:N devices" : ""));
+      if (d.is_cpu()) continue;
+      const int gpus = kernels::cuda_device_count();
+      PW_INPUT_CHECK(d.index < gpus, "device " << d.str() << ": this machine has " << gpus << " CUDA device(s)"
+                                               << (gpus == 0 ? "; use cpu:N devices" : ""));
     }
     return;
   }
   const auto base = kernels::Device::parse(c.resources.device);
-  PW_INPUT_CHECK(base.is_cpu() || (gpus > 0 && (world_size > 1 || base.index < gpus)),
+  if (base.is_cpu()) return;
+  const int gpus = kernels::cuda_device_count();
+  PW_INPUT_CHECK(gpus > 0 && (world_size > 1 || base.index < gpus),
                  "--device " << c.resources.device << ": this machine has " << gpus << " CUDA device(s)"
                              << (gpus == 0 ? "; use --device cpu:0" : ""));
 }
@@ -193,15 +198,16 @@ void check_devices(const JobConfig& c, int world_size) {
 kernels::Device device_of_rank(const JobConfig& c, int rank, int world_size, WorldKind world, int local_rank) {
   if (!c.resources.devices.empty()) return kernels::Device::parse(c.resources.devices.at(static_cast<std::size_t>(rank)));
   const auto base = kernels::Device::parse(c.resources.device);
-  const int gpus = kernels::cuda_device_count();
+  // Ranks as processes: one CPU device each, or the host's GPUs in turn by local rank. Ranks as
+  // threads: a world of one keeps the device it was given, more take cpu:0..N-1 or the GPUs in turn.
   if (world == WorldKind::Processes) {
     if (base.is_cpu()) return kernels::Device::cpu(0);
-    return kernels::Device::cuda(local_rank % std::max(1, gpus));
+    return kernels::Device::cuda(local_rank % std::max(1, kernels::cuda_device_count()));
   }
-  // Ranks as threads: a world of one keeps the device it was given, more take cpu:0..N-1 or
-  // the GPUs in turn.
   if (world_size == 1) return base;
-  return base.is_cpu() ? kernels::Device::cpu(rank) : kernels::Device::cuda(gpus > 0 ? rank % gpus : 0);
+  if (base.is_cpu()) return kernels::Device::cpu(rank);
+  const int gpus = kernels::cuda_device_count();
+  return kernels::Device::cuda(gpus > 0 ? rank % gpus : 0);
 }
 
 partition::Partition choose_split(const JobPlan& plan, kernels::Device profile_on) {

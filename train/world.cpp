@@ -1,11 +1,14 @@
 #include "train/world.h"
 
 #include <algorithm>
+#include <set>
 #include <thread>
 
 #include "core/error.h"
 #include "dataparallel/gloo_collective.h"
+#include "dataparallel/host_staged_collective.h"
 #include "dataparallel/nccl_collective.h"
+#include "kernels/cuda_probe.h"
 
 namespace pw::train {
 
@@ -20,8 +23,17 @@ std::shared_ptr<dp::Collective> RankLinks::make_collective(const std::vector<int
   PW_CHECK(at != members.end(), name() << " is not a member of collective group '" << key << "'");
   const int index = static_cast<int>(at - members.begin());
   const int size = static_cast<int>(members.size());
-  if (device.is_cuda()) return dp::make_nccl_collective(index, size, device, store(), key + "nccl", timeout);
-  return std::make_shared<dp::GlooCollective>(index, size, store(), key, bind_host(), timeout);
+  if (device.is_cpu()) return std::make_shared<dp::GlooCollective>(index, size, store(), key, bind_host(), timeout);
+  // NCCL refuses two members of one communicator on the same physical GPU ("Duplicate GPU"): every
+  // member publishes its GPU's UUID, and a group with a shared GPU reduces on the host over Gloo.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  store().set(key + "gpu/" + std::to_string(index), kernels::cuda_device_uuid(device.index));
+  std::set<std::string> gpus;
+  for (int m = 0; m < size; ++m) gpus.insert(get(key + "gpu/" + std::to_string(m), deadline));
+  if (static_cast<int>(gpus.size()) == size)
+    return dp::make_nccl_collective(index, size, device, store(), key + "nccl", timeout);
+  return std::make_shared<dp::HostStagedCollective>(
+      std::make_unique<dp::GlooCollective>(index, size, store(), key, bind_host(), timeout), device);
 }
 
 void RankLinks::barrier(const std::string& name, rpc::Deadline deadline) { store_barrier(name, deadline); }

@@ -10,6 +10,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/trace.h"
+#include "kernels/cuda_probe.h"
 #include "rpc/nccl_transport.h"
 #include "rpc/rendezvous_client.h"
 #include "rpc/rendezvous_server.h"
@@ -25,24 +26,25 @@ using std::chrono::milliseconds;
 enum class LinkKind { Thrift, Nccl };
 
 // The transport of the link between this rank (on `self`) and a peer (on `peer`): NCCL when both
-// ends are distinct GPUs (auto), Thrift otherwise; --transport forces one for every link.
+// ends are distinct physical GPUs (auto), Thrift otherwise; --transport forces one for every link.
+// `same_gpu`: both ends are the same physical GPU (by UUID, whatever CUDA_VISIBLE_DEVICES says).
 LinkKind link_kind(const std::string& flag, kernels::Device self, kernels::Device peer, int peer_rank,
-                   bool same_host) {
+                   bool same_gpu) {
   if (flag == "thrift") return LinkKind::Thrift;
   if (flag == "nccl") {
     PW_INPUT_CHECK(self.is_cuda() && peer.is_cuda(),
                    "--transport nccl moves tensors between GPUs, but the link to rank "
                        << peer_rank << " joins " << self.str() << " and " << peer.str()
                        << "; use --transport auto (Thrift for links with a CPU end) or thrift");
-    PW_INPUT_CHECK(!(same_host && self == peer), "--transport nccl: rank " << peer_rank << " uses the same GPU ("
-                                                 << self.str() << ") on this host, which NCCL refuses; give each "
-                                                 "rank its own GPU or use --transport thrift");
+    PW_INPUT_CHECK(!same_gpu, "--transport nccl: rank " << peer_rank << " uses the same physical GPU as this rank ("
+                                                     << self.str() << "), which NCCL refuses; give each rank its "
+                                                     "own GPU or use --transport auto or thrift");
     return LinkKind::Nccl;
   }
   PW_INPUT_CHECK(flag == "auto", "--transport " << flag << " is not available in a multi-process job (ranks are "
                                                 << "separate processes); use auto, thrift or nccl");
   // NCCL refuses two ranks of one communicator on one GPU ("Duplicate GPU"): Thrift then.
-  return self.is_cuda() && peer.is_cuda() && !(same_host && self == peer) ? LinkKind::Nccl : LinkKind::Thrift;
+  return self.is_cuda() && peer.is_cuda() && !same_gpu ? LinkKind::Nccl : LinkKind::Thrift;
 }
 
 class ProcessRank : public RankLinks {
@@ -95,14 +97,16 @@ class ProcessRank : public RankLinks {
   void connect(kernels::Device device, const std::set<int>& neighbours, const std::string& flag,
                rpc::Deadline deadline) override {
     client_->set("device/" + std::to_string(rank()), device.str());
-    client_->set("host/" + std::to_string(rank()), env_.advertise_host);
+    client_->set("gpu/" + std::to_string(rank()),
+                 device.is_cuda() ? kernels::cuda_device_uuid(device.index) : "");
     std::vector<rpc::Transport*> links(static_cast<std::size_t>(world_size()), thrift_.get());
     std::vector<int> nccl_peers;
     for (int peer : neighbours) {
       if (peer == rank()) continue;
       const auto peer_device = kernels::Device::parse(get("device/" + std::to_string(peer), deadline));
-      const bool same_host = get("host/" + std::to_string(peer), deadline) == env_.advertise_host;
-      const auto kind = link_kind(flag, device, peer_device, peer, same_host);
+      const std::string peer_gpu = get("gpu/" + std::to_string(peer), deadline);
+      const bool same_gpu = device.is_cuda() && peer_gpu == kernels::cuda_device_uuid(device.index);
+      const auto kind = link_kind(flag, device, peer_device, peer, same_gpu);
       link_names_.insert(kind == LinkKind::Nccl ? "nccl" : "thrift");
       if (kind == LinkKind::Nccl) nccl_peers.push_back(peer);
     }

@@ -1,6 +1,7 @@
 // 2-D convolution on CUDA through cuDNN's convolution API (forward, backward-data,
-// backward-filter). Algorithms come from cuDNN's _v7 heuristics, filtered to FP32 FMA math (no
-// TF32) and a workspace limit, and the choice is cached per (direction, device, shape, params).
+// backward-filter). Algorithms come from cuDNN's _v7 heuristics, filtered by the math mode (FP32 FMA
+// math unless TF32 is allowed; deterministic algorithms only when asked) and a workspace limit, and
+// the choice is cached per (direction, device, shape, params, math mode).
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.h"
 
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "kernels/allocator.h"
+#include "kernels/math_mode.h"
 
 namespace pw::kernels::cuda {
 namespace {
@@ -23,6 +25,7 @@ struct ConvKey {
   int device;
   std::int64_t n, c, h, w, k, r, s;
   int pad_h, pad_w, stride_h, stride_w;
+  MathMode math;
   friend bool operator==(const ConvKey&, const ConvKey&) = default;
 };
 
@@ -34,6 +37,8 @@ struct ConvKeyHash {
     mix(key.device);
     for (std::int64_t v : {key.n, key.c, key.h, key.w, key.k, key.r, key.s}) mix(v);
     for (int v : {key.pad_h, key.pad_w, key.stride_h, key.stride_w}) mix(v);
+    mix(static_cast<int>(key.math.tf32));
+    mix(static_cast<int>(key.math.determinism));
     return h;
   }
 };
@@ -66,12 +71,22 @@ AlgoCache& algo_cache() {
 
 bool tf32_math(cudnnMathType_t m) { return m == CUDNN_TENSOR_OP_MATH || m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION; }
 
-// Heuristic candidates in cuDNN's order of preference, then `fallback` (always last).
+// cuDNN 9 reports detailed codes (3001-3014 are kinds of "not supported", 2002-2012 kinds of "bad
+// parameter"); the category says whether the next algorithm may do better.
+bool another_algorithm_may_work(cudnnStatus_t st) {
+  const int category = CUDNN_STATUS_CATEGORY(static_cast<int>(st));
+  return category == CUDNN_STATUS_NOT_SUPPORTED || category == CUDNN_STATUS_BAD_PARAM;
+}
+
+// Heuristic candidates in cuDNN's order of preference that the math mode allows, then `fallback`
+// (always last; the caller passes one the mode allows).
 template <typename Perf>
-std::vector<int> candidates_from(const Perf* perf, int returned, int fallback) {
+std::vector<int> candidates_from(const Perf* perf, int returned, int fallback, MathMode mode) {
   std::vector<int> out;
   for (int i = 0; i < returned; ++i) {
-    if (perf[i].status != CUDNN_STATUS_SUCCESS || tf32_math(perf[i].mathType)) continue;
+    if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+    if (mode.tf32 == Tf32::Off && tf32_math(perf[i].mathType)) continue;
+    if (mode.determinism == Determinism::Deterministic && perf[i].determinism != CUDNN_DETERMINISTIC) continue;
     if (perf[i].memory > kMaxConvWorkspaceBytes) continue;
     out.push_back(static_cast<int>(perf[i].algo));
   }
@@ -110,8 +125,8 @@ void run_conv(Device dev, const ConvKey& key, const std::function<std::vector<in
       algo_cache().put(key, candidate);
       return;
     }
-    if (st != CUDNN_STATUS_NOT_SUPPORTED && st != CUDNN_STATUS_BAD_PARAM) PW_CUDNN_CHECK(st);
-    tried << " " << candidate << " (" << cudnnGetErrorString(st) << ")";
+    if (!another_algorithm_may_work(st)) PW_CUDNN_CHECK(st);
+    tried << " " << candidate << " (" << cudnn_error_text(st) << ")";
   }
   PW_FAIL("cuDNN found no usable convolution algorithm (direction " << static_cast<int>(key.dir) << ", x [" << key.n
                                                                     << ", " << key.c << ", " << key.h << ", "
@@ -140,12 +155,12 @@ struct ConvProblem {
                (xs[3] + 2 * p.pad_w - ws[3]) / p.stride_w + 1};
     empty = shape_numel(xs) == 0 || shape_numel(ws) == 0 || shape_numel(y_shape) == 0;
     key = ConvKey{dir, device, xs[0], xs[1], xs[2], xs[3], ws[0], ws[2], ws[3], p.pad_h, p.pad_w, p.stride_h,
-                  p.stride_w};
+                  p.stride_w, math_mode()};
     if (shape_numel(y_shape) > 0) y.set_nchw(y_shape[0], y_shape[1], y_shape[2], y_shape[3]);   // for the bias
     if (empty) return;
     x.set_nchw(xs[0], xs[1], xs[2], xs[3]);
     w.set_kchw(ws[0], ws[1], ws[2], ws[3]);
-    conv.set_2d(p.pad_h, p.pad_w, p.stride_h, p.stride_w);
+    conv.set_2d(p.pad_h, p.pad_w, p.stride_h, p.stride_w, key.math.tf32);
     int n = 0, c = 0, h = 0, wd = 0;
     PW_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(conv.get(), x.get(), w.get(), &n, &c, &h, &wd));
     PW_CHECK((Shape{n, c, h, wd}) == y_shape, "conv2d: cuDNN's output shape [" << n << ", " << c << ", " << h << ", "
@@ -182,7 +197,7 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, cons
           PW_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle, prob.x.get(), prob.w.get(), prob.conv.get(),
                                                                 prob.y.get(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
                                                                 &returned, perf));
-          return candidates_from(perf, returned, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM);
+          return candidates_from(perf, returned, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, prob.key.math);
         },
         [&](int algo, std::size_t* bytes) {
           return cudnnGetConvolutionForwardWorkspaceSize(handle, prob.x.get(), prob.w.get(), prob.conv.get(),
@@ -232,7 +247,7 @@ Tensor conv2d_backward_data(const Tensor& grad_y, const Tensor& w, const Shape& 
                                                                    prob.conv.get(), prob.x.get(),
                                                                    CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned,
                                                                    perf));
-        return candidates_from(perf, returned, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1);
+        return candidates_from(perf, returned, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, prob.key.math);
       },
       [&](int algo, std::size_t* bytes) {
         return cudnnGetConvolutionBackwardDataWorkspaceSize(handle, prob.w.get(), prob.y.get(), prob.conv.get(),
@@ -270,7 +285,11 @@ void conv2d_backward_filter(const Tensor& x, const Tensor& grad_y, Tensor& grad_
                                                                        prob.conv.get(), prob.w.get(),
                                                                        CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
                                                                        &returned, perf));
-          return candidates_from(perf, returned, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0);
+          // ALGO_0 sums with atomics (not deterministic); ALGO_1 always runs and is deterministic.
+          const auto fallback = prob.key.math.determinism == Determinism::Deterministic
+                                    ? CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1
+                                    : CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0;
+          return candidates_from(perf, returned, fallback, prob.key.math);
         },
         [&](int algo, std::size_t* bytes) {
           return cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, prob.x.get(), prob.y.get(), prob.conv.get(),

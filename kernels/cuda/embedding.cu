@@ -1,8 +1,11 @@
 // Embedding rows on CUDA: gather table[ids] and scatter-add gradient rows (atomicAdd, so repeated
-// ids add up; the order of those additions is not fixed). Ids outside [0, V) raise a device flag
-// that the launcher reads back and turns into an error (that read waits for the stream).
+// ids add up; the order of those additions is not fixed, unless the math mode asks for determinism:
+// then each table element has one owning thread that adds its rows in id order). Ids outside
+// [0, V) raise a device flag that the launcher reads back and turns into an error (that read waits
+// for the stream).
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.h"
+#include "kernels/math_mode.h"
 
 namespace pw::kernels::cuda {
 namespace {
@@ -39,6 +42,26 @@ __global__ void embedding_scatter_add_kernel(float* grad_table, const std::int64
       *bad = 1;
     } else {
       atomicAdd(grad_table + id * dim + d, grad_rows[i]);
+    }
+  }
+}
+
+// Deterministic variant: thread (owner, d) handles column d of the rows whose id % owners == owner,
+// walking all n ids in order, so every element's sum has one fixed order.
+constexpr int kDeterministicOwners = 64;
+__global__ void embedding_scatter_add_ordered_kernel(float* grad_table, const std::int64_t* __restrict__ ids,
+                                                     const float* __restrict__ grad_rows, std::int64_t n,
+                                                     std::int64_t dim, std::int64_t vocab, int* bad) {
+  const std::int64_t total = std::int64_t{kDeterministicOwners} * dim;
+  PW_CUDA_KERNEL_LOOP(t, total) {
+    const std::int64_t owner = t / dim, d = t % dim;
+    for (std::int64_t row = 0; row < n; ++row) {
+      const std::int64_t id = ids[row];
+      if (id < 0 || id >= vocab) {
+        *bad = 1;
+      } else if (id % kDeterministicOwners == owner) {
+        grad_table[id * dim + d] += grad_rows[row * dim + d];
+      }
     }
   }
 }
@@ -81,8 +104,13 @@ void embedding_scatter_add(Tensor& grad_table, const Tensor& ids, const Tensor& 
   CudaDeviceGuard guard(dev.index);
   if (n * dim == 0) return;
   detail::DeviceFlag bad(dev);
-  embedding_scatter_add_kernel<<<blocks_for(n * dim), kThreads, 0, stream_of(dev)>>>(
-      grad_table.data<float>(), ids.data<std::int64_t>(), grad_rows.data<float>(), n, dim, vocab, bad.get());
+  if (math_mode().determinism == Determinism::Deterministic) {
+    embedding_scatter_add_ordered_kernel<<<blocks_for(kDeterministicOwners * dim), kThreads, 0, stream_of(dev)>>>(
+        grad_table.data<float>(), ids.data<std::int64_t>(), grad_rows.data<float>(), n, dim, vocab, bad.get());
+  } else {
+    embedding_scatter_add_kernel<<<blocks_for(n * dim), kThreads, 0, stream_of(dev)>>>(
+        grad_table.data<float>(), ids.data<std::int64_t>(), grad_rows.data<float>(), n, dim, vocab, bad.get());
+  }
   PW_CUDA_CHECK_LAUNCH();
   PW_CHECK(bad.read() == 0, "embedding_scatter_add: ids out of range [0, " << vocab << ") for "
                                                                            << grad_table.describe());

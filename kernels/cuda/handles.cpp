@@ -46,12 +46,34 @@ ThreadDeviceState& thread_state(Device device) {
 
 }  // namespace
 
+}  // namespace pw::kernels::cuda
+
+namespace pw::kernels {
+
+std::string cudnn_error_text(int status) {
+  const auto st = static_cast<cudnnStatus_t>(status);
+  std::string text = std::string("cuDNN error: ") + cudnnGetErrorString(st) + " (" + std::to_string(status) + ")";
+  char detail[1024] = {0};
+  cudnnGetLastErrorString(detail, sizeof detail);
+  if (detail[0] != '\0') text += std::string(": ") + detail;
+  return text;
+}
+
+std::string cublas_error_text(int status) {
+  return std::string("cuBLAS error: ") + cublasGetStatusString(static_cast<cublasStatus_t>(status)) + " (" +
+         std::to_string(status) + ")";
+}
+
+}  // namespace pw::kernels
+
+namespace pw::kernels::cuda {
+
 // ---- handles ------------------------------------------------------------------------------------
 
 CublasHandle::CublasHandle(int device_index) {
   CudaDeviceGuard guard(device_index);
   PW_CUBLAS_CHECK(cublasCreate(&handle_));
-  // Plain FP32 FMA math: no TF32 tensor cores, so results stay close to the CPU reference.
+  // Plain FP32 FMA math (no TF32 tensor cores) unless the math mode allows TF32: cublas_handle sets it per use.
   PW_CUBLAS_CHECK(cublasSetMathMode(handle_, CUBLAS_DEFAULT_MATH));
   PW_CUBLAS_CHECK(cublasSetPointerMode(handle_, CUBLAS_POINTER_MODE_HOST));
 }
@@ -97,11 +119,11 @@ ConvolutionDescriptor::ConvolutionDescriptor() { PW_CUDNN_CHECK(cudnnCreateConvo
 ConvolutionDescriptor::~ConvolutionDescriptor() {
   if (desc_ != nullptr) cudnnDestroyConvolutionDescriptor(desc_);
 }
-void ConvolutionDescriptor::set_2d(int pad_h, int pad_w, int stride_h, int stride_w) {
+void ConvolutionDescriptor::set_2d(int pad_h, int pad_w, int stride_h, int stride_w, Tf32 tf32) {
   PW_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(desc_, pad_h, pad_w, stride_h, stride_w, 1, 1,
                                                  CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   // CUDNN_DEFAULT_MATH still allows TF32 on Ampere and newer; FMA_MATH forbids it.
-  PW_CUDNN_CHECK(cudnnSetConvolutionMathType(desc_, CUDNN_FMA_MATH));
+  PW_CUDNN_CHECK(cudnnSetConvolutionMathType(desc_, tf32 == Tf32::On ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
 }
 
 PoolingDescriptor::PoolingDescriptor() { PW_CUDNN_CHECK(cudnnCreatePoolingDescriptor(&desc_)); }
@@ -120,6 +142,8 @@ cublasHandle_t cublas_handle(Device device) {
   auto& st = thread_state(device);
   if (!st.cublas) st.cublas = std::make_unique<CublasHandle>(device.index);
   PW_CUBLAS_CHECK(cublasSetStream(st.cublas->get(), stream_of(device)));
+  PW_CUBLAS_CHECK(cublasSetMathMode(st.cublas->get(), math_mode().tf32 == Tf32::On ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                                                   : CUBLAS_DEFAULT_MATH));
   return st.cublas->get();
 }
 

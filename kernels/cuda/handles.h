@@ -10,6 +10,7 @@
 #include <cudnn.h>
 
 #include "kernels/cuda_check.h"
+#include "kernels/math_mode.h"
 #include "kernels/stream.h"
 #include "kernels/tensor.h"
 
@@ -79,7 +80,7 @@ class ConvolutionDescriptor {
   ConvolutionDescriptor& operator=(const ConvolutionDescriptor&) = delete;
   // Cross-correlation (what deep-learning "convolution" means), float compute, no dilation or
   // groups, CUDNN_FMA_MATH so no TF32 tensor-core kernels are picked.
-  void set_2d(int pad_h, int pad_w, int stride_h, int stride_w);
+  void set_2d(int pad_h, int pad_w, int stride_h, int stride_w, Tf32 tf32);
   cudnnConvolutionDescriptor_t get() const { return desc_; }
 
  private:

@@ -264,6 +264,22 @@ BOOST_AUTO_TEST_CASE(elementwise_matches_cpu) {
   BOOST_CHECK_EQUAL(pk::sum(Tensor::zeros({0}, DType::F32, kGpu)), 0.0);
 }
 
+// Past the largest grid (65535 blocks of 256 threads = 2^24 - 256 elements): the grid-stride loops
+// must wrap and reach the last elements.
+BOOST_AUTO_TEST_CASE(elementwise_ops_reach_past_one_grid) {
+  const std::int64_t n = (std::int64_t{1} << 24) + 3;
+  const Tensor a = random_tensor({n}, 611);
+  const Tensor b = random_tensor({n}, 612);
+  check_exact(pk::add(gpu(a), gpu(b)), pk::add(a, b), "add of 2^24+3 elements");
+  Tensor s_cpu = a.clone(), s_gpu = gpu(a);
+  pk::scale_inplace(s_cpu, 3.0);
+  pk::scale_inplace(s_gpu, 3.0);
+  check_exact(s_gpu, s_cpu, "scale_inplace of 2^24+3 elements");
+  check_exact(pk::relu_forward(gpu(a)), pk::relu_forward(a), "relu of 2^24+3 elements");
+  const std::vector<double> tail = s_gpu.to_double_vector();
+  BOOST_TEST(tail.back() == 3.0 * static_cast<double>(a.to_double_vector().back()));
+}
+
 BOOST_AUTO_TEST_CASE(dropout_mask_is_bit_identical) {
   for (double p : {0.0, 0.3, 0.5, 0.9}) {
     const Tensor x = random_tensor({4, 3, 50, 41}, 701);
@@ -365,19 +381,22 @@ BOOST_AUTO_TEST_CASE(optimizers_match_cpu_over_three_steps) {
 }
 
 // Two threads, each on its own stream (as two pipeline stages sharing a GPU), run cuDNN and cuBLAS
-// ops at once: per-thread handles and workspaces must keep them apart.
+// ops at once: per-thread handles and workspaces must keep them apart. The convolution is large
+// enough (ResNet's 64-channel 3x3 at 56x56) that cuDNN's algorithms need a workspace, and every
+// repetition is checked.
 BOOST_AUTO_TEST_CASE(concurrent_streams_on_one_gpu) {
-  const Tensor x = random_tensor({4, 8, 12, 12}, 1401);
-  const Tensor w = random_tensor({8, 8, 3, 3}, 1402);
-  const Tensor a = random_tensor({64, 48}, 1403);
-  const Tensor b = random_tensor({48, 32}, 1404);
+  const Tensor x = random_tensor({8, 64, 56, 56}, 1401);
+  const Tensor w = random_tensor({64, 64, 3, 3}, 1402, -0.05, 0.05);
+  const Tensor a = random_tensor({256, 192}, 1403);
+  const Tensor b = random_tensor({192, 128}, 1404);
   const pk::Conv2dParams p{1, 1, 1, 1};
   const Tensor conv_ref = pk::conv2d_forward(x, w, Tensor(), p);
+  const Tensor grad_x_ref = pk::conv2d_backward_data(conv_ref, w, x.shape(), p);
   const Tensor mm_ref = pk::matmul(a, b);
-  constexpr int kReps = 20;
+  constexpr int kReps = 8;
   // Every result stays alive until the end: the caching allocator is not stream-aware, so a
   // block freed by one stream's thread must not be handed to the other while still in use.
-  std::vector<std::vector<Tensor>> conv_out(2), mm_out(2);
+  std::vector<std::vector<Tensor>> conv_out(2), grad_out(2), mm_out(2);
   const Tensor xg = gpu(x), wg = gpu(w), ag = gpu(a), bg = gpu(b);
   std::vector<std::thread> threads;
   for (int t = 0; t < 2; ++t) {
@@ -385,21 +404,24 @@ BOOST_AUTO_TEST_CASE(concurrent_streams_on_one_gpu) {
       pk::Stream stream(kGpu);
       pk::StreamGuard guard(stream);
       auto& convs = conv_out[static_cast<std::size_t>(t)];
+      auto& grads = grad_out[static_cast<std::size_t>(t)];
       auto& mms = mm_out[static_cast<std::size_t>(t)];
       for (int rep = 0; rep < kReps; ++rep) {
         convs.push_back(pk::conv2d_forward(xg, wg, Tensor(), p));
+        grads.push_back(pk::conv2d_backward_data(convs.back(), wg, x.shape(), p));
         mms.push_back(pk::matmul(ag, bg));
       }
       stream.synchronize();
     });
   }
   for (auto& th : threads) th.join();
-  for (int t = 0; t < 2; ++t) {
-    for (int rep = 0; rep < kReps; rep += kReps - 1) {
-      check_close(conv_out[static_cast<std::size_t>(t)][static_cast<std::size_t>(rep)], conv_ref, kConvRtol, kConvAtol,
-                  "conv2d on a stage stream");
-      check_close(mm_out[static_cast<std::size_t>(t)][static_cast<std::size_t>(rep)], mm_ref, kSumRtol, kSumAtol,
-                  "matmul on a stage stream");
+  for (std::size_t t = 0; t < 2; ++t) {
+    for (std::size_t rep = 0; rep < static_cast<std::size_t>(kReps); ++rep) {
+      BOOST_TEST_CONTEXT("thread " << t << ", repetition " << rep) {
+        check_close(conv_out[t][rep], conv_ref, kConvRtol, kConvAtol, "conv2d on a stage stream");
+        check_close(grad_out[t][rep], grad_x_ref, kConvRtol, kConvAtol, "conv2d backward data on a stage stream");
+        check_close(mm_out[t][rep], mm_ref, kSumRtol, kSumAtol, "matmul on a stage stream");
+      }
     }
   }
 }

@@ -15,6 +15,8 @@
 #include "tests/support/test_util.h"
 #ifdef PW_WITH_CUDA
 #include "kernels/cuda_check.h"
+#include "kernels/cuda_probe.h"
+#include "kernels/ops/elementwise.h"
 #include "rpc/nccl_comm.h"
 #endif
 
@@ -121,6 +123,25 @@ BOOST_AUTO_TEST_CASE(one_rank_comm_grouped_self_send_recv_is_bit_exact) {
     done.record(stream);
     comm.wait_for(done, "self send/recv", deadline);
     BOOST_TEST(same_bits(x, y));
+  }
+  {
+    // A transfer long enough that the wait polls an event that is not done yet, then at once a
+    // checked kernel launch: a "not ready" left behind as the last CUDA error would fail it.
+    const std::int64_t n = std::int64_t{1} << 25;
+    const Tensor x = Tensor::full({n}, 1.5, DType::F32, dev);
+    Tensor y = Tensor::zeros({n}, DType::F32, dev);
+    kernels::CudaDeviceGuard guard(dev.index);
+    auto& stream = kernels::current_stream(dev);
+    const auto s = static_cast<cudaStream_t>(stream.native());
+    PW_NCCL_CHECK(ncclGroupStart());
+    PW_NCCL_CHECK(ncclSend(x.raw(), x.nbytes(), ncclUint8, 0, comm.native(), s));
+    PW_NCCL_CHECK(ncclRecv(y.raw(), y.nbytes(), ncclUint8, 0, comm.native(), s));
+    comm.check_enqueued(ncclGroupEnd(), "large self send/recv", deadline);
+    kernels::Event done(dev);
+    done.record(stream);
+    comm.wait_for(done, "large self send/recv", deadline);
+    BOOST_CHECK_NO_THROW(kernels::scale_inplace(y, 2.0));
+    BOOST_CHECK_CLOSE_FRACTION(kernels::sum(y), 3.0 * static_cast<double>(n), 1e-6);
   }
   if (kernels::cuda_device_count() < 2)
     BOOST_TEST_MESSAGE("skipped: the two-GPU NCCL cases (exchange, tag mismatch, open-link timeout) need 2 CUDA "

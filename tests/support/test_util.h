@@ -8,6 +8,7 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include "kernels/cuda_probe.h"
 #include "kernels/stream.h"
 #include "kernels/tensor.h"
 
@@ -60,17 +61,24 @@ inline std::string source_dir() {
   return d != nullptr ? d : ".";
 }
 
-inline bool has_cuda() { return kernels::cuda_device_count() > 0; }
+inline bool has_cuda() { return kernels::probe_cuda().presence == kernels::CudaPresence::Present; }
 
-// Global fixture for executables labelled gpu: without a device, print the skip and exit with
-// ctest's SKIP_RETURN_CODE (77) so ctest reports "Skipped", never "Passed".
+// Global fixture for executables labelled gpu: on a machine without a GPU (no driver, or no device)
+// print the skip and exit with ctest's SKIP_RETURN_CODE (77) so ctest reports "Skipped", never
+// "Passed". A driver that is there but fails is not a skip: the suite fails with the CUDA error.
 struct RequireCudaOrSkip {
   RequireCudaOrSkip() {
-    if (!has_cuda()) {
-      std::printf("skipped: no CUDA device\n");
+    const auto& probe = kernels::probe_cuda();
+    if (probe.presence == kernels::CudaPresence::Present) return;
+    if (probe.presence == kernels::CudaPresence::Broken) {
+      std::printf("error: CUDA is installed but does not work: %s\n", probe.detail.c_str());
       std::fflush(stdout);
-      std::_Exit(77);
+      std::_Exit(1);
     }
+    std::printf("skipped: no CUDA device (%s%s%s)\n", kernels::cuda_presence_name(probe.presence),
+                probe.detail.empty() ? "" : ": ", probe.detail.c_str());
+    std::fflush(stdout);
+    std::_Exit(77);
   }
 };
 

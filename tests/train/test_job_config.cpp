@@ -29,6 +29,14 @@ BOOST_AUTO_TEST_CASE(json_round_trips_and_hashes_what_defines_the_job) {
   BOOST_TEST(train::first_difference(j, train::to_json(other)) == "/pipeline/micro_batches: 0 here, 8 there");
   BOOST_TEST(train::first_difference(j, j).empty());
 
+  // The CUDA numerics are part of the job: ranks must agree on them.
+  auto tf32 = c;
+  tf32.numerics.allow_tf32 = true;
+  tf32.numerics.deterministic = true;
+  const auto tf32_json = train::to_json(tf32);
+  BOOST_TEST(train::first_difference(j, tf32_json) == "/numerics/allow_tf32: false here, true there");
+  BOOST_TEST(train::job_config_from_json(tf32_json).numerics.deterministic);
+
   // Where a rank runs is its own business.
   auto elsewhere = c;
   elsewhere.resources.device = "cuda:1";
