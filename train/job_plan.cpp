@@ -38,11 +38,11 @@ models::data::DatasetOptions dataset_options(const JobConfig& c, models::data::D
   d.seed = c.seed;
   d.clicks = click_features(c);
   d.parts = parts;
-  if (c.data.dataset == "synthetic") {
+  if (c.data.dataset == "synthetic" || c.data.dataset == "synthetic-clicks") {
     PW_INPUT_CHECK(c.data.synthetic_size >= 1, "--synthetic-size must be >= 1, got " << c.data.synthetic_size);
-    d.synthetic_shape = models::data::parse_sample_shape(c.data.synthetic_shape);
     d.synthetic_size = c.data.synthetic_size;
   }
+  if (c.data.dataset == "synthetic") d.synthetic_shape = models::data::parse_sample_shape(c.data.synthetic_shape);
   return d;
 }
 
@@ -107,6 +107,10 @@ JobPlan plan_job(const JobConfig& c, bool multi_process) {
   PW_INPUT_CHECK(c.replicas.bucket_bytes > 0, "--bucket-size " << c.replicas.bucket_bytes
                                                                 << ": a gradient bucket needs at least one byte");
   check_checkpoint_settings(c);
+  const bool program_model = c.program_model && !c.program_model->layers.empty();
+  PW_INPUT_CHECK(program_model || c.model.name != "dlrm" || c.data.dataset == "synthetic-clicks",
+                 "--model dlrm reads click data; use --dataset synthetic-clicks (got " << c.data.dataset
+                                                                                   << "); it accepts no other data set");
   plan.data = data_shape(c);
   plan.optimizer.kind = models::parse_optimizer_kind(c.optimizer.kind);
   plan.optimizer.lr = effective_lr(c.optimizer);
@@ -136,8 +140,6 @@ JobPlan plan_job(const JobConfig& c, bool multi_process) {
     mo.embedding_dim = c.model.embedding_dim;
     plan.parameter_servers = ParameterServers::open(c, multi_process);
     if (plan.parameter_servers) plan.parameter_servers->plug_into(mo, c, c.model.name);
-    PW_INPUT_CHECK(c.model.name != "dlrm" || c.data.dataset == "synthetic-clicks",
-                   "--model dlrm reads click data; use --dataset synthetic-clicks (got " << c.data.dataset << ")");
     spec = models::make_model_spec(c.model.name, mo);
     plan.model = partition::describe(spec);
   }

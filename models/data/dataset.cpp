@@ -1,10 +1,9 @@
 #include "models/data/dataset.h"
 
-#include <vector>
-
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
+#include <vector>
 
 #include "core/error.h"
 #include "models/data/synthetic_clicks.h"
@@ -45,7 +44,9 @@ std::unique_ptr<Dataset> open_dataset(const std::string& name, Split split, cons
     return make_synthetic_images(size, options.synthetic_shape, options.synthetic_classes, options.seed, split);
   }
   if (name == "synthetic-clicks") {
-    const std::int64_t size = options.synthetic_size > 0 ? options.synthetic_size : default_synthetic_size(split);
+    // synthetic_size counts training samples; the test split keeps Fashion-MNIST's 6:1 proportion.
+    const std::int64_t train = options.synthetic_size > 0 ? options.synthetic_size : default_synthetic_size(Split::Train);
+    const std::int64_t size = split == Split::Train ? train : std::max<std::int64_t>(1, train / 6);
     return make_synthetic_clicks(options.clicks, size, options.seed, split);
   }
   throw InputError("unknown data set '" + name + "'; accepted: fashion-mnist, synthetic, synthetic-clicks");

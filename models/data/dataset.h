@@ -64,7 +64,7 @@ struct DatasetOptions {
   std::int64_t synthetic_size = 0;   // 0: Fashion-MNIST's sizes (60000 train, 10000 test)
   int synthetic_classes = 10;
   std::uint64_t seed = 0;
-  // synthetic-clicks (synthetic_clicks.h; size from synthetic_size as above):
+  // synthetic-clicks (synthetic_clicks.h): synthetic_size training samples (0: 60000) and a sixth as many test samples:
   ClickFeatures clicks;
   DataParts parts = DataParts::Both;   // which files a file-backed set opens
 };
