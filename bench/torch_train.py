@@ -1,10 +1,28 @@
 #!/usr/bin/env python3
 """PyTorch peer of pipewright's training benchmark: the same models, batch, threads and optimizer.
 
-Trains on random 1x28x28 inputs with 10 classes (SGD lr 0.01, momentum 0.9, cross-entropy), times
-each step after the warm-up steps, and prints one JSON line. Run with Debian's python3-torch:
+Trains on random inputs (default 1x28x28) with 10 classes (SGD lr 0.01, momentum 0.9,
+cross-entropy), times each step after the warm-up steps, and prints one JSON line. The models are
+built as pipewright's zoo builds them (models/zoo/zoo.cpp): inputs of at most 64x64 get the small
+ResNet form (3x3 stride-1 stem, no max-pool), larger ones the ImageNet form (7x7 stride-2 stem and
+a 3x3 stride-2 max-pool); bottleneck blocks put the stride on their 3x3 convolution (torchvision's
+ResNet v1.5); width 64 is the standard ResNet.
+
+CPU, with Debian's python3-torch:
 
     /usr/bin/python3 bench/torch_train.py --model resnet18 --width 32 --steps 60 --warmup 10 --json
+
+GPU (scripts/gpu_check.sh runs this as pipewright's peer on the same machine):
+
+    python3 bench/torch_train.py --device cuda --model resnet50 --width 64 \
+        --input-shape 3x224x224 --batch-size 64 --steps 30 --warmup 10 --tf32 off --json
+
+On CUDA: cudnn.benchmark stays off, so cuDNN picks convolution algorithms by its heuristics as
+pipewright does (no autotuning); --tf32 sets both cuBLAS matmuls and cuDNN convolutions (torch's
+default lets cuDNN use TF32, so "off" is set explicitly). Each timed step copies its batch from
+host memory to the GPU, runs forward, backward and the optimizer, and reads the loss back, as a
+pipewright step does; the step's wall time is taken after torch.cuda.synchronize(), and its GPU
+time with CUDA events.
 """
 import argparse
 import json
@@ -15,20 +33,29 @@ import time
 import torch
 from torch import nn
 
-INPUT_SHAPE = (1, 28, 28)
 NUM_CLASSES = 10
 DISTINCT_BATCHES = 4   # inputs are drawn once and cycled, so data generation is not timed
+SMALL_FORM_MAX = 64    # pipewright: inputs of at most 64x64 get the small (CIFAR-style) form
 
 
-def seed_cnn(width: int) -> nn.Module:
+def seed_cnn(width: int, shape, num_classes: int) -> nn.Module:
     """Keras' MNIST example; `width` is unused (the model has fixed sizes, as in pipewright)."""
     del width
+    c, h, w = shape
     return nn.Sequential(
-        nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-        nn.Linear(32 * 13 * 13, 64), nn.ReLU(), nn.Linear(64, NUM_CLASSES))
+        nn.Conv2d(c, 32, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+        nn.Linear(32 * ((h - 2) // 2) * ((w - 2) // 2), 64), nn.ReLU(), nn.Linear(64, num_classes))
+
+
+def _shortcut(in_channels: int, out_channels: int, stride: int):
+    if stride == 1 and in_channels == out_channels:
+        return None
+    return nn.Sequential(nn.Conv2d(in_channels, out_channels, 1, stride, bias=False), nn.BatchNorm2d(out_channels))
 
 
 class BasicBlock(nn.Module):
+    expansion = 1
+
     def __init__(self, in_channels: int, width: int, stride: int):
         super().__init__()
         self.conv1 = nn.Conv2d(in_channels, width, 3, stride, 1, bias=False)
@@ -36,10 +63,7 @@ class BasicBlock(nn.Module):
         self.relu = nn.ReLU()
         self.conv2 = nn.Conv2d(width, width, 3, 1, 1, bias=False)
         self.bn2 = nn.BatchNorm2d(width)
-        self.downsample = None
-        if stride != 1 or in_channels != width:
-            self.downsample = nn.Sequential(nn.Conv2d(in_channels, width, 1, stride, bias=False),
-                                            nn.BatchNorm2d(width))
+        self.downsample = _shortcut(in_channels, width, stride)
 
     def forward(self, x):
         shortcut = x if self.downsample is None else self.downsample(x)
@@ -48,28 +72,81 @@ class BasicBlock(nn.Module):
         return self.relu(out + shortcut)
 
 
-def resnet18(width: int) -> nn.Module:
-    """ResNet-18 in its 28x28 form: a 3x3 stride-1 stem and no max-pool."""
-    layers = [nn.Conv2d(INPUT_SHAPE[0], width, 3, 1, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU()]
+class Bottleneck(nn.Module):
+    expansion = 4
+
+    def __init__(self, in_channels: int, width: int, stride: int):
+        super().__init__()
+        out_channels = width * self.expansion
+        self.conv1 = nn.Conv2d(in_channels, width, 1, 1, 0, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.conv2 = nn.Conv2d(width, width, 3, stride, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(width)
+        self.conv3 = nn.Conv2d(width, out_channels, 1, 1, 0, bias=False)
+        self.bn3 = nn.BatchNorm2d(out_channels)
+        self.relu = nn.ReLU()
+        self.downsample = _shortcut(in_channels, out_channels, stride)
+
+    def forward(self, x):
+        shortcut = x if self.downsample is None else self.downsample(x)
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.relu(self.bn2(self.conv2(out)))
+        out = self.bn3(self.conv3(out))
+        return self.relu(out + shortcut)
+
+
+def resnet(block, blocks, width: int, shape, num_classes: int) -> nn.Module:
+    c, h, w = shape
+    if h <= SMALL_FORM_MAX and w <= SMALL_FORM_MAX:
+        layers = [nn.Conv2d(c, width, 3, 1, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU()]
+    else:
+        layers = [nn.Conv2d(c, width, 7, 2, 3, bias=False), nn.BatchNorm2d(width), nn.ReLU(),
+                  nn.MaxPool2d(3, 2, 1)]
     in_channels = width
-    for stage, stage_width in enumerate([width, 2 * width, 4 * width, 8 * width]):
-        for block in range(2):
-            stride = 2 if block == 0 and stage > 0 else 1
-            layers.append(BasicBlock(in_channels, stage_width, stride))
-            in_channels = stage_width
-    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(in_channels, NUM_CLASSES)]
+    for stage, count in enumerate(blocks):
+        stage_width = width << stage
+        for b in range(count):
+            stride = 2 if b == 0 and stage > 0 else 1
+            layers.append(block(in_channels, stage_width, stride))
+            in_channels = stage_width * block.expansion
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(in_channels, num_classes)]
     return nn.Sequential(*layers)
 
 
-MODELS = {"seed-cnn": seed_cnn, "resnet18": resnet18}
+def _resnet(block, blocks):
+    return lambda width, shape, num_classes: resnet(block, blocks, width, shape, num_classes)
+
+
+MODELS = {
+    "seed-cnn": seed_cnn,
+    "resnet18": _resnet(BasicBlock, [2, 2, 2, 2]),
+    "resnet34": _resnet(BasicBlock, [3, 4, 6, 3]),
+    "resnet50": _resnet(Bottleneck, [3, 4, 6, 3]),
+    "resnet101": _resnet(Bottleneck, [3, 4, 23, 3]),
+    "resnet152": _resnet(Bottleneck, [3, 8, 36, 3]),
+}
+
+
+def parse_shape(text: str):
+    try:
+        dims = tuple(int(d) for d in text.lower().split("x"))
+    except ValueError:
+        dims = ()
+    if len(dims) != 3 or min(dims) < 1:
+        raise argparse.ArgumentTypeError(f"expected CxHxW with positive sizes, e.g. 3x224x224; got '{text}'")
+    return dims
 
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", choices=sorted(MODELS), default="seed-cnn")
-    p.add_argument("--width", type=int, default=32, help="resnet18 base width (default 32)")
+    p.add_argument("--width", type=int, default=32, help="ResNet base width (default 32; 64 = standard)")
+    p.add_argument("--input-shape", type=parse_shape, default=(1, 28, 28), help="CxHxW of one sample (default 1x28x28)")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    p.add_argument("--tf32", choices=["on", "off"], default="off",
+                   help="CUDA: TF32 tensor-core math for fp32 matmuls and convolutions (default off)")
     p.add_argument("--steps", type=int, default=50, help="timed steps, after the warm-up")
     p.add_argument("--warmup", type=int, default=5, help="untimed steps first")
     p.add_argument("--seed", type=int, default=0)
@@ -80,52 +157,106 @@ def parse_args(argv):
             p.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     if args.warmup < 0:
         p.error(f"--warmup must be 0 or more, got {args.warmup}")
+    if not (args.device == "cpu" or args.device == "cuda" or args.device.startswith("cuda:")):
+        p.error(f"--device must be cpu, cuda or cuda:N, got '{args.device}'")
     return args
+
+
+def set_tf32(enabled: bool) -> dict:
+    """Sets TF32 for cuBLAS and cuDNN with whichever API this torch has; returns what is in force."""
+    matmul = torch.backends.cuda.matmul
+    conv = getattr(torch.backends.cudnn, "conv", None)
+    if hasattr(matmul, "fp32_precision") and conv is not None and hasattr(conv, "fp32_precision"):
+        precision = "tf32" if enabled else "ieee"   # torch >= 2.9 (the allow_tf32 flags are deprecated)
+        matmul.fp32_precision = precision
+        conv.fp32_precision = precision
+        return {"api": "fp32_precision", "matmul": matmul.fp32_precision, "conv": conv.fp32_precision}
+    matmul.allow_tf32 = enabled
+    torch.backends.cudnn.allow_tf32 = enabled
+    return {"api": "allow_tf32", "matmul": "tf32" if matmul.allow_tf32 else "ieee",
+            "conv": "tf32" if torch.backends.cudnn.allow_tf32 else "ieee"}
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
+    device = torch.device(args.device)
+    cuda = device.type == "cuda"
+    extra = {}
+    if cuda:
+        if not torch.cuda.is_available():
+            print(f"torch_train: --device {args.device} but torch {torch.__version__} sees no CUDA device",
+                  file=sys.stderr)
+            return 2
+        torch.cuda.set_device(device)
+        torch.backends.cudnn.benchmark = False   # heuristics, as pipewright (no autotuning)
+        extra = {
+            "tf32": set_tf32(args.tf32 == "on"),
+            "cudnn_benchmark": torch.backends.cudnn.benchmark,
+            "cudnn_version": torch.backends.cudnn.version(),
+            "torch_cuda": torch.version.cuda,
+            "gpu": torch.cuda.get_device_name(device),
+            "inputs": "host memory, copied to the GPU in each timed step",
+        }
 
-    model = MODELS[args.model](args.width)
+    model = MODELS[args.model](args.width, args.input_shape, NUM_CLASSES).to(device)
     model.train()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
-    batches = [(torch.randn(args.batch_size, *INPUT_SHAPE), torch.randint(0, NUM_CLASSES, (args.batch_size,)))
+    batches = [(torch.randn(args.batch_size, *args.input_shape), torch.randint(0, NUM_CLASSES, (args.batch_size,)))
                for _ in range(DISTINCT_BATCHES)]
 
-    step_seconds = []
-    loss = None
+    step_seconds, gpu_ms = [], []
+    loss_value = None
     for step in range(args.warmup + args.steps):
         images, labels = batches[step % DISTINCT_BATCHES]
+        if cuda:
+            torch.cuda.synchronize(device)
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            begin.record()
         start = time.perf_counter()
+        images, labels = images.to(device), labels.to(device)
         optimizer.zero_grad(set_to_none=True)
         loss = loss_fn(model(images), labels)
         loss.backward()
         optimizer.step()
+        if cuda:
+            end.record()
+        loss_value = float(loss)   # reads the loss back (a sync on CUDA), as a pipewright step does
+        if cuda:
+            torch.cuda.synchronize(device)
         elapsed = time.perf_counter() - start
         if step >= args.warmup:
             step_seconds.append(elapsed)
+            if cuda:
+                gpu_ms.append(begin.elapsed_time(end))
 
     result = {
         "framework": "pytorch",
         "model": args.model,
+        "device": args.device,
+        "input_shape": "x".join(str(d) for d in args.input_shape),
         "batch_size": args.batch_size,
         "threads": args.threads,
         "samples_per_second": args.batch_size * len(step_seconds) / sum(step_seconds),
         "median_step_ms": statistics.median(step_seconds) * 1000.0,
+        "steady_samples_per_second": args.batch_size / statistics.median(step_seconds),
         "width": args.width,
         "steps": args.steps,
         "warmup": args.warmup,
         "parameters": sum(p.numel() for p in model.parameters()),
-        "final_loss": float(loss),
+        "final_loss": loss_value,
         "torch_version": torch.__version__,
     }
+    if cuda:
+        result["median_gpu_step_ms"] = statistics.median(gpu_ms)
+        result["peak_memory_bytes"] = torch.cuda.max_memory_allocated(device)
+        result.update(extra)
     if not args.json:
-        print(f"pytorch {torch.__version__} {args.model}: {result['samples_per_second']:.1f} samples/s, "
-              f"median step {result['median_step_ms']:.2f} ms over {args.steps} steps "
-              f"(batch {args.batch_size}, {args.threads} threads)", file=sys.stderr)
+        print(f"pytorch {torch.__version__} {args.model} on {args.device}: {result['samples_per_second']:.1f} "
+              f"samples/s, median step {result['median_step_ms']:.2f} ms over {args.steps} steps "
+              f"(batch {args.batch_size}, input {result['input_shape']})", file=sys.stderr)
     print(json.dumps(result))
     return 0
 
