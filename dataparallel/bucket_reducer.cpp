@@ -9,6 +9,15 @@
 
 namespace pw::dp {
 
+namespace {
+// Each gradient's place in its bucket starts on a 256-byte boundary: cuDNN and cuBLAS write
+// gradients there, and their fast (tensor-core) algorithms want aligned pointers.
+std::int64_t aligned_elements(std::int64_t elements) {
+  constexpr std::int64_t kAlign = 256 / sizeof(float);
+  return (elements + kAlign - 1) / kAlign * kAlign;
+}
+}  // namespace
+
 struct BucketReducer::Core {
   struct Bucket {
     std::vector<models::Parameter*> parameters;
@@ -55,7 +64,7 @@ BucketReducer::BucketReducer(std::vector<models::Parameter*> parameters, std::sh
     if (c.buckets.empty() || static_cast<std::size_t>(c.buckets.back().elements) * sizeof(float) >= options.bucket_bytes)
       c.buckets.emplace_back();
     c.buckets.back().parameters.push_back(p);
-    c.buckets.back().elements += p->grad.numel();
+    c.buckets.back().elements += aligned_elements(p->grad.numel());
     c.bucket_of[p] = c.buckets.size() - 1;
   }
   for (auto& b : c.buckets) {
@@ -67,7 +76,7 @@ BucketReducer::BucketReducer(std::vector<models::Parameter*> parameters, std::sh
       auto home = b.flat.view(at, p->grad.shape());
       home.copy_from(p->grad);
       p->grad = home;
-      at += home.numel();
+      at += aligned_elements(home.numel());
     }
   }
   c.stats.buckets = static_cast<std::int64_t>(c.buckets.size());

@@ -53,21 +53,30 @@ class NcclCollective : public Collective {
     PW_CHECK(data.device() == device_, what << " of " << data.describe() << " on a communicator of " << device_.str());
   }
 
-  // Enqueues on the device's current stream (after the gradients it produced) and waits with a deadline.
+  // Enqueues on this communicator's own stream, after what the calling thread's current stream has
+  // queued (the gradients), and waits with a deadline; the current stream then waits for the result.
+  // Two communicators of one device never share a stream: with a shared one, two threads could
+  // queue their collectives in different orders on different replicas, and each replica's stream
+  // would wait inside another communicator's kernel for ever.
   template <typename Enqueue>
   void run(const char* what, Enqueue enqueue) {
     kernels::CudaDeviceGuard guard(device_.index);
-    auto& stream = kernels::current_stream(device_);
+    auto& current = kernels::current_stream(device_);
     const auto until = deadline();
     if (abort_.raised()) throw rpc::AbortedError(std::string(what) + " was cancelled: " + abort_.reason());
-    comm_.check_enqueued(enqueue(static_cast<cudaStream_t>(stream.native())), what, until, &abort_);
+    kernels::Event ready(device_);
+    ready.record(current);
+    ready.wait_on(stream_);
+    comm_.check_enqueued(enqueue(static_cast<cudaStream_t>(stream_.native())), what, until, &abort_);
     kernels::Event done(device_);
-    done.record(stream);
+    done.record(stream_);
     comm_.wait_for(done, what, until, &abort_);
+    done.wait_on(current);
   }
 
   kernels::Device device_;
   std::chrono::milliseconds timeout_;
+  kernels::Stream stream_{device_};   // outlives comm_, whose destructor may still drain work on it
   rpc::AbortFlag abort_;   // declared before comm_: the constructor's waits poll it
   rpc::NcclComm comm_;
 };

@@ -50,7 +50,13 @@ void* CachingAllocator::raw_allocate(std::size_t bytes) {
 #ifdef PW_WITH_CUDA
   CudaDeviceGuard guard(device_.index);
   void* p = nullptr;
-  if (cudaMalloc(&p, bytes) != cudaSuccess) {
+  const cudaError_t err = cudaMalloc(&p, bytes);
+  if (err != cudaSuccess && err != cudaErrorMemoryAllocation) {
+    // Not a full device: a sticky error from earlier work (an illegal address...) shows up here.
+    cudaGetLastError();
+    PW_CUDA_CHECK(err);
+  }
+  if (err != cudaSuccess) {
     cudaGetLastError();
     std::size_t free_b = 0, total = 0;
     cudaMemGetInfo(&free_b, &total);
@@ -68,7 +74,11 @@ void CachingAllocator::raw_free(void* ptr) noexcept {
     return;
   }
 #ifdef PW_WITH_CUDA
+  int previous = 0;
+  const bool switched = cudaGetDevice(&previous) == cudaSuccess && previous != device_.index &&
+                        cudaSetDevice(device_.index) == cudaSuccess;
   const cudaError_t err = cudaFree(ptr);
+  if (switched) cudaSetDevice(previous);
   if (err != cudaSuccess) PW_LOG(Warn, "cudaFree on " << device_.str() << ": " << cudaGetErrorString(err));
 #endif
 }

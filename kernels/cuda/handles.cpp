@@ -29,6 +29,9 @@ struct ThreadDeviceState {
   ThreadDeviceState(const ThreadDeviceState&) = delete;
   ThreadDeviceState& operator=(const ThreadDeviceState&) = delete;
   ~ThreadDeviceState() {
+    // The workspace goes back to the shared cache: its last user (on this thread's stream) must be done.
+    if (workspace_event != nullptr && workspace_recorded && cudaEventSynchronize(workspace_event) != cudaSuccess)
+      cudaGetLastError();
     if (workspace_event != nullptr) {
       const cudaError_t err = cudaEventDestroy(workspace_event);
       if (err != cudaSuccess) PW_LOG(Warn, "cudaEventDestroy: " << cudaGetErrorString(err));
