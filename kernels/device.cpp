@@ -30,6 +30,8 @@ std::size_t dtype_size(DType dtype) {
     case DType::I64: return 8;
     case DType::I32: return 4;
     case DType::U8: return 1;
+    case DType::BF16: return 2;
+    case DType::F16: return 2;
   }
   PW_FAIL("unknown dtype " << static_cast<int>(dtype));
 }
@@ -41,6 +43,8 @@ std::string dtype_name(DType dtype) {
     case DType::I64: return "I64";
     case DType::I32: return "I32";
     case DType::U8: return "U8";
+    case DType::BF16: return "BF16";
+    case DType::F16: return "F16";
   }
   PW_FAIL("unknown dtype " << static_cast<int>(dtype));
 }
@@ -51,7 +55,13 @@ DType dtype_from_name(std::string_view name) {
   if (name == "I64") return DType::I64;
   if (name == "I32") return DType::I32;
   if (name == "U8") return DType::U8;
-  throw InputError("unsupported dtype '" + std::string(name) + "'; accepted: F32, F64, I64, I32, U8");
+  if (name == "BF16") return DType::BF16;
+  if (name == "F16") return DType::F16;
+  throw InputError("unsupported dtype '" + std::string(name) + "'; accepted: F32, F64, BF16, F16, I64, I32, U8");
+}
+
+bool is_floating_point(DType dtype) {
+  return dtype == DType::F32 || dtype == DType::F64 || dtype == DType::BF16 || dtype == DType::F16;
 }
 
 std::int64_t shape_numel(const Shape& shape) {

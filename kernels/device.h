@@ -25,7 +25,9 @@ struct Device {
   friend bool operator==(const Device&, const Device&) = default;
 };
 
-enum class DType { F32, F64, I64, I32, U8 };
+// BF16 and F16 come last: a DType's value is its code in NCCL message headers.
+enum class DType { F32, F64, I64, I32, U8, BF16, F16 };
+bool is_floating_point(DType dtype);   // F32, F64, BF16, F16
 
 std::size_t dtype_size(DType dtype);
 std::string dtype_name(DType dtype);   // "F32", "F64", ... (safetensors spelling)

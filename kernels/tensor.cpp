@@ -4,6 +4,8 @@
 #include <sstream>
 
 #include "kernels/cuda_check.h"
+#include "kernels/half_float.h"
+#include "kernels/ops/cast.h"
 #include "kernels/runtime.h"
 #include "kernels/stream.h"
 
@@ -126,20 +128,7 @@ Tensor Tensor::to(Device device) const {
   return t;
 }
 
-Tensor Tensor::to(DType dtype) const {
-  if (dtype == dtype_) return *this;
-  PW_CHECK(device_.is_cpu(), "dtype conversion runs on CPU tensors only, got " << describe());
-  Tensor t = empty(shape_, dtype, device_);
-  const auto n = numel();
-  if (dtype_ == DType::F32 && dtype == DType::F64) {
-    for (std::int64_t i = 0; i < n; ++i) t.data<double>()[i] = data<float>()[i];
-  } else if (dtype_ == DType::F64 && dtype == DType::F32) {
-    for (std::int64_t i = 0; i < n; ++i) t.data<float>()[i] = static_cast<float>(data<double>()[i]);
-  } else {
-    PW_FAIL("no conversion from " << dtype_name(dtype_) << " to " << dtype_name(dtype));
-  }
-  return t;
-}
+Tensor Tensor::to(DType dtype) const { return cast(*this, dtype); }
 
 void Tensor::copy_from(const Tensor& src) {
   PW_CHECK(src.shape_ == shape_ && src.dtype_ == dtype_, "copy_from " << src.describe() << " into " << describe());
@@ -181,6 +170,8 @@ std::vector<double> Tensor::to_double_vector() const {
       case DType::I64: out[i] = static_cast<double>(host.data<std::int64_t>()[i]); break;
       case DType::I32: out[i] = host.data<std::int32_t>()[i]; break;
       case DType::U8: out[i] = host.data<std::uint8_t>()[i]; break;
+      case DType::BF16: out[i] = bf16_to_float(host.data<std::uint16_t>()[i]); break;
+      case DType::F16: out[i] = f16_to_float(host.data<std::uint16_t>()[i]); break;
     }
   }
   return out;

@@ -63,7 +63,7 @@ class Tensor {
   Tensor view(std::int64_t offset, const Shape& shape) const;
   Tensor clone() const;
   Tensor to(Device device) const;   // returns *this when already there
-  Tensor to(DType dtype) const;     // CPU only: F32 <-> F64 conversion for references
+  Tensor to(DType dtype) const;     // between F32, F64, BF16 and F16 on this device (kernels/ops/cast.h)
   void copy_from(const Tensor& src);   // same shape and dtype, any devices
   // Elements [src_offset, src_offset + count) of `src` into [dst_offset, ...) of this tensor, in
   // flat (row-major) order; same dtype, any devices. Gradient buckets pack and unpack with it.

@@ -11,8 +11,10 @@ kernels::DType dtype_from_wire(int value) {
     case wire::ElementType::I64: return kernels::DType::I64;
     case wire::ElementType::I32: return kernels::DType::I32;
     case wire::ElementType::U8: return kernels::DType::U8;
+    case wire::ElementType::BF16: return kernels::DType::BF16;
+    case wire::ElementType::F16: return kernels::DType::F16;
   }
-  throw BadFrameError("unknown dtype code " + std::to_string(value) + "; expected 1 (F32) to 5 (U8)");
+  throw BadFrameError("unknown dtype code " + std::to_string(value) + "; expected 1 (F32) to 7 (F16)");
 }
 
 PayloadKind kind_from_wire(int value) {
@@ -98,6 +100,8 @@ wire::ElementType::type to_wire(kernels::DType dtype) {
     case kernels::DType::I64: return wire::ElementType::I64;
     case kernels::DType::I32: return wire::ElementType::I32;
     case kernels::DType::U8: return wire::ElementType::U8;
+    case kernels::DType::BF16: return wire::ElementType::BF16;
+    case kernels::DType::F16: return wire::ElementType::F16;
   }
   PW_FAIL("dtype " << static_cast<int>(dtype) << " has no wire code");
 }

@@ -18,6 +18,8 @@ enum ElementType {
   I64 = 3,
   I32 = 4,
   U8 = 5,
+  BF16 = 6,
+  F16 = 7,
 }
 
 // One tensor from one rank to another, addressed like rpc::Tag. `kind` and `dtype` travel as

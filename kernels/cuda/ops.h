@@ -3,6 +3,7 @@
 // Same signatures as kernels/ops/*.h; callers go through those, which validate and dispatch.
 #include "kernels/ops/activation.h"
 #include "kernels/ops/batch_norm.h"
+#include "kernels/ops/cast.h"
 #include "kernels/ops/conv2d.h"
 #include "kernels/ops/dropout.h"
 #include "kernels/ops/elementwise.h"
@@ -53,6 +54,9 @@ void add_inplace(Tensor& dst, const Tensor& src, double alpha = 1.0);
 void scale_inplace(Tensor& t, double alpha);
 double sum(const Tensor& t);
 double sum_of_squares(const Tensor& t);
+
+// cast
+Tensor cast(const Tensor& x, DType dtype);
 
 // dropout
 DropoutResult dropout_forward(const Tensor& x, double p, std::uint64_t seed);

@@ -44,6 +44,16 @@ BOOST_AUTO_TEST_CASE(encode_then_decode_keeps_tag_shape_dtype_and_bytes) {
   BOOST_TEST((got.tensor.dtype() == DType::F64));
   BOOST_TEST(got.tensor.shape() == t.shape());
   BOOST_TEST(std::memcmp(got.tensor.raw(), t.raw(), 24) == 0);
+
+  // Half-precision activations travel as 2 bytes per element.
+  for (const DType half : {DType::BF16, DType::F16}) {
+    const Tensor h = patterned({3, 4}, half);
+    const auto f = rpc::encode_frame("token", 1, tag, h);
+    BOOST_TEST(f.data.size() == 24u);
+    const rpc::ReceivedFrame back = rpc::decode_frame(f, kRules);
+    BOOST_TEST((back.tensor.dtype() == half));
+    BOOST_TEST(std::memcmp(back.tensor.raw(), h.raw(), 24) == 0);
+  }
 }
 
 // The sender writes fields 1-8 with the protocol and the tensor bytes from the tensor itself; the
@@ -58,6 +68,8 @@ BOOST_AUTO_TEST_CASE(zero_copy_call_writes_the_same_bytes_as_the_generated_clien
       {patterned({3, 0, 2}, DType::I64), Tag{5, 0, PayloadKind::Evaluation, 1}},
       {patterned({7, 3}, DType::U8), Tag{1LL << 40, 7, PayloadKind::TiedGradient, 2}},
       {patterned({128, 1024}, DType::I32), Tag{9, 1, PayloadKind::Control, 0}},
+      {patterned({4, 5}, DType::BF16), Tag{2, 1, PayloadKind::Activation, 0}},
+      {patterned({6}, DType::F16), Tag{3, 0, PayloadKind::Gradient, 0}},
   };
   for (const auto& [tensor, tag] : cases) {
     auto generated_buffer = std::make_shared<TMemoryBuffer>();
@@ -97,7 +109,7 @@ BOOST_AUTO_TEST_CASE(check_frame_reasons) {
   BOOST_TEST(reason([](auto& f) { f.data += "x"; }) == "shape [4] of I32 needs 16 bytes, the frame has 17");
   BOOST_TEST(reason([](auto& f) { f.shape = {4, -1}; }) == "dim 1 of the shape is negative (-1)");
   BOOST_TEST(reason([](auto& f) { f.dtype = static_cast<rpc::wire::ElementType::type>(0); }) ==
-             "unknown dtype code 0; expected 1 (F32) to 5 (U8)");
+             "unknown dtype code 0; expected 1 (F32) to 7 (F16)");
   BOOST_TEST(reason([](auto& f) { f.kind = static_cast<rpc::wire::FrameKind::type>(9); }) ==
              "unknown frame kind 9; expected 1 (activation), 2 (gradient), 3 (tied gradient), 4 (evaluation) or 5 (control)");
   BOOST_TEST(reason([](auto& f) { f.shape = {1LL << 62, 1LL << 62}; }).find("exceeds the maximum frame size") !=
