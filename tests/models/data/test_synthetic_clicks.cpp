@@ -70,8 +70,10 @@ BOOST_AUTO_TEST_CASE(open_dataset_knows_synthetic_clicks) {
   DatasetOptions o;
   o.synthetic_size = 100;
   o.clicks.table_sizes = {10, 10};
+  // synthetic_size counts training samples; the test split has a sixth as many (60000 / 10000).
+  BOOST_TEST(open_dataset("synthetic-clicks", Split::Train, o)->size() == 100);
   const auto set = open_dataset("synthetic-clicks", Split::Test, o);
-  BOOST_TEST(set->size() == 100);
+  BOOST_TEST(set->size() == 16);
   BOOST_TEST(set->num_classes() == 2);
   BOOST_TEST(set->sample_shape()[0] == o.clicks.width());
   o.clicks.table_sizes = {0};
