@@ -6,11 +6,13 @@
 #include <limits>
 #include <thread>
 
+#include <thrift/TConfiguration.h>
 #include <thrift/protocol/TBinaryProtocol.h>
 #include <thrift/transport/TBufferTransports.h>
 #include <thrift/transport/TSocket.h>
 
 #include "core/error.h"
+#include "dataparallel/ps_limits.h"
 #include "pw_thrift/ParameterServer.h"
 #include "rpc/transport.h"
 
@@ -47,7 +49,10 @@ class PsConnection {
           socket_ = std::make_shared<transport::TSocket>(address_.host, address_.port);
           socket_->setNoDelay(true);
           socket_->setConnTimeout(static_cast<int>(std::min<std::int64_t>(left, 10000)));
-          framed_ = std::make_shared<transport::TFramedTransport>(socket_);
+          // The same frame limit as the server's: answers of a chunk are far below it.
+          auto config = std::make_shared<apache::thrift::TConfiguration>(static_cast<int>(kPsMaxFrameBytes),
+                                                                         static_cast<int>(kPsMaxFrameBytes));
+          framed_ = std::make_shared<transport::TFramedTransport>(socket_, config);
           client_ = std::make_unique<rpc::wire::ParameterServerClient>(
               std::make_shared<apache::thrift::protocol::TBinaryProtocol>(framed_));
           framed_->open();
@@ -90,8 +95,11 @@ PsClient::PsClient(std::vector<rpc::HostPort> shards, std::string job_token, int
                    std::chrono::milliseconds timeout)
     : token_(std::move(job_token)), worker_(worker), timeout_(timeout) {
   PW_INPUT_CHECK(!shards.empty(), "a parameter-server client needs at least one shard address");
-  for (std::size_t i = 0; i < shards.size(); ++i)
-    connections_.push_back(std::make_unique<PsConnection>(shards[i], static_cast<int>(i)));
+  for (std::size_t i = 0; i < shards.size(); ++i) {
+    auto& pool = pools_.emplace_back();
+    for (int c = 0; c < kPsConnectionsPerShard; ++c)   // opened on first use
+      pool.push_back(std::make_unique<PsConnection>(shards[i], static_cast<int>(i)));
+  }
 }
 
 PsClient::~PsClient() = default;
@@ -116,6 +124,29 @@ void PsClient::on_every_shard(const char*, Call call) {
     if (e) std::rethrow_exception(e);
 }
 
+template <typename Body>
+void PsClient::on_chunks(int shard, std::size_t chunks, Body body) {
+  auto& pool = pools_[static_cast<std::size_t>(shard)];
+  const std::size_t lanes = std::min<std::size_t>(chunks, pool.size());
+  if (lanes <= 1) {
+    for (std::size_t i = 0; i < chunks; ++i) body(*pool.front(), i);
+    return;
+  }
+  std::vector<std::exception_ptr> errors(lanes);
+  std::vector<std::thread> threads;
+  for (std::size_t lane = 0; lane < lanes; ++lane)
+    threads.emplace_back([&, lane] {
+      try {
+        for (std::size_t i = lane; i < chunks; i += lanes) body(*pool[lane], i);
+      } catch (...) {
+        errors[lane] = std::current_exception();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
 void PsClient::create_table(const TableConfig& c) {
   check_table_config(c);
   rpc::wire::TableSpec spec;
@@ -126,7 +157,7 @@ void PsClient::create_table(const TableConfig& c) {
   spec.init_seed = static_cast<std::int64_t>(c.init_seed);
   spec.init_scale = c.init_scale;
   on_every_shard("create_table", [&](int s) {
-    connections_[static_cast<std::size_t>(s)]->call("create_table", timeout_,
+    control(s).call("create_table", timeout_,
                                                     [&](rpc::wire::ParameterServerClient& client, int) {
                                                       client.create_table(token_, spec);
                                                     });
@@ -145,19 +176,25 @@ std::vector<float> PsClient::pull(const std::string& table, int dim, const std::
   }
   const auto d = static_cast<std::size_t>(dim);
   std::vector<float> rows(keys.size() * d);
+  const std::size_t per_chunk = ps_keys_per_chunk(dim);
   on_every_shard("pull", [&](int s) {
     const auto u = static_cast<std::size_t>(s);
-    if (per[u].empty()) return;
-    std::string bytes;
-    connections_[u]->call("pull", timeout_, [&](rpc::wire::ParameterServerClient& client, int ms) {
-      client.pull(bytes, token_, table, per[u], step, staleness, ms);
+    const std::size_t n = per[u].size();
+    on_chunks(s, (n + per_chunk - 1) / per_chunk, [&](PsConnection& connection, std::size_t chunk) {
+      const std::size_t begin = chunk * per_chunk, end = std::min(n, begin + per_chunk);
+      const std::vector<std::int64_t> chunk_keys(per[u].begin() + static_cast<std::ptrdiff_t>(begin),
+                                                 per[u].begin() + static_cast<std::ptrdiff_t>(end));
+      std::string bytes;
+      connection.call("pull", timeout_, [&](rpc::wire::ParameterServerClient& client, int ms) {
+        client.pull(bytes, token_, table, chunk_keys, step, staleness, ms);
+      });
+      PW_CHECK(bytes.size() == chunk_keys.size() * d * sizeof(float),
+               "parameter server shard " << s << " sent " << bytes.size() << " bytes for " << chunk_keys.size()
+                                         << " rows of width " << dim);
+      const auto* values = reinterpret_cast<const float*>(bytes.data());
+      for (std::size_t k = 0; k < chunk_keys.size(); ++k)
+        std::memcpy(rows.data() + where[u][begin + k] * d, values + k * d, d * sizeof(float));
     });
-    PW_CHECK(bytes.size() == per[u].size() * d * sizeof(float),
-             "parameter server shard " << s << " sent " << bytes.size() << " bytes for " << per[u].size()
-                                       << " rows of width " << dim);
-    const auto* values = reinterpret_cast<const float*>(bytes.data());
-    for (std::size_t k = 0; k < per[u].size(); ++k)
-      std::memcpy(rows.data() + where[u][k] * d, values + k * d, d * sizeof(float));
   });
   return rows;
 }
@@ -175,11 +212,23 @@ void PsClient::push(const std::string& table, int dim, const std::vector<std::in
     per[s].push_back(keys[i]);
     bytes[s].append(reinterpret_cast<const char*>(grads.data() + i * d), d * sizeof(float));
   }
-  // Every shard hears of every step, with or without keys, so each can count the workers' steps.
+  // Every shard hears of every step, with or without keys, so each can count the workers' steps; a
+  // shard's keys go in parts of at most `per_chunk` keys, which the shard counts as one push.
+  const std::size_t per_chunk = ps_keys_per_chunk(dim);
   on_every_shard("push", [&](int s) {
     const auto u = static_cast<std::size_t>(s);
-    connections_[u]->call("push", timeout_, [&](rpc::wire::ParameterServerClient& client, int) {
-      client.push(token_, table, worker.value_or(worker_), step, per[u], bytes[u]);
+    const std::size_t n = per[u].size();
+    const std::size_t parts = std::max<std::size_t>(1, (n + per_chunk - 1) / per_chunk);
+    PW_CHECK(parts <= static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()), "push of " << n << " keys");
+    on_chunks(s, parts, [&](PsConnection& connection, std::size_t part) {
+      const std::size_t begin = part * per_chunk, end = std::min(n, begin + per_chunk);
+      const std::vector<std::int64_t> part_keys(per[u].begin() + static_cast<std::ptrdiff_t>(begin),
+                                                per[u].begin() + static_cast<std::ptrdiff_t>(end));
+      const std::string part_grads = bytes[u].substr(begin * d * sizeof(float), (end - begin) * d * sizeof(float));
+      connection.call("push", timeout_, [&](rpc::wire::ParameterServerClient& client, int) {
+        client.push(token_, table, worker.value_or(worker_), step, part_keys, part_grads, static_cast<std::int32_t>(part),
+                    static_cast<std::int32_t>(parts));
+      });
     });
   });
 }
@@ -188,7 +237,7 @@ std::vector<PsClient::ShardReport> PsClient::stats(const std::string& table) {
   std::vector<ShardReport> out(static_cast<std::size_t>(shards()));
   on_every_shard("stats", [&](int s) {
     rpc::wire::ShardStats st;
-    connections_[static_cast<std::size_t>(s)]->call("stats", timeout_, [&](rpc::wire::ParameterServerClient& c, int) {
+    control(s).call("stats", timeout_, [&](rpc::wire::ParameterServerClient& c, int) {
       c.stats(st, token_, table);
     });
     out[static_cast<std::size_t>(s)] = {st.rows, st.pulls, st.pushes, st.applied_through};
@@ -200,7 +249,7 @@ std::vector<PsCheckpointFile> PsClient::checkpoint(const std::string& folder, st
   std::vector<std::vector<PsCheckpointFile>> per(static_cast<std::size_t>(shards()));
   on_every_shard("checkpoint", [&](int s) {
     std::vector<rpc::wire::PsCheckpointFile> files;
-    connections_[static_cast<std::size_t>(s)]->call(
+    control(s).call(
         "checkpoint", timeout_,
         [&](rpc::wire::ParameterServerClient& c, int ms) { c.checkpoint(files, token_, folder, step, ms); },
         kFileWorkSlack);
@@ -215,7 +264,7 @@ void PsClient::restore(const std::string& folder) {
   // Every shard checks its part first, so a checkpoint one shard refuses changes no shard.
   for (const bool check_only : {true, false})
     on_every_shard("restore", [&](int s) {
-      connections_[static_cast<std::size_t>(s)]->call(
+      control(s).call(
           "restore", timeout_,
           [&](rpc::wire::ParameterServerClient& c, int) { c.restore(token_, folder, check_only); }, kFileWorkSlack);
     });

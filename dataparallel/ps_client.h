@@ -24,8 +24,10 @@ class PsClient {
            std::chrono::milliseconds timeout = std::chrono::seconds(60));
   ~PsClient();
 
-  int shards() const { return static_cast<int>(connections_.size()); }
+  int shards() const { return static_cast<int>(pools_.size()); }
   void create_table(const TableConfig& config);   // on every shard
+  // Pulls and pushes of any size: each shard's keys go in chunks (ps_limits.h) over up to
+  // kPsConnectionsPerShard connections at once.
   // The rows of `keys` (unique), [keys.size() * dim]. staleness: see PsShard (negative: no wait).
   std::vector<float> pull(const std::string& table, int dim, const std::vector<std::int64_t>& keys, std::int64_t step,
                           int staleness);
@@ -49,11 +51,15 @@ class PsClient {
  private:
   template <typename Call>
   void on_every_shard(const char* what, Call call);
+  // body(connection, chunk) for chunks 0..chunks-1 of shard `shard`, spread over its connections.
+  template <typename Body>
+  void on_chunks(int shard, std::size_t chunks, Body body);
+  PsConnection& control(int shard) { return *pools_[static_cast<std::size_t>(shard)].front(); }
 
   std::string token_;
   int worker_;
   std::chrono::milliseconds timeout_;
-  std::vector<std::unique_ptr<PsConnection>> connections_;
+  std::vector<std::vector<std::unique_ptr<PsConnection>>> pools_;   // per shard; the first also for control calls
 };
 
 }  // namespace pw::dp

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "dataparallel/ps_limits.h"
 #include "pw_thrift/ParameterServer.h"
 #include "rpc/frame_check.h"
 #include "rpc/job_token.h"
@@ -11,7 +12,6 @@ namespace pw::dp {
 
 namespace {
 
-constexpr std::size_t kMaxPsMessage = std::size_t{1} << 30;
 
 [[noreturn]] void fail(const std::string& reason, rpc::wire::PsErrorCode::type code) {
   rpc::wire::PsError e;
@@ -47,14 +47,14 @@ class PsHandler : public rpc::wire::ParameterServerIf {
   }
 
   void push(const std::string& token, const std::string& table, int32_t worker, int64_t step,
-            const std::vector<int64_t>& keys, const std::string& grads) override {
+            const std::vector<int64_t>& keys, const std::string& grads, int32_t part, int32_t parts) override {
     guarded(token, [&] {
       if (grads.size() % sizeof(float) != 0)
         fail("gradients of " + std::to_string(grads.size()) + " bytes are not whole F32 values",
              rpc::wire::PsErrorCode::BAD_REQUEST);
       std::vector<float> values(grads.size() / sizeof(float));
       std::memcpy(values.data(), grads.data(), grads.size());
-      shard_->push(table, worker, step, keys, values.data(), values.size());
+      shard_->push(table, worker, step, keys, values.data(), values.size(), part, parts);
     });
   }
 
@@ -114,7 +114,7 @@ PsServer::PsServer(const rpc::HostPort& bind, PsShardConfig config, std::string 
   shard_ = std::make_shared<PsShard>(std::move(config));
   server_ = std::make_unique<rpc::ThriftServer>(
       bind, std::make_shared<rpc::wire::ParameterServerProcessor>(std::make_shared<PsHandler>(shard_, job_token)),
-      kMaxPsMessage);
+      kPsMaxFrameBytes);
 }
 
 PsServer::~PsServer() { server_.reset(); }

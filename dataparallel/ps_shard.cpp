@@ -164,7 +164,7 @@ std::vector<float> PsShard::pull(const std::string& name, const std::vector<std:
 }
 
 void PsShard::push(const std::string& name, int worker, std::int64_t step, const std::vector<std::int64_t>& keys,
-                   const float* grads, std::size_t grad_floats) {
+                   const float* grads, std::size_t grad_floats, int part, int parts) {
   const auto held = table(name);
   Table& t = *held;
   const auto dim = static_cast<std::size_t>(t.data.config().dim);
@@ -177,17 +177,26 @@ void PsShard::push(const std::string& name, int worker, std::int64_t step, const
   if (worker < 0 || worker >= config_.workers)
     throw PsRequestError("worker " + std::to_string(worker) + " outside the " + std::to_string(config_.workers) +
                          " workers this server was started for");
+  if (parts < 1 || part < 0 || part >= parts)
+    throw PsRequestError("push part " + std::to_string(part) + " of " + std::to_string(parts) +
+                         "; parts are numbered 0 to parts - 1");
+  const auto w = static_cast<std::size_t>(worker);
   std::unique_lock lock(t.mutex);
-  const auto last = t.last_pushed[static_cast<std::size_t>(worker)];
+  const auto last = t.last_pushed[w];
   // The client retries a push whose answer it lost (this server restarted after logging it).
   if (step == last && last >= 0) return;
   if (step != last + 1)
     throw PsRequestError("worker " + std::to_string(worker) + " pushed step " + std::to_string(step) + " after step " +
                          std::to_string(last) + "; every step is pushed once, in order");
-  log_push(t, step, worker, keys, grads);
-  process_push(t, step, worker, keys, grads);
-  ++t.pushes;
-  if (!config_.dir.empty() && t.since_snapshot >= config_.snapshot_every && t.pending.empty()) {
+  if (!t.parts_seen[w].empty() && t.parts_expected[w] != parts)
+    throw PsRequestError("worker " + std::to_string(worker) + " pushed step " + std::to_string(step) + " in " +
+                         std::to_string(parts) + " parts after announcing " + std::to_string(t.parts_expected[w]));
+  if (t.parts_seen[w].count(part) != 0) return;   // a retried part
+  const PsPushPart push{step, worker, part, parts, &keys, grads};
+  log_push(t, push);
+  process_push(t, push);
+  if (t.last_pushed[w] == step) ++t.pushes;   // the step's last part
+  if (!config_.dir.empty() && t.since_snapshot >= config_.snapshot_every && t.pending.empty() && !t.partial_push()) {
     // The push is logged and applied: a snapshot that fails only leaves the log longer (tried again next push).
     try {
       snapshot(t);
@@ -199,11 +208,10 @@ void PsShard::push(const std::string& name, int worker, std::int64_t step, const
 
 // Under t.mutex: the push goes to the log (and the disk) before it is processed and acknowledged;
 // a push that cannot be logged is refused, not processed.
-void PsShard::log_push(Table& t, std::int64_t step, int worker, const std::vector<std::int64_t>& keys,
-                       const float* grads) {
+void PsShard::log_push(Table& t, const PsPushPart& push) {
   const std::string where = "parameter server shard " + std::to_string(config_.shard) + ", table '" +
-                            t.data.config().name + "': push of step " + std::to_string(step) + " by worker " +
-                            std::to_string(worker) + " refused: ";
+                            t.data.config().name + "': push of step " + std::to_string(push.step) + " by worker " +
+                            std::to_string(push.worker) + " refused: ";
   if (t.retired) throw Error(where + "the table was replaced by a restore; ask again");
   if (!config_.dir.empty()) {
     if (t.wal_torn) throw Error(where + t.wal_error + "; restart the server (it replays the log up to there)");
@@ -216,7 +224,8 @@ void PsShard::log_push(Table& t, std::int64_t step, int worker, const std::vecto
       }
     }
     try {
-      t.wal.append(t.sequence + 1, step, static_cast<std::int32_t>(worker), keys, grads, t.data.config().dim);
+      t.wal.append(t.sequence + 1, push.step, static_cast<std::int32_t>(push.worker), *push.keys, push.grads,
+                   t.data.config().dim, push.part, push.parts);
     } catch (const Error& e) {
       if (!t.wal.is_open()) {   // the failed record could not be cut off: nothing may follow it
         t.wal_torn = true;
@@ -229,20 +238,32 @@ void PsShard::log_push(Table& t, std::int64_t step, int worker, const std::vecto
   ++t.since_snapshot;
 }
 
-// Under t.mutex (or while loading): counts the push and applies what it completes.
-void PsShard::process_push(Table& t, std::int64_t step, int worker, const std::vector<std::int64_t>& keys,
-                           const float* grads) {
+// Under t.mutex (or while loading): applies the part's gradients (async, bounded) or adds them to
+// the step's sums (sync), and when it was the worker's last part of the step, counts the step as
+// pushed and applies what that completes.
+void PsShard::process_push(Table& t, const PsPushPart& push) {
   const auto dim = static_cast<std::size_t>(t.data.config().dim);
-  t.last_pushed[static_cast<std::size_t>(worker)] = step;
+  const auto& keys = *push.keys;
+  const float* grads = push.grads;
+  const auto w = static_cast<std::size_t>(push.worker);
+  auto& seen = t.parts_seen[w];
+  if (seen.empty()) t.parts_expected[w] = push.parts;
+  seen.insert(push.part);
+  const bool step_complete = static_cast<int>(seen.size()) == t.parts_expected[w];
+  if (step_complete) {
+    seen.clear();
+    t.parts_expected[w] = 0;
+    t.last_pushed[w] = push.step;
+  }
   if (config_.mode == UpdateMode::Sync) {
-    auto& [count, sums] = t.pending[step];
+    auto& [count, sums] = t.pending[push.step];
     for (std::size_t i = 0; i < keys.size(); ++i) {
       auto& sum = sums[keys[i]];
       if (sum.empty()) sum.assign(grads + i * dim, grads + (i + 1) * dim);
       else
         for (std::size_t j = 0; j < dim; ++j) sum[j] += grads[i * dim + j];
     }
-    if (++count < config_.workers) return;
+    if (!step_complete || ++count < config_.workers) return;
     // Every worker's gradients of this step, summed, applied once in key order.
     std::vector<std::int64_t> all_keys;
     std::vector<float> all_grads;
@@ -250,9 +271,9 @@ void PsShard::process_push(Table& t, std::int64_t step, int worker, const std::v
       all_keys.push_back(k);
       all_grads.insert(all_grads.end(), g.begin(), g.end());
     }
-    t.pending.erase(step);
+    t.pending.erase(push.step);
     t.data.apply(all_keys.data(), all_keys.size(), all_grads.data());
-    t.applied_through = step;
+    t.applied_through = push.step;
   } else {
     t.data.apply(keys.data(), keys.size(), grads);
     t.applied_through = *std::min_element(t.last_pushed.begin(), t.last_pushed.end());
@@ -280,7 +301,7 @@ void PsShard::snapshot() {
 // that cannot be reopened leaves the table refusing pushes (log_push) until it can.
 void PsShard::snapshot(Table& t) {
   // A step still waiting for workers lives only in the log: keep the log as it is.
-  if (!t.pending.empty() || t.retired) return;
+  if (!t.pending.empty() || t.partial_push() || t.retired) return;
   std::ostringstream state;
   put(state, t.sequence);
   write_push_accounting(state, t.applied_through, t.last_pushed);
@@ -342,7 +363,8 @@ void PsShard::load() {
     PsWriteAheadLog::replay(path(name, ".wal"), t->data.config().dim, config_.max_keys, [&](const PsLogRecord& r) {
       if (r.sequence <= t->sequence) return true;   // already in the snapshot
       if (r.worker < 0 || r.worker >= config_.workers) return false;
-      process_push(*t, r.step, r.worker, r.keys, r.grads.data());
+      if (r.parts < 1 || r.part < 0 || r.part >= r.parts) return false;
+      process_push(*t, PsPushPart{r.step, r.worker, r.part, r.parts, &r.keys, r.grads.data()});
       t->sequence = r.sequence;
       ++replayed;
       return true;

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "dataparallel/ps_limits.h"
 #include "dataparallel/ps_table.h"
 
 namespace pw::dp {
@@ -38,7 +39,7 @@ struct PsShardConfig {
   UpdateMode mode = UpdateMode::Async;
   std::string dir;                   // persistence; empty: none
   std::int64_t snapshot_every = 200; // applied updates between snapshots
-  std::size_t max_keys = std::size_t{1} << 22;   // per request
+  std::size_t max_keys = kPsMaxKeysPerRequest;   // per request
 };
 
 // A request the shard refuses (unknown table, wrong width, ...); the message is for the caller.
@@ -63,6 +64,15 @@ struct PsCheckpointFile {
 // The subfolder of a checkpoint folder that holds shard `shard`'s part: "shard-0".
 std::string ps_checkpoint_subfolder(int shard);
 
+// One push call as the shard logs and processes it.
+struct PsPushPart {
+  std::int64_t step = 0;
+  int worker = 0;
+  int part = 0, parts = 1;
+  const std::vector<std::int64_t>* keys = nullptr;
+  const float* grads = nullptr;
+};
+
 class PsShard {
  public:
   // Loads `dir` when it holds an earlier run of this shard; InputError for a foreign or damaged one.
@@ -72,8 +82,10 @@ class PsShard {
   void create_table(const TableConfig& config);
   std::vector<float> pull(const std::string& table, const std::vector<std::int64_t>& keys, std::int64_t step,
                           int staleness, std::chrono::steady_clock::time_point deadline);
+  // One part of a worker's push of `step` (parts > 1 when the client split it); the step counts as
+  // pushed when all `parts` parts are in. A part already received is ignored (a retry).
   void push(const std::string& table, int worker, std::int64_t step, const std::vector<std::int64_t>& keys,
-            const float* grads, std::size_t grad_floats);
+            const float* grads, std::size_t grad_floats, int part = 0, int parts = 1);
   PsStats stats(const std::string& table);
   void snapshot();
   const PsShardConfig& config() const { return config_; }
@@ -98,8 +110,8 @@ class PsShard {
   struct Table;
   std::shared_ptr<Table> table(const std::string& name);
   std::vector<std::shared_ptr<Table>> all_tables();
-  void log_push(Table& t, std::int64_t step, int worker, const std::vector<std::int64_t>& keys, const float* grads);
-  void process_push(Table& t, std::int64_t step, int worker, const std::vector<std::int64_t>& keys, const float* grads);
+  void log_push(Table& t, const PsPushPart& push);
+  void process_push(Table& t, const PsPushPart& push);
   void snapshot(Table& t);
   void write_manifest();   // under tables_mutex_
   void load();

@@ -4,7 +4,9 @@
 #include <condition_variable>
 #include <cstdint>
 #include <istream>
+#include <algorithm>
 #include <map>
+#include <set>
 #include <mutex>
 #include <ostream>
 #include <string>
@@ -18,11 +20,26 @@
 namespace pw::dp {
 
 struct PsShard::Table {
-  Table(TableConfig config, int workers) : data(std::move(config)), last_pushed(static_cast<std::size_t>(workers), -1) {}
+  Table(TableConfig config, int workers)
+      : data(std::move(config)), last_pushed(static_cast<std::size_t>(workers), -1),
+        parts_seen(static_cast<std::size_t>(workers)), parts_expected(static_cast<std::size_t>(workers), 0) {}
+  // Workers part-way through a push of several parts. Snapshots wait for none (a part's rows are
+  // applied but the step not yet counted, which the accounting cannot say).
+  bool partial_push() const {
+    for (const auto& s : parts_seen)
+      if (!s.empty()) return true;
+    return false;
+  }
+  void forget_parts() {
+    for (auto& s : parts_seen) s.clear();
+    std::fill(parts_expected.begin(), parts_expected.end(), 0);
+  }
   ShardTable data;
   std::mutex mutex;               // accounting, the log and the order updates are applied in
   std::condition_variable applied;
-  std::vector<std::int64_t> last_pushed;   // per worker
+  std::vector<std::int64_t> last_pushed;   // per worker: the last step all of whose parts are in
+  std::vector<std::set<int>> parts_seen;   // per worker: parts of step last_pushed + 1 received
+  std::vector<int> parts_expected;         // per worker: how many parts that push has
   std::int64_t applied_through = -1;
   std::map<std::int64_t, std::pair<int, std::map<std::int64_t, std::vector<float>>>> pending;   // sync: step -> (pushes, sums)
   PsWriteAheadLog wal;            // open whenever the shard has a folder, unless reopening it failed

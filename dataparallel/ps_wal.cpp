@@ -13,7 +13,8 @@ namespace pw::dp {
 
 namespace {
 
-constexpr std::uint32_t kWalMagic = 0x4c415750;   // "PWAL"
+constexpr std::uint32_t kWalMagic = 0x4c415750;       // "PWAL": a whole push
+constexpr std::uint32_t kWalPartMagic = 0x32415750;   // "PWA2": one part of a push, with part and parts
 
 template <typename T>
 void put(std::string& out, const T& v) {
@@ -43,15 +44,18 @@ void PsWriteAheadLog::close() noexcept {
 }
 
 void PsWriteAheadLog::append(std::uint64_t sequence, std::int64_t step, std::int32_t worker,
-                             const std::vector<std::int64_t>& keys, const float* grads, int dim) {
+                             const std::vector<std::int64_t>& keys, const float* grads, int dim, std::int32_t part,
+                             std::int32_t parts) {
   if (fd_ < 0) throw Error("the write-ahead log '" + path_ + "' is not open");
   const auto n = static_cast<std::uint64_t>(keys.size());
   std::string record;
   record.reserve(32 + n * sizeof(std::int64_t) + n * static_cast<std::uint64_t>(dim) * sizeof(float));
-  put(record, kWalMagic);
+  put(record, kWalPartMagic);
   put(record, sequence);
   put(record, step);
   put(record, worker);
+  put(record, part);
+  put(record, parts);
   put(record, n);
   record.append(reinterpret_cast<const char*>(keys.data()), n * sizeof(std::int64_t));
   record.append(reinterpret_cast<const char*>(grads), n * static_cast<std::uint64_t>(dim) * sizeof(float));
@@ -93,9 +97,11 @@ void PsWriteAheadLog::replay(const std::string& path, int dim, std::size_t max_k
     std::uint32_t magic = 0;
     std::uint64_t n = 0;
     PsLogRecord r;
-    if (!get(in, magic) || magic != kWalMagic || !get(in, r.sequence) || !get(in, r.step) || !get(in, r.worker) ||
-        !get(in, n) || n > max_keys)
+    if (!get(in, magic) || (magic != kWalMagic && magic != kWalPartMagic) || !get(in, r.sequence) ||
+        !get(in, r.step) || !get(in, r.worker))
       return;
+    if (magic == kWalPartMagic && (!get(in, r.part) || !get(in, r.parts))) return;
+    if (!get(in, n) || n > max_keys) return;
     r.keys.resize(n);
     r.grads.resize(n * width);
     const auto grad_bytes = static_cast<std::streamsize>(r.grads.size() * sizeof(float));

@@ -1,6 +1,6 @@
 #pragma once
-// A table's write-ahead log on a parameter server: one record per push (sequence, step, worker,
-// keys, gradients), appended with write(2) and flushed to the disk (fdatasync) before append
+// A table's write-ahead log on a parameter server: one record per push call (sequence, step,
+// worker, part of how many parts, keys, gradients), appended with write(2) and flushed to the disk (fdatasync) before append
 // returns, so a push the server acknowledges survives the server and the machine going down.
 // A log that cannot be opened or written throws (Error naming the file and the OS's reason); the
 // shard then refuses the push instead of acknowledging one it did not log. A failed append is
@@ -16,6 +16,7 @@ struct PsLogRecord {
   std::uint64_t sequence = 0;
   std::int64_t step = 0;
   std::int32_t worker = 0;
+  std::int32_t part = 0, parts = 1;   // records of older logs (magic "PWAL") are whole pushes
   std::vector<std::int64_t> keys;
   std::vector<float> grads;   // keys.size() * dim
 };
@@ -35,7 +36,7 @@ class PsWriteAheadLog {
   const std::string& path() const { return path_; }
 
   void append(std::uint64_t sequence, std::int64_t step, std::int32_t worker, const std::vector<std::int64_t>& keys,
-              const float* grads, int dim);
+              const float* grads, int dim, std::int32_t part = 0, std::int32_t parts = 1);
 
   // Calls `each` for every whole record of the log at `path` in order (none if it is absent) until
   // it returns false. A record cut short (a crash while writing it, so never acknowledged) ends

@@ -8,6 +8,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "dataparallel/ps_client.h"
+#include "dataparallel/ps_limits.h"
 #include "dataparallel/ps_server.h"
 #include "dataparallel/ps_shard.h"
 #include "rpc/transport.h"
@@ -183,6 +184,78 @@ BOOST_AUTO_TEST_CASE(bad_requests_get_clear_errors_and_the_server_keeps_serving)
   dp::PsClient intruder({ps.servers[0]->address()}, "wrong-token", 0, 1000ms);
   BOOST_TEST(error_of([&] { intruder.pull("emb", 4, {1}, 0, -1); }).find("wrong job token") != std::string::npos);
   BOOST_CHECK_NO_THROW(client.pull("emb", 4, {1, 2, 3}, 1, -1));   // still serving
+}
+
+BOOST_AUTO_TEST_CASE(requests_of_any_size_go_in_chunks) {
+  // Over a million keys over two shards: each shard's keys travel in parts of at most
+  // ps_keys_per_chunk(8) keys (about 105k), several at once, and one push of many parts is one step.
+  Servers ps(2, 1, dp::UpdateMode::Sync, dp::kPsMaxKeysPerRequest);
+  const auto c = table("emb", 8, dp::SparseOptimizerKind::Sgd, 0.5);
+  auto& client = *ps.clients[0];
+  client.create_table(c);
+  const std::int64_t n = (std::int64_t{1} << 20) + 7;
+  std::vector<std::int64_t> keys(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) keys[static_cast<std::size_t>(i)] = i * 7919 + 3;
+  const auto rows = client.pull("emb", 8, keys, 0, -1);
+  BOOST_REQUIRE_EQUAL(rows.size(), keys.size() * 8);
+  for (std::size_t i : {std::size_t{0}, std::size_t{123456}, keys.size() - 1}) {
+    const auto want = initial(c, keys[i]);
+    BOOST_TEST(std::vector<float>(rows.begin() + static_cast<std::ptrdiff_t>(i * 8),
+                                  rows.begin() + static_cast<std::ptrdiff_t>(i * 8 + 8)) == want);
+  }
+  client.push("emb", 8, keys, std::vector<float>(keys.size() * 8, 1.0f), 0);
+  std::int64_t total_rows = 0;
+  for (const auto& r : client.stats("emb")) {
+    total_rows += r.rows;
+    BOOST_TEST(r.pulls > 2, "a shard's half of the keys should take several chunks, took " << r.pulls);
+    BOOST_TEST(r.pushes == 1);   // the parts of one push count once
+    BOOST_TEST(r.applied_through == 0);
+  }
+  BOOST_TEST(total_rows == n);
+  const auto after = client.pull("emb", 8, {keys.back()}, 1, 1);   // waits for step 0
+  const auto start = initial(c, keys.back());
+  for (int j = 0; j < 8; ++j) BOOST_TEST(after[static_cast<std::size_t>(j)] == start[static_cast<std::size_t>(j)] - 0.5f);
+}
+
+BOOST_AUTO_TEST_CASE(a_push_in_parts_counts_once_survives_retries_and_a_restart) {
+  const auto dir = std::filesystem::temp_directory_path() / ("pw_ps_parts_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  dp::PsShardConfig config;
+  config.workers = 2;
+  config.mode = dp::UpdateMode::Sync;
+  config.dir = (dir / "live").string();
+  const auto spec = table("emb", 2, dp::SparseOptimizerKind::Sgd, 1.0);
+  const std::vector<std::int64_t> first = {1, 2}, second = {3};
+  const std::vector<float> g_first = {1, 1, 2, 2}, g_second = {3, 3}, g_other = {10, 10};
+  {
+    dp::PsShard live(config);
+    live.create_table(spec);
+    live.push("emb", 0, 0, second, g_second.data(), g_second.size(), 1, 2);
+    live.push("emb", 0, 0, second, g_second.data(), g_second.size(), 1, 2);   // a retry: ignored
+    BOOST_TEST(error_of([&] { live.push("emb", 0, 0, first, g_first.data(), g_first.size(), 0, 3); })
+                   .find("in 3 parts after announcing 2") != std::string::npos);
+    BOOST_TEST(error_of([&] { live.push("emb", 0, 0, first, g_first.data(), g_first.size(), 2, 2); })
+                   .find("parts are numbered 0 to parts - 1") != std::string::npos);
+    // Killed with worker 0's step half pushed: the log holds the part.
+    std::filesystem::copy(config.dir, dir / "crash", std::filesystem::copy_options::recursive);
+  }
+  config.dir = (dir / "crash").string();
+  {
+  dp::PsShard restarted(config);
+  restarted.push("emb", 0, 0, second, g_second.data(), g_second.size(), 1, 2);   // the client's retry: ignored
+  restarted.push("emb", 0, 0, first, g_first.data(), g_first.size(), 0, 2);
+  BOOST_TEST(restarted.stats("emb").applied_through == -1);   // worker 1 has not pushed
+  restarted.push("emb", 1, 0, {3}, g_other.data(), g_other.size());
+  BOOST_TEST(restarted.stats("emb").applied_through == 0);
+  const auto rows = restarted.pull("emb", {1, 2, 3}, 1, 1, std::chrono::steady_clock::now() + 1s);
+  const std::vector<float> grads = {1, 1, 2, 2, 13, 13};   // key 3: 3 from worker 0, 10 from worker 1, once each
+  for (std::int64_t k = 1; k <= 3; ++k)
+    for (int j = 0; j < 2; ++j) {
+      const auto i = static_cast<std::size_t>((k - 1) * 2 + j);
+      BOOST_TEST(rows[i] == initial(spec, k)[static_cast<std::size_t>(j)] - grads[i]);
+    }
+  }
+  std::filesystem::remove_all(dir);
 }
 
 BOOST_AUTO_TEST_CASE(a_restarted_shard_comes_back_with_every_acknowledged_push) {

@@ -45,4 +45,19 @@ BOOST_AUTO_TEST_CASE(synthetic_size_sets_the_click_data_and_dlrm_names_its_data_
   BOOST_TEST(!std::ifstream(dir.file("refused.json")).good());
 }
 
+// Production sizes: three 10M-row tables of width 128 and 60,000-sample batches. A shard's pull of
+// ~360k rows (180 MB) and its push go in 4 MiB chunks (issue: it used to fail with an oversized frame).
+BOOST_AUTO_TEST_CASE(sixty_thousand_sample_batches_over_three_ten_million_row_tables) {
+  ScratchDir dir("dlrm_big");
+  const auto r = run_pipewright(
+      "train --model dlrm --dataset synthetic-clicks --ps 1 --embedding-rows 10000000,10000000,10000000 "
+      "--embedding-dim 128 --batch-size 60000 --steps 3 --synthetic-size 180000 --eval-batches 1 --summary " +
+      dir.file("big.json"));
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+  const auto s = nlohmann::json::parse(std::ifstream(dir.file("big.json")));
+  BOOST_TEST(s["steps"].get<int>() == 3, s.dump());
+  BOOST_TEST(std::isfinite(s["final_loss"].get<double>()));
+  BOOST_TEST(s["ps_rows"].get<std::int64_t>() > 100000, s.dump());
+}
+
 BOOST_AUTO_TEST_SUITE_END()
