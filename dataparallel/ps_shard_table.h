@@ -1,14 +1,14 @@
 #pragma once
 // Inside PsShard (not for other users): one table's rows with the accounting of the pushes that
 // made them, and the byte layout of that state in snapshots and checkpoints.
+#include <algorithm>
 #include <condition_variable>
 #include <cstdint>
 #include <istream>
-#include <algorithm>
 #include <map>
-#include <set>
 #include <mutex>
 #include <ostream>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>

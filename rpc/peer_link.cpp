@@ -5,6 +5,8 @@
 #include <thread>
 #include <vector>
 
+#include <sys/socket.h>
+
 #include <thrift/protocol/TBinaryProtocol.h>
 #include <thrift/transport/TBufferTransports.h>
 #include <thrift/transport/TSocket.h>
@@ -138,7 +140,16 @@ void PeerLink::set_address(HostPort address) {
   address_ = std::move(address);
 }
 
+void PeerLink::interrupt() noexcept {
+  std::lock_guard lock(fd_mutex_);
+  if (socket_fd_ >= 0) ::shutdown(socket_fd_, SHUT_RDWR);
+}
+
 void PeerLink::close() noexcept {
+  {
+    std::lock_guard lock(fd_mutex_);
+    socket_fd_ = -1;
+  }
   unanswered_.clear();
   client_.reset();
   if (framed_) {
@@ -191,6 +202,10 @@ void PeerLink::connect(const Tag& tag, Deadline deadline, const std::function<vo
     try {
       socket->open();
       socket_ = socket;
+      {
+        std::lock_guard lock(fd_mutex_);
+        socket_fd_ = static_cast<int>(socket->getSocketFD());
+      }
       framed_ = std::make_shared<GatherFramedTransport>(socket_);
       client_ = std::make_unique<wire::TensorTransferClient>(
           std::make_shared<apache::thrift::protocol::TBinaryProtocol>(framed_));
@@ -234,6 +249,7 @@ void PeerLink::deliver(const wire::TensorFrame& header, std::span<const std::byt
     }
   } catch (const transport::TTransportException& e) {
     close();   // the stream is out of step after a partial exchange
+    throw_if_aborted();   // interrupt() shut the connection down
     const std::string what = describe(tag) + (pipelined_before == 0 ? std::string()
                                                                     : " (after " + std::to_string(pipelined_before) +
                                                                           " pipelined frame(s) not yet answered)");

@@ -49,6 +49,10 @@ class PeerLink {
   // bytes go from `data` to the socket without a copy. They are only read while this call runs.
   void deliver(const wire::TensorFrame& header, std::span<const std::byte> data, const Tag& tag, Deadline deadline,
                const std::function<void()>& throw_if_aborted);
+  // From any thread: shuts the connection down, so a deliver() blocked writing to a peer that
+  // stopped reading (or waiting for its answer) returns at once; it then throws what
+  // `throw_if_aborted` throws. Later deliveries connect again.
+  void interrupt() noexcept;
 
  private:
   void connect(const Tag& tag, Deadline deadline, const std::function<void()>& throw_if_aborted);
@@ -61,7 +65,9 @@ class PeerLink {
 
   int self_rank_;
   int peer_rank_;
-  std::mutex mutex_;   // one frame at a time per connection
+  std::mutex mutex_;      // one frame at a time per connection
+  std::mutex fd_mutex_;   // guards socket_fd_ against close() while interrupt() uses it
+  int socket_fd_ = -1;    // of the open connection, for interrupt()
   HostPort address_;
   std::shared_ptr<apache::thrift::transport::TSocket> socket_;
   std::shared_ptr<apache::thrift::transport::TTransport> framed_;

@@ -80,6 +80,10 @@ kernels::Tensor ThriftTransport::recv(int peer, const Tag& tag, Deadline deadlin
   return mailbox_.take(peer, tag, deadline);
 }
 
-void ThriftTransport::abort(const std::string& reason) { mailbox_.abort(reason); }
+void ThriftTransport::abort(const std::string& reason) {
+  mailbox_.abort(reason);
+  for (auto& link : links_)
+    if (link) link->interrupt();   // a send blocked on a peer that stopped reading returns now
+}
 
 }  // namespace pw::rpc
