@@ -101,8 +101,14 @@ void ShardTable::pull(const std::int64_t* keys, std::size_t n, float* out) {
   const auto dim = static_cast<std::size_t>(config_.dim);
   for (std::size_t i = 0; i < n; ++i) {
     auto& s = stripe(keys[i]);
-    std::lock_guard lock(s.mutex);
-    std::memcpy(out + i * dim, row(s, keys[i]).values.data(), dim * sizeof(float));
+    std::unique_lock lock(s.mutex);
+    const auto it = s.rows.find(keys[i]);
+    if (it != s.rows.end()) {
+      std::memcpy(out + i * dim, it->second.values.data(), dim * sizeof(float));
+    } else {
+      lock.unlock();
+      initial_row(config_, keys[i], out + i * dim);
+    }
   }
 }
 

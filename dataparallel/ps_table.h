@@ -1,6 +1,6 @@
 #pragma once
-// One shard of an embedding table on a parameter server: rows created on first touch with a
-// seeded initialiser (the same value whichever shard or process creates a key), updated in place
+// One shard of an embedding table on a parameter server: rows that start from a seeded initial
+// value (the same whichever shard or process computes it; stored once first updated), updated in place
 // by a sparse optimizer with per-row state. Safe for concurrent pulls and updates: rows live in
 // lock stripes chosen by key.
 #include <array>
@@ -39,11 +39,13 @@ class ShardTable {
   explicit ShardTable(TableConfig config);
   const TableConfig& config() const { return config_; }
 
-  // Copies the rows of `keys` into out[n * dim], creating missing ones.
+  // Copies the rows of `keys` into out[n * dim]. A key never updated gets its initial row, computed
+  // and not stored: rows are stored when first updated, so a stream of ids that are only looked up
+  // costs no memory, and a pull of new ids costs no allocation.
   void pull(const std::int64_t* keys, std::size_t n, float* out);
   // One optimizer step for each row with its gradient grads[i * dim ...].
   void apply(const std::int64_t* keys, std::size_t n, const float* grads);
-  std::int64_t rows() const;
+  std::int64_t rows() const;   // rows stored (updated at least once)
 
   // The whole shard (rows and optimizer state), for snapshots.
   void write(std::ostream& out) const;

@@ -143,7 +143,7 @@ struct PsCheckpointFile {
 service ParameterServer {
   // Idempotent for the same spec; a different spec under an existing name is refused.
   void create_table(1: string job_token, 2: TableSpec spec) throws (1: PsError error),
-  // The rows of `keys` (created on first touch), row-major F32 little-endian. With staleness s >= 0
+  // The rows of `keys` (a key never updated: its initial row), row-major F32 little-endian. With staleness s >= 0
   // the answer waits until every worker's pushes of step `step - s` are applied (s < 0: never waits).
   binary pull(1: string job_token, 2: string table, 3: list<i64> keys, 4: i64 step, 5: i32 staleness,
               6: i32 timeout_ms) throws (1: PsError error),

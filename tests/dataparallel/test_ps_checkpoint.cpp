@@ -326,14 +326,14 @@ BOOST_AUTO_TEST_CASE(a_write_ahead_log_that_cannot_be_reopened_refuses_pushes) {
   BOOST_TEST(shard.stats("emb").applied_through == 2);
 }
 
-BOOST_AUTO_TEST_CASE(a_snapshot_taken_while_pulls_create_rows_reads_back_every_row_it_wrote) {
+BOOST_AUTO_TEST_CASE(a_snapshot_taken_while_updates_create_rows_reads_back_every_row_it_wrote) {
   const auto spec = table("emb", 8, dp::SparseOptimizerKind::Adagrad);
   constexpr std::int64_t kRows = 200000;
   dp::ShardTable live(spec);
   std::atomic<bool> creating{true};
-  std::thread puller([&] {
-    std::vector<float> out(8);
-    for (std::int64_t k = 0; k < kRows; ++k) live.pull(&k, 1, out.data());
+  std::thread puller([&] {   // rows are stored when first updated
+    const std::vector<float> grad(8, 0.5f);
+    for (std::int64_t k = 0; k < kRows; ++k) live.apply(&k, 1, grad.data());
     creating = false;
   });
   int snapshots = 0, torn = 0;
@@ -350,6 +350,13 @@ BOOST_AUTO_TEST_CASE(a_snapshot_taken_while_pulls_create_rows_reads_back_every_r
   BOOST_TEST_MESSAGE(snapshots << " snapshots while rows were created");
   BOOST_TEST(snapshots > 1);
   BOOST_TEST(torn == 0, torn << " of " << snapshots << " snapshots wrote more rows than their count");
+  BOOST_TEST(live.rows() == kRows);
+  // Pulls store nothing: a key never updated reads as its initial row.
+  std::vector<float> fresh(8), want(8);
+  const std::int64_t never = kRows + 12345;
+  live.pull(&never, 1, fresh.data());
+  dp::initial_row(spec, never, want.data());
+  BOOST_TEST(fresh == want);
   BOOST_TEST(live.rows() == kRows);
 }
 
