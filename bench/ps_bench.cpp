@@ -2,8 +2,10 @@
 // batch of unique embedding rows from 1, 2 and 4 shards on loopback (servers in this process,
 // one client asking every shard at once), beside a plain TCP socket moving the same bytes; then
 // the hot-row cache on a DLRM-like workload (Zipf ids, a PsEmbeddingBag on 2 shards, async with
-// staleness 2): rows pulled per step, cache hit rate and step time with and without the cache.
-//   build/bin/ps_bench [--keys 16384] [--dim 64] [--reps 15]
+// staleness 2): rows pulled per step, cache hit rate and step time with and without the cache;
+// then production-sized batches: the unique ids of 60,000 samples x 3 sparse features x bags of 2
+// (Zipf over 10M rows per feature), rows of 128 floats, pulled and pushed over 2 shards.
+//   build/bin/ps_bench [--keys 16384] [--dim 64] [--reps 15] [--batch-samples 60000] [--batch-steps 4]
 //                      [--zipf-rows 1000000] [--zipf-ids 4096] [--zipf-exponent 1.1] [--zipf-steps 30]
 //                      [--cache-rows 65536,262144]
 #include <algorithm>
@@ -116,6 +118,62 @@ CacheRun cache_run(const std::vector<kernels::Tensor>& batches, int dim, std::in
           static_cast<double>(pull_ns) * 1e-9 / n, static_cast<double>(push_ns) * 1e-9 / n};
 }
 
+// Pull and push of each batch's unique ids (one table, feature f's ids offset by f * rows), sync,
+// one worker, `shards` fresh shards; the first batch (connections) is not counted.
+void production_batches(std::int64_t samples, int steps, int shards) {
+  constexpr int kFeatures = 3, kBag = 2, kDim = 128;
+  constexpr std::int64_t kRows = 10'000'000;
+  Zipf zipf(kRows, 1.05);
+  std::mt19937_64 rng(11);
+  std::vector<std::unique_ptr<dp::PsServer>> servers;
+  std::vector<rpc::HostPort> addresses;
+  for (int s = 0; s < shards; ++s) {
+    dp::PsShardConfig c;
+    c.shard = s;
+    c.shards = shards;
+    c.mode = dp::UpdateMode::Sync;
+    servers.push_back(std::make_unique<dp::PsServer>(rpc::HostPort{"127.0.0.1", 0}, c, "bench-token"));
+    addresses.push_back(servers.back()->address());
+  }
+  dp::PsClient client(addresses, "bench-token", 0, 120s);
+  dp::TableConfig t;
+  t.name = "clicks";
+  t.dim = kDim;
+  t.optimizer = dp::SparseOptimizerKind::Adagrad;
+  client.create_table(t);
+  std::vector<double> pulls, pushes;
+  double unique = 0;
+  for (int step = 0; step <= steps; ++step) {
+    std::vector<std::int64_t> ids;
+    ids.reserve(static_cast<std::size_t>(samples * kFeatures * kBag));
+    for (std::int64_t i = 0; i < samples * kBag; ++i)
+      for (int f = 0; f < kFeatures; ++f) ids.push_back(f * kRows + zipf(rng));
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    auto t0 = Clock::now();
+    const auto rows = client.pull("clicks", kDim, ids, step, 1);
+    const double pull_s = seconds_since(t0);
+    t0 = Clock::now();
+    client.push("clicks", kDim, ids, std::vector<float>(ids.size() * kDim, 1e-3f), step);
+    const double push_s = seconds_since(t0);
+    if (step == 0) continue;
+    pulls.push_back(pull_s);
+    pushes.push_back(push_s);
+    unique += static_cast<double>(ids.size());
+  }
+  unique /= steps;
+  const double pull = median(pulls), push = median(pushes);
+  std::printf("%s\n", nlohmann::json{{"bench", "ps_production_batch"}, {"samples", samples}, {"features", kFeatures},
+                                     {"bag", kBag}, {"rows_per_feature", kRows}, {"dim", kDim}, {"shards", shards},
+                                     {"steps", steps}, {"unique_ids_per_batch", unique},
+                                     {"pull_s", pull}, {"push_s", push}, {"pull_rows_per_s", unique / pull},
+                                     {"push_rows_per_s", unique / push},
+                                     {"pull_GBps", unique * kDim * 4 / pull / 1e9}}
+                          .dump()
+                          .c_str());
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -125,6 +183,8 @@ int main(int argc, char** argv) {
   int zipf_ids = 4096, zipf_steps = 30;
   double zipf_exponent = 1.1;
   std::vector<std::int64_t> cache_sizes = {65536, 262144};
+  std::int64_t batch_samples = 60000;
+  int batch_steps = 4;
   app.add_option("--keys", keys_per_batch)->check(CLI::PositiveNumber);
   app.add_option("--dim", dim)->check(CLI::PositiveNumber);
   app.add_option("--reps", reps)->check(CLI::PositiveNumber);
@@ -135,6 +195,9 @@ int main(int argc, char** argv) {
   app.add_option("--cache-rows", cache_sizes, "hot-row cache sizes set against no cache (comma-separated)")
       ->delimiter(',')
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--batch-samples", batch_samples, "samples of the production-sized batches (0: skip them)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--batch-steps", batch_steps, "measured production-sized batches")->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
   try {
     std::mt19937_64 rng(3);
@@ -213,6 +276,7 @@ int main(int argc, char** argv) {
                               .c_str());
       std::fflush(stdout);
     }
+    if (batch_samples > 0) production_batches(batch_samples, batch_steps, 2);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ps_bench: error: %s\n", e.what());
     return 1;

@@ -206,11 +206,11 @@ void PsClient::push(const std::string& table, int dim, const std::vector<std::in
                                                              << grads.size() << " gradient values");
   const int n = shards();
   std::vector<std::vector<std::int64_t>> per(static_cast<std::size_t>(n));
-  std::vector<std::string> bytes(static_cast<std::size_t>(n));
+  std::vector<std::vector<std::size_t>> where(static_cast<std::size_t>(n));   // each key's row in `grads`
   for (std::size_t i = 0; i < keys.size(); ++i) {
     const auto s = static_cast<std::size_t>(shard_of(keys[i], n));
     per[s].push_back(keys[i]);
-    bytes[s].append(reinterpret_cast<const char*>(grads.data() + i * d), d * sizeof(float));
+    where[s].push_back(i);
   }
   // Every shard hears of every step, with or without keys, so each can count the workers' steps; a
   // shard's keys go in parts of at most `per_chunk` keys, which the shard counts as one push.
@@ -224,7 +224,10 @@ void PsClient::push(const std::string& table, int dim, const std::vector<std::in
       const std::size_t begin = part * per_chunk, end = std::min(n, begin + per_chunk);
       const std::vector<std::int64_t> part_keys(per[u].begin() + static_cast<std::ptrdiff_t>(begin),
                                                 per[u].begin() + static_cast<std::ptrdiff_t>(end));
-      const std::string part_grads = bytes[u].substr(begin * d * sizeof(float), (end - begin) * d * sizeof(float));
+      std::string part_grads((end - begin) * d * sizeof(float), '\0');
+      for (std::size_t k = begin; k < end; ++k)
+        std::memcpy(part_grads.data() + (k - begin) * d * sizeof(float), grads.data() + where[u][k] * d,
+                    d * sizeof(float));
       connection.call("push", timeout_, [&](rpc::wire::ParameterServerClient& client, int) {
         client.push(token_, table, worker.value_or(worker_), step, part_keys, part_grads, static_cast<std::int32_t>(part),
                     static_cast<std::int32_t>(parts));

@@ -1,6 +1,7 @@
 #include "dataparallel/ps_shard.h"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -256,20 +257,29 @@ void PsShard::process_push(Table& t, const PsPushPart& push) {
     t.last_pushed[w] = push.step;
   }
   if (config_.mode == UpdateMode::Sync) {
-    auto& [count, sums] = t.pending[push.step];
+    PsPendingStep& p = t.pending[push.step];
+    p.at.reserve(p.at.size() + keys.size());
     for (std::size_t i = 0; i < keys.size(); ++i) {
-      auto& sum = sums[keys[i]];
-      if (sum.empty()) sum.assign(grads + i * dim, grads + (i + 1) * dim);
-      else
-        for (std::size_t j = 0; j < dim; ++j) sum[j] += grads[i * dim + j];
+      const auto [it, fresh] = p.at.try_emplace(keys[i], p.keys.size());
+      const float* g = grads + i * dim;
+      if (fresh) {
+        p.keys.push_back(keys[i]);
+        p.sums.insert(p.sums.end(), g, g + dim);
+      } else {
+        float* sum = p.sums.data() + it->second * dim;
+        for (std::size_t j = 0; j < dim; ++j) sum[j] += g[j];
+      }
     }
-    if (!step_complete || ++count < config_.workers) return;
-    // Every worker's gradients of this step, summed, applied once in key order.
-    std::vector<std::int64_t> all_keys;
-    std::vector<float> all_grads;
-    for (auto& [k, g] : sums) {
-      all_keys.push_back(k);
-      all_grads.insert(all_grads.end(), g.begin(), g.end());
+    if (!step_complete || ++p.pushes < config_.workers) return;
+    // Every worker's gradients of this step, summed (in order of arrival), applied once in key order.
+    std::vector<std::size_t> order(p.keys.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return p.keys[a] < p.keys[b]; });
+    std::vector<std::int64_t> all_keys(order.size());
+    std::vector<float> all_grads(order.size() * dim);
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      all_keys[i] = p.keys[order[i]];
+      std::memcpy(all_grads.data() + i * dim, p.sums.data() + order[i] * dim, dim * sizeof(float));
     }
     t.pending.erase(push.step);
     t.data.apply(all_keys.data(), all_keys.size(), all_grads.data());

@@ -10,6 +10,7 @@
 #include <ostream>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -18,6 +19,14 @@
 #include "dataparallel/ps_wal.h"
 
 namespace pw::dp {
+
+// Sync mode: the gradients of one step, summed over the workers' pushes as they arrive.
+struct PsPendingStep {
+  int pushes = 0;                                   // workers whose push of the step is complete
+  std::unordered_map<std::int64_t, std::size_t> at; // key -> its row in `sums`
+  std::vector<std::int64_t> keys;                   // in order of arrival
+  std::vector<float> sums;                          // keys.size() rows of the table's width
+};
 
 struct PsShard::Table {
   Table(TableConfig config, int workers)
@@ -41,7 +50,7 @@ struct PsShard::Table {
   std::vector<std::set<int>> parts_seen;   // per worker: parts of step last_pushed + 1 received
   std::vector<int> parts_expected;         // per worker: how many parts that push has
   std::int64_t applied_through = -1;
-  std::map<std::int64_t, std::pair<int, std::map<std::int64_t, std::vector<float>>>> pending;   // sync: step -> (pushes, sums)
+  std::map<std::int64_t, PsPendingStep> pending;   // sync: steps not yet pushed by every worker
   PsWriteAheadLog wal;            // open whenever the shard has a folder, unless reopening it failed
   std::string wal_error;          // why it is not open
   bool wal_torn = false;          // an append failed and could not be cut off: pushes are refused
