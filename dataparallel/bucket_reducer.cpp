@@ -160,7 +160,7 @@ void BucketReducer::Core::reduce(Bucket& bucket) {
       home.copy_from(p->grad);
       p->grad = home;
     }
-    at += p->grad.numel();
+    at += aligned_elements(p->grad.numel());
   }
   collective->allreduce_sum(bucket.flat, options.compression);
   const float mean = 1.0f / static_cast<float>(collective->size());

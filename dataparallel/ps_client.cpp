@@ -4,6 +4,8 @@
 #include <cstring>
 #include <exception>
 #include <limits>
+#include <mutex>
+#include <random>
 #include <thread>
 
 #include <thrift/TConfiguration.h>
@@ -104,13 +106,21 @@ PsClient::PsClient(std::vector<rpc::HostPort> shards, std::string job_token, int
 
 PsClient::~PsClient() = default;
 
+std::int64_t PsClient::next_push_id() {
+  // Random per client (a restarted worker never reuses its predecessor's ids), then counting.
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  std::lock_guard lock(push_id_mutex_);
+  if (push_id_ == 0) push_id_ = static_cast<std::int64_t>(rng() >> 1) | 1;
+  return ++push_id_;
+}
+
 // Runs call(shard) for every shard at once; rethrows the first failure.
 template <typename Call>
 void PsClient::on_every_shard(const char*, Call call) {
   const int n = shards();
   if (n == 1) return call(0);
   std::vector<std::exception_ptr> errors(static_cast<std::size_t>(n));
-  std::vector<std::thread> threads;
+  std::vector<std::jthread> threads;   // joined on every way out, a failed start included
   for (int s = 0; s < n; ++s)
     threads.emplace_back([&, s] {
       try {
@@ -133,7 +143,7 @@ void PsClient::on_chunks(int shard, std::size_t chunks, Body body) {
     return;
   }
   std::vector<std::exception_ptr> errors(lanes);
-  std::vector<std::thread> threads;
+  std::vector<std::jthread> threads;   // joined on every way out, a failed start included
   for (std::size_t lane = 0; lane < lanes; ++lane)
     threads.emplace_back([&, lane] {
       try {
@@ -215,6 +225,7 @@ void PsClient::push(const std::string& table, int dim, const std::vector<std::in
   // Every shard hears of every step, with or without keys, so each can count the workers' steps; a
   // shard's keys go in parts of at most `per_chunk` keys, which the shard counts as one push.
   const std::size_t per_chunk = ps_keys_per_chunk(dim);
+  const std::int64_t push_id = next_push_id();   // the same for every part and retry of this push
   on_every_shard("push", [&](int s) {
     const auto u = static_cast<std::size_t>(s);
     const std::size_t n = per[u].size();
@@ -230,7 +241,7 @@ void PsClient::push(const std::string& table, int dim, const std::vector<std::in
                     d * sizeof(float));
       connection.call("push", timeout_, [&](rpc::wire::ParameterServerClient& client, int) {
         client.push(token_, table, worker.value_or(worker_), step, part_keys, part_grads, static_cast<std::int32_t>(part),
-                    static_cast<std::int32_t>(parts));
+                    static_cast<std::int32_t>(parts), push_id);
       });
     });
   });

@@ -55,11 +55,14 @@ class PsClient {
   template <typename Body>
   void on_chunks(int shard, std::size_t chunks, Body body);
   PsConnection& control(int shard) { return *pools_[static_cast<std::size_t>(shard)].front(); }
+  std::int64_t next_push_id();
 
   std::string token_;
   int worker_;
   std::chrono::milliseconds timeout_;
-  std::vector<std::vector<std::unique_ptr<PsConnection>>> pools_;   // per shard; the first also for control calls
+  std::vector<std::vector<std::unique_ptr<PsConnection>>> pools_;
+  std::mutex push_id_mutex_;
+  std::int64_t push_id_ = 0;   // per shard; the first also for control calls
 };
 
 }  // namespace pw::dp

@@ -47,14 +47,15 @@ class PsHandler : public rpc::wire::ParameterServerIf {
   }
 
   void push(const std::string& token, const std::string& table, int32_t worker, int64_t step,
-            const std::vector<int64_t>& keys, const std::string& grads, int32_t part, int32_t parts) override {
+            const std::vector<int64_t>& keys, const std::string& grads, int32_t part, int32_t parts,
+            int64_t push_id) override {
     guarded(token, [&] {
       if (grads.size() % sizeof(float) != 0)
         fail("gradients of " + std::to_string(grads.size()) + " bytes are not whole F32 values",
              rpc::wire::PsErrorCode::BAD_REQUEST);
       // The string's buffer comes from operator new, aligned for floats: read the values in place.
       shard_->push(table, worker, step, keys, reinterpret_cast<const float*>(grads.data()),
-                   grads.size() / sizeof(float), part, parts);
+                   grads.size() / sizeof(float), part, parts, push_id);
     });
   }
 

@@ -165,7 +165,7 @@ std::vector<float> PsShard::pull(const std::string& name, const std::vector<std:
 }
 
 void PsShard::push(const std::string& name, int worker, std::int64_t step, const std::vector<std::int64_t>& keys,
-                   const float* grads, std::size_t grad_floats, int part, int parts) {
+                   const float* grads, std::size_t grad_floats, int part, int parts, std::int64_t push_id) {
   const auto held = table(name);
   Table& t = *held;
   const auto dim = static_cast<std::size_t>(t.data.config().dim);
@@ -189,14 +189,16 @@ void PsShard::push(const std::string& name, int worker, std::int64_t step, const
   if (step != last + 1)
     throw PsRequestError("worker " + std::to_string(worker) + " pushed step " + std::to_string(step) + " after step " +
                          std::to_string(last) + "; every step is pushed once, in order");
-  if (!t.parts_seen[w].empty() && t.parts_expected[w] != parts)
+  const PsHeldPush& parts_held = t.held[w];
+  if (!parts_held.empty() && parts_held.push_id == push_id && parts_held.parts != parts)
     throw PsRequestError("worker " + std::to_string(worker) + " pushed step " + std::to_string(step) + " in " +
-                         std::to_string(parts) + " parts after announcing " + std::to_string(t.parts_expected[w]));
-  if (t.parts_seen[w].count(part) != 0) return;   // a retried part
-  const PsPushPart push{step, worker, part, parts, &keys, grads};
+                         std::to_string(parts) + " parts after announcing " + std::to_string(parts_held.parts));
+  if (!parts_held.empty() && parts_held.push_id == push_id && parts_held.seen.count(part) != 0)
+    return;   // a retried part
+  const PsPushPart push{step, worker, part, parts, push_id, &keys, grads};
   log_push(t, push);
-  process_push(t, push);
-  if (t.last_pushed[w] == step) ++t.pushes;   // the step's last part
+  accept_part(t, push);
+  if (t.last_pushed[w] == step) ++t.pushes;   // the push is whole
   if (!config_.dir.empty() && t.since_snapshot >= config_.snapshot_every && t.pending.empty() && !t.partial_push()) {
     // The push is logged and applied: a snapshot that fails only leaves the log longer (tried again next push).
     try {
@@ -226,7 +228,7 @@ void PsShard::log_push(Table& t, const PsPushPart& push) {
     }
     try {
       t.wal.append(t.sequence + 1, push.step, static_cast<std::int32_t>(push.worker), *push.keys, push.grads,
-                   t.data.config().dim, push.part, push.parts);
+                   t.data.config().dim, push.part, push.parts, push.push_id);
     } catch (const Error& e) {
       if (!t.wal.is_open()) {   // the failed record could not be cut off: nothing may follow it
         t.wal_torn = true;
@@ -239,25 +241,40 @@ void PsShard::log_push(Table& t, const PsPushPart& push) {
   ++t.since_snapshot;
 }
 
-// Under t.mutex (or while loading): applies the part's gradients (async, bounded) or adds them to
-// the step's sums (sync), and when it was the worker's last part of the step, counts the step as
-// pushed and applies what that completes.
-void PsShard::process_push(Table& t, const PsPushPart& push) {
-  const auto dim = static_cast<std::size_t>(t.data.config().dim);
-  const auto& keys = *push.keys;
-  const float* grads = push.grads;
-  const auto w = static_cast<std::size_t>(push.worker);
-  auto& seen = t.parts_seen[w];
-  if (seen.empty()) t.parts_expected[w] = push.parts;
-  seen.insert(push.part);
-  const bool step_complete = static_cast<int>(seen.size()) == t.parts_expected[w];
-  if (step_complete) {
-    seen.clear();
-    t.parts_expected[w] = 0;
-    t.last_pushed[w] = push.step;
+// Under t.mutex (or while loading): a push of one part is applied at once; a part of several is
+// held (a part of another push of the same step drops what was held: the worker started over)
+// until the last arrives, then the whole push is applied. Replaying the log takes the same path.
+void PsShard::accept_part(Table& t, const PsPushPart& push) {
+  if (push.parts == 1) {
+    process_push(t, push.step, push.worker, *push.keys, push.grads);
+    return;
   }
+  const auto dim = static_cast<std::size_t>(t.data.config().dim);
+  PsHeldPush& held = t.held[static_cast<std::size_t>(push.worker)];
+  if (held.empty() || held.push_id != push.push_id || held.step != push.step) {
+    held = PsHeldPush{};
+    held.step = push.step;
+    held.push_id = push.push_id;
+    held.parts = push.parts;
+  }
+  held.seen.insert(push.part);
+  held.keys.insert(held.keys.end(), push.keys->begin(), push.keys->end());
+  held.grads.insert(held.grads.end(), push.grads, push.grads + push.keys->size() * dim);
+  if (static_cast<int>(held.seen.size()) < held.parts) return;
+  PsHeldPush whole = std::move(held);
+  held = PsHeldPush{};
+  process_push(t, whole.step, push.worker, whole.keys, whole.grads.data());
+}
+
+// Under t.mutex (or while loading): counts a worker's whole push of `step` and applies what it
+// completes: at once (async, bounded), or once every worker pushed the step (sync: their
+// gradients summed in order of arrival, applied once in key order).
+void PsShard::process_push(Table& t, std::int64_t step, int worker, const std::vector<std::int64_t>& keys,
+                           const float* grads) {
+  const auto dim = static_cast<std::size_t>(t.data.config().dim);
+  t.last_pushed[static_cast<std::size_t>(worker)] = step;
   if (config_.mode == UpdateMode::Sync) {
-    PsPendingStep& p = t.pending[push.step];
+    PsPendingStep& p = t.pending[step];
     p.at.reserve(p.at.size() + keys.size());
     for (std::size_t i = 0; i < keys.size(); ++i) {
       const auto [it, fresh] = p.at.try_emplace(keys[i], p.keys.size());
@@ -270,8 +287,7 @@ void PsShard::process_push(Table& t, const PsPushPart& push) {
         for (std::size_t j = 0; j < dim; ++j) sum[j] += g[j];
       }
     }
-    if (!step_complete || ++p.pushes < config_.workers) return;
-    // Every worker's gradients of this step, summed (in order of arrival), applied once in key order.
+    if (++p.pushes < config_.workers) return;
     std::vector<std::size_t> order(p.keys.size());
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return p.keys[a] < p.keys[b]; });
@@ -281,9 +297,9 @@ void PsShard::process_push(Table& t, const PsPushPart& push) {
       all_keys[i] = p.keys[order[i]];
       std::memcpy(all_grads.data() + i * dim, p.sums.data() + order[i] * dim, dim * sizeof(float));
     }
-    t.pending.erase(push.step);
+    t.pending.erase(step);
     t.data.apply(all_keys.data(), all_keys.size(), all_grads.data());
-    t.applied_through = push.step;
+    t.applied_through = step;
   } else {
     t.data.apply(keys.data(), keys.size(), grads);
     t.applied_through = *std::min_element(t.last_pushed.begin(), t.last_pushed.end());
@@ -374,7 +390,7 @@ void PsShard::load() {
       if (r.sequence <= t->sequence) return true;   // already in the snapshot
       if (r.worker < 0 || r.worker >= config_.workers) return false;
       if (r.parts < 1 || r.part < 0 || r.part >= r.parts) return false;
-      process_push(*t, PsPushPart{r.step, r.worker, r.part, r.parts, &r.keys, r.grads.data()});
+      accept_part(*t, PsPushPart{r.step, r.worker, r.part, r.parts, r.push_id, &r.keys, r.grads.data()});
       t->sequence = r.sequence;
       ++replayed;
       return true;

@@ -69,6 +69,7 @@ struct PsPushPart {
   std::int64_t step = 0;
   int worker = 0;
   int part = 0, parts = 1;
+  std::int64_t push_id = 0;
   const std::vector<std::int64_t>* keys = nullptr;
   const float* grads = nullptr;
 };
@@ -82,10 +83,11 @@ class PsShard {
   void create_table(const TableConfig& config);
   std::vector<float> pull(const std::string& table, const std::vector<std::int64_t>& keys, std::int64_t step,
                           int staleness, std::chrono::steady_clock::time_point deadline);
-  // One part of a worker's push of `step` (parts > 1 when the client split it); the step counts as
-  // pushed when all `parts` parts are in. A part already received is ignored (a retry).
+  // One part of a worker's push of `step` (parts > 1 when the client split it). Parts are held
+  // (and logged) until all `parts` parts of `push_id` are in, then applied as one push. A part
+  // already held is ignored (a retry); a part of another push_id drops the parts held.
   void push(const std::string& table, int worker, std::int64_t step, const std::vector<std::int64_t>& keys,
-            const float* grads, std::size_t grad_floats, int part = 0, int parts = 1);
+            const float* grads, std::size_t grad_floats, int part = 0, int parts = 1, std::int64_t push_id = 0);
   PsStats stats(const std::string& table);
   void snapshot();
   const PsShardConfig& config() const { return config_; }
@@ -111,7 +113,9 @@ class PsShard {
   std::shared_ptr<Table> table(const std::string& name);
   std::vector<std::shared_ptr<Table>> all_tables();
   void log_push(Table& t, const PsPushPart& push);
-  void process_push(Table& t, const PsPushPart& push);
+  // Under t.mutex or while loading: holds a part, or applies a whole push (process_push).
+  void accept_part(Table& t, const PsPushPart& push);
+  void process_push(Table& t, std::int64_t step, int worker, const std::vector<std::int64_t>& keys, const float* grads);
   void snapshot(Table& t);
   void write_manifest();   // under tables_mutex_
   void load();

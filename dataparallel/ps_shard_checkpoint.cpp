@@ -71,12 +71,8 @@ std::vector<PsCheckpointFile> PsShard::checkpoint(const std::string& folder, std
     {
       std::unique_lock lock(t.mutex);
       const std::int64_t needed = step - 1;
-      // Async and bounded apply a push's parts as they come: wait until no push is part-way in, so
-      // that the rows and the accounting agree (sync keeps parts in `pending`, outside the rows).
-      const auto ready = [&] {
-        return t.applied_through >= needed && (config_.mode == UpdateMode::Sync || !t.partial_push());
-      };
-      if (!t.applied.wait_until(lock, deadline, ready)) {
+      // Parts of a push are held outside the rows until the push is whole: they are not written.
+      if (!t.applied.wait_until(lock, deadline, [&] { return t.applied_through >= needed; })) {
         std::ostringstream behind;
         for (std::size_t w = 0; w < t.last_pushed.size(); ++w)
           if (t.last_pushed[w] < needed) behind << (behind.tellp() > 0 ? ", " : "") << w << " (at " << t.last_pushed[w] << ")";

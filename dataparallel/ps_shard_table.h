@@ -28,27 +28,33 @@ struct PsPendingStep {
   std::vector<float> sums;                          // keys.size() rows of the table's width
 };
 
+// The parts of one push held until its last part arrives.
+struct PsHeldPush {
+  std::int64_t step = -1;
+  std::int64_t push_id = 0;
+  int parts = 0;
+  std::set<int> seen;
+  std::vector<std::int64_t> keys;
+  std::vector<float> grads;
+  bool empty() const { return seen.empty(); }
+};
+
 struct PsShard::Table {
   Table(TableConfig config, int workers)
       : data(std::move(config)), last_pushed(static_cast<std::size_t>(workers), -1),
-        parts_seen(static_cast<std::size_t>(workers)), parts_expected(static_cast<std::size_t>(workers), 0) {}
-  // Workers part-way through a push of several parts. Snapshots wait for none (a part's rows are
-  // applied but the step not yet counted, which the accounting cannot say).
+        held(static_cast<std::size_t>(workers)) {}
+  // Workers part-way through a push of several parts: its parts live only in memory and the log,
+  // so snapshots (which truncate the log) wait until none is.
   bool partial_push() const {
-    for (const auto& s : parts_seen)
-      if (!s.empty()) return true;
+    for (const auto& h : held)
+      if (!h.empty()) return true;
     return false;
-  }
-  void forget_parts() {
-    for (auto& s : parts_seen) s.clear();
-    std::fill(parts_expected.begin(), parts_expected.end(), 0);
   }
   ShardTable data;
   std::mutex mutex;               // accounting, the log and the order updates are applied in
   std::condition_variable applied;
-  std::vector<std::int64_t> last_pushed;   // per worker: the last step all of whose parts are in
-  std::vector<std::set<int>> parts_seen;   // per worker: parts of step last_pushed + 1 received
-  std::vector<int> parts_expected;         // per worker: how many parts that push has
+  std::vector<std::int64_t> last_pushed;   // per worker: the last step pushed whole
+  std::vector<PsHeldPush> held;            // per worker: parts of its push of step last_pushed + 1
   std::int64_t applied_through = -1;
   std::map<std::int64_t, PsPendingStep> pending;   // sync: steps not yet pushed by every worker
   PsWriteAheadLog wal;            // open whenever the shard has a folder, unless reopening it failed

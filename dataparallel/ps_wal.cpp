@@ -1,5 +1,6 @@
 #include "dataparallel/ps_wal.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -14,7 +15,7 @@ namespace pw::dp {
 namespace {
 
 constexpr std::uint32_t kWalMagic = 0x4c415750;       // "PWAL": a whole push
-constexpr std::uint32_t kWalPartMagic = 0x32415750;   // "PWA2": one part of a push, with part and parts
+constexpr std::uint32_t kWalPartMagic = 0x32415750;   // "PWA2": one part of a push, with part, parts and push id
 
 template <typename T>
 void put(std::string& out, const T& v) {
@@ -45,7 +46,7 @@ void PsWriteAheadLog::close() noexcept {
 
 void PsWriteAheadLog::append(std::uint64_t sequence, std::int64_t step, std::int32_t worker,
                              const std::vector<std::int64_t>& keys, const float* grads, int dim, std::int32_t part,
-                             std::int32_t parts) {
+                             std::int32_t parts, std::int64_t push_id) {
   if (fd_ < 0) throw Error("the write-ahead log '" + path_ + "' is not open");
   const auto n = static_cast<std::uint64_t>(keys.size());
   std::string record;
@@ -56,6 +57,7 @@ void PsWriteAheadLog::append(std::uint64_t sequence, std::int64_t step, std::int
   put(record, worker);
   put(record, part);
   put(record, parts);
+  put(record, push_id);
   put(record, n);
   record.append(reinterpret_cast<const char*>(keys.data()), n * sizeof(std::int64_t));
   record.append(reinterpret_cast<const char*>(grads), n * static_cast<std::uint64_t>(dim) * sizeof(float));
@@ -100,8 +102,9 @@ void PsWriteAheadLog::replay(const std::string& path, int dim, std::size_t max_k
     if (!get(in, magic) || (magic != kWalMagic && magic != kWalPartMagic) || !get(in, r.sequence) ||
         !get(in, r.step) || !get(in, r.worker))
       return;
-    if (magic == kWalPartMagic && (!get(in, r.part) || !get(in, r.parts))) return;
-    if (!get(in, n) || n > max_keys) return;
+    if (magic == kWalPartMagic && (!get(in, r.part) || !get(in, r.parts) || !get(in, r.push_id))) return;
+    // Logs written before requests were chunked hold whole pushes of up to 2^22 keys.
+    if (!get(in, n) || n > std::max<std::size_t>(max_keys, std::size_t{1} << 22)) return;
     r.keys.resize(n);
     r.grads.resize(n * width);
     const auto grad_bytes = static_cast<std::streamsize>(r.grads.size() * sizeof(float));

@@ -17,6 +17,7 @@ struct PsLogRecord {
   std::int64_t step = 0;
   std::int32_t worker = 0;
   std::int32_t part = 0, parts = 1;   // records of older logs (magic "PWAL") are whole pushes
+  std::int64_t push_id = 0;
   std::vector<std::int64_t> keys;
   std::vector<float> grads;   // keys.size() * dim
 };
@@ -36,7 +37,7 @@ class PsWriteAheadLog {
   const std::string& path() const { return path_; }
 
   void append(std::uint64_t sequence, std::int64_t step, std::int32_t worker, const std::vector<std::int64_t>& keys,
-              const float* grads, int dim, std::int32_t part = 0, std::int32_t parts = 1);
+              const float* grads, int dim, std::int32_t part = 0, std::int32_t parts = 1, std::int64_t push_id = 0);
 
   // Calls `each` for every whole record of the log at `path` in order (none if it is absent) until
   // it returns false. A record cut short (a crash while writing it, so never acknowledged) ends

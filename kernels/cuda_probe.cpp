@@ -58,7 +58,8 @@ const CudaProbe& probe_cuda() {
     if (cudaRuntimeGetVersion(&runtime) != cudaSuccess) runtime = 0;
     cudaGetLastError();
     std::error_code ec;
-    const bool node = std::filesystem::exists("/dev/nvidiactl", ec) || std::filesystem::exists("/proc/driver/nvidia", ec);
+    // The device node, not /proc/driver/nvidia: a CPU-only container on a GPU host sees the latter.
+    const bool node = std::filesystem::exists("/dev/nvidiactl", ec);
     return classify_cuda_probe(static_cast<int>(err), cudaGetErrorName(err), cudaGetErrorString(err), devices, driver,
                                runtime, node);
 #else

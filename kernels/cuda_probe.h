@@ -8,7 +8,7 @@ namespace pw::kernels {
 
 enum class CudaPresence {
   NotBuilt,   // built with PW_WITH_CUDA=OFF
-  NoDriver,   // no NVIDIA driver on this machine (no libcuda, no /dev/nvidiactl): not a GPU machine
+  NoDriver,   // no NVIDIA driver here (no libcuda, no /dev/nvidiactl): not a GPU machine or container
   NoDevice,   // the driver answers and reports no device (cudaErrorNoDevice)
   Present,    // `devices` GPUs usable
   Broken,     // a driver is there but CUDA fails: wrong driver or library versions, a fault; see `detail`
@@ -24,7 +24,7 @@ struct CudaProbe {
 
 // What cudaGetDeviceCount's result means, from the raw facts (kept apart so it can be tested on any
 // machine): `error` is its cudaError_t as an int, `error_name` its name, `driver_node_present` whether
-// /dev/nvidiactl or /proc/driver/nvidia exists.
+// /dev/nvidiactl exists.
 CudaProbe classify_cuda_probe(int error, const std::string& error_name, const std::string& error_text, int devices,
                               int driver_version, int runtime_version, bool driver_node_present);
 

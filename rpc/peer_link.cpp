@@ -143,12 +143,14 @@ void PeerLink::set_address(HostPort address) {
 void PeerLink::interrupt() noexcept {
   std::lock_guard lock(fd_mutex_);
   if (socket_fd_ >= 0) ::shutdown(socket_fd_, SHUT_RDWR);
+  interrupted_ = true;
 }
 
 void PeerLink::close() noexcept {
   {
     std::lock_guard lock(fd_mutex_);
     socket_fd_ = -1;
+    interrupted_ = false;
   }
   unanswered_.clear();
   client_.reset();
@@ -205,6 +207,13 @@ void PeerLink::connect(const Tag& tag, Deadline deadline, const std::function<vo
       {
         std::lock_guard lock(fd_mutex_);
         socket_fd_ = static_cast<int>(socket->getSocketFD());
+        interrupted_ = false;
+      }
+      try {
+        throw_if_aborted();   // an abort while this connection was opening did not see it
+      } catch (...) {
+        close();
+        throw;
       }
       framed_ = std::make_shared<GatherFramedTransport>(socket_);
       client_ = std::make_unique<wire::TensorTransferClient>(
@@ -225,6 +234,14 @@ void PeerLink::deliver(const wire::TensorFrame& frame, const Tag& tag, Deadline 
 void PeerLink::deliver(const wire::TensorFrame& header, std::span<const std::byte> data, const Tag& tag,
                        Deadline deadline, const std::function<void()>& throw_if_aborted) {
   std::lock_guard lock(mutex_);
+  {
+    bool stale = false;
+    {
+      std::lock_guard fd_lock(fd_mutex_);
+      stale = interrupted_;
+    }
+    if (stale) close();   // shut down by an earlier abort: a recovered job connects again
+  }
   if (!client_) connect(tag, deadline, throw_if_aborted);
   const int timeout_ms = millis_until(deadline);
   socket_->setSendTimeout(timeout_ms);

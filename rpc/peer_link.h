@@ -66,8 +66,9 @@ class PeerLink {
   int self_rank_;
   int peer_rank_;
   std::mutex mutex_;      // one frame at a time per connection
-  std::mutex fd_mutex_;   // guards socket_fd_ against close() while interrupt() uses it
-  int socket_fd_ = -1;    // of the open connection, for interrupt()
+  std::mutex fd_mutex_;       // guards socket_fd_ and interrupted_ between interrupt() and the sender
+  int socket_fd_ = -1;        // of the open connection, for interrupt()
+  bool interrupted_ = false;  // the open connection was shut down: the next deliver() reconnects
   HostPort address_;
   std::shared_ptr<apache::thrift::transport::TSocket> socket_;
   std::shared_ptr<apache::thrift::transport::TTransport> framed_;

@@ -149,10 +149,12 @@ service ParameterServer {
               6: i32 timeout_ms) throws (1: PsError error),
   // Gradients of `keys` (unique within the step), summed over the worker's batch. Every worker
   // pushes once per step to every shard (possibly no keys), so the server can count steps; a push
-  // of many keys comes in `parts` calls (part 0..parts-1, any order), and the step counts as
-  // pushed once all have arrived. A part the server already has (a retry) is acknowledged again.
+  // of many keys comes in `parts` calls (part 0..parts-1, any order) that share `push_id`; the
+  // server holds the parts and applies the push when the last arrives. A part the server already
+  // has (a retry) is acknowledged again; a part with another push_id for the same step (the worker
+  // started the push again after a failure) drops the parts held so far.
   void push(1: string job_token, 2: string table, 3: i32 worker, 4: i64 step, 5: list<i64> keys,
-            6: binary grads, 7: i32 part = 0, 8: i32 parts = 1) throws (1: PsError error),
+            6: binary grads, 7: i32 part = 0, 8: i32 parts = 1, 9: i64 push_id = 0) throws (1: PsError error),
   ShardStats stats(1: string job_token, 2: string table) throws (1: PsError error),
   // Writes every table (rows, optimizer state) as applied after the pushes of steps < `step` to
   // folder/shard-<shard>/ on the server's file system, each file durably, a manifest last. Waits

@@ -258,6 +258,24 @@ BOOST_AUTO_TEST_CASE(a_push_in_parts_counts_once_survives_retries_and_a_restart)
   std::filesystem::remove_all(dir);
 }
 
+BOOST_AUTO_TEST_CASE(a_push_started_over_drops_the_parts_of_the_first_attempt) {
+  dp::PsShardConfig config;
+  config.mode = dp::UpdateMode::Async;
+  dp::PsShard shard(config);
+  const auto spec = table("emb", 1, dp::SparseOptimizerKind::Sgd, 1.0);
+  shard.create_table(spec);
+  const std::vector<float> stale = {100}, g0 = {1}, g1 = {2};
+  // The worker died after one part of push 7; its restart pushes the step again as push 8.
+  shard.push("emb", 0, 0, {5}, stale.data(), 1, 0, 2, 7);
+  BOOST_TEST(shard.stats("emb").applied_through == -1);   // parts are held, not applied
+  shard.push("emb", 0, 0, {5}, g0.data(), 1, 0, 2, 8);
+  shard.push("emb", 0, 0, {6}, g1.data(), 1, 1, 2, 8);
+  BOOST_TEST(shard.stats("emb").applied_through == 0);
+  const auto rows = shard.pull("emb", {5, 6}, 1, -1, std::chrono::steady_clock::now());
+  BOOST_TEST(rows[0] == initial(spec, 5)[0] - 1.0f);   // the stale part is gone
+  BOOST_TEST(rows[1] == initial(spec, 6)[0] - 2.0f);
+}
+
 BOOST_AUTO_TEST_CASE(a_restarted_shard_comes_back_with_every_acknowledged_push) {
   const auto dir = std::filesystem::temp_directory_path() / ("pw_ps_" + std::to_string(::getpid()));
   const auto crash = dir / "crash";
