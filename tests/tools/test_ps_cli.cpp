@@ -1,11 +1,15 @@
 // `pipewright ps serve` as a process: serves pulls and pushes, and after kill -9 and a restart on
 // the same folder it has every acknowledged push.
+#include <atomic>
 #include <filesystem>
+#include <thread>
 #include <regex>
 
 #include <boost/test/unit_test.hpp>
 
 #include "dataparallel/ps_client.h"
+#include "dataparallel/ps_limits.h"
+#include "dataparallel/ps_table.h"
 #include "tests/tools/background_command.h"
 #include "tests/tools/cli_runner.h"
 
@@ -55,6 +59,92 @@ BOOST_AUTO_TEST_CASE(a_killed_server_restarts_with_every_acknowledged_push) {
   dp::PsClient client({address}, "tok123", 0, 5000ms);
   BOOST_TEST(client.pull("emb", 8, keys, 10, -1) == before);
   BOOST_CHECK_NO_THROW(client.push("emb", 8, keys, std::vector<float>(keys.size() * 8, 0.0f), 10));
+  kill(second.pid(), SIGTERM);
+  BOOST_TEST(second.wait(10s).value_or(-1) == 0);
+}
+
+// Pushes of two parts each (40,000 keys of width 32: over one 4 MiB chunk) while other threads
+// pull, snapshots every 2 pushes, and kill -9 in the middle of a push: the restarted server has
+// every acknowledged push, and the push in flight wholly or not at all.
+BOOST_AUTO_TEST_CASE(kill_nine_during_chunked_pushes_and_pulls_loses_no_acknowledged_push) {
+  ScratchDir dir("pscli_kill");
+  const std::string serve = "env PW_JOB_TOKEN=tok456 " + pw::test::pipewright_binary() + " ps serve --dir " +
+                            dir.file("shard") + " --snapshot-every 2 --bind ";
+  auto first = std::make_unique<BackgroundCommand>(serve + "127.0.0.1:0", dir.file("first.log"));
+  BOOST_REQUIRE_MESSAGE(first->wait_for_output("listening on", 30s), first->output());
+  const auto address = address_in(first->output());
+  constexpr int kDim = 32;
+  constexpr std::int64_t kKeysPerStep = 40000;
+  BOOST_REQUIRE(static_cast<std::size_t>(kKeysPerStep) > dp::ps_keys_per_chunk(kDim));
+  dp::TableConfig t;
+  t.name = "emb";
+  t.dim = kDim;
+  t.optimizer = dp::SparseOptimizerKind::Sgd;
+  t.lr = 1.0;
+  t.init_seed = 9;
+  auto keys_of = [](std::int64_t step) {
+    std::vector<std::int64_t> keys(static_cast<std::size_t>(kKeysPerStep));
+    for (std::int64_t i = 0; i < kKeysPerStep; ++i) keys[static_cast<std::size_t>(i)] = step * kKeysPerStep + i;
+    return keys;
+  };
+  auto grad_of = [](std::int64_t step) { return 0.25f + 0.125f * static_cast<float>(step % 4); };
+  std::atomic<std::int64_t> acknowledged{-1};
+  std::atomic<bool> stop{false};
+  {
+    dp::PsClient setup({address}, "tok456", 0, 5000ms);
+    setup.create_table(t);
+  }
+  std::thread pusher([&] {
+    dp::PsClient client({address}, "tok456", 0, 1500ms);
+    try {
+      for (std::int64_t step = 0; !stop; ++step) {
+        client.push("emb", kDim, keys_of(step), std::vector<float>(kKeysPerStep * kDim, grad_of(step)), step);
+        acknowledged = step;
+      }
+    } catch (const std::exception&) {   // the server was killed
+    }
+  });
+  std::thread puller([&] {
+    dp::PsClient client({address}, "tok456", 1, 1500ms);
+    std::vector<std::int64_t> keys(5000);
+    try {
+      for (std::int64_t round = 0; !stop; ++round) {
+        for (std::size_t i = 0; i < keys.size(); ++i) keys[i] = round * 7919 + static_cast<std::int64_t>(i) * 13;
+        client.pull("emb", kDim, keys, 0, -1);
+      }
+    } catch (const std::exception&) {
+    }
+  });
+  while (acknowledged < 5) std::this_thread::sleep_for(5ms);
+  kill(first->pid(), SIGKILL);
+  stop = true;
+  pusher.join();
+  puller.join();
+  BOOST_REQUIRE(first->wait(10s).has_value());
+  first.reset();
+  const std::int64_t acked = acknowledged;
+  BackgroundCommand second(serve + address.str(), dir.file("second.log"));
+  BOOST_REQUIRE_MESSAGE(second.wait_for_output("listening on", 30s), second.output());
+  dp::PsClient client({address}, "tok456", 0, 5000ms);
+  std::vector<float> start(kDim);
+  for (std::int64_t step = 0; step <= acked + 1; ++step) {
+    const auto keys = keys_of(step);
+    const auto rows = client.pull("emb", kDim, keys, 0, -1);
+    std::int64_t updated = 0, wrong = 0;
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      dp::initial_row(t, keys[i], start.data());
+      const bool is_updated = rows[i * kDim] == start[0] - grad_of(step);
+      const bool is_initial = rows[i * kDim] == start[0];
+      updated += is_updated ? 1 : 0;
+      wrong += is_updated || is_initial ? 0 : 1;
+    }
+    BOOST_TEST(wrong == 0, "step " << step << ": " << wrong << " rows neither initial nor updated once");
+    if (step <= acked)
+      BOOST_TEST(updated == kKeysPerStep, "acknowledged step " << step << ": " << updated << " of " << kKeysPerStep);
+    else
+      BOOST_TEST((updated == 0 || updated == kKeysPerStep), "the push in flight is applied in part: " << updated);
+  }
+  BOOST_TEST_MESSAGE("killed after " << acked + 1 << " acknowledged pushes");
   kill(second.pid(), SIGTERM);
   BOOST_TEST(second.wait(10s).value_or(-1) == 0);
 }
