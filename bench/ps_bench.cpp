@@ -64,6 +64,22 @@ class Zipf {
   std::vector<double> cdf_;
 };
 
+// `shards` parameter servers of one job on loopback, in this process.
+struct LoopbackServers {
+  LoopbackServers(int shards, dp::UpdateMode mode) {
+    for (int s = 0; s < shards; ++s) {
+      dp::PsShardConfig c;
+      c.shard = s;
+      c.shards = shards;
+      c.mode = mode;
+      servers.push_back(std::make_unique<dp::PsServer>(rpc::HostPort{"127.0.0.1", 0}, c, "bench-token"));
+      addresses.push_back(servers.back()->address());
+    }
+  }
+  std::vector<std::unique_ptr<dp::PsServer>> servers;
+  std::vector<rpc::HostPort> addresses;
+};
+
 struct CacheRun {
   double step_s = 0, unique_per_step = 0, pulled_per_step = 0, hit_rate = 0, pull_s = 0, push_s = 0;
 };
@@ -72,16 +88,9 @@ struct CacheRun {
 // 2 fresh async shards; the first `warmup` steps (connections, a cold cache) are not counted.
 CacheRun cache_run(const std::vector<kernels::Tensor>& batches, int dim, std::int64_t rows, std::int64_t cache_rows,
                    int warmup) {
-  std::vector<std::unique_ptr<dp::PsServer>> servers;
+  const LoopbackServers ps(2, dp::UpdateMode::Async);
   dp::PsBagOptions o;
-  for (int s = 0; s < 2; ++s) {
-    dp::PsShardConfig c;
-    c.shard = s;
-    c.shards = 2;
-    c.mode = dp::UpdateMode::Async;
-    servers.push_back(std::make_unique<dp::PsServer>(rpc::HostPort{"127.0.0.1", 0}, c, "bench-token"));
-    o.servers.push_back(servers.back()->address());
-  }
+  o.servers = ps.addresses;
   o.job_token = "bench-token";
   o.table.name = "zipf";
   o.table.dim = dim;
@@ -125,17 +134,8 @@ void production_batches(std::int64_t samples, int steps, int shards) {
   constexpr std::int64_t kRows = 10'000'000;
   Zipf zipf(kRows, 1.05);
   std::mt19937_64 rng(11);
-  std::vector<std::unique_ptr<dp::PsServer>> servers;
-  std::vector<rpc::HostPort> addresses;
-  for (int s = 0; s < shards; ++s) {
-    dp::PsShardConfig c;
-    c.shard = s;
-    c.shards = shards;
-    c.mode = dp::UpdateMode::Sync;
-    servers.push_back(std::make_unique<dp::PsServer>(rpc::HostPort{"127.0.0.1", 0}, c, "bench-token"));
-    addresses.push_back(servers.back()->address());
-  }
-  dp::PsClient client(addresses, "bench-token", 0, 120s);
+  const LoopbackServers ps(shards, dp::UpdateMode::Sync);
+  dp::PsClient client(ps.addresses, "bench-token", 0, 120s);
   dp::TableConfig t;
   t.name = "clicks";
   t.dim = kDim;
@@ -204,16 +204,8 @@ int main(int argc, char** argv) {
     const std::size_t bytes = static_cast<std::size_t>(keys_per_batch) * static_cast<std::size_t>(dim) * sizeof(float);
     const double socket = socket_seconds(bytes, reps);
     for (int shards : {1, 2, 4}) {
-      std::vector<std::unique_ptr<dp::PsServer>> servers;
-      std::vector<rpc::HostPort> addresses;
-      for (int s = 0; s < shards; ++s) {
-        dp::PsShardConfig c;
-        c.shard = s;
-        c.shards = shards;
-        servers.push_back(std::make_unique<dp::PsServer>(rpc::HostPort{"127.0.0.1", 0}, c, "bench-token"));
-        addresses.push_back(servers.back()->address());
-      }
-      dp::PsClient client(addresses, "bench-token", 0, 60s);
+      const LoopbackServers ps(shards, dp::UpdateMode::Async);
+      dp::PsClient client(ps.addresses, "bench-token", 0, 60s);
       dp::TableConfig t;
       t.name = "bench";
       t.dim = dim;

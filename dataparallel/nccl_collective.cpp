@@ -54,7 +54,8 @@ class NcclCollective : public Collective {
   }
 
   // Enqueues on this communicator's own stream, after what the calling thread's current stream has
-  // queued (the gradients), and waits with a deadline; the current stream then waits for the result.
+  // queued (the gradients), and waits on the host with a deadline, so whatever is queued later
+  // (on any stream) reads the result.
   // Two communicators of one device never share a stream: with a shared one, two threads could
   // queue their collectives in different orders on different replicas, and each replica's stream
   // would wait inside another communicator's kernel for ever.
@@ -71,7 +72,6 @@ class NcclCollective : public Collective {
     kernels::Event done(device_);
     done.record(stream_);
     comm_.wait_for(done, what, until, &abort_);
-    done.wait_on(current);
   }
 
   kernels::Device device_;

@@ -24,6 +24,13 @@ rpc::HostPort address_in(const std::string& log) {
   BOOST_REQUIRE_MESSAGE(std::regex_search(log, m, std::regex("listening on ([0-9.]+:[0-9]+)")), log);
   return rpc::parse_host_port(m[1].str());
 }
+
+// `serve` (a `pipewright ps serve ... --bind ` command) on `bind`, once it listens.
+std::unique_ptr<BackgroundCommand> serve_on(const std::string& serve, const std::string& bind, const std::string& log) {
+  auto server = std::make_unique<BackgroundCommand>(serve + bind, log);
+  BOOST_REQUIRE_MESSAGE(server->wait_for_output("listening on", 30s), server->output());
+  return server;
+}
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(ps_cli)
@@ -32,8 +39,7 @@ BOOST_AUTO_TEST_CASE(a_killed_server_restarts_with_every_acknowledged_push) {
   ScratchDir dir("pscli");
   const std::string serve = "env PW_JOB_TOKEN=tok123 " + pw::test::pipewright_binary() + " ps serve --dir " +
                             dir.file("shard") + " --snapshot-every 4 --bind ";
-  auto first = std::make_unique<BackgroundCommand>(serve + "127.0.0.1:0", dir.file("first.log"));
-  BOOST_REQUIRE_MESSAGE(first->wait_for_output("listening on", 30s), first->output());
+  auto first = serve_on(serve, "127.0.0.1:0", dir.file("first.log"));
   const auto address = address_in(first->output());
   dp::TableConfig t;
   t.name = "emb";
@@ -54,13 +60,12 @@ BOOST_AUTO_TEST_CASE(a_killed_server_restarts_with_every_acknowledged_push) {
   kill(first->pid(), SIGKILL);
   BOOST_REQUIRE(first->wait(10s).has_value());
   first.reset();
-  BackgroundCommand second(serve + address.str(), dir.file("second.log"));
-  BOOST_REQUIRE_MESSAGE(second.wait_for_output("listening on", 30s), second.output());
+  const auto second = serve_on(serve, address.str(), dir.file("second.log"));
   dp::PsClient client({address}, "tok123", 0, 5000ms);
   BOOST_TEST(client.pull("emb", 8, keys, 10, -1) == before);
   BOOST_CHECK_NO_THROW(client.push("emb", 8, keys, std::vector<float>(keys.size() * 8, 0.0f), 10));
-  kill(second.pid(), SIGTERM);
-  BOOST_TEST(second.wait(10s).value_or(-1) == 0);
+  kill(second->pid(), SIGTERM);
+  BOOST_TEST(second->wait(10s).value_or(-1) == 0);
 }
 
 // Pushes of two parts each (40,000 keys of width 32: over one 4 MiB chunk) while other threads
@@ -70,8 +75,7 @@ BOOST_AUTO_TEST_CASE(kill_nine_during_chunked_pushes_and_pulls_loses_no_acknowle
   ScratchDir dir("pscli_kill");
   const std::string serve = "env PW_JOB_TOKEN=tok456 " + pw::test::pipewright_binary() + " ps serve --dir " +
                             dir.file("shard") + " --snapshot-every 2 --bind ";
-  auto first = std::make_unique<BackgroundCommand>(serve + "127.0.0.1:0", dir.file("first.log"));
-  BOOST_REQUIRE_MESSAGE(first->wait_for_output("listening on", 30s), first->output());
+  auto first = serve_on(serve, "127.0.0.1:0", dir.file("first.log"));
   const auto address = address_in(first->output());
   constexpr int kDim = 32;
   constexpr std::int64_t kKeysPerStep = 40000;
@@ -123,8 +127,7 @@ BOOST_AUTO_TEST_CASE(kill_nine_during_chunked_pushes_and_pulls_loses_no_acknowle
   BOOST_REQUIRE(first->wait(10s).has_value());
   first.reset();
   const std::int64_t acked = acknowledged;
-  BackgroundCommand second(serve + address.str(), dir.file("second.log"));
-  BOOST_REQUIRE_MESSAGE(second.wait_for_output("listening on", 30s), second.output());
+  const auto second = serve_on(serve, address.str(), dir.file("second.log"));
   dp::PsClient client({address}, "tok456", 0, 5000ms);
   std::vector<float> start(kDim);
   for (std::int64_t step = 0; step <= acked + 1; ++step) {
@@ -145,8 +148,8 @@ BOOST_AUTO_TEST_CASE(kill_nine_during_chunked_pushes_and_pulls_loses_no_acknowle
       BOOST_TEST((updated == 0 || updated == kKeysPerStep), "the push in flight is applied in part: " << updated);
   }
   BOOST_TEST_MESSAGE("killed after " << acked + 1 << " acknowledged pushes");
-  kill(second.pid(), SIGTERM);
-  BOOST_TEST(second.wait(10s).value_or(-1) == 0);
+  kill(second->pid(), SIGTERM);
+  BOOST_TEST(second->wait(10s).value_or(-1) == 0);
 }
 
 BOOST_AUTO_TEST_CASE(bad_serve_flags_get_one_line_errors) {
