@@ -162,15 +162,21 @@ void BucketReducer::Core::reduce(Bucket& bucket) {
     }
     at += aligned_elements(p->grad.numel());
   }
-  collective->allreduce_sum(bucket.flat, options.compression);
   const float mean = 1.0f / static_cast<float>(collective->size());
-  if (bucket.flat.device().is_cpu()) {
-    // A plain loop on this thread: an OpenMP team here would spin against the stage threads.
-    float* v = bucket.flat.data<float>();
-    for (std::int64_t i = 0; i < bucket.elements; ++i) v[i] *= mean;
-  } else {
-    kernels::scale_inplace(bucket.flat, mean);
-  }
+  auto scale = [&] {
+    if (bucket.flat.device().is_cpu()) {
+      // A plain loop on this thread: an OpenMP team here would spin against the stage threads.
+      float* v = bucket.flat.data<float>();
+      for (std::int64_t i = 0; i < bucket.elements; ++i) v[i] *= mean;
+    } else {
+      kernels::scale_inplace(bucket.flat, mean);
+    }
+  };
+  // A 16-bit sum divides first: the mean of R gradients then has the range of one gradient, where
+  // a sum-then-divide overflows fp16 on large gradients and rounds small ones away.
+  if (options.compression != Compression::None) scale();
+  collective->allreduce_sum(bucket.flat, options.compression);
+  if (options.compression == Compression::None) scale();
 }
 
 void BucketReducer::finish(rpc::Deadline deadline) {

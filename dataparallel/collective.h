@@ -7,10 +7,12 @@
 
 namespace pw::dp {
 
-// fp16 halves the bytes on the wire; sums are then taken in fp16 (bounded relative error, see
-// docs/data_parallel.md).
-enum class Compression { None, Fp16 };
-Compression parse_compression(const std::string& text);   // "none" or "fp16"; InputError otherwise
+// fp16 and bf16 halve the bytes on the wire; sums are then taken in that format, so the caller
+// pre-divides by the group size before a compressed sum (BucketReducer does; see
+// docs/data_parallel.md): fp16 then neither overflows on large gradients nor flushes small ones as
+// a sum-then-divide would. bf16 has fp32's range and 8 bits of mantissa.
+enum class Compression { None, Fp16, Bf16 };
+Compression parse_compression(const std::string& text);   // "none", "fp16" or "bf16"; InputError otherwise
 const char* compression_name(Compression c);
 
 class Collective {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/half_float.h"
 #include "rpc/transport.h"
 
 namespace pw::dp {
@@ -73,6 +74,15 @@ void from_half(const gloo::float16* in, float* out, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) out[i] = gloo::cpu_half2float(in[i]);
 }
 
+// bf16 sums for Gloo: each element through float, rounded to nearest even (kernels/half_float.h).
+void sum_bf16(void* c, const void* a, const void* b, std::size_t n) {
+  auto* out = static_cast<std::uint16_t*>(c);
+  const auto* x = static_cast<const std::uint16_t*>(a);
+  const auto* y = static_cast<const std::uint16_t*>(b);
+  for (std::size_t i = 0; i < n; ++i)
+    out[i] = kernels::float_to_bf16(kernels::bf16_to_float(x[i]) + kernels::bf16_to_float(y[i]));
+}
+
 void check_flat_cpu(const kernels::Tensor& t, const char* what) {
   PW_CHECK(t.device().is_cpu(), what << " over Gloo needs a CPU tensor, got " << t.describe());
 }
@@ -82,10 +92,18 @@ void check_flat_cpu(const kernels::Tensor& t, const char* what) {
 Compression parse_compression(const std::string& text) {
   if (text == "none") return Compression::None;
   if (text == "fp16") return Compression::Fp16;
-  throw InputError("unknown gradient compression '" + text + "'; accepted: none, fp16");
+  if (text == "bf16") return Compression::Bf16;
+  throw InputError("unknown gradient compression '" + text + "'; accepted: none, fp16, bf16");
 }
 
-const char* compression_name(Compression c) { return c == Compression::Fp16 ? "fp16" : "none"; }
+const char* compression_name(Compression c) {
+  switch (c) {
+    case Compression::Fp16: return "fp16";
+    case Compression::Bf16: return "bf16";
+    case Compression::None: break;
+  }
+  return "none";
+}
 
 GlooCollective::GlooCollective(int rank, int size, rpc::Store& store, std::string prefix, const std::string& bind_host,
                                std::chrono::milliseconds timeout)
@@ -136,6 +154,16 @@ void GlooCollective::allreduce_sum(kernels::Tensor& data, Compression compressio
       opts.setTimeout(timeout_);
       gloo::allreduce(opts);
       from_half(half.data(), values, n);
+    } else if (compression == Compression::Bf16) {
+      std::vector<std::uint16_t> packed(n);
+      for (std::size_t i = 0; i < n; ++i) packed[i] = kernels::float_to_bf16(values[i]);
+      gloo::AllreduceOptions opts(context_);
+      opts.setOutput(packed.data(), n);
+      opts.setReduceFunction(&sum_bf16);
+      opts.setTag(tag);
+      opts.setTimeout(timeout_);
+      gloo::allreduce(opts);
+      for (std::size_t i = 0; i < n; ++i) values[i] = kernels::bf16_to_float(packed[i]);
     } else {
       gloo::AllreduceOptions opts(context_);
       opts.setOutput(values, n);

@@ -1,6 +1,7 @@
 #include "models/layer.h"
 
 #include "kernels/ops/elementwise.h"
+#include "kernels/ops/half_support.h"
 #include "models/rng.h"
 
 namespace pw::models {
@@ -19,20 +20,69 @@ Layer::Output Layer::forward(const Tensor& x, Mode mode) {
   PW_CHECK(x.device() == device_, type_name() << ".forward: input " << x.describe() << " but the layer is on "
                                               << device_.str());
   const Shape expected = output_shape_impl(x.shape());
-  Output out = forward_impl(x, mode);
+  const bool mixed = precision_ != Precision::Fp32;
+  const bool widen = mixed && kernels::is_half(x.dtype()) && low_precision_input() == LowPrecisionInput::No;
+  Output out = forward_impl(widen ? x.to(kernels::DType::F32) : x, mode);
   PW_CHECK(out.y.shape() == expected, type_name() << ".forward produced " << out.y.describe() << ", expected "
                                                   << shape_str(expected));
+  const kernels::DType produced = out.y.dtype();
+  if (mixed && kernels::is_floating_point(produced) && produced != activation_dtype())
+    out.y = out.y.to(activation_dtype());
   if (!out.ctx) out.ctx = std::make_unique<Context>();
   out.ctx->input_shape = x.shape();
   out.ctx->output_shape = expected;
+  out.ctx->input_dtype = x.dtype();
+  out.ctx->produced_dtype = produced;
   return out;
+}
+
+namespace {
+
+// The gradient in the dtype forward_impl produced (mixed precision: the output may have been
+// converted after it), and an input gradient in the dtype the input came in.
+Tensor as_produced(const Context& ctx, const Tensor& grad_y) {
+  if (!kernels::is_floating_point(grad_y.dtype()) || grad_y.dtype() == ctx.produced_dtype ||
+      !kernels::is_floating_point(ctx.produced_dtype))
+    return grad_y;
+  return grad_y.to(ctx.produced_dtype);
+}
+
+Tensor as_input(const Context& ctx, const Tensor& grad_x) {
+  if (!grad_x.defined() || !kernels::is_floating_point(grad_x.dtype()) || grad_x.dtype() == ctx.input_dtype ||
+      !kernels::is_floating_point(ctx.input_dtype))
+    return grad_x;
+  return grad_x.to(ctx.input_dtype);
+}
+
+}  // namespace
+
+const Tensor& Layer::compute_weight(const Parameter& p) const {
+  if (precision_ == Precision::Fp32) return p.value;
+  PW_CHECK(p.compute.defined() && p.compute.dtype() == activation_dtype() && p.compute.shape() == p.value.shape(),
+           type_name() << ": no " << precision_name(precision_) << " copy of parameter '" << p.name
+                       << "' (set_precision or refresh_compute_copies was not called after it changed)");
+  return p.compute;
+}
+
+void Layer::set_precision(Precision precision) {
+  precision_ = precision;
+  for (auto& [name, child] : children_) child->set_precision(precision);
+  if (precision == Precision::Fp32)
+    for (auto* p : compute_copied_parameters()) p->compute = Tensor();
+  refresh_compute_copies();
+}
+
+void Layer::refresh_compute_copies() {
+  for (auto& [name, child] : children_) child->refresh_compute_copies();
+  if (precision_ == Precision::Fp32) return;
+  for (auto* p : compute_copied_parameters()) p->compute = p->value.to(activation_dtype());
 }
 
 Tensor Layer::backward(Context& ctx, const Tensor& grad_y) {
   PW_CHECK(!ctx.input_grad_done, type_name() << ".backward: this context was already used for backward");
   PW_CHECK(grad_y.shape() == ctx.output_shape, type_name() << ".backward: gradient " << grad_y.describe()
                                                           << " for an output of shape " << shape_str(ctx.output_shape));
-  Tensor grad_x = backward_impl(ctx, grad_y);
+  Tensor grad_x = as_input(ctx, backward_impl(ctx, as_produced(ctx, grad_y)));
   ctx.input_grad_done = true;
   return grad_x;
 }
@@ -47,8 +97,9 @@ Tensor Layer::backward_input(Context& ctx, const Tensor& grad_y) {
   PW_CHECK(!ctx.input_grad_done, type_name() << ".backward_input: this context was already used for backward");
   PW_CHECK(grad_y.shape() == ctx.output_shape, type_name() << ".backward_input: gradient " << grad_y.describe()
                                                           << " for an output of shape " << shape_str(ctx.output_shape));
-  Tensor grad_x = backward_input_impl(ctx, grad_y);
-  if (!params_.empty()) ctx.grad_output = grad_y;
+  const Tensor g = as_produced(ctx, grad_y);
+  Tensor grad_x = as_input(ctx, backward_input_impl(ctx, g));
+  if (!params_.empty()) ctx.grad_output = g;
   ctx.input_grad_done = true;
   return grad_x;
 }
@@ -134,6 +185,7 @@ void Layer::to(Device device) {
   for (auto& p : params_) {
     p->value = p->value.to(device);
     p->grad = p->grad.to(device);
+    if (p->compute.defined()) p->compute = p->compute.to(device);
   }
   for (auto& b : buffers_) b->value = b->value.to(device);
   for (auto& [name, child] : children_) child->to(device);

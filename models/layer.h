@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/tensor.h"
+#include "models/precision.h"
 
 namespace pw::models {
 
@@ -46,9 +47,12 @@ struct Init {
 
 struct Parameter {
   std::string name;   // local name: "weight"
-  Tensor value;
-  Tensor grad;        // same shape, accumulated by backward, zeroed by zero_grad
+  Tensor value;       // F32 (the master copy under mixed precision)
+  Tensor grad;        // same shape and dtype, accumulated by backward, zeroed by zero_grad
   Init init;
+  // Mixed precision: `value` rounded to the activations' dtype, what convolutions and matrix
+  // products read; made by Layer::refresh_compute_copies once per step. Undefined in fp32.
+  Tensor compute;
 };
 
 // A non-trained tensor that is part of the model's state (batch-norm running statistics).
@@ -81,6 +85,10 @@ class Context {
   virtual ~Context() = default;
   Shape input_shape;
   Shape output_shape;
+  // The dtype the input came in and the one forward_impl produced: backward converts the incoming
+  // gradient to the latter and its input gradient to the former (mixed precision).
+  kernels::DType input_dtype = kernels::DType::F32;
+  kernels::DType produced_dtype = kernels::DType::F32;
   Tensor grad_output;   // kept by backward_input for backward_weight
   bool input_grad_done = false;
 };
@@ -118,6 +126,14 @@ class Layer {
   const std::vector<std::pair<std::string, std::unique_ptr<Layer>>>& children() const { return children_; }
 
   void initialize(std::uint64_t seed, const std::string& prefix = "");
+  // This layer and its children compute in `precision` (models/precision.h): floating outputs are
+  // stored in its activation dtype, convolutions and matrix products read 16-bit copies of their
+  // weights. Makes the copies (refresh_compute_copies).
+  void set_precision(Precision precision);
+  Precision precision() const { return precision_; }
+  // Re-rounds every weight's 16-bit copy from its F32 value; call after the values change (an
+  // optimizer step, a restore, a broadcast) and before the next forward. No-op in fp32.
+  void refresh_compute_copies();
   void to(Device device);
   Device device() const { return device_; }
   void zero_grad();
@@ -146,6 +162,21 @@ class Layer {
   virtual void reconnect_remote_impl() {}
   virtual double remote_gradient_sum_of_squares_impl() { return 0.0; }
   virtual void scale_remote_gradients_impl(double /*factor*/) {}
+  // Layers whose forward_impl/backward_*_impl take only F32/F64 floats say No: under mixed
+  // precision the base class hands them F32 inputs (and converts their outputs to the activation
+  // dtype), as autocast runs its fp32 ops.
+  enum class LowPrecisionInput { Accepted, No };
+  virtual LowPrecisionInput low_precision_input() const { return LowPrecisionInput::Accepted; }
+  // The weights this layer's ops read: p.value in fp32, else its 16-bit copy.
+  const Tensor& compute_weight(const Parameter& p) const;
+  // x in the activation dtype under mixed precision (the model's F32 input), else x itself.
+  Tensor as_compute_dtype(const Tensor& x) const {
+    return precision_ == Precision::Fp32 ? x : x.to(activation_dtype());
+  }
+  // The activation dtype of this layer's precision (F32 in fp32).
+  kernels::DType activation_dtype() const { return models::activation_dtype(precision_); }
+  // Parameters with 16-bit copies (convolution and linear weights); others stay F32 only.
+  virtual std::vector<Parameter*> compute_copied_parameters() { return {}; }
 
   Parameter& add_parameter(const std::string& name, const Shape& shape, Init init);
   Buffer& add_buffer(const std::string& name, const Shape& shape, Init init);
@@ -155,6 +186,7 @@ class Layer {
   std::vector<std::unique_ptr<Buffer>> buffers_;
   std::vector<std::pair<std::string, std::unique_ptr<Layer>>> children_;
   Device device_ = default_layer_device();
+  Precision precision_ = Precision::Fp32;
 };
 
 }  // namespace pw::models

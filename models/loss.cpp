@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/ops/half_support.h"
 #include "kernels/ops/loss.h"
 
 namespace pw::models {
@@ -47,8 +48,11 @@ LossResult binary_cross_entropy_with_logits(const kernels::Tensor& logits, const
 
 LossResult compute_loss(Objective objective, const kernels::Tensor& logits, const kernels::Tensor& labels,
                         double grad_scale) {
-  return objective == Objective::BinaryCrossEntropy ? binary_cross_entropy_with_logits(logits, labels, grad_scale)
-                                                    : softmax_cross_entropy(logits, labels, grad_scale);
+  // Losses run in F32 whatever the model's precision; the gradient goes back in F32 and the
+  // last layer's backward converts it to the dtype it produced.
+  const kernels::Tensor wide = kernels::is_half(logits.dtype()) ? logits.to(kernels::DType::F32) : logits;
+  return objective == Objective::BinaryCrossEntropy ? binary_cross_entropy_with_logits(wide, labels, grad_scale)
+                                                    : softmax_cross_entropy(wide, labels, grad_scale);
 }
 
 }  // namespace pw::models

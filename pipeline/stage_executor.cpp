@@ -124,6 +124,8 @@ StageStepResult StageExecutor::run_step(std::int64_t step, const MicroBatchInput
   for (const auto& labels : inputs.labels) mini_batch_size_ += labels.numel();
   states_.clear();
   result_ = {};
+  // Mixed precision: the 16-bit weight copies follow whatever changed the weights since the last step.
+  for (auto& c : chunks_) c->refresh_compute_copies();
   const auto& schedule = config_.program;
   if (config_.gradient_sync != nullptr) config_.gradient_sync->start_step(step);
   tracer_.begin_step(step);
@@ -167,7 +169,8 @@ void StageExecutor::run_forward(const Instruction& in, models::Mode mode) {
   if (mode == models::Mode::Train) {
     if (last_virtual(in)) {
       const auto labels = inputs_->labels.at(static_cast<std::size_t>(in.micro_batch)).to(config_.device);
-      auto loss = models::compute_loss(config_.objective, out.y, labels, 1.0 / static_cast<double>(mini_batch_size_));
+      auto loss = models::compute_loss(config_.objective, out.y, labels,
+                                       loss_scale_ / static_cast<double>(mini_batch_size_));
       const auto n = labels.numel();
       result_.loss_sum += loss.loss * static_cast<double>(n);
       result_.correct += loss.correct;
@@ -271,6 +274,7 @@ void StageExecutor::send_activation(const Instruction& in) {
   PW_CHECK(st.output.defined(), "no activation to send (was Forward scheduled before it?)");
   transport_.send(stage_of_virtual(v + 1), {step_, in.micro_batch, rpc::PayloadKind::Activation, v + 1}, st.output,
                   deadline());
+  result_.boundary_bytes += static_cast<std::int64_t>(st.output.nbytes());
   st.output = kernels::Tensor();
 }
 
@@ -299,6 +303,7 @@ void StageExecutor::send_gradient(const Instruction& in) {
   PW_CHECK(st.grad_input.defined(), "no input gradient to send (was a backward scheduled before it?)");
   transport_.send(stage_of_virtual(v - 1), {step_, in.micro_batch, rpc::PayloadKind::Gradient, v - 1}, st.grad_input,
                   deadline());
+  result_.boundary_bytes += static_cast<std::int64_t>(st.grad_input.nbytes());
   st.grad_input = kernels::Tensor();
   if (!st.ctx) states_.erase({in.micro_batch, in.chunk});
 }

@@ -55,6 +55,7 @@ struct StageStepResult {
   std::int64_t correct = 0;
   std::int64_t samples = 0;
   double busy_seconds = 0.0;   // compute instructions
+  std::int64_t boundary_bytes = 0;   // activations and gradients this stage sent to its neighbours
   double wall_seconds = 0.0;
   // Measured seconds per (op kind, chunk), summed over the step's micro-batches: what the
   // simulator needs to predict this step. For receives, the copy onto this stage's device.
@@ -76,6 +77,8 @@ class StageExecutor {
   void set_gradient_sync(GradientSync* sync) { config_.gradient_sync = sync; }
   // Who decides whether each step updates (nullptr: every step does, unscaled). Set between steps.
   void set_update_check(UpdateCheck* check) { update_check_ = check; }
+  // fp16 loss scaling: the loss gradient is multiplied by `scale` (the update check unscales).
+  void set_loss_scale(double scale) { loss_scale_ = scale; }
   models::Optimizer& optimizer() { return *optimizer_; }
   // The last step's verdict (Apply when no check is set).
   UpdateDecision last_update() const { return last_update_; }
@@ -125,6 +128,7 @@ class StageExecutor {
   rpc::Transport& transport_;
   std::vector<TiedGroup> tied_;
   UpdateCheck* update_check_ = nullptr;
+  double loss_scale_ = 1.0;
   UpdateDecision last_update_;
   std::set<std::pair<int, int>> recomputed_;     // (micro_batch, chunk) with a Recompute in the program
   std::vector<std::size_t> last_gradient_op_;   // per chunk: index of its last backward/weight op

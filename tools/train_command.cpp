@@ -116,6 +116,10 @@ train::JobConfig job_config_of(const TrainOptions& o) {
   c.recovery.max_bad_steps = o.max_bad_steps;
   c.recovery.rollback_lr_factor = o.rollback_lr_factor;
   c.recovery.clip_grad_norm = o.clip_grad_norm;
+  c.numerics.precision = o.precision;
+  c.numerics.loss_scale = o.loss_scale;
+  c.numerics.initial_loss_scale = o.initial_loss_scale;
+  c.numerics.loss_scale_window = o.loss_scale_window;
   c.numerics.allow_tf32 = o.allow_tf32;
   c.numerics.deterministic = o.deterministic;
   c.resources.device = o.device;
@@ -198,8 +202,22 @@ void add_train_command(CLI::App& app, TrainOptions& o) {
                "CUDA: TF32 tensor-core math for fp32 convolutions and matrix products (faster, ~1e-3 relative error)");
   cmd->add_flag("--deterministic", o.deterministic,
                "CUDA: only deterministic cuDNN algorithms and ordered embedding-gradient sums (same bits every run; slower)");
-  cmd->add_option("--grad-compression", o.grad_compression, "none or fp16 (all-reduce gradients as fp16)")
+  cmd->add_option("--grad-compression", o.grad_compression,
+                  "none, fp16 or bf16 (all-reduce gradients in 16 bits, each pre-divided by the replica count)")
       ->capture_default_str();
+  cmd->add_option("--precision", o.precision,
+                  "fp32, bf16 or fp16: activations, their gradients, convolutions and matrix products in 16 bits; "
+                  "weights, optimizer state, batch-norm statistics and the loss stay fp32")
+      ->capture_default_str();
+  cmd->add_option("--loss-scale", o.loss_scale, "fp16: a fixed loss scale; 0 (default) scales dynamically")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--initial-loss-scale", o.initial_loss_scale, "fp16 dynamic loss scaling: the first scale")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--loss-scale-window", o.loss_scale_window,
+                  "fp16 dynamic loss scaling: steps without overflow before the scale doubles")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--transport", o.transport,
                   "auto, inprocess, thrift or nccl (auto: in-process within one process, NCCL between GPUs of a "
                   "multi-process job, else Thrift)")

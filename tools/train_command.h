@@ -58,7 +58,11 @@ struct TrainOptions {
   // Data parallelism: replicas of the pipeline, each stage averaging its gradients with its replicas.
   int replicas = 1;
   std::string bucket_size = "25MiB";
-  std::string grad_compression = "none";   // none or fp16
+  std::string grad_compression = "none";   // none, fp16 or bf16
+  std::string precision = "fp32";
+  double loss_scale = 0.0;
+  double initial_loss_scale = 65536;
+  int loss_scale_window = 2000;
   bool sync_batch_norm = false;
   // CUDA numerics:
   bool allow_tf32 = false;

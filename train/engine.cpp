@@ -55,7 +55,16 @@ std::string split_text(const partition::Partition& p) {
 }
 
 // Every figure a rank reports after a step, in this order.
-enum StepFigure : std::size_t { kLoss, kCorrect, kSamples, kBusy, kPeak, kBuckets, kExposed, kFlags, kFigureCount };
+enum StepFigure : std::size_t {
+  kLoss, kCorrect, kSamples, kBusy, kPeak, kBuckets, kExposed, kFlags, kBoundaryBytes, kFigureCount
+};
+
+LossScaler loss_scaler_of(const JobPlan& plan) {
+  if (plan.precision != models::Precision::Fp16) return {};
+  const auto& n = plan.config.numerics;
+  if (n.loss_scale > 0.0) return {LossScaler::Mode::Fixed, n.loss_scale, n.loss_scale_window};
+  return {LossScaler::Mode::Dynamic, n.initial_loss_scale, n.loss_scale_window};
+}
 
 // "layers-0003-0007.safetensors": a chunk's file, named by the model layers it holds.
 std::string chunk_file_name(const partition::StageRange& r) {
@@ -95,6 +104,8 @@ Engine::Engine(const JobPlan& plan, RankLinks& links) : plan_(plan), links_(link
   agree_on_config(startup);
   choose_partition(startup);
   build_stage();
+  for (auto* layer : layers()) layer->set_precision(plan_.precision);
+  loss_scaler_ = loss_scaler_of(plan_);
   // Loaded before the broadcast, so replica 0's weights are everybody's.
   // One piece holds the whole model: the file must match it exactly, as on one device.
   const bool whole = plan_.schedule.stages * plan_.schedule.chunks == 1;
@@ -325,6 +336,9 @@ StepOutcome Engine::step(const models::data::Batch& local, double primary_flags)
     for (int m = 0; m < M; ++m) inputs.labels.push_back(kernels::Tensor::empty({0}, kernels::DType::I64));
   }
   const std::int64_t step = step_++;
+  const double loss_scale = loss_scaler_.scale();
+  executor_->set_loss_scale(loss_scale);
+  step_guard_->set_loss_scale(loss_scale);
   last_ = executor_->run_step(step, inputs);
   const auto& mine = last_;
   if (collective_) sync_buffers();
@@ -341,6 +355,7 @@ StepOutcome Engine::step(const models::data::Batch& local, double primary_flags)
     figures[kExposed] = stats.exposed_seconds;
   }
   figures[kFlags] = primary_flags;
+  figures[kBoundaryBytes] = static_cast<double>(mine.boundary_bytes);
   const auto all = exchange(figures, kStepFigures, step);
   StepOutcome r;
   const int P = plan_.schedule.stages;
@@ -359,12 +374,19 @@ StepOutcome Engine::step(const models::data::Batch& local, double primary_flags)
     r.stage_peak_memory[s] = std::max(r.stage_peak_memory[s], static_cast<std::int64_t>(f[kPeak]));
     if (R > 1 && rank < static_cast<std::size_t>(P)) r.gradient_buckets[s] = static_cast<std::int64_t>(f[kBuckets]);
     r.allreduce_exposed_seconds = std::max(r.allreduce_exposed_seconds, f[kExposed]);
+    r.boundary_bytes += static_cast<std::int64_t>(f[kBoundaryBytes]);
   }
   r.loss = r.samples > 0 ? loss_sum / static_cast<double>(r.samples) : 0.0;
   r.primary_flags = all.front()[kFlags];
   r.skipped = executor_->last_update().action == pipeline::UpdateAction::Skip;
   r.nonfinite_rank = step_guard_->last_nonfinite_rank();
   r.gradient_norm = step_guard_->last_gradient_norm();
+  r.loss_scale = loss_scale;
+  // Every rank saw the same verdict, so every scaler moves alike.
+  r.overflow = r.skipped && step_guard_->last_loss_finite() && loss_scaler_.absorbs_overflow();
+  // A non-finite loss is the model's fault, not the scale's: it neither halves nor counts as good.
+  if (!r.skipped) loss_scaler_.update(false);
+  else if (step_guard_->last_loss_finite()) loss_scaler_.update(true);
   return r;
 }
 
@@ -377,6 +399,7 @@ models::EvalResult Engine::evaluate(EvalFeed& feed) {
   const bool scored = plan_.objective == models::Objective::BinaryCrossEntropy;
   std::vector<double> scores, score_labels;   // binary objective: for the AUC, gathered at rank 0
   feed.restart();
+  for (auto* layer : layers()) layer->refresh_compute_copies();
   // Activations travel stage to stage as in training; replica r takes test batches r, r + R, ...
   while (auto next = feed.next()) {
     const auto& [b, batch] = *next;
@@ -522,7 +545,12 @@ std::vector<CheckpointPart> Engine::checkpoint_parts(std::vector<CheckpointPart>
     part.metadata = {{"format", "pt"},
                      {"pipewright_model", plan_.model.name},
                      {"optimizer", models::optimizer_kind_name(optimizer.config().kind)},
-                     {"optimizer_steps", std::to_string(optimizer.steps())}};
+                     {"optimizer_steps", std::to_string(optimizer.steps())},
+                     {"precision", models::precision_name(plan_.precision)}};
+    if (loss_scaler_.mode() == LossScaler::Mode::Dynamic) {
+      part.metadata.emplace("loss_scale", std::to_string(loss_scaler_.scale()));
+      part.metadata.emplace("loss_scale_good_steps", std::to_string(loss_scaler_.good_steps()));
+    }
     parts.push_back(std::move(part));
   }
   return parts;
@@ -545,6 +573,7 @@ void Engine::restore(const CheckpointManifest& m) {
   for (auto& [name, t] : executor_->optimizer().named_state(named)) wanted.emplace_back(kOptimizerPrefix + name, t);
   std::map<std::string, kernels::NamedTensors> loaded;   // by file
   std::optional<std::int64_t> optimizer_steps;
+  std::optional<std::pair<double, std::int64_t>> loss_scale;
   for (const auto& [name, target] : wanted) {
     const auto at = where.find(name);
     PW_INPUT_CHECK(at != where.end(), "checkpoint " << m.folder << " holds no tensor '" << name
@@ -556,6 +585,8 @@ void Engine::restore(const CheckpointManifest& m) {
       std::map<std::string, std::string> metadata;
       it = loaded.emplace(file.name, kernels::load_safetensors(m.folder + "/" + file.name, &metadata)).first;
       if (metadata.count("optimizer_steps")) optimizer_steps = std::stoll(metadata.at("optimizer_steps"));
+      if (metadata.count("loss_scale") && metadata.count("loss_scale_good_steps"))
+        loss_scale = std::pair{std::stod(metadata.at("loss_scale")), std::stoll(metadata.at("loss_scale_good_steps"))};
     }
     const auto t = it->second.find(name);
     PW_INPUT_CHECK(t != it->second.end(), "checkpoint file '" << m.folder << "/" << file.name << "' lacks '" << name
@@ -566,6 +597,7 @@ void Engine::restore(const CheckpointManifest& m) {
     target->copy_from(t->second.to(target->device()));
   }
   if (optimizer_steps) executor_->optimizer().set_steps(*optimizer_steps);
+  if (loss_scale) loss_scaler_.restore(loss_scale->first, loss_scale->second);
   set_lr(m.lr);
   step_ = m.step;
   for (auto* layer : layers()) layer->reconnect_remote();

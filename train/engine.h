@@ -18,6 +18,7 @@
 #include "train/checkpoint.h"
 #include "train/data_feed.h"
 #include "train/job_plan.h"
+#include "train/loss_scaler.h"
 #include "train/step_guard.h"
 #include "train/world.h"
 
@@ -36,6 +37,11 @@ struct StepOutcome {
   bool skipped = false;
   int nonfinite_rank = -1;
   double gradient_norm = 0.0;   // of the whole model, before clipping (NaN when skipped)
+  // fp16: the step was skipped because its scaled gradients overflowed, and the loss scaler
+  // halved its scale (not a bad step: the recovery rules do not count it).
+  bool overflow = false;
+  double loss_scale = 1.0;            // the scale this step's loss gradient was multiplied by
+  std::int64_t boundary_bytes = 0;    // activations and gradients sent between stages, all ranks
   double primary_flags = 0.0;   // what rank 0 passed to step()
 };
 
@@ -79,6 +85,7 @@ class Engine {
   void restore(const CheckpointManifest& manifest);
   void set_lr(double lr);
   double lr() const;
+  const LossScaler& loss_scaler() const { return loss_scaler_; }
   // This rank's chunks of the model.
   std::vector<models::Layer*> layers();
   pipeline::StageExecutor& executor() { return *executor_; }
@@ -113,6 +120,7 @@ class Engine {
   std::unique_ptr<dp::BucketReducer> reducer_;
   CancelSubscription reducer_cancel_;
   std::unique_ptr<StepGuard> step_guard_;
+  LossScaler loss_scaler_;
   pipeline::StageStepResult last_;
   std::int64_t step_ = 0;
   std::int64_t evaluations_ = 0;

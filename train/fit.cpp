@@ -218,6 +218,13 @@ nlohmann::json summary_of(Engine& engine, const std::vector<double>& loss_histor
   j["recompute"] = partition::recompute_name(plan.recompute);
   j["transport"] = links.link_text();
   j["replicas"] = plan.replicas();
+  j["precision"] = models::precision_name(plan.precision);
+  if (engine.loss_scaler().mode() != LossScaler::Mode::Off) {
+    j["loss_scale"] = engine.loss_scaler().scale();
+    j["overflow_steps"] = engine.loss_scaler().overflows();
+  }
+  // What crossed the stage boundaries in the last step (payload bytes, every replica, both ways).
+  j["boundary_bytes_per_step"] = last.boundary_bytes;
   if (plan.replicas() > 1) {
     j["bucket_bytes"] = plan.buckets.bucket_bytes;
     j["grad_compression"] = dp::compression_name(plan.buckets.compression);
@@ -373,7 +380,14 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
         if (o.progress && !progress.in_place()) utilisation.add(step, dt, last.stage_busy_seconds);
         if (callbacks.on_step) callbacks.on_step(StepEvent{step, total_steps, dt, &last});
       }
-      if (last.skipped) {
+      if (last.skipped && last.overflow) {
+        // fp16 loss scaling at work (torch's GradScaler skips such steps silently): not a bad step.
+        ++skipped_steps;
+        if (primary)
+          std::fprintf(stderr, "step %lld: fp16 gradients overflowed at loss scale %g; the step is skipped on every "
+                               "rank and the scale halved\n",
+                       static_cast<long long>(step), last.loss_scale);
+      } else if (last.skipped) {
         ++skipped_steps;
         ++bad_in_a_row;
         if (primary)

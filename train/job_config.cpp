@@ -20,7 +20,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TimeoutConfig, stage_seconds, he
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CheckpointConfig, dir, every_steps, every_seconds, keep, on_error,
                                                 resume)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RecoveryConfig, max_bad_steps, rollback_lr_factor, clip_grad_norm)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(NumericsConfig, allow_tf32, deterministic)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(NumericsConfig, precision, loss_scale, initial_loss_scale,
+                                                loss_scale_window, allow_tf32, deterministic)
 
 namespace {
 

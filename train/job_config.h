@@ -47,7 +47,7 @@ struct PipelineConfig {
 struct ReplicaConfig {
   int replicas = 1;
   std::int64_t bucket_bytes = std::int64_t{25} << 20;
-  std::string grad_compression = "none";   // none or fp16
+  std::string grad_compression = "none";   // none, fp16 or bf16 (pre-divided by the replica count)
   bool sync_batch_norm = false;            // batch-norm statistics over every replica's samples
 };
 
@@ -92,10 +92,15 @@ struct RecoveryConfig {
   double clip_grad_norm = 0.0;       // clip by the norm of the whole model's gradient; 0: off
 };
 
-// How CUDA ops may trade exactness for speed or reproducibility (kernels/math_mode.h); CPU ops ignore it.
+// Mixed precision (models/precision.h, train/loss_scaler.h), and how CUDA ops may trade exactness
+// for speed or reproducibility (kernels/math_mode.h; CPU ops ignore those two).
 struct NumericsConfig {
-  bool allow_tf32 = false;      // TF32 tensor-core math for fp32 convolutions and matrix products
-  bool deterministic = false;   // only deterministic cuDNN algorithms and ordered gradient sums
+  std::string precision = "fp32";     // fp32, bf16 or fp16: activations, convolutions, matrix products
+  double loss_scale = 0.0;            // fp16: 0 = dynamic loss scaling, > 0 a fixed scale
+  double initial_loss_scale = 65536;  // fp16 dynamic: the first scale (2^16, as torch's GradScaler)
+  int loss_scale_window = 2000;       // fp16 dynamic: steps without overflow before the scale doubles
+  bool allow_tf32 = false;            // TF32 tensor-core math for fp32 convolutions and matrix products
+  bool deterministic = false;         // only deterministic cuDNN algorithms and ordered gradient sums
 };
 
 // Where this process's ranks run: not part of the job's identity (ranks may differ).

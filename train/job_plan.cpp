@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include <cmath>
 #include <cstdio>
 #include <thread>
 
@@ -119,6 +120,18 @@ JobPlan plan_job(const JobConfig& c, bool multi_process) {
   plan.buckets.bucket_bytes = static_cast<std::size_t>(c.replicas.bucket_bytes);
   plan.buckets.compression = dp::parse_compression(c.replicas.grad_compression);
   plan.recompute = partition::parse_recompute(c.pipeline.recompute);
+  plan.precision = models::parse_precision(c.numerics.precision);
+  const bool fp16 = plan.precision == models::Precision::Fp16;
+  PW_INPUT_CHECK(fp16 || (c.numerics.loss_scale == 0.0 && c.numerics.initial_loss_scale == 65536 &&
+                          c.numerics.loss_scale_window == 2000),
+                 "--loss-scale, --initial-loss-scale and --loss-scale-window apply to --precision fp16 only ("
+                     << c.numerics.precision << " needs no loss scaling)");
+  PW_INPUT_CHECK(std::isfinite(c.numerics.loss_scale) && c.numerics.loss_scale >= 0.0,
+                 "--loss-scale " << c.numerics.loss_scale << "; expected 0 (dynamic) or a positive scale");
+  PW_INPUT_CHECK(std::isfinite(c.numerics.initial_loss_scale) && c.numerics.initial_loss_scale >= 1.0,
+                 "--initial-loss-scale " << c.numerics.initial_loss_scale << "; expected at least 1");
+  PW_INPUT_CHECK(c.numerics.loss_scale_window >= 1,
+                 "--loss-scale-window " << c.numerics.loss_scale_window << "; expected at least 1");
 
   models::ModelSpec spec;
   if (c.program_model && !c.program_model->layers.empty()) {

@@ -9,6 +9,7 @@
 #include "dataparallel/bucket_reducer.h"
 #include "kernels/device.h"
 #include "models/data/dataset.h"
+#include "models/precision.h"
 #include "models/optimizer.h"
 #include "models/zoo/model_spec.h"
 #include "partition/model_description.h"
@@ -38,6 +39,7 @@ struct JobPlan {
   std::vector<std::vector<pipeline::Instruction>> programs;
   pipeline::RecomputeMode recompute = pipeline::RecomputeMode::None;
   models::OptimizerConfig optimizer;
+  models::Precision precision = models::Precision::Fp32;
   dp::BucketOptions buckets;
   std::shared_ptr<ParameterServers> parameter_servers;   // null when the job has none
 

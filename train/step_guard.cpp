@@ -21,12 +21,16 @@ pipeline::UpdateDecision StepGuard::before_update(std::int64_t step, const std::
   double squares = 0.0;
   for (auto* p : counted) squares += kernels::sum_of_squares(p->grad);
   finite = finite && std::isfinite(squares) && std::isfinite(remote_squares);
-  const auto all = exchange_({finite ? 1.0 : 0.0, finite ? squares : 0.0, finite ? remote_squares : 0.0}, step);
+  const bool loss_finite = std::isfinite(loss_sum);
+  const auto all = exchange_(
+      {finite ? 1.0 : 0.0, finite ? squares : 0.0, finite ? remote_squares : 0.0, loss_finite ? 1.0 : 0.0}, step);
   nonfinite_rank_ = -1;
+  loss_finite_ = true;
   double total = 0.0;
   const bool one_replica = static_cast<int>(all.size()) == stages_;
   for (std::size_t r = 0; r < all.size(); ++r) {
     if (all[r][0] == 0.0 && nonfinite_rank_ < 0) nonfinite_rank_ = static_cast<int>(r);
+    if (all[r].size() > 3 && all[r][3] == 0.0) loss_finite_ = false;
     if (static_cast<int>(r) < stages_) total += all[r][1];   // replica 0: the gradients every replica holds
     // Rows pushed to parameter servers are summed over the replicas on the servers, so their norm
     // is known here only with one replica; with more they are checked and scaled but not counted.
@@ -38,12 +42,13 @@ pipeline::UpdateDecision StepGuard::before_update(std::int64_t step, const std::
     d.action = pipeline::UpdateAction::Skip;
     return d;
   }
-  norm_ = std::sqrt(total);
+  norm_ = std::sqrt(total) / loss_scale_;
   // torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1.
   if (clip_norm_ > 0.0) {
     const double coefficient = clip_norm_ / (norm_ + 1e-6);
     if (coefficient < 1.0) d.gradient_scale = coefficient;
   }
+  d.gradient_scale /= loss_scale_;
   return d;
 }
 

@@ -23,7 +23,11 @@ class StepGuard : public pipeline::UpdateCheck {
 
   pipeline::UpdateDecision before_update(std::int64_t step, const std::vector<models::Parameter*>& counted,
                                          double remote_squares, double loss_sum) override;
+  // fp16 loss scaling: the gradients arrive multiplied by `scale`; the norm is reported, clipped
+  // and the update made on the unscaled gradients (the decision's gradient_scale divides by it).
+  void set_loss_scale(double scale) { loss_scale_ = scale; }
   int last_nonfinite_rank() const { return nonfinite_rank_; }   // the lowest; -1 when finite
+  bool last_loss_finite() const { return loss_finite_; }         // every rank's loss was finite
   double last_gradient_norm() const { return norm_; }            // before clipping
 
  private:
@@ -31,7 +35,9 @@ class StepGuard : public pipeline::UpdateCheck {
   int stages_;
   double clip_norm_;
   Exchange exchange_;
+  double loss_scale_ = 1.0;
   int nonfinite_rank_ = -1;
+  bool loss_finite_ = true;
   double norm_ = 0.0;
 };
 

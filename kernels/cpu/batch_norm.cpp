@@ -1,5 +1,6 @@
-// Batch normalisation on the CPU: F32 training with own vectorisable loops, F32 evaluation with
-// oneDNN, reference loops for F64.
+// Batch normalisation on the CPU: F32 training with own vectorisable loops (also over BF16/F16
+// activations, with F32 statistics and parameters), F32 and BF16 evaluation with oneDNN, reference
+// loops for F64. F16 evaluation is run as F32 by the op layer.
 #include <bit>
 #include <cmath>
 
@@ -72,13 +73,15 @@ double channel_sum(const BnLayout& l, std::int64_t c, const F& f) {
   return total;
 }
 
+// S is the activations' storage (float, Bf16, F16); statistics, parameters and sums are float.
+template <typename S>
 Tensor forward_train_f32(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
                          Tensor& running_var, Tensor& save_mean, Tensor& save_invstd, const BatchNormParams& p) {
   const BnLayout l = layout_of(x);
-  Tensor y = Tensor::empty(x.shape(), DType::F32, x.device());
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   std::vector<float> biased_var(static_cast<std::size_t>(l.c));
-  const float* xs = x.data<float>();
-  float* ys = y.data<float>();
+  const S* xs = x.data<S>();
+  S* ys = y.data<S>();
   const float* g = gamma.data<float>();
   const float* b = beta.data<float>();
   float* mean_out = save_mean.data<float>();
@@ -86,18 +89,18 @@ Tensor forward_train_f32(const Tensor& x, const Tensor& gamma, const Tensor& bet
   const double count = static_cast<double>(l.per_channel());
   parallel_chunks(l.c, 1, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t c = begin; c < end; ++c) {
-      const float mean = static_cast<float>(channel_sum(l, c, [&](std::int64_t i) { return xs[i]; }) / count);
+      const float mean = static_cast<float>(channel_sum(l, c, [&](std::int64_t i) { return load(xs[i]); }) / count);
       const double var = channel_sum(l, c, [&](std::int64_t i) {
-                           const float d = xs[i] - mean;
+                           const float d = load(xs[i]) - mean;
                            return d * d;
                          }) / count;
       const double invstd = 1.0 / std::sqrt(var + p.eps);
       const float scale = static_cast<float>(g[c] * invstd);
       const float shift = b[c] - mean * scale;
       for (std::int64_t n = 0; n < l.n; ++n) {
-        const float* in = xs + l.at(n, c, 0);
-        float* out = ys + l.at(n, c, 0);
-        for (std::int64_t s = 0; s < l.s; ++s) out[s] = in[s] * scale + shift;
+        const S* in = xs + l.at(n, c, 0);
+        S* out = ys + l.at(n, c, 0);
+        for (std::int64_t s = 0; s < l.s; ++s) out[s] = store<S>(load(in[s]) * scale + shift);
       }
       mean_out[c] = mean;
       invstd_out[c] = static_cast<float>(invstd);
@@ -108,14 +111,15 @@ Tensor forward_train_f32(const Tensor& x, const Tensor& gamma, const Tensor& bet
   return y;
 }
 
+template <typename S>
 BatchNormGrads backward_f32(const Tensor& x, const Tensor& grad_y, const Tensor& gamma, const Tensor& save_mean,
                             const Tensor& save_invstd) {
   const BnLayout l = layout_of(x);
-  BatchNormGrads grads{Tensor::empty(x.shape(), DType::F32, x.device()),
+  BatchNormGrads grads{Tensor::empty(x.shape(), x.dtype(), x.device()),
                        Tensor::empty({l.c}, DType::F32, x.device()), Tensor::empty({l.c}, DType::F32, x.device())};
-  const float* xs = x.data<float>();
-  const float* gy = grad_y.data<float>();
-  float* gx = grads.grad_x.data<float>();
+  const S* xs = x.data<S>();
+  const S* gy = grad_y.data<S>();
+  S* gx = grads.grad_x.data<S>();
   const float* g = gamma.data<float>();
   const float* means = save_mean.data<float>();
   const float* invstds = save_invstd.data<float>();
@@ -125,10 +129,11 @@ BatchNormGrads backward_f32(const Tensor& x, const Tensor& grad_y, const Tensor&
   parallel_chunks(l.c, 1, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t c = begin; c < end; ++c) {
       const float mean = means[c], invstd = invstds[c];
-      const double sum_dy = channel_sum(l, c, [&](std::int64_t i) { return gy[i]; });
+      const double sum_dy = channel_sum(l, c, [&](std::int64_t i) { return load(gy[i]); });
       // sum(dy * xhat) = invstd * sum(dy * (x - mean))
       const double sum_dy_xhat =
-          channel_sum(l, c, [&](std::int64_t i) { return gy[i] * (xs[i] - mean); }) * static_cast<double>(invstd);
+          channel_sum(l, c, [&](std::int64_t i) { return load(gy[i]) * (load(xs[i]) - mean); }) *
+          static_cast<double>(invstd);
       // gx = gamma * invstd * (dy - sum_dy / m - xhat * sum_dy_xhat / m)
       //    = a * dy + b * (x - mean) + d
       const double k = static_cast<double>(g[c]) * invstd;
@@ -137,10 +142,10 @@ BatchNormGrads backward_f32(const Tensor& x, const Tensor& grad_y, const Tensor&
       const float d = static_cast<float>(-k * sum_dy / count);
       for (std::int64_t n = 0; n < l.n; ++n) {
         const std::int64_t base = l.at(n, c, 0);
-        const float* dy = gy + base;
-        const float* in = xs + base;
-        float* out = gx + base;
-        for (std::int64_t s = 0; s < l.s; ++s) out[s] = a * dy[s] + bx * (in[s] - mean) + d;
+        const S* dy = gy + base;
+        const S* in = xs + base;
+        S* out = gx + base;
+        for (std::int64_t s = 0; s < l.s; ++s) out[s] = store<S>(a * load(dy[s]) + bx * (load(in[s]) - mean) + d);
       }
       grad_gamma[c] = static_cast<float>(sum_dy_xhat);
       grad_beta[c] = static_cast<float>(sum_dy);
@@ -149,13 +154,15 @@ BatchNormGrads backward_f32(const Tensor& x, const Tensor& grad_y, const Tensor&
   return grads;
 }
 
-// Evaluation keeps oneDNN (no statistics to gather: one streaming pass).
-memory::desc data_desc(const BnLayout& l) {
-  return plain_f32_desc({l.n, l.c, l.s, 1});
+// Evaluation keeps oneDNN (no statistics to gather: one streaming pass), F32 or BF16 data with F32
+// statistics and parameters.
+memory::desc data_desc(const BnLayout& l, DType dtype) {
+  return plain_desc({l.n, l.c, l.s, 1}, dtype);
 }
 
-PrimitiveKey bn_key(const BnLayout& l, double eps) {
-  return {l.n, l.c, l.s, static_cast<std::int64_t>(std::bit_cast<std::uint32_t>(static_cast<float>(eps)))};
+PrimitiveKey bn_key(const BnLayout& l, double eps, DType dtype) {
+  return {l.n, l.c, l.s, static_cast<std::int64_t>(std::bit_cast<std::uint32_t>(static_cast<float>(eps))),
+          static_cast<std::int64_t>(dtype)};
 }
 
 const auto kScaleShift = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
@@ -169,15 +176,15 @@ Tensor forward_eval_dnnl(const Tensor& x, const Tensor& gamma, const Tensor& bet
                          const Tensor& running_var, const BatchNormParams& p) {
   static PrimitiveCache<CachedPrimitive> cache;
   const BnLayout l = layout_of(x);
-  const auto& entry = cache.get(bn_key(l, p.eps), [&] {
-    const dnnl::batch_normalization_forward::desc desc(dnnl::prop_kind::forward_inference, data_desc(l),
+  const auto& entry = cache.get(bn_key(l, p.eps, x.dtype()), [&] {
+    const dnnl::batch_normalization_forward::desc desc(dnnl::prop_kind::forward_inference, data_desc(l, x.dtype()),
                                                        static_cast<float>(p.eps),
                                                        kScaleShift | dnnl::normalization_flags::use_global_stats);
     const dnnl::batch_normalization_forward::primitive_desc pd(desc, user_scratchpad_attr(), dnnl_engine());
     return CachedPrimitive{dnnl::batch_normalization_forward(pd), pd.scratchpad_desc()};
   });
-  Tensor y = Tensor::empty(x.shape(), DType::F32, x.device());
-  const memory::desc data = data_desc(l);
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  const memory::desc data = data_desc(l, x.dtype());
   execute(entry.primitive, entry.scratchpad,
           {{DNNL_ARG_SRC, wrap(x, data)},
            {DNNL_ARG_DST, wrap(y, data)},
@@ -280,10 +287,10 @@ BatchNormGrads backward_reference(const Tensor& x, const Tensor& grad_y, const T
 Tensor batch_norm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
                                 Tensor& running_var, Tensor& save_mean, Tensor& save_invstd,
                                 const BatchNormParams& p) {
-  return visit_float(x.dtype(), "batch_norm_forward_train", [&](auto tag) {
+  return visit_any_float(x.dtype(), "batch_norm_forward_train", [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (std::is_same_v<T, float>)
-      return forward_train_f32(x, gamma, beta, running_mean, running_var, save_mean, save_invstd, p);
+    if constexpr (!std::is_same_v<T, double>)
+      return forward_train_f32<T>(x, gamma, beta, running_mean, running_var, save_mean, save_invstd, p);
     else
       return forward_train_reference<T>(x, gamma, beta, running_mean, running_var, save_mean, save_invstd, p);
   });
@@ -291,6 +298,7 @@ Tensor batch_norm_forward_train(const Tensor& x, const Tensor& gamma, const Tens
 
 Tensor batch_norm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
                                const Tensor& running_var, const BatchNormParams& p) {
+  if (x.dtype() == DType::BF16) return forward_eval_dnnl(x, gamma, beta, running_mean, running_var, p);
   return visit_float(x.dtype(), "batch_norm_forward_eval", [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, float>) return forward_eval_dnnl(x, gamma, beta, running_mean, running_var, p);
@@ -300,9 +308,9 @@ Tensor batch_norm_forward_eval(const Tensor& x, const Tensor& gamma, const Tenso
 
 BatchNormGrads batch_norm_backward(const Tensor& x, const Tensor& grad_y, const Tensor& gamma,
                                    const Tensor& save_mean, const Tensor& save_invstd, const BatchNormParams& p) {
-  return visit_float(x.dtype(), "batch_norm_backward", [&](auto tag) {
+  return visit_any_float(x.dtype(), "batch_norm_backward", [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (std::is_same_v<T, float>) return backward_f32(x, grad_y, gamma, save_mean, save_invstd);
+    if constexpr (!std::is_same_v<T, double>) return backward_f32<T>(x, grad_y, gamma, save_mean, save_invstd);
     else return backward_reference<T>(x, grad_y, gamma, save_mean, save_invstd);
   });
 }

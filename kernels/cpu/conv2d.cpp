@@ -1,4 +1,5 @@
-// conv2d on the CPU: oneDNN for F32, reference loops for F64 (finite-difference checks).
+// conv2d on the CPU: oneDNN for F32 and BF16, reference loops for F64 (finite-difference checks).
+// F16 never reaches here: the op layer runs it through F32 (kernels/ops/half_fallback.h).
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "kernels/cpu/dnnl_context.h"
@@ -12,38 +13,43 @@ namespace {
 
 using dnnl::memory;
 
-// ---- oneDNN (F32) ----
+// ---- oneDNN (F32, and BF16 with F32 bias and weight gradients) ----
 //
 // Primitives are built with format_tag::any so oneDNN picks its blocked jit kernels (e.g.
 // nChw16c activations, OIhw16i16o weights); our tensors stay plain NCHW/OIHW at the op boundary,
 // so each call reorders the inputs into the calling thread's scratch buffers and the outputs back.
-// The reorders are built once with the primitive and cached alongside it.
+// The reorders are built once with the primitive and cached alongside it. In BF16, activations,
+// weights and their gradients are BF16 while the bias and the weight gradients (which accumulate
+// over micro-batches) stay F32; oneDNN accumulates every product in F32.
 
 struct ConvDescs {
   memory::desc src, weights, bias, dst;   // plain
+  memory::desc grad_weights, grad_bias;   // plain, F32 when the data is BF16
   memory::dims strides, padding;
 };
 
-ConvDescs conv_descs(const Shape& x, const Shape& w, const Conv2dParams& p) {
+ConvDescs conv_descs(const Shape& x, const Shape& w, const Conv2dParams& p, DType data) {
   // Symmetric padding: oneDNN's output size rule (floor division) then matches PyTorch's.
-  return {plain_f32_desc(x),
+  return {plain_desc(x, data),
+          plain_desc(w, data),
+          plain_f32_desc({w[0]}),
+          plain_desc(conv2d_output_shape(x, w, p), data),
           plain_f32_desc(w),
           plain_f32_desc({w[0]}),
-          plain_f32_desc(conv2d_output_shape(x, w, p)),
           {p.stride_h, p.stride_w},
           {p.pad_h, p.pad_w}};
 }
 
-// The same shapes with the layout left to oneDNN.
+// The same shapes and element type with the layout left to oneDNN.
 memory::desc any_desc(const memory::desc& plain) {
-  return {plain.dims(), memory::data_type::f32, memory::format_tag::any};
+  return {plain.dims(), plain.data_type(), memory::format_tag::any};
 }
 
 enum class Bias { Without, With };
 
-PrimitiveKey conv_key(const Shape& x, const Shape& w, const Conv2dParams& p, Bias bias) {
+PrimitiveKey conv_key(const Shape& x, const Shape& w, const Conv2dParams& p, Bias bias, DType data) {
   return {x[0], x[1], x[2], x[3], w[0], w[2], w[3], p.stride_h, p.stride_w, p.pad_h, p.pad_w,
-          static_cast<std::int64_t>(bias)};
+          static_cast<std::int64_t>(bias), static_cast<std::int64_t>(data)};
 }
 
 dnnl::convolution_forward::primitive_desc forward_pd(const ConvDescs& d, Bias bias) {
@@ -68,13 +74,14 @@ struct CachedConv {
 Tensor forward_dnnl(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dParams& p) {
   static PrimitiveCache<CachedConv> cache;
   const Bias with = bias.defined() ? Bias::With : Bias::Without;
-  const auto& entry = cache.get(conv_key(x.shape(), w.shape(), p, with), [&] {
-    const ConvDescs d = conv_descs(x.shape(), w.shape(), p);
+  const DType data = x.dtype();
+  const auto& entry = cache.get(conv_key(x.shape(), w.shape(), p, with, data), [&] {
+    const ConvDescs d = conv_descs(x.shape(), w.shape(), p, data);
     auto pd = forward_pd(d, with);
     return CachedConv{dnnl::convolution_forward(pd), pd.scratchpad_desc(), input_reformat(d.src, pd.src_desc()),
                       input_reformat(d.weights, pd.weights_desc()), output_reformat(pd.dst_desc(), d.dst)};
   });
-  Tensor y = Tensor::empty(conv2d_output_shape(x.shape(), w.shape(), p), DType::F32, x.device());
+  Tensor y = Tensor::empty(conv2d_output_shape(x.shape(), w.shape(), p), data, x.device());
   std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, prepare_input(entry.a, x, ScratchSlot::Arg0)},
                                           {DNNL_ARG_WEIGHTS, prepare_input(entry.b, w, ScratchSlot::Arg1)}};
   const memory dst = prepare_output(entry.c, y, ScratchSlot::Arg2);
@@ -88,16 +95,17 @@ Tensor forward_dnnl(const Tensor& x, const Tensor& w, const Tensor& bias, const 
 
 Tensor backward_data_dnnl(const Tensor& grad_y, const Tensor& w, const Shape& x_shape, const Conv2dParams& p) {
   static PrimitiveCache<CachedConv> cache;
-  const auto& entry = cache.get(conv_key(x_shape, w.shape(), p, Bias::Without), [&] {
+  const DType data = grad_y.dtype();
+  const auto& entry = cache.get(conv_key(x_shape, w.shape(), p, Bias::Without, data), [&] {
     using bwd = dnnl::convolution_backward_data;
-    const ConvDescs d = conv_descs(x_shape, w.shape(), p);
+    const ConvDescs d = conv_descs(x_shape, w.shape(), p, data);
     const bwd::desc desc(dnnl::algorithm::convolution_direct, any_desc(d.src), any_desc(d.weights), any_desc(d.dst),
                          d.strides, d.padding, d.padding);
     const bwd::primitive_desc pd(desc, user_scratchpad_attr(), dnnl_engine(), forward_pd(d, Bias::Without));
     return CachedConv{bwd(pd), pd.scratchpad_desc(), input_reformat(d.dst, pd.diff_dst_desc()),
                       input_reformat(d.weights, pd.weights_desc()), output_reformat(pd.diff_src_desc(), d.src)};
   });
-  Tensor grad_x = Tensor::empty(x_shape, DType::F32, grad_y.device());
+  Tensor grad_x = Tensor::empty(x_shape, data, grad_y.device());
   std::unordered_map<int, memory> args = {{DNNL_ARG_DIFF_DST, prepare_input(entry.a, grad_y, ScratchSlot::Arg0)},
                                           {DNNL_ARG_WEIGHTS, prepare_input(entry.b, w, ScratchSlot::Arg1)}};
   const memory diff_src = prepare_output(entry.c, grad_x, ScratchSlot::Arg2);
@@ -117,22 +125,23 @@ void backward_filter_dnnl(const Tensor& x, const Tensor& grad_y, Tensor& grad_w,
                           const Conv2dParams& p) {
   static PrimitiveCache<CachedConvFilter> cache;
   const Bias with = grad_bias.defined() ? Bias::With : Bias::Without;
-  const auto& entry = cache.get(conv_key(x.shape(), grad_w.shape(), p, with), [&] {
+  const DType data = x.dtype();
+  const auto& entry = cache.get(conv_key(x.shape(), grad_w.shape(), p, with, data), [&] {
     using bwd = dnnl::convolution_backward_weights;
     const auto algo = dnnl::algorithm::convolution_direct;
-    const ConvDescs d = conv_descs(x.shape(), grad_w.shape(), p);
-    const memory::desc src = any_desc(d.src), weights = any_desc(d.weights), dst = any_desc(d.dst);
+    const ConvDescs d = conv_descs(x.shape(), grad_w.shape(), p, data);
+    const memory::desc src = any_desc(d.src), weights = any_desc(d.grad_weights), dst = any_desc(d.dst);
     const bwd::desc desc = with == Bias::With
-                               ? bwd::desc(algo, src, weights, d.bias, dst, d.strides, d.padding, d.padding)
+                               ? bwd::desc(algo, src, weights, d.grad_bias, dst, d.strides, d.padding, d.padding)
                                : bwd::desc(algo, src, weights, dst, d.strides, d.padding, d.padding);
     const bwd::primitive_desc pd(desc, user_scratchpad_attr(), dnnl_engine(), forward_pd(d, with));
     // oneDNN overwrites its outputs; the contract accumulates, so the conversion back to the
     // plain layout adds into grad_w / grad_bias (a reorder with a sum post-op).
     CachedConvFilter e{{bwd(pd), pd.scratchpad_desc(), input_reformat(d.src, pd.src_desc()),
                         input_reformat(d.dst, pd.diff_dst_desc()),
-                        output_reformat(pd.diff_weights_desc(), d.weights, /*accumulate=*/true)},
+                        output_reformat(pd.diff_weights_desc(), d.grad_weights, /*accumulate=*/true)},
                        {}};
-    if (with == Bias::With) e.bias = output_reformat(pd.diff_bias_desc(), d.bias, /*accumulate=*/true);
+    if (with == Bias::With) e.bias = output_reformat(pd.diff_bias_desc(), d.grad_bias, /*accumulate=*/true);
     return e;
   });
   const CachedConv& conv = entry.conv;
@@ -249,6 +258,7 @@ void backward_filter_reference(const Tensor& x, const Tensor& grad_y, Tensor& gr
 }  // namespace
 
 Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dParams& p) {
+  if (x.dtype() == DType::BF16) return forward_dnnl(x, w, bias, p);
   return visit_float(x.dtype(), "conv2d_forward", [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, float>) return forward_dnnl(x, w, bias, p);
@@ -257,6 +267,7 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, cons
 }
 
 Tensor conv2d_backward_data(const Tensor& grad_y, const Tensor& w, const Shape& x_shape, const Conv2dParams& p) {
+  if (grad_y.dtype() == DType::BF16) return backward_data_dnnl(grad_y, w, x_shape, p);
   return visit_float(grad_y.dtype(), "conv2d_backward_data", [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, float>) return backward_data_dnnl(grad_y, w, x_shape, p);
@@ -266,6 +277,7 @@ Tensor conv2d_backward_data(const Tensor& grad_y, const Tensor& w, const Shape& 
 
 void conv2d_backward_filter(const Tensor& x, const Tensor& grad_y, Tensor& grad_w, Tensor& grad_bias,
                             const Conv2dParams& p) {
+  if (x.dtype() == DType::BF16) return backward_filter_dnnl(x, grad_y, grad_w, grad_bias, p);
   visit_float(x.dtype(), "conv2d_backward_filter", [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, float>) backward_filter_dnnl(x, grad_y, grad_w, grad_bias, p);

@@ -19,12 +19,22 @@ dnnl::stream& dnnl_stream() {
   return stream;
 }
 
-dnnl::memory::desc plain_f32_desc(const Shape& shape) {
+dnnl::memory::data_type dnnl_data_type(DType dtype, const char* op) {
+  switch (dtype) {
+    case DType::F32: return dnnl::memory::data_type::f32;
+    case DType::BF16: return dnnl::memory::data_type::bf16;
+    case DType::F16: return dnnl::memory::data_type::f16;
+    default: PW_FAIL("" << op << ": oneDNN takes F32, BF16 or F16 here, got " << dtype_name(dtype));
+  }
+}
+
+dnnl::memory::desc plain_desc(const Shape& shape, DType dtype) {
   const dnnl::memory::dims dims(shape.begin(), shape.end());
+  const auto type = dnnl_data_type(dtype);
   switch (shape.size()) {
-    case 1: return {dims, dnnl::memory::data_type::f32, tag::x};
-    case 2: return {dims, dnnl::memory::data_type::f32, tag::nc};
-    case 4: return {dims, dnnl::memory::data_type::f32, tag::nchw};
+    case 1: return {dims, type, tag::x};
+    case 2: return {dims, type, tag::nc};
+    case 4: return {dims, type, tag::nchw};
     default: PW_FAIL("no plain oneDNN layout for a " << shape.size() << "-D tensor " << shape_str(shape));
   }
 }

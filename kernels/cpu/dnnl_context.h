@@ -22,11 +22,14 @@ dnnl::engine& dnnl_engine();
 // Stage threads call ops concurrently; each gets its own stream.
 dnnl::stream& dnnl_stream();
 
-// f32 descriptor with the plain row-major tag for the tensor's rank (x, nc, nchw).
-dnnl::memory::desc plain_f32_desc(const Shape& shape);
+// oneDNN's element type for F32, BF16 and F16 (others: error naming `op`).
+dnnl::memory::data_type dnnl_data_type(DType dtype, const char* op = "oneDNN");
+// Descriptor with the plain row-major tag for the tensor's rank (x, nc, nchw).
+dnnl::memory::desc plain_desc(const Shape& shape, DType dtype);
+inline dnnl::memory::desc plain_f32_desc(const Shape& shape) { return plain_desc(shape, DType::F32); }
 // Memory object over a tensor's storage (no copy); `desc` must describe its row-major layout.
 dnnl::memory wrap(const Tensor& t, const dnnl::memory::desc& desc);
-inline dnnl::memory wrap(const Tensor& t) { return wrap(t, plain_f32_desc(t.shape())); }
+inline dnnl::memory wrap(const Tensor& t) { return wrap(t, plain_desc(t.shape(), t.dtype())); }
 
 // Primitive attributes every cached primitive is built with: a scratchpad the caller owns, so a
 // primitive can run on several threads at once.

@@ -7,10 +7,10 @@
 namespace pw::kernels::cpu {
 
 DropoutResult dropout_forward(const Tensor& x, double p, std::uint64_t seed) {
-  return visit_float(x.dtype(), "dropout_forward", [&](auto tag) {
+  return visit_any_float(x.dtype(), "dropout_forward", [&](auto tag) {
     using T = decltype(tag);
     DropoutResult r{Tensor::empty(x.shape(), x.dtype(), x.device()), Tensor::empty(x.shape(), DType::U8, x.device())};
-    const T scale = static_cast<T>(dropout_scale(p));
+    const auto scale = static_cast<compute_t<T>>(dropout_scale(p));
     const T* in = x.data<T>();
     T* out = r.y.data<T>();
     std::uint8_t* mask = r.mask.data<std::uint8_t>();
@@ -18,7 +18,7 @@ DropoutResult dropout_forward(const Tensor& x, double p, std::uint64_t seed) {
       for (std::int64_t i = begin; i < end; ++i) {
         const bool kept = dropout_keeps(seed, static_cast<std::uint64_t>(i), p);
         mask[i] = kept ? 1 : 0;
-        out[i] = kept ? in[i] * scale : T(0);
+        out[i] = store<T>(kept ? load(in[i]) * scale : compute_t<T>(0));
       }
     });
     return r;
@@ -26,15 +26,15 @@ DropoutResult dropout_forward(const Tensor& x, double p, std::uint64_t seed) {
 }
 
 Tensor dropout_backward(const Tensor& grad_y, const Tensor& mask, double p) {
-  return visit_float(grad_y.dtype(), "dropout_backward", [&](auto tag) {
+  return visit_any_float(grad_y.dtype(), "dropout_backward", [&](auto tag) {
     using T = decltype(tag);
     Tensor grad_x = Tensor::empty(grad_y.shape(), grad_y.dtype(), grad_y.device());
-    const T scale = static_cast<T>(dropout_scale(p));
+    const auto scale = static_cast<compute_t<T>>(dropout_scale(p));
     const T* gy = grad_y.data<T>();
     const std::uint8_t* keep = mask.data<std::uint8_t>();
     T* gx = grad_x.data<T>();
     parallel_chunks(grad_y.numel(), kElementGrain, [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t i = begin; i < end; ++i) gx[i] = keep[i] != 0 ? gy[i] * scale : T(0);
+      for (std::int64_t i = begin; i < end; ++i) gx[i] = store<T>(keep[i] != 0 ? load(gy[i]) * scale : compute_t<T>(0));
     });
     return grad_x;
   });

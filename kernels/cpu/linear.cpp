@@ -1,5 +1,6 @@
-// Matrix products on the CPU: oneDNN matmul for F32 (transposes as strided views, accumulation as
-// a sum post-op), reference loops for F64.
+// Matrix products on the CPU: oneDNN matmul for F32 and BF16 (transposes as strided views,
+// accumulation as a sum post-op; BF16 products accumulate in F32 and may write an F32 result, as the
+// weight gradients are), reference loops for F64.
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "kernels/cpu/dnnl_context.h"
@@ -20,9 +21,9 @@ std::int64_t op_rows(const Tensor& t, Transpose tr) { return tr == Transpose::No
 std::int64_t op_cols(const Tensor& t, Transpose tr) { return tr == Transpose::No ? t.dim(1) : t.dim(0); }
 
 // A row-major [rows, cols] matrix, or the transpose of a row-major [cols, rows] one.
-memory::desc matrix_desc(std::int64_t rows, std::int64_t cols, Transpose tr) {
+memory::desc matrix_desc(std::int64_t rows, std::int64_t cols, Transpose tr, DType dtype) {
   const memory::dims strides = tr == Transpose::No ? memory::dims{cols, 1} : memory::dims{1, rows};
-  return {{rows, cols}, memory::data_type::f32, strides};
+  return {{rows, cols}, dnnl_data_type(dtype, "matmul"), strides};
 }
 
 struct CachedMatmul {
@@ -35,10 +36,12 @@ void matmul_dnnl(const Tensor& a, Transpose ta, const Tensor& b, Transpose tb, c
                  Accumulate acc) {
   static PrimitiveCache<CachedMatmul> cache;
   const std::int64_t m = op_rows(a, ta), k = op_cols(a, ta), n = op_cols(b, tb);
-  const memory::desc a_desc = matrix_desc(m, k, ta), b_desc = matrix_desc(k, n, tb), c_desc = matrix_desc(m, n, Transpose::No);
-  const memory::desc bias_desc = matrix_desc(1, n, Transpose::No);
+  const memory::desc a_desc = matrix_desc(m, k, ta, a.dtype()), b_desc = matrix_desc(k, n, tb, b.dtype());
+  const memory::desc c_desc = matrix_desc(m, n, Transpose::No, c.dtype());
+  const memory::desc bias_desc = matrix_desc(1, n, Transpose::No, bias.defined() ? bias.dtype() : DType::F32);
   const PrimitiveKey key = {m, k, n, static_cast<std::int64_t>(ta), static_cast<std::int64_t>(tb),
-                            bias.defined() ? 1 : 0, static_cast<std::int64_t>(acc)};
+                            bias.defined() ? 1 : 0, static_cast<std::int64_t>(acc), static_cast<std::int64_t>(a.dtype()),
+                            static_cast<std::int64_t>(c.dtype())};
   const auto& entry = cache.get(key, [&] {
     const dnnl::matmul::desc desc =
         bias.defined() ? dnnl::matmul::desc(a_desc, b_desc, bias_desc, c_desc) : dnnl::matmul::desc(a_desc, b_desc, c_desc);
@@ -82,28 +85,37 @@ void matmul_reference(const Tensor& a, Transpose ta, const Tensor& b, Transpose 
 template <typename T>
 void product(const Tensor& a, Transpose ta, const Tensor& b, Transpose tb, const Tensor& bias, Tensor& c,
              Accumulate acc) {
-  if constexpr (std::is_same_v<T, float>) matmul_dnnl(a, ta, b, tb, bias, c, acc);
-  else matmul_reference<T>(a, ta, b, tb, bias, c, acc);
+  if constexpr (std::is_same_v<T, double>) matmul_reference<T>(a, ta, b, tb, bias, c, acc);
+  else matmul_dnnl(a, ta, b, tb, bias, c, acc);
 }
 
-// grad_bias[j] += sum over rows of grad_y[:, j]; each column is summed by one task, in row order.
+// grad_bias[j] += sum over rows of grad_y[:, j]; each column is summed by one task, in row order
+// (in the compute type: float for F32 and BF16 gradients, double for F64).
 template <typename T>
 void accumulate_column_sums(const Tensor& grad_y, Tensor& grad_bias) {
+  using C = compute_t<T>;
   const std::int64_t rows = grad_y.dim(0), cols = grad_y.dim(1);
   const T* gy = grad_y.data<T>();
-  T* gb = grad_bias.data<T>();
+  C* gb = grad_bias.data<C>();
   parallel_chunks(cols, 64, [&](std::int64_t begin, std::int64_t end) {
-    std::vector<T> totals(static_cast<std::size_t>(end - begin), T(0));
+    std::vector<C> totals(static_cast<std::size_t>(end - begin), C(0));
     for (std::int64_t i = 0; i < rows; ++i)
-      for (std::int64_t j = begin; j < end; ++j) totals[static_cast<std::size_t>(j - begin)] += gy[i * cols + j];
+      for (std::int64_t j = begin; j < end; ++j) totals[static_cast<std::size_t>(j - begin)] += load(gy[i * cols + j]);
     for (std::int64_t j = begin; j < end; ++j) gb[j] += totals[static_cast<std::size_t>(j - begin)];
   });
+}
+
+// F32 and F64 as visit_float, and BF16 (oneDNN's BF16 matmul); F16 is run as F32 by the op layer.
+template <typename Body>
+decltype(auto) visit_matmul_type(DType dtype, const char* op, Body&& body) {
+  if (dtype == DType::BF16) return body(Bf16{});
+  return visit_float(dtype, op, std::forward<Body>(body));
 }
 
 }  // namespace
 
 Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias) {
-  return visit_float(x.dtype(), "linear_forward", [&](auto tag) {
+  return visit_matmul_type(x.dtype(), "linear_forward", [&](auto tag) {
     Tensor y = Tensor::empty({x.dim(0), w.dim(0)}, x.dtype(), x.device());
     product<decltype(tag)>(x, Transpose::No, w, Transpose::Yes, bias, y, Accumulate::No);
     return y;
@@ -111,7 +123,7 @@ Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias) {
 }
 
 Tensor linear_backward_data(const Tensor& grad_y, const Tensor& w) {
-  return visit_float(grad_y.dtype(), "linear_backward_data", [&](auto tag) {
+  return visit_matmul_type(grad_y.dtype(), "linear_backward_data", [&](auto tag) {
     Tensor grad_x = Tensor::empty({grad_y.dim(0), w.dim(1)}, grad_y.dtype(), grad_y.device());
     product<decltype(tag)>(grad_y, Transpose::No, w, Transpose::No, Tensor(), grad_x, Accumulate::No);
     return grad_x;
@@ -119,7 +131,7 @@ Tensor linear_backward_data(const Tensor& grad_y, const Tensor& w) {
 }
 
 void linear_backward_weight(const Tensor& x, const Tensor& grad_y, Tensor& grad_w, Tensor& grad_bias) {
-  visit_float(x.dtype(), "linear_backward_weight", [&](auto tag) {
+  visit_matmul_type(x.dtype(), "linear_backward_weight", [&](auto tag) {
     using T = decltype(tag);
     product<T>(grad_y, Transpose::Yes, x, Transpose::No, Tensor(), grad_w, Accumulate::Yes);
     if (grad_bias.defined()) accumulate_column_sums<T>(grad_y, grad_bias);
@@ -127,7 +139,7 @@ void linear_backward_weight(const Tensor& x, const Tensor& grad_y, Tensor& grad_
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b, Transpose ta, Transpose tb) {
-  return visit_float(a.dtype(), "matmul", [&](auto tag) {
+  return visit_matmul_type(a.dtype(), "matmul", [&](auto tag) {
     Tensor c = Tensor::empty({op_rows(a, ta), op_cols(b, tb)}, a.dtype(), a.device());
     product<decltype(tag)>(a, ta, b, tb, Tensor(), c, Accumulate::No);
     return c;

@@ -43,8 +43,14 @@ Tensor batch_norm_forward_train(const Tensor& x, const Tensor& gamma, const Tens
   for (const Arg& a : all) {
     if (&a.tensor != &x) detail::check_shape_is(op, a, {channels});
   }
-  detail::check_same_float_dtype(op, all);
+  detail::check_floating(op, {x, "x"});
+  detail::check_master_dtype(op, x.dtype(), {{gamma, "gamma"}, {beta, "beta"}, {running_mean, "running_mean"},
+                                             {running_var, "running_var"}, {save_mean, "save_mean"},
+                                             {save_invstd, "save_invstd"}});
   const Device device = detail::check_same_device(op, all);
+  if (!runs_natively(device, x.dtype(), HalfOp::BatchNormTrain))
+    return batch_norm_forward_train(x.to(DType::F32), gamma, beta, running_mean, running_var, save_mean, save_invstd, p)
+        .to(x.dtype());
   return PW_DISPATCH(device, batch_norm_forward_train, x, gamma, beta, running_mean, running_var, save_mean,
                      save_invstd, p);
 }
@@ -59,8 +65,12 @@ Tensor batch_norm_forward_eval(const Tensor& x, const Tensor& gamma, const Tenso
   for (const Arg& a : all) {
     if (&a.tensor != &x) detail::check_shape_is(op, a, {channels});
   }
-  detail::check_same_float_dtype(op, all);
+  detail::check_floating(op, {x, "x"});
+  detail::check_master_dtype(op, x.dtype(), {{gamma, "gamma"}, {beta, "beta"}, {running_mean, "running_mean"},
+                                             {running_var, "running_var"}});
   const Device device = detail::check_same_device(op, all);
+  if (!runs_natively(device, x.dtype(), HalfOp::BatchNormEval))
+    return batch_norm_forward_eval(x.to(DType::F32), gamma, beta, running_mean, running_var, p).to(x.dtype());
   return PW_DISPATCH(device, batch_norm_forward_eval, x, gamma, beta, running_mean, running_var, p);
 }
 
@@ -75,8 +85,14 @@ BatchNormGrads batch_norm_backward(const Tensor& x, const Tensor& grad_y, const 
   for (const Arg& a : all) {
     if (&a.tensor != &x && &a.tensor != &grad_y) detail::check_shape_is(op, a, {channels});
   }
-  detail::check_same_float_dtype(op, all);
+  detail::check_same_float_dtype(op, {{x, "x"}, {grad_y, "grad_y"}});
+  detail::check_master_dtype(op, x.dtype(), {{gamma, "gamma"}, {save_mean, "save_mean"}, {save_invstd, "save_invstd"}});
   const Device device = detail::check_same_device(op, all);
+  if (!runs_natively(device, x.dtype(), HalfOp::BatchNormTrain)) {
+    BatchNormGrads g = batch_norm_backward(x.to(DType::F32), grad_y.to(DType::F32), gamma, save_mean, save_invstd, p);
+    g.grad_x = g.grad_x.to(x.dtype());
+    return g;
+  }
   return PW_DISPATCH(device, batch_norm_backward, x, grad_y, gamma, save_mean, save_invstd, p);
 }
 

@@ -39,8 +39,11 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, cons
   conv2d_output_shape(x.shape(), w.shape(), p);
   check_bias(op, bias, "bias", w);
   const auto optional = detail::Presence::Optional;
-  detail::check_same_float_dtype(op, {{x, "x"}, {w, "w"}, {bias, "bias", optional}});
+  detail::check_same_float_dtype(op, {{x, "x"}, {w, "w"}});
+  detail::check_master_dtype(op, x.dtype(), {{bias, "bias", optional}});
   const Device device = detail::check_same_device(op, {{x, "x"}, {w, "w"}, {bias, "bias", optional}});
+  if (!runs_natively(device, x.dtype(), HalfOp::Conv))
+    return conv2d_forward(x.to(DType::F32), w.to(DType::F32), bias, p).to(x.dtype());
   return PW_DISPATCH(device, conv2d_forward, x, w, bias, p);
 }
 
@@ -52,6 +55,8 @@ Tensor conv2d_backward_data(const Tensor& grad_y, const Tensor& w, const Shape& 
   detail::check_shape_is(op, {grad_y, "grad_y"}, y_shape);
   detail::check_same_float_dtype(op, {{grad_y, "grad_y"}, {w, "w"}});
   const Device device = detail::check_same_device(op, {{grad_y, "grad_y"}, {w, "w"}});
+  if (!runs_natively(device, grad_y.dtype(), HalfOp::Conv))
+    return conv2d_backward_data(grad_y.to(DType::F32), w.to(DType::F32), x_shape, p).to(grad_y.dtype());
   return PW_DISPATCH(device, conv2d_backward_data, grad_y, w, x_shape, p);
 }
 
@@ -67,8 +72,11 @@ void conv2d_backward_filter(const Tensor& x, const Tensor& grad_y, Tensor& grad_
   const auto optional = detail::Presence::Optional;
   const std::initializer_list<detail::Arg> all = {
       {x, "x"}, {grad_y, "grad_y"}, {grad_w, "grad_w"}, {grad_bias, "grad_bias", optional}};
-  detail::check_same_float_dtype(op, all);
+  detail::check_same_float_dtype(op, {{x, "x"}, {grad_y, "grad_y"}});
+  detail::check_master_dtype(op, x.dtype(), {{grad_w, "grad_w"}, {grad_bias, "grad_bias", optional}});
   const Device device = detail::check_same_device(op, all);
+  if (!runs_natively(device, x.dtype(), HalfOp::Conv))
+    return conv2d_backward_filter(x.to(DType::F32), grad_y.to(DType::F32), grad_w, grad_bias, p);
   PW_DISPATCH(device, conv2d_backward_filter, x, grad_y, grad_w, grad_bias, p);
 }
 

@@ -16,6 +16,11 @@ void check_probability(const char* op, double p) {
 DropoutResult dropout_forward(const Tensor& x, double p, std::uint64_t seed) {
   check_probability("dropout_forward", p);
   detail::check_floating("dropout_forward", {x, "x"});
+  if (!runs_natively(x.device(), x.dtype(), HalfOp::Elementwise)) {
+    DropoutResult r = dropout_forward(x.to(DType::F32), p, seed);
+    r.y = r.y.to(x.dtype());
+    return r;
+  }
   return PW_DISPATCH(x.device(), dropout_forward, x, p, seed);
 }
 
@@ -26,6 +31,8 @@ Tensor dropout_backward(const Tensor& grad_y, const Tensor& mask, double p) {
   detail::check_dtype_is(op, {mask, "mask"}, DType::U8);
   detail::check_shape_is(op, {mask, "mask"}, grad_y.shape());
   const Device device = detail::check_same_device(op, {{grad_y, "grad_y"}, {mask, "mask"}});
+  if (!runs_natively(device, grad_y.dtype(), HalfOp::Elementwise))
+    return dropout_backward(grad_y.to(DType::F32), mask, p).to(grad_y.dtype());
   return PW_DISPATCH(device, dropout_backward, grad_y, mask, p);
 }
 

@@ -19,26 +19,41 @@ Device check_pair(const char* op, const Arg& a, const Arg& b) {
 
 Tensor add(const Tensor& a, const Tensor& b) {
   const Device device = check_pair("add", {a, "a"}, {b, "b"});
+  if (!runs_natively(device, a.dtype(), HalfOp::Elementwise)) return add(a.to(DType::F32), b.to(DType::F32)).to(a.dtype());
   return PW_DISPATCH(device, add, a, b);
 }
 
 void add_inplace(Tensor& dst, const Tensor& src, double alpha) {
   const Device device = check_pair("add_inplace", {dst, "dst"}, {src, "src"});
+  if (!runs_natively(device, dst.dtype(), HalfOp::Elementwise)) {
+    Tensor wide = dst.to(DType::F32);
+    add_inplace(wide, src.to(DType::F32), alpha);
+    dst.copy_from(wide.to(dst.dtype()));
+    return;
+  }
   PW_DISPATCH(device, add_inplace, dst, src, alpha);
 }
 
 void scale_inplace(Tensor& t, double alpha) {
   detail::check_floating("scale_inplace", {t, "t"});
+  if (!runs_natively(t.device(), t.dtype(), HalfOp::Elementwise)) {
+    Tensor wide = t.to(DType::F32);
+    scale_inplace(wide, alpha);
+    t.copy_from(wide.to(t.dtype()));
+    return;
+  }
   PW_DISPATCH(t.device(), scale_inplace, t, alpha);
 }
 
 double sum(const Tensor& t) {
   detail::check_floating("sum", {t, "t"});
+  if (!runs_natively(t.device(), t.dtype(), HalfOp::Elementwise)) return sum(t.to(DType::F32));
   return PW_DISPATCH(t.device(), sum, t);
 }
 
 double sum_of_squares(const Tensor& t) {
   detail::check_floating("sum_of_squares", {t, "t"});
+  if (!runs_natively(t.device(), t.dtype(), HalfOp::Elementwise)) return sum_of_squares(t.to(DType::F32));
   return PW_DISPATCH(t.device(), sum_of_squares, t);
 }
 

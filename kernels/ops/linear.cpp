@@ -15,8 +15,11 @@ Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias) {
   PW_CHECK(x.dim(1) == w.dim(1), "" << op << ": x " << x.describe() << " and w " << w.describe() << " disagree on K");
   if (bias.defined()) detail::check_shape_is(op, {bias, "bias"}, {w.dim(0)});
   const std::initializer_list<Arg> all = {{x, "x"}, {w, "w"}, {bias, "bias", Presence::Optional}};
-  detail::check_same_float_dtype(op, all);
+  detail::check_same_float_dtype(op, {{x, "x"}, {w, "w"}});
+  detail::check_master_dtype(op, x.dtype(), {{bias, "bias", Presence::Optional}});
   const Device device = detail::check_same_device(op, all);
+  if (!runs_natively(device, x.dtype(), HalfOp::Matmul))
+    return linear_forward(x.to(DType::F32), w.to(DType::F32), bias).to(x.dtype());
   return PW_DISPATCH(device, linear_forward, x, w, bias);
 }
 
@@ -29,6 +32,8 @@ Tensor linear_backward_data(const Tensor& grad_y, const Tensor& w) {
   const std::initializer_list<Arg> all = {{grad_y, "grad_y"}, {w, "w"}};
   detail::check_same_float_dtype(op, all);
   const Device device = detail::check_same_device(op, all);
+  if (!runs_natively(device, grad_y.dtype(), HalfOp::Matmul))
+    return linear_backward_data(grad_y.to(DType::F32), w.to(DType::F32)).to(grad_y.dtype());
   return PW_DISPATCH(device, linear_backward_data, grad_y, w);
 }
 
@@ -42,8 +47,11 @@ void linear_backward_weight(const Tensor& x, const Tensor& grad_y, Tensor& grad_
   if (grad_bias.defined()) detail::check_shape_is(op, {grad_bias, "grad_bias"}, {grad_y.dim(1)});
   const std::initializer_list<Arg> all = {
       {x, "x"}, {grad_y, "grad_y"}, {grad_w, "grad_w"}, {grad_bias, "grad_bias", Presence::Optional}};
-  detail::check_same_float_dtype(op, all);
+  detail::check_same_float_dtype(op, {{x, "x"}, {grad_y, "grad_y"}});
+  detail::check_master_dtype(op, x.dtype(), {{grad_w, "grad_w"}, {grad_bias, "grad_bias", Presence::Optional}});
   const Device device = detail::check_same_device(op, all);
+  if (!runs_natively(device, x.dtype(), HalfOp::Matmul))
+    return linear_backward_weight(x.to(DType::F32), grad_y.to(DType::F32), grad_w, grad_bias);
   PW_DISPATCH(device, linear_backward_weight, x, grad_y, grad_w, grad_bias);
 }
 
@@ -58,6 +66,8 @@ Tensor matmul(const Tensor& a, const Tensor& b, Transpose ta, Transpose tb) {
   const std::initializer_list<Arg> all = {{a, "a"}, {b, "b"}};
   detail::check_same_float_dtype(op, all);
   const Device device = detail::check_same_device(op, all);
+  if (!runs_natively(device, a.dtype(), HalfOp::Matmul))
+    return matmul(a.to(DType::F32), b.to(DType::F32), ta, tb).to(a.dtype());
   return PW_DISPATCH(device, matmul, a, b, ta, tb);
 }
 

@@ -9,7 +9,7 @@ namespace {
 
 Device check_logits_and_labels(const char* op, const detail::Arg& scores, const Tensor& labels) {
   detail::check_ndim(op, scores, 2, "[N, C]");
-  detail::check_floating(op, scores);
+  detail::check_full_precision(op, scores);
   detail::check_ndim(op, {labels, "labels"}, 1, "[N]");
   detail::check_dtype_is(op, {labels, "labels"}, DType::I64);
   PW_CHECK(labels.dim(0) == scores.tensor.dim(0), "" << op << ": labels " << labels.describe() << " do not match "

@@ -13,6 +13,7 @@ namespace {
 Device check_state(const char* op, std::initializer_list<Arg> all) {
   const Arg& param = *all.begin();
   for (const Arg& a : all) detail::check_shape_is(op, a, param.tensor.shape());
+  detail::check_full_precision(op, *all.begin());
   detail::check_same_float_dtype(op, all);
   return detail::check_same_device(op, all);
 }

@@ -34,6 +34,11 @@ MaxPoolResult max_pool2d_forward(const Tensor& x, const Pool2dParams& p) {
   detail::check_ndim("max_pool2d_forward", {x, "x"}, 4, "[N, C, H, W]");
   detail::check_floating("max_pool2d_forward", {x, "x"});
   pool2d_output_shape(x.shape(), p);
+  if (!runs_natively(x.device(), x.dtype(), HalfOp::Pool)) {
+    MaxPoolResult r = max_pool2d_forward(x.to(DType::F32), p);   // its workspace is the F32 one backward uses
+    r.y = r.y.to(x.dtype());
+    return r;
+  }
   return PW_DISPATCH(x.device(), max_pool2d_forward, x, p);
 }
 
@@ -41,6 +46,8 @@ Tensor max_pool2d_backward(const Tensor& grad_y, const Tensor& workspace, const 
   constexpr const char* op = "max_pool2d_backward";
   check_pool_backward(op, grad_y, x_shape, p);
   const Device device = detail::check_same_device(op, {{grad_y, "grad_y"}, {workspace, "workspace"}});
+  if (!runs_natively(device, grad_y.dtype(), HalfOp::Pool))
+    return max_pool2d_backward(grad_y.to(DType::F32), workspace, x_shape, p).to(grad_y.dtype());
   return PW_DISPATCH(device, max_pool2d_backward, grad_y, workspace, x_shape, p);
 }
 
@@ -48,11 +55,15 @@ Tensor avg_pool2d_forward(const Tensor& x, const Pool2dParams& p) {
   detail::check_ndim("avg_pool2d_forward", {x, "x"}, 4, "[N, C, H, W]");
   detail::check_floating("avg_pool2d_forward", {x, "x"});
   pool2d_output_shape(x.shape(), p);
+  if (!runs_natively(x.device(), x.dtype(), HalfOp::Pool))
+    return avg_pool2d_forward(x.to(DType::F32), p).to(x.dtype());
   return PW_DISPATCH(x.device(), avg_pool2d_forward, x, p);
 }
 
 Tensor avg_pool2d_backward(const Tensor& grad_y, const Shape& x_shape, const Pool2dParams& p) {
   check_pool_backward("avg_pool2d_backward", grad_y, x_shape, p);
+  if (!runs_natively(grad_y.device(), grad_y.dtype(), HalfOp::Pool))
+    return avg_pool2d_backward(grad_y.to(DType::F32), x_shape, p).to(grad_y.dtype());
   return PW_DISPATCH(grad_y.device(), avg_pool2d_backward, grad_y, x_shape, p);
 }
 
@@ -62,6 +73,8 @@ Tensor adaptive_avg_pool2d_forward(const Tensor& x, int out_h, int out_w) {
   detail::check_floating(op, {x, "x"});
   PW_CHECK(out_h >= 1 && out_w >= 1, "" << op << ": output size must be >= 1, got " << out_h << "x" << out_w);
   PW_CHECK(x.dim(2) >= 1 && x.dim(3) >= 1, "" << op << ": empty spatial input " << x.describe());
+  if (!runs_natively(x.device(), x.dtype(), HalfOp::Elementwise))
+    return adaptive_avg_pool2d_forward(x.to(DType::F32), out_h, out_w).to(x.dtype());
   return PW_DISPATCH(x.device(), adaptive_avg_pool2d_forward, x, out_h, out_w);
 }
 
@@ -71,6 +84,8 @@ Tensor adaptive_avg_pool2d_backward(const Tensor& grad_y, const Shape& x_shape) 
   detail::check_floating(op, {grad_y, "grad_y"});
   PW_CHECK(x_shape.size() == 4 && x_shape[0] == grad_y.dim(0) && x_shape[1] == grad_y.dim(1),
            "" << op << ": input shape " << shape_str(x_shape) << " does not match grad_y " << grad_y.describe());
+  if (!runs_natively(grad_y.device(), grad_y.dtype(), HalfOp::Elementwise))
+    return adaptive_avg_pool2d_backward(grad_y.to(DType::F32), x_shape).to(grad_y.dtype());
   return PW_DISPATCH(grad_y.device(), adaptive_avg_pool2d_backward, grad_y, x_shape);
 }
 

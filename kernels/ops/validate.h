@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "kernels/ops/half_support.h"
 #include "kernels/tensor.h"
 
 namespace pw::kernels::detail {
@@ -31,11 +32,34 @@ inline void check_ndim(const char* op, const Arg& a, int ndim, const char* layou
            "" << op << ": " << a.name << " must be " << ndim << "-D " << layout << ", got " << a.tensor.describe());
 }
 
-inline bool is_floating(DType dtype) { return dtype == DType::F32 || dtype == DType::F64; }
+inline bool is_floating(DType dtype) { return is_floating_point(dtype); }
 
 inline void check_floating(const char* op, const Arg& a) {
   check_defined(op, a);
-  PW_CHECK(is_floating(a.tensor.dtype()), "" << op << ": " << a.name << " must be F32 or F64, got " << a.tensor.describe());
+  PW_CHECK(is_floating(a.tensor.dtype()),
+           "" << op << ": " << a.name << " must be F32, F64, BF16 or F16, got " << a.tensor.describe());
+}
+
+// F32 or F64: ops that keep full precision in mixed-precision training (losses, optimizer updates,
+// embedding tables) take no 16-bit operands.
+inline void check_full_precision(const char* op, const Arg& a) {
+  check_defined(op, a);
+  PW_CHECK(a.tensor.dtype() == DType::F32 || a.tensor.dtype() == DType::F64,
+           "" << op << ": " << a.name << " must be F32 or F64, got " << a.tensor.describe());
+}
+
+// The dtype of parameters and their gradients beside activations of dtype `data`: the same, or F32
+// for 16-bit activations (mixed precision keeps F32 master weights and F32 gradient sums).
+inline DType master_dtype(DType data) { return is_half(data) ? DType::F32 : data; }
+
+inline void check_master_dtype(const char* op, DType data, std::initializer_list<Arg> args) {
+  const DType want = master_dtype(data);
+  for (const Arg& a : args) {
+    if (skipped(a)) continue;
+    check_defined(op, a);
+    PW_CHECK(a.tensor.dtype() == want, "" << op << ": " << a.name << " must be " << dtype_name(want) << " beside "
+                                          << dtype_name(data) << " activations, got " << a.tensor.describe());
+  }
 }
 
 inline void check_dtype_is(const char* op, const Arg& a, DType dtype) {

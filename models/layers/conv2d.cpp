@@ -32,13 +32,13 @@ Shape Conv2d::output_shape_impl(const Shape& input) const {
 
 Layer::Output Conv2d::forward_impl(const Tensor& x, Mode) {
   auto ctx = std::make_unique<Conv2dContext>();
-  ctx->x = x;
-  Tensor y = kernels::conv2d_forward(x, weight_->value, bias_ ? bias_->value : Tensor(), params_conv_);
+  ctx->x = as_compute_dtype(x);
+  Tensor y = kernels::conv2d_forward(ctx->x, compute_weight(*weight_), bias_ ? bias_->value : Tensor(), params_conv_);
   return {std::move(y), std::move(ctx)};
 }
 
 Tensor Conv2d::backward_input_impl(Context& ctx, const Tensor& grad_y) {
-  return kernels::conv2d_backward_data(grad_y, weight_->value, ctx.input_shape, params_conv_);
+  return kernels::conv2d_backward_data(grad_y, compute_weight(*weight_), ctx.input_shape, params_conv_);
 }
 
 void Conv2d::backward_weight_impl(Context& ctx, const Tensor& grad_y) {

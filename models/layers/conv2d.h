@@ -16,6 +16,7 @@ class Conv2d : public Layer {
   Tensor backward_input_impl(Context& ctx, const Tensor& grad_y) override;
   void backward_weight_impl(Context& ctx, const Tensor& grad_y) override;
   Shape output_shape_impl(const Shape& input) const override;
+  std::vector<Parameter*> compute_copied_parameters() override { return {weight_}; }
 
  private:
   int in_channels_, out_channels_, kernel_;

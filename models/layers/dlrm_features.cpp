@@ -69,11 +69,11 @@ Layer::Output DlrmFeatures::forward_impl(const Tensor& x, Mode mode) {
   auto ctx = std::make_unique<FeaturesContext>();
   std::vector<Tensor> parts;
   auto bottom = children_[0].second->forward(dense.to(device_), mode);
-  parts.push_back(bottom.y.to(Device::cpu()));
+  parts.push_back(bottom.y.to(Device::cpu()).to(DType::F32));   // children may compute in 16 bits
   ctx->bottom = std::move(bottom.ctx);
   for (int f = 0; f < features_.sparse(); ++f) {
     auto bag = children_[static_cast<std::size_t>(f + 1)].second->forward(unpack_bag_ids(x, features_, f), mode);
-    parts.push_back(bag.y.to(Device::cpu()));
+    parts.push_back(bag.y.to(Device::cpu()).to(DType::F32));
     ctx->bags.push_back(std::move(bag.ctx));
   }
   const auto v = static_cast<std::int64_t>(parts.size());

@@ -17,6 +17,7 @@ class DotInteraction : public Layer {
   Output forward_impl(const Tensor& x, Mode mode) override;
   Tensor backward_input_impl(Context& ctx, const Tensor& grad_y) override;
   Shape output_shape_impl(const Shape& input) const override;
+  LowPrecisionInput low_precision_input() const override { return LowPrecisionInput::No; }
 
  private:
   int vectors_, dim_;

@@ -31,13 +31,13 @@ Shape Linear::output_shape_impl(const Shape& input) const {
 
 Layer::Output Linear::forward_impl(const Tensor& x, Mode) {
   auto ctx = std::make_unique<LinearContext>();
-  ctx->x = x;
-  Tensor y = kernels::linear_forward(x, weight_->value, bias_ ? bias_->value : Tensor());
+  ctx->x = as_compute_dtype(x);
+  Tensor y = kernels::linear_forward(ctx->x, compute_weight(*weight_), bias_ ? bias_->value : Tensor());
   return {std::move(y), std::move(ctx)};
 }
 
 Tensor Linear::backward_input_impl(Context&, const Tensor& grad_y) {
-  return kernels::linear_backward_data(grad_y, weight_->value);
+  return kernels::linear_backward_data(grad_y, compute_weight(*weight_));
 }
 
 void Linear::backward_weight_impl(Context& ctx, const Tensor& grad_y) {
