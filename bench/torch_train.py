@@ -25,6 +25,7 @@ pipewright step does; the step's wall time is taken after torch.cuda.synchronize
 time with CUDA events.
 """
 import argparse
+import contextlib
 import json
 import statistics
 import sys
@@ -147,6 +148,9 @@ def parse_args(argv):
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     p.add_argument("--tf32", choices=["on", "off"], default="off",
                    help="CUDA: TF32 tensor-core math for fp32 matmuls and convolutions (default off)")
+    p.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
+                   help="bf16/fp16: torch.autocast around the forward and the loss (fp16 with a GradScaler), "
+                        "as a user turns mixed precision on; CPU autocast takes bf16 only")
     p.add_argument("--steps", type=int, default=50, help="timed steps, after the warm-up")
     p.add_argument("--warmup", type=int, default=5, help="untimed steps first")
     p.add_argument("--seed", type=int, default=0)
@@ -200,6 +204,19 @@ def main(argv=None) -> int:
             "inputs": "host memory, copied to the GPU in each timed step",
         }
 
+    if args.precision == "fp16" and not cuda:
+        print("torch_train: --precision fp16 needs --device cuda (CPU autocast takes bf16 only)", file=sys.stderr)
+        return 2
+    autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.precision)
+    scaler = torch.cuda.amp.GradScaler() if args.precision == "fp16" else None
+
+    def autocast():
+        if autocast_dtype is None:
+            return contextlib.nullcontext()
+        if device.type == "cpu":
+            return torch.cpu.amp.autocast(dtype=autocast_dtype)
+        return torch.autocast(device_type="cuda", dtype=autocast_dtype)
+
     model = MODELS[args.model](args.width, args.input_shape, NUM_CLASSES).to(device)
     model.train()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
@@ -218,9 +235,15 @@ def main(argv=None) -> int:
         start = time.perf_counter()
         images, labels = images.to(device), labels.to(device)
         optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn(model(images), labels)
-        loss.backward()
-        optimizer.step()
+        with autocast():
+            loss = loss_fn(model(images), labels)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            loss.backward()
+            optimizer.step()
         if cuda:
             end.record()
         loss_value = float(loss)   # reads the loss back (a sync on CUDA), as a pipewright step does
@@ -239,6 +262,7 @@ def main(argv=None) -> int:
         "input_shape": "x".join(str(d) for d in args.input_shape),
         "batch_size": args.batch_size,
         "threads": args.threads,
+        "precision": args.precision,
         "samples_per_second": args.batch_size * len(step_seconds) / sum(step_seconds),
         "median_step_ms": statistics.median(step_seconds) * 1000.0,
         "steady_samples_per_second": args.batch_size / statistics.median(step_seconds),
