@@ -9,6 +9,7 @@
 #include <thrift/config.h>
 
 #include "kernels/cuda_probe.h"
+#include "kernels/ops/half_support.h"
 #include "kernels/stream.h"
 
 #ifdef PW_WITH_CUDA
@@ -27,6 +28,7 @@ void add_info_command(CLI::App& app) {
     std::printf("pipewright 0.1.0\n");
     std::printf("cpu threads:  %u\n", std::thread::hardware_concurrency());
     std::printf("oneDNN:       %d.%d.%d\n", dnnl->major, dnnl->minor, dnnl->patch);
+    std::printf("cpu bf16:     %s\n", kernels::cpu_bf16_description().c_str());
     std::printf("oneTBB:       %s\n", TBB_runtime_version());
     std::printf("Thrift:       %s\n", PACKAGE_VERSION);
     std::printf("Boost:        %d.%d.%d\n", BOOST_VERSION / 100000, BOOST_VERSION / 100 % 1000, BOOST_VERSION % 100);

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/units.h"
+#include "kernels/ops/half_support.h"
 #include "dataparallel/topology.h"
 #include "models/zoo/model_spec.h"
 #include "partition/model_description.h"
@@ -277,6 +278,17 @@ int run_train(const TrainOptions& o) {
                  plan.parameter_servers ? (" with " + plan.parameter_servers->describe()).c_str() : "",
                  plan.data.name.c_str(), static_cast<long long>(plan.config.data.batch_size),
                  static_cast<long long>(total_steps));
+    if (plan.precision != models::Precision::Fp32) {
+      // Say how the 16-bit math runs here: a CPU without native instructions is correct but slower.
+      std::string how = engine.device().is_cuda() ? "CUDA" : "CPU";
+      if (engine.device().is_cpu())
+        how += plan.precision == models::Precision::Bf16
+                   ? " bf16 " + kernels::cpu_bf16_description()
+                   : " fp16: f16 storage, convolutions and matrix products in f32 (oneDNN 2.6 has no f16 kernels for "
+                     "this CPU; slower than fp32)";
+      std::fprintf(stderr, "pipewright train: precision %s (F32 master weights); %s\n",
+                   models::precision_name(plan.precision), how.c_str());
+    }
   };
   train::run_job(config, fit, callbacks);
   return 0;
