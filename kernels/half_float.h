@@ -22,9 +22,10 @@ inline float float_from_bits(std::uint32_t u) {
 
 inline std::uint16_t float_to_bf16(float f) {
   const std::uint32_t u = float_bits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x0040u);   // quiet NaN
-  const std::uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);   // ties to even
-  return static_cast<std::uint16_t>((u + rounding) >> 16);     // overflow carries into infinity
+  const std::uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;   // ties to even; overflow carries into infinity
+  const std::uint32_t quiet_nan = (u >> 16) | 0x0040u;
+  // A select, not a branch, so loops over arrays vectorise.
+  return static_cast<std::uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
 
 inline float bf16_to_float(std::uint16_t h) { return float_from_bits(static_cast<std::uint32_t>(h) << 16); }

@@ -7,21 +7,24 @@
 namespace pw::kernels::cpu {
 namespace {
 
-// x > 0 for a 16-bit float pattern: sign clear, and not +0 (NaN patterns count as positive, as
-// they would not in float; relu of NaN is then NaN, the same as PyTorch's).
-inline bool positive_bits(std::uint16_t bits) { return (bits & 0x8000u) == 0 && bits != 0; }
+// 16-bit floats as their bit patterns: a pattern read as int16 is > 0 exactly when the value is
+// positive (sign clear, not +0; NaN patterns with the sign clear count as positive and pass through,
+// as relu(NaN) is NaN in PyTorch). Plain integer loops, which the compiler vectorises.
+void relu_forward_bits(const std::uint16_t* __restrict in, std::uint16_t* __restrict out, std::int64_t begin,
+                       std::int64_t end) {
+  for (std::int64_t i = begin; i < end; ++i) out[i] = static_cast<std::int16_t>(in[i]) > 0 ? in[i] : 0;
+}
 
-template <typename T>
-inline bool positive(T v) {
-  if constexpr (std::is_same_v<T, Bf16> || std::is_same_v<T, F16>) return positive_bits(v.bits);
-  else return v > T(0);
+void relu_backward_bits(const std::uint16_t* __restrict y, const std::uint16_t* __restrict g,
+                        std::uint16_t* __restrict out, std::int64_t begin, std::int64_t end) {
+  for (std::int64_t i = begin; i < end; ++i) {
+    const std::uint16_t gi = g[i];
+    out[i] = static_cast<std::int16_t>(y[i]) > 0 ? gi : 0;
+  }
 }
 
 template <typename T>
-inline T zero() {
-  if constexpr (std::is_same_v<T, Bf16> || std::is_same_v<T, F16>) return T{0};
-  else return T(0);
-}
+constexpr bool is_16_bit = std::is_same_v<T, Bf16> || std::is_same_v<T, F16>;
 
 }  // namespace
 
@@ -29,13 +32,20 @@ Tensor relu_forward(const Tensor& x) {
   return visit_any_float(x.dtype(), "relu_forward", [&](auto tag) {
     using T = decltype(tag);
     Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-    const T* in = x.data<T>();
-    T* out = y.data<T>();
-    parallel_chunks(x.numel(), kElementGrain, [&](std::int64_t begin, std::int64_t end) {
-      const T* __restrict src = in;
-      T* __restrict dst = out;
-      for (std::int64_t i = begin; i < end; ++i) dst[i] = positive(src[i]) ? src[i] : zero<T>();
-    });
+    if constexpr (is_16_bit<T>) {
+      const auto* in = x.data<std::uint16_t>();
+      auto* out = y.data<std::uint16_t>();
+      parallel_chunks(x.numel(), kElementGrain,
+                      [&](std::int64_t begin, std::int64_t end) { relu_forward_bits(in, out, begin, end); });
+    } else {
+      const T* in = x.data<T>();
+      T* out = y.data<T>();
+      parallel_chunks(x.numel(), kElementGrain, [&](std::int64_t begin, std::int64_t end) {
+        const T* __restrict src = in;
+        T* __restrict dst = out;
+        for (std::int64_t i = begin; i < end; ++i) dst[i] = src[i] > T(0) ? src[i] : T(0);
+      });
+    }
     return y;
   });
 }
@@ -44,21 +54,30 @@ Tensor relu_backward(const Tensor& y, const Tensor& grad_y) {
   return visit_any_float(y.dtype(), "relu_backward", [&](auto tag) {
     using T = decltype(tag);
     Tensor grad_x = Tensor::empty(y.shape(), y.dtype(), y.device());
-    const T* ys = y.data<T>();
-    const T* gy = grad_y.data<T>();
-    T* gx = grad_x.data<T>();
-    parallel_chunks(y.numel(), kElementGrain, [&](std::int64_t begin, std::int64_t end) {
-      // Local restrict pointers and an unconditional load of gy keep the loop branch-free and
-      // vectorised (a conditional load cannot be, and the sign of y is data-dependent).
-      const T* __restrict y = ys;
-      const T* __restrict g = gy;
-      T* __restrict out = gx;
-      for (std::int64_t i = begin; i < end; ++i) {
-        const T gi = g[i];
-        out[i] = positive(y[i]) ? gi : zero<T>();
-      }
-    });
-    return grad_x;
+    if constexpr (is_16_bit<T>) {
+      const auto* ys = y.data<std::uint16_t>();
+      const auto* gy = grad_y.data<std::uint16_t>();
+      auto* gx = grad_x.data<std::uint16_t>();
+      parallel_chunks(y.numel(), kElementGrain,
+                      [&](std::int64_t begin, std::int64_t end) { relu_backward_bits(ys, gy, gx, begin, end); });
+      return grad_x;
+    } else {
+      const T* ys = y.data<T>();
+      const T* gy = grad_y.data<T>();
+      T* gx = grad_x.data<T>();
+      parallel_chunks(y.numel(), kElementGrain, [&](std::int64_t begin, std::int64_t end) {
+        // Local restrict pointers and an unconditional load of gy keep the loop branch-free and
+        // vectorised (a conditional load cannot be, and the sign of y is data-dependent).
+        const T* __restrict y = ys;
+        const T* __restrict g = gy;
+        T* __restrict out = gx;
+        for (std::int64_t i = begin; i < end; ++i) {
+          const T gi = g[i];
+          out[i] = y[i] > T(0) ? gi : T(0);
+        }
+      });
+      return grad_x;
+    }
   });
 }
 
