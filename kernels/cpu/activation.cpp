@@ -8,8 +8,9 @@ namespace pw::kernels::cpu {
 namespace {
 
 // 16-bit floats as their bit patterns: a pattern read as int16 is > 0 exactly when the value is
-// positive (sign clear, not +0; NaN patterns with the sign clear count as positive and pass through,
-// as relu(NaN) is NaN in PyTorch). Plain integer loops, which the compiler vectorises.
+// positive (sign clear, not +0). NaN patterns with the sign clear pass through and those with it set
+// become 0, where the F32 loop (`x > 0 ? x : 0`) turns every NaN into 0: the two paths differ on
+// NaN inputs only. Plain integer loops, which the compiler vectorises.
 void relu_forward_bits(const std::uint16_t* __restrict in, std::uint16_t* __restrict out, std::int64_t begin,
                        std::int64_t end) {
   for (std::int64_t i = begin; i < end; ++i) out[i] = static_cast<std::int16_t>(in[i]) > 0 ? in[i] : 0;

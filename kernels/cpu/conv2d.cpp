@@ -1,5 +1,5 @@
 // conv2d on the CPU: oneDNN for F32 and BF16, reference loops for F64 (finite-difference checks).
-// F16 never reaches here: the op layer runs it through F32 (kernels/ops/half_fallback.h).
+// F16 never reaches here: the op layer runs it through F32 (kernels/ops/half_support.h).
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "kernels/cpu/dnnl_context.h"

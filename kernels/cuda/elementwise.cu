@@ -1,5 +1,7 @@
-// Element-wise arithmetic and deterministic reductions (sum, sum of squares) on CUDA.
+// Element-wise arithmetic and deterministic reductions (sum, sum of squares) on CUDA, for F32, BF16
+// and F16 (16-bit values computed in float and rounded once per result; sums in double).
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/half.cuh"
 #include "kernels/cuda/ops.h"
 
 namespace pw::kernels::cuda {
@@ -7,29 +9,33 @@ namespace {
 
 using detail::blocks_for;
 using detail::kThreads;
+using detail::load;
+using detail::store;
 
 // ---- kernels ------------------------------------------------------------------------------------
 
-__global__ void add_kernel(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ y,
-                           std::int64_t n) {
-  PW_CUDA_KERNEL_LOOP(i, n) { y[i] = a[i] + b[i]; }
+template <typename T>
+__global__ void add_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ y, std::int64_t n) {
+  PW_CUDA_KERNEL_LOOP(i, n) { y[i] = store<T>(load(a[i]) + load(b[i])); }
 }
 
-__global__ void axpy_kernel(float* dst, const float* src, float alpha, std::int64_t n) {
-  PW_CUDA_KERNEL_LOOP(i, n) { dst[i] += alpha * src[i]; }
+template <typename T>
+__global__ void axpy_kernel(T* dst, const T* src, float alpha, std::int64_t n) {
+  PW_CUDA_KERNEL_LOOP(i, n) { dst[i] = store<T>(load(dst[i]) + alpha * load(src[i])); }
 }
 
-__global__ void scale_kernel(float* t, float alpha, std::int64_t n) {
-  PW_CUDA_KERNEL_LOOP(i, n) { t[i] *= alpha; }
+template <typename T>
+__global__ void scale_kernel(T* t, float alpha, std::int64_t n) {
+  PW_CUDA_KERNEL_LOOP(i, n) { t[i] = store<T>(load(t[i]) * alpha); }
 }
 
 // Stage 1: each block reduces a grid-stride slice into partial[blockIdx.x], in double.
-template <bool kSquare>
-__global__ void partial_sum_kernel(const float* __restrict__ x, std::int64_t n, double* __restrict__ partial) {
+template <typename T, bool kSquare>
+__global__ void partial_sum_kernel(const T* __restrict__ x, std::int64_t n, double* __restrict__ partial) {
   __shared__ double scratch[32];
   double acc = 0.0;
   PW_CUDA_KERNEL_LOOP(i, n) {
-    const double v = x[i];
+    const double v = load(x[i]);
     acc += kSquare ? v * v : v;
   }
   acc = detail::block_sum(acc, scratch);
@@ -50,7 +56,7 @@ __global__ void final_sum_kernel(const double* __restrict__ partial, int count, 
 // Deterministic: the block count depends only on n, and both stages add in a fixed order.
 template <bool kSquare>
 double reduce_to_host(const Tensor& t, const char* what) {
-  detail::require_f32(t, what);
+  detail::require_cuda_float(t, what);
   const Device dev = t.device();
   CudaDeviceGuard guard(dev.index);
   const std::int64_t n = t.numel();
@@ -61,8 +67,11 @@ double reduce_to_host(const Tensor& t, const char* what) {
   double* partial = buf.data<double>();
   double* out = partial + blocks;
   const cudaStream_t stream = stream_of(dev);
-  partial_sum_kernel<kSquare><<<blocks, kThreads, 0, stream>>>(t.data<float>(), n, partial);
-  PW_CUDA_CHECK_LAUNCH();
+  detail::visit_cuda_float(t.dtype(), what, [&](auto tag) {
+    using T = decltype(tag);
+    partial_sum_kernel<T, kSquare><<<blocks, kThreads, 0, stream>>>(t.data<T>(), n, partial);
+    PW_CUDA_CHECK_LAUNCH();
+  });
   final_sum_kernel<<<1, 1024, 0, stream>>>(partial, blocks, out);
   PW_CUDA_CHECK_LAUNCH();
   double host = 0.0;
@@ -71,43 +80,58 @@ double reduce_to_host(const Tensor& t, const char* what) {
   return host;
 }
 
+void require_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
+  PW_CHECK(a.dtype() == b.dtype(), "" << op << ": " << a.describe() << " and " << b.describe() << " differ in dtype");
+}
+
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) {
-  detail::require_f32(a, "add: a");
-  detail::require_f32(b, "add: b");
+  detail::require_cuda_float(a, "add: a");
+  detail::require_cuda_float(b, "add: b");
+  require_same_dtype(a, b, "add");
   PW_CHECK(a.numel() == b.numel(), "add: " << a.describe() << " vs " << b.describe());
   const Device dev = a.device();
   CudaDeviceGuard guard(dev.index);
-  Tensor y = Tensor::empty(a.shape(), DType::F32, dev);
+  Tensor y = Tensor::empty(a.shape(), a.dtype(), dev);
   const std::int64_t n = a.numel();
   if (n == 0) return y;
-  add_kernel<<<blocks_for(n), kThreads, 0, stream_of(dev)>>>(a.data<float>(), b.data<float>(), y.data<float>(), n);
-  PW_CUDA_CHECK_LAUNCH();
+  detail::visit_cuda_float(a.dtype(), "add", [&](auto tag) {
+    using T = decltype(tag);
+    add_kernel<T><<<blocks_for(n), kThreads, 0, stream_of(dev)>>>(a.data<T>(), b.data<T>(), y.data<T>(), n);
+    PW_CUDA_CHECK_LAUNCH();
+  });
   return y;
 }
 
 void add_inplace(Tensor& dst, const Tensor& src, double alpha) {
-  detail::require_f32(dst, "add_inplace: dst");
-  detail::require_f32(src, "add_inplace: src");
+  detail::require_cuda_float(dst, "add_inplace: dst");
+  detail::require_cuda_float(src, "add_inplace: src");
+  require_same_dtype(dst, src, "add_inplace");
   PW_CHECK(dst.numel() == src.numel(), "add_inplace: " << dst.describe() << " += " << src.describe());
   const Device dev = dst.device();
   CudaDeviceGuard guard(dev.index);
   const std::int64_t n = dst.numel();
   if (n == 0) return;
-  axpy_kernel<<<blocks_for(n), kThreads, 0, stream_of(dev)>>>(dst.data<float>(), src.data<float>(),
-                                                              static_cast<float>(alpha), n);
-  PW_CUDA_CHECK_LAUNCH();
+  detail::visit_cuda_float(dst.dtype(), "add_inplace", [&](auto tag) {
+    using T = decltype(tag);
+    axpy_kernel<T><<<blocks_for(n), kThreads, 0, stream_of(dev)>>>(dst.data<T>(), src.data<T>(),
+                                                                   static_cast<float>(alpha), n);
+    PW_CUDA_CHECK_LAUNCH();
+  });
 }
 
 void scale_inplace(Tensor& t, double alpha) {
-  detail::require_f32(t, "scale_inplace: t");
+  detail::require_cuda_float(t, "scale_inplace: t");
   const Device dev = t.device();
   CudaDeviceGuard guard(dev.index);
   const std::int64_t n = t.numel();
   if (n == 0) return;
-  scale_kernel<<<blocks_for(n), kThreads, 0, stream_of(dev)>>>(t.data<float>(), static_cast<float>(alpha), n);
-  PW_CUDA_CHECK_LAUNCH();
+  detail::visit_cuda_float(t.dtype(), "scale_inplace", [&](auto tag) {
+    using T = decltype(tag);
+    scale_kernel<T><<<blocks_for(n), kThreads, 0, stream_of(dev)>>>(t.data<T>(), static_cast<float>(alpha), n);
+    PW_CUDA_CHECK_LAUNCH();
+  });
 }
 
 double sum(const Tensor& t) { return reduce_to_host<false>(t, "sum: t"); }

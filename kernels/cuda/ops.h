@@ -8,12 +8,18 @@
 #include "kernels/ops/dropout.h"
 #include "kernels/ops/elementwise.h"
 #include "kernels/ops/embedding.h"
+#include "kernels/ops/half_support.h"
 #include "kernels/ops/linear.h"
 #include "kernels/ops/loss.h"
 #include "kernels/ops/optimizer.h"
 #include "kernels/ops/pool.h"
 
 namespace pw::kernels::cuda {
+
+// The op families this backend runs natively on 16-bit `dtype` (BF16, F16): convolutions (cuDNN),
+// matrix products (cuBLAS), element-wise ops, ReLU and dropout (own kernels). Pooling and batch norm
+// are F32 only here; the op layer converts for them (runs_natively, kernels/ops/half_support.h).
+bool native_half(DType dtype, HalfOp op);
 
 // conv2d
 Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dParams& p);

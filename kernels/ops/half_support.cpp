@@ -2,6 +2,10 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#ifdef PW_WITH_CUDA
+#include "kernels/cuda/ops.h"
+#endif
+
 namespace pw::kernels {
 
 namespace {
@@ -56,8 +60,13 @@ std::string cpu_bf16_description() {
 
 bool runs_natively(Device device, DType dtype, HalfOp op) {
   if (!is_half(dtype)) return true;
-  // The CUDA backend's 16-bit kernels: the cast only, so far; everything else converts.
-  if (device.is_cuda()) return false;
+  if (device.is_cuda()) {
+#ifdef PW_WITH_CUDA
+    return cuda::native_half(dtype, op);
+#else
+    return false;   // no CUDA backend: the op fails at dispatch either way
+#endif
+  }
   return cpu_native(dtype, op);
 }
 

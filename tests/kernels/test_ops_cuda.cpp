@@ -1,9 +1,14 @@
 // The CUDA op library against the CPU reference: every op on fresh random inputs, run on cuda:0
-// and on cpu:0 through the public entry points, forward and backward compared. Without a GPU the
-// executable prints "skipped: no CUDA device" and exits 77 (ctest: Skipped).
+// and on cpu:0 through the public entry points, forward and backward compared. The 16-bit cases
+// (BF16, F16: cuDNN and cuBLAS on tensor cores, own element-wise kernels) compare against the CPU's
+// F32 op on the same rounded inputs. Without a GPU the executable prints "skipped: no CUDA device"
+// and exits 77 (ctest: Skipped).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -14,6 +19,7 @@
 #include "kernels/ops/dropout.h"
 #include "kernels/ops/elementwise.h"
 #include "kernels/ops/embedding.h"
+#include "kernels/ops/half_support.h"
 #include "kernels/ops/linear.h"
 #include "kernels/ops/loss.h"
 #include "kernels/ops/optimizer.h"
@@ -150,6 +156,104 @@ void check_adaptive(const Shape& xs, int oh, int ow, std::uint64_t seed) {
   const Tensor gy = random_tensor(y_cpu.shape(), seed + 1);
   check_close(pk::adaptive_avg_pool2d_backward(gpu(gy), xs), pk::adaptive_avg_pool2d_backward(gy, xs), kRtol, kAtol,
               "adaptive_avg_pool2d_backward");
+}
+
+// ---- 16-bit data ----------------------------------------------------------------------------------
+// A 16-bit op on cuda:0 against the CPU's F32 op on the same values (the 16-bit inputs widened):
+// both see identical inputs, so what differs is the rounding of the 16-bit result (and, for
+// convolutions, of the product before the F32 bias is added, and of cuDNN's 16-bit weight gradient)
+// and the order of the F32 sums. The error, normalised by the reference's largest magnitude, stays
+// within a few units of the format's roundoff (BF16 2^-9 = 2.0e-3, F16 2^-12 = 2.4e-4).
+
+const DType kHalves[] = {DType::BF16, DType::F16};
+
+double half_tolerance(DType d) { return d == DType::BF16 ? 1e-2 : 2e-3; }
+// F32 results of 16-bit inputs that are never rounded to 16 bits (cuBLAS writes the linear weight
+// gradient in F32, the bias gradients are F32 sums): only the order of the sums differs (well
+// under 1e-4; a weight gradient rounded to BF16 on the way would show as ~2e-3).
+constexpr double kMasterTol = 1e-3;
+
+// Random values rounded to `d`: the 16-bit tensor on cuda:0 and the same values in F32 on cpu:0.
+struct Rounded {
+  Tensor half, wide;
+};
+Rounded rounded(const Shape& shape, std::uint64_t seed, DType d, double lo = -1.0, double hi = 1.0) {
+  const Tensor h = random_tensor(shape, seed, lo, hi).to(d);
+  return {gpu(h), h.to(DType::F32)};
+}
+
+// max |got - want| / max |want|.
+double normalised_error(const Tensor& got, const Tensor& want) {
+  const auto a = got.to_double_vector(), b = want.to_double_vector();
+  BOOST_REQUIRE_EQUAL(a.size(), b.size());
+  double err = 0.0, scale = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double e = std::abs(a[i] - b[i]);
+    err = std::isnan(e) ? std::numeric_limits<double>::infinity() : std::max(err, e);
+    scale = std::max(scale, std::abs(b[i]));
+  }
+  return scale > 0 ? err / scale : err;
+}
+
+void check_normalised(const Tensor& got, const Tensor& want, DType dtype, double tol, const std::string& what) {
+  BOOST_TEST_CONTEXT(what) {
+    BOOST_CHECK(got.device() == kGpu);
+    BOOST_CHECK(got.dtype() == dtype);
+    BOOST_REQUIRE(got.shape() == want.shape());
+    const double err = normalised_error(got, want);
+    BOOST_CHECK_MESSAGE(err <= tol, "normalised error " << err << " over " << tol);
+  }
+}
+
+// A 16-bit activation result (on cuda:0, in `d`) against the F32 CPU one.
+void check_half(const Tensor& got, const Tensor& want, DType d, const std::string& what) {
+  check_normalised(got, want, d, half_tolerance(d), what + " in " + pk::dtype_name(d));
+}
+
+void check_half_conv(const Shape& xs, const Shape& ws, const pk::Conv2dParams& p, bool with_bias, DType d,
+                     std::uint64_t seed) {
+  const auto x = rounded(xs, seed, d), w = rounded(ws, seed + 1, d);
+  const Tensor b = with_bias ? random_tensor({ws[0]}, seed + 2) : Tensor();   // F32 master bias
+  const Tensor y_ref = pk::conv2d_forward(x.wide, w.wide, b, p);
+  check_half(pk::conv2d_forward(x.half, w.half, with_bias ? gpu(b) : Tensor(), p), y_ref, d, "conv2d_forward");
+
+  const auto gy = rounded(y_ref.shape(), seed + 3, d);
+  check_half(pk::conv2d_backward_data(gy.half, w.half, xs, p), pk::conv2d_backward_data(gy.wide, w.wide, xs, p), d,
+             "conv2d_backward_data");
+
+  // F32 gradients accumulate: from the same non-zero start, twice on each side. cuDNN hands back
+  // the weight gradient in the 16-bit type before it is added, hence the 16-bit tolerance there.
+  Tensor gw_ref = random_tensor(ws, seed + 4);
+  Tensor gb_ref = with_bias ? random_tensor({ws[0]}, seed + 5) : Tensor();
+  Tensor gw = gpu(gw_ref), gb = with_bias ? gpu(gb_ref) : Tensor();
+  for (int rep = 0; rep < 2; ++rep) {
+    pk::conv2d_backward_filter(x.wide, gy.wide, gw_ref, gb_ref, p);
+    pk::conv2d_backward_filter(x.half, gy.half, gw, gb, p);
+  }
+  const std::string in = std::string(" in ") + pk::dtype_name(d);
+  check_normalised(gw, gw_ref, DType::F32, half_tolerance(d), "conv2d_backward_filter grad_w (accumulated)" + in);
+  if (with_bias)
+    check_normalised(gb, gb_ref, DType::F32, kMasterTol, "conv2d_backward_filter grad_bias (accumulated)" + in);
+}
+
+void check_half_linear(std::int64_t n, std::int64_t k, std::int64_t m, bool with_bias, DType d, std::uint64_t seed) {
+  const auto x = rounded({n, k}, seed, d), w = rounded({m, k}, seed + 1, d), gy = rounded({n, m}, seed + 2, d);
+  const Tensor b = with_bias ? random_tensor({m}, seed + 3) : Tensor();
+  check_half(pk::linear_forward(x.half, w.half, with_bias ? gpu(b) : Tensor()), pk::linear_forward(x.wide, w.wide, b),
+             d, "linear_forward");
+  check_half(pk::linear_backward_data(gy.half, w.half), pk::linear_backward_data(gy.wide, w.wide), d,
+             "linear_backward_data");
+  Tensor gw_ref = random_tensor({m, k}, seed + 4);
+  Tensor gb_ref = with_bias ? random_tensor({m}, seed + 5) : Tensor();
+  Tensor gw = gpu(gw_ref), gb = with_bias ? gpu(gb_ref) : Tensor();
+  for (int rep = 0; rep < 2; ++rep) {
+    pk::linear_backward_weight(x.wide, gy.wide, gw_ref, gb_ref);
+    pk::linear_backward_weight(x.half, gy.half, gw, gb);
+  }
+  const std::string in = std::string(" in ") + pk::dtype_name(d);
+  check_normalised(gw, gw_ref, DType::F32, kMasterTol, "linear_backward_weight grad_w (accumulated)" + in);
+  if (with_bias)
+    check_normalised(gb, gb_ref, DType::F32, kMasterTol, "linear_backward_weight grad_bias (accumulated)" + in);
 }
 
 }  // namespace
@@ -436,6 +540,93 @@ BOOST_AUTO_TEST_CASE(concurrent_streams_on_one_gpu) {
         check_close(conv_out[t][rep], conv_ref, kConvRtol, kConvAtol, "conv2d on a stage stream");
         check_close(grad_out[t][rep], grad_x_ref, kConvRtol, kConvAtol, "conv2d backward data on a stage stream");
         check_close(mm_out[t][rep], mm_ref, kSumRtol, kSumAtol, "matmul on a stage stream");
+      }
+    }
+  }
+}
+
+// ---- BF16 and F16 -----------------------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(half_families_run_natively_on_cuda) {
+  for (const DType d : kHalves) {
+    BOOST_TEST_CONTEXT(pk::dtype_name(d)) {
+      BOOST_CHECK(pk::runs_natively(kGpu, d, pk::HalfOp::Conv));
+      BOOST_CHECK(pk::runs_natively(kGpu, d, pk::HalfOp::Matmul));
+      BOOST_CHECK(pk::runs_natively(kGpu, d, pk::HalfOp::Elementwise));
+      BOOST_CHECK(!pk::runs_natively(kGpu, d, pk::HalfOp::Pool));
+      BOOST_CHECK(!pk::runs_natively(kGpu, d, pk::HalfOp::BatchNormTrain));
+      BOOST_CHECK(!pk::runs_natively(kGpu, d, pk::HalfOp::BatchNormEval));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(half_conv2d_matches_cpu_f32) {
+  for (const DType d : kHalves) {
+    check_half_conv({2, 8, 10, 10}, {6, 8, 3, 3}, {1, 1, 1, 1}, true, d, 1501);
+    check_half_conv({2, 8, 10, 10}, {6, 8, 3, 3}, {2, 2, 1, 1}, false, d, 1511);
+    check_half_conv({2, 3, 9, 9}, {4, 3, 3, 3}, {2, 2, 1, 1}, true, d, 1521);        // odd channel counts
+    check_half_conv({4, 16, 14, 14}, {32, 16, 3, 3}, {1, 1, 1, 1}, true, d, 1531);   // tensor-core friendly
+    check_half_conv({4, 16, 7, 7}, {8, 16, 1, 1}, {1, 1, 0, 0}, true, d, 1541);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(half_linear_and_matmul_match_cpu_f32) {
+  for (const DType d : kHalves) {
+    check_half_linear(16, 24, 12, true, d, 1601);
+    check_half_linear(17, 33, 12, false, d, 1611);   // odd dimensions
+    check_half_linear(64, 96, 40, true, d, 1621);
+    check_half_linear(1000, 5, 70, true, d, 1631);   // many rows for the bias column sums
+    const std::int64_t m = 13, k = 29, n = 7;
+    for (auto ta : {pk::Transpose::No, pk::Transpose::Yes}) {
+      for (auto tb : {pk::Transpose::No, pk::Transpose::Yes}) {
+        const auto a = rounded(ta == pk::Transpose::No ? Shape{m, k} : Shape{k, m}, 1641, d);
+        const auto b = rounded(tb == pk::Transpose::No ? Shape{k, n} : Shape{n, k}, 1642, d);
+        check_half(pk::matmul(a.half, b.half, ta, tb), pk::matmul(a.wide, b.wide, ta, tb), d, "matmul");
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(half_relu_add_and_dropout_match_cpu_f32) {
+  for (const DType d : kHalves) {
+    BOOST_TEST_CONTEXT(pk::dtype_name(d)) {
+      const auto a = rounded({5, 7, 11}, 1701, d), b = rounded({5, 7, 11}, 1702, d);
+      // ReLU copies values: exact, and equal to the CPU's F32 result rounded.
+      const Tensor y = pk::relu_forward(a.half);
+      BOOST_CHECK(y.dtype() == d);
+      check_exact(y, pk::relu_forward(a.wide).to(d), "relu_forward");
+      check_exact(pk::relu_backward(y, b.half), pk::relu_backward(pk::relu_forward(a.wide), b.wide).to(d),
+                  "relu_backward");
+
+      // One float operation rounded once: the CPU's F32 result rounded to d, bit for bit.
+      const Tensor sum_ab = pk::add(a.half, b.half);
+      BOOST_CHECK(sum_ab.dtype() == d);
+      check_exact(sum_ab, pk::add(a.wide, b.wide).to(d), "add");
+      Tensor scaled = a.half.clone(), scaled_ref = a.wide.clone();
+      pk::scale_inplace(scaled, -1.75);
+      pk::scale_inplace(scaled_ref, -1.75);
+      check_exact(scaled, scaled_ref.to(d), "scale_inplace");
+      Tensor acc = a.half.clone(), acc_ref = a.wide.clone();
+      pk::add_inplace(acc, b.half, 0.3);
+      pk::add_inplace(acc_ref, b.wide, 0.3);
+      check_half(acc, acc_ref, d, "add_inplace alpha 0.3");
+
+      // Sums of the same values in double, over many partial blocks: equal up to the order.
+      const auto big = rounded({100'003}, 1703, d);
+      BOOST_CHECK_CLOSE_FRACTION(pk::sum(big.half), pk::sum(big.wide), 1e-9);
+      BOOST_CHECK_CLOSE_FRACTION(pk::sum_of_squares(big.half), pk::sum_of_squares(big.wide), 1e-9);
+      BOOST_CHECK_EQUAL(pk::sum(big.half), pk::sum(big.half));   // deterministic
+
+      for (double p : {0.0, 0.3, 0.9}) {
+        const auto x = rounded({4, 3, 20, 17}, 1704, d), gy = rounded({4, 3, 20, 17}, 1705, d);
+        const std::uint64_t seed = 0xBEEFull + static_cast<std::uint64_t>(p * 100);
+        const pk::DropoutResult r = pk::dropout_forward(x.half, p, seed);
+        const pk::DropoutResult r_ref = pk::dropout_forward(x.wide, p, seed);
+        BOOST_CHECK(r.y.dtype() == d);
+        check_exact(r.mask, r_ref.mask, "dropout mask");
+        check_exact(r.y, r_ref.y.to(d), "dropout_forward y");
+        check_exact(pk::dropout_backward(gy.half, r.mask, p), pk::dropout_backward(gy.wide, r_ref.mask, p).to(d),
+                    "dropout_backward");
       }
     }
   }

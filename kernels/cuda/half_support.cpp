@@ -1,0 +1,21 @@
+// Which op families the CUDA backend runs natively on BF16 and F16 (kernels/cuda/ops.h).
+#include "kernels/cuda/ops.h"
+
+namespace pw::kernels::cuda {
+
+bool native_half(DType dtype, HalfOp op) {
+  if (dtype != DType::BF16 && dtype != DType::F16) return false;
+  switch (op) {
+    case HalfOp::Conv:          // conv2d.cu: cuDNN PSEUDO_BFLOAT16 / PSEUDO_HALF on tensor cores
+    case HalfOp::Matmul:        // linear.cu: cublasGemmEx, F32 accumulation
+    case HalfOp::Elementwise:   // elementwise.cu, activation.cu, dropout.cu
+      return true;
+    case HalfOp::Pool:
+    case HalfOp::BatchNormTrain:
+    case HalfOp::BatchNormEval:
+      return false;
+  }
+  return false;
+}
+
+}  // namespace pw::kernels::cuda
