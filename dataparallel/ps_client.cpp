@@ -254,7 +254,7 @@ std::vector<PsClient::ShardReport> PsClient::stats(const std::string& table) {
     control(s).call("stats", timeout_, [&](rpc::wire::ParameterServerClient& c, int) {
       c.stats(st, token_, table);
     });
-    out[static_cast<std::size_t>(s)] = {st.rows, st.pulls, st.pushes, st.applied_through};
+    out[static_cast<std::size_t>(s)] = {st.rows, st.pulls, st.pushes, st.applied_through, st.max_pull_staleness};
   });
   return out;
 }

@@ -37,6 +37,7 @@ class PsClient {
             std::int64_t step, std::optional<int> worker = std::nullopt);
   struct ShardReport {
     std::int64_t rows = 0, pulls = 0, pushes = 0, applied_through = -1;
+    std::int64_t max_pull_staleness = 0;   // PsStats::max_pull_staleness
   };
   std::vector<ShardReport> stats(const std::string& table);
 

@@ -4,6 +4,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "core/trace.h"
 #include "dataparallel/ps_client.h"
 
@@ -52,7 +53,23 @@ PsEmbeddingBag::PsEmbeddingBag(PsBagOptions options)
   if (!o_.traffic) o_.traffic = std::make_shared<PsTraffic>();
 }
 
-PsEmbeddingBag::~PsEmbeddingBag() = default;
+PsEmbeddingBag::~PsEmbeddingBag() {
+  // The last push is not lost with the layer; a prefetch is no longer wanted.
+  try {
+    if (push_.pending()) wait_for_push("the layer is destroyed");
+  } catch (const std::exception& e) {
+    PW_LOG(Warn, "embedding table '" << o_.table.name << "': the last push failed: " << e.what());
+  }
+  for (auto& [step, p] : prefetches_) p.call.abandon(parked_);
+  for (auto& t : parked_)
+    if (t.joinable()) t.join();
+}
+
+std::chrono::steady_clock::time_point PsEmbeddingBag::background_deadline() const {
+  // The call itself gives up after the client's timeout (plus the answer's slack); this is the
+  // guard behind it.
+  return std::chrono::steady_clock::now() + o_.timeout + std::chrono::seconds(5);
+}
 
 kernels::Shape PsEmbeddingBag::output_shape_impl(const kernels::Shape& input) const {
   PW_INPUT_CHECK(input.size() == 2 && input[1] == o_.bag_size,
@@ -62,7 +79,9 @@ kernels::Shape PsEmbeddingBag::output_shape_impl(const kernels::Shape& input) co
 
 void PsEmbeddingBag::start() {
   if (client_) return;
-  client_ = std::make_unique<PsClient>(o_.servers, o_.job_token, 0, o_.timeout);
+  client_ = std::make_shared<PsClient>(o_.servers, o_.job_token, 0, o_.timeout);
+  for (auto& c : prefetch_clients_) c = std::make_shared<PsClient>(o_.servers, o_.job_token, 0, o_.timeout);
+  push_client_ = std::make_shared<PsClient>(o_.servers, o_.job_token, 0, o_.timeout);
   client_->create_table(o_.table);
   // A job that comes back to servers holding an earlier run's rows continues after their last
   // applied step (the servers accept each worker's steps only in order).
@@ -75,11 +94,15 @@ std::vector<float> PsEmbeddingBag::rows_of(const std::vector<std::int64_t>& keys
   const auto dim = static_cast<std::size_t>(o_.table.dim);
   std::vector<float> rows(keys.size() * dim);
   if (mode == models::Mode::Eval) {
-    // Evaluation reads the servers as they are: no wait, and nothing it sees is cached.
+    // Evaluation reads the servers as they are, without waiting for other workers (the engine
+    // makes every rank's pushes answered first), and nothing it sees is cached; this worker's
+    // own last push is answered first.
+    if (push_.pending()) wait_for_push("evaluation");
     rows = client_->pull(o_.table.name, o_.table.dim, keys, step_, -1);
     o_.traffic->pulled_rows += static_cast<std::int64_t>(keys.size());
     return rows;
   }
+  if (prefetched_rows(keys, rows.data())) return rows;
   const std::int64_t oldest = step_ - cache_window(o_.update, o_.staleness);
   std::vector<std::int64_t> missing;
   std::vector<std::size_t> where;
@@ -93,7 +116,10 @@ std::vector<float> PsEmbeddingBag::rows_of(const std::vector<std::int64_t>& keys
   trace::ScopedSpan span(trace::SpanKind::PsPull, -1, 0, step_);
   const auto t0 = Clock::now();
   const auto pulled = client_->pull(o_.table.name, o_.table.dim, missing, step_, server_staleness(o_.update, o_.staleness));
-  o_.traffic->pull_ns += nanoseconds_since(t0);
+  const auto took = nanoseconds_since(t0);
+  o_.traffic->pull_ns += took;
+  o_.traffic->lookup_wait_ns += took;
+  ++o_.traffic->lookup_waits;
   o_.traffic->pulled_rows += static_cast<std::int64_t>(missing.size());
   for (std::size_t k = 0; k < missing.size(); ++k) {
     std::copy(pulled.begin() + static_cast<std::ptrdiff_t>(k * dim),
@@ -101,6 +127,112 @@ std::vector<float> PsEmbeddingBag::rows_of(const std::vector<std::int64_t>& keys
     cache_.insert(missing[k], step_, pulled.data() + k * dim);
   }
   return rows;
+}
+
+void PsEmbeddingBag::prefetch_remote_impl(const std::vector<Tensor>& next_micro_batches) {
+  start();
+  const std::int64_t step = step_ + 1;   // the current step pushes before the next one's forward
+  // Kept: the current step's own prefetch (made during the step before). Dropped: older ones, and
+  // an earlier prefetch of the same step (the caller changed its mind).
+  for (auto it = prefetches_.begin(); it != prefetches_.end();) {
+    if (it->first == step_) {
+      ++it;
+      continue;
+    }
+    it->second.call.abandon(parked_);
+    it = prefetches_.erase(it);
+  }
+  Prefetch& p = prefetches_[step];
+  p.step = step;
+  for (const Tensor& ids : next_micro_batches) {
+    PW_INPUT_CHECK(ids.ndim() == 2 && ids.dtype() == DType::I64 && ids.dim(1) == o_.bag_size,
+                   "PsEmbeddingBag '" << o_.table.name << "' prefetch expects I64 ids [batch, " << o_.bag_size
+                                      << "], got " << ids.describe());
+    const Tensor h = on_host(ids);
+    const std::int64_t* v = h.data<std::int64_t>();
+    for (std::int64_t i = 0; i < h.numel(); ++i)
+      if (p.index.try_emplace(v[i], p.keys.size()).second) p.keys.push_back(v[i]);
+  }
+  const auto dim = static_cast<std::size_t>(o_.table.dim);
+  p.rows.assign(p.keys.size() * dim, 0.0f);
+  const std::int64_t oldest = step - cache_window(o_.update, o_.staleness);
+  std::vector<std::int64_t> missing;
+  for (std::size_t i = 0; i < p.keys.size(); ++i) {
+    if (o_.cache_rows > 0 && cache_.lookup(p.keys[i], oldest, p.rows.data() + i * dim)) continue;
+    missing.push_back(p.keys[i]);
+    p.pulled_at.push_back(i);
+  }
+  o_.traffic->cached_rows += static_cast<std::int64_t>(p.keys.size() - missing.size());
+  if (missing.empty()) {
+    p.complete = true;
+    return;
+  }
+  p.call = BackgroundCall<std::vector<float>>(
+      [client = prefetch_clients_[static_cast<std::size_t>(step % 2)], traffic = o_.traffic, table = o_.table.name, dim = o_.table.dim,
+       keys = std::move(missing), step, staleness = server_staleness(o_.update, o_.staleness)] {
+        trace::ScopedSpan span(trace::SpanKind::PsPull, -1, 0, step, -1, 0, 1);
+        const auto t0 = Clock::now();
+        auto rows = client->pull(table, dim, keys, step, staleness);
+        traffic->pull_ns += nanoseconds_since(t0);
+        traffic->pulled_rows += static_cast<std::int64_t>(keys.size());
+        traffic->prefetched_rows += static_cast<std::int64_t>(keys.size());
+        return rows;
+      });
+}
+
+bool PsEmbeddingBag::prefetched_rows(const std::vector<std::int64_t>& keys, float* out) {
+  const auto found = prefetches_.find(step_);
+  if (found == prefetches_.end()) return false;
+  Prefetch& p = found->second;
+  const auto dim = static_cast<std::size_t>(o_.table.dim);
+  if (!p.complete) {
+    const bool waited = !p.call.ready();
+    const auto t0 = Clock::now();
+    std::vector<float> pulled;
+    {
+      trace::ScopedSpan span(trace::SpanKind::PsPull, -1, 0, step_);
+      pulled = p.call.take(background_deadline(), "embedding table '" + o_.table.name +
+                                                              "': the prefetched rows of step " +
+                                                              std::to_string(step_));
+    }
+    if (waited) {
+      o_.traffic->lookup_wait_ns += nanoseconds_since(t0);
+      ++o_.traffic->lookup_waits;
+    }
+    PW_CHECK(pulled.size() == p.pulled_at.size() * dim,
+             "embedding table '" << o_.table.name << "': a prefetch returned " << pulled.size() << " values for "
+                                 << p.pulled_at.size() << " rows of " << dim);
+    for (std::size_t k = 0; k < p.pulled_at.size(); ++k) {
+      const std::size_t i = p.pulled_at[k];
+      std::copy_n(pulled.data() + k * dim, dim, p.rows.data() + i * dim);
+      cache_.insert(p.keys[i], step_, pulled.data() + k * dim);
+    }
+    p.complete = true;
+  }
+  std::vector<std::size_t> at(keys.size());
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const auto it = p.index.find(keys[i]);
+    if (it == p.index.end()) return false;   // not the batch it was given: pull as usual
+    at[i] = it->second;
+  }
+  for (std::size_t i = 0; i < keys.size(); ++i) std::copy_n(p.rows.data() + at[i] * dim, dim, out + i * dim);
+  return true;
+}
+
+void PsEmbeddingBag::wait_for_push(const char* why) {
+  if (!push_.pending()) return;
+  push_.take(background_deadline(), "embedding table '" + o_.table.name + "': the push of step " +
+                                        std::to_string(step_ - 1) + " (waited for by " + why + ")");
+}
+
+void PsEmbeddingBag::flush_remote_impl() {
+  if (push_.pending()) wait_for_push("flush");
+}
+
+void PsEmbeddingBag::abandon_background_calls() {
+  for (auto& [step, p] : prefetches_) p.call.abandon(parked_);
+  prefetches_.clear();
+  push_.abandon(parked_);
 }
 
 models::Layer::Output PsEmbeddingBag::forward_impl(const Tensor& ids, models::Mode mode) {
@@ -156,7 +288,11 @@ void PsEmbeddingBag::scale_remote_gradients_impl(double factor) {
 }
 
 void PsEmbeddingBag::reconnect_remote_impl() {
+  // The servers were restored: calls still under way belong to steps that no longer count.
+  abandon_background_calls();
   client_.reset();
+  for (auto& c : prefetch_clients_) c.reset();
+  push_client_.reset();
   step_ = -1;
   pending_.clear();
   cache_.clear();
@@ -174,14 +310,30 @@ void PsEmbeddingBag::push_remote_gradients_impl(int replica, models::RemoteGradi
     keys.push_back(key);
     grads.insert(grads.end(), g.begin(), g.end());
   }
-  trace::ScopedSpan span(trace::SpanKind::PsPush, -1, replica, step_);
-  const auto t0 = Clock::now();
-  // Every step is pushed, with or without rows, so the servers can count each worker's steps.
-  client_->push(o_.table.name, o_.table.dim, keys, grads, step_, replica);
-  o_.traffic->push_ns += nanoseconds_since(t0);
+  // Each worker's steps reach the servers in order: the previous push must have been answered.
+  if (push_.pending() && !push_.ready()) {
+    const auto t0 = Clock::now();
+    wait_for_push("the next push");
+    o_.traffic->push_wait_ns += nanoseconds_since(t0);
+    ++o_.traffic->push_waits;
+  }
+  wait_for_push("the next push");
   o_.traffic->pushed_rows += static_cast<std::int64_t>(keys.size());
   ++o_.traffic->pushes;
+  // Every step is pushed, with or without rows, so the servers can count each worker's steps.
+  push_ = BackgroundCall<int>([client = push_client_, traffic = o_.traffic, table = o_.table.name, dim = o_.table.dim,
+                               keys = std::move(keys), grads = std::move(grads), step = step_, replica] {
+    trace::ScopedSpan span(trace::SpanKind::PsPush, -1, replica, step, -1, 0, 1);
+    const auto t0 = Clock::now();
+    client->push(table, dim, keys, grads, step, replica);
+    traffic->push_ns += nanoseconds_since(t0);
+    return 0;
+  });
   pending_.clear();
+  if (auto done = prefetches_.find(step_); done != prefetches_.end()) {
+    done->second.call.abandon(parked_);   // taken by now, unless the step read other ids
+    prefetches_.erase(done);
+  }
   ++step_;
 }
 

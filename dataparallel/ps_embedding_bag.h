@@ -1,26 +1,38 @@
 #pragma once
 // An EmbeddingBag whose table lives on the parameter servers (the worker side of issue 6).
 //
-// forward:  the batch's ids are de-duplicated (unique_bag_ids), rows missing from the hot-row
-//           cache are pulled from their shards in parallel (PsClient), and pooled (sum or mean).
+// forward:  the batch's ids are de-duplicated (unique_bag_ids) and their rows looked up: from the
+//           step's prefetch when one was started (prefetch_remote), else rows missing from the
+//           hot-row cache are pulled from their shards in parallel (PsClient); then pooled.
 // backward: per-unique-row gradients (bag_pool_backward) are added into this step's pending
 //           gradients; nothing goes to the servers yet, so every micro-batch of a step sees the
 //           same rows, as a local table would.
 // push_remote_gradients (once per optimizer step): the step's gradients, scaled (1/replicas, so
-//           the replicas' pushes add up to the mean gradient), go to the servers in key order.
+//           the replicas' pushes add up to the mean gradient), leave for the servers in key order
+//           on a background thread; the step goes on without waiting for the answer. The next
+//           push waits for this one (each worker's steps reach the servers in order), and so do
+//           evaluation and flush_remote.
+// prefetch_remote (the engine gives the next step's inputs while the current step runs): the
+//           next step's rows are pulled on a background thread, so with async or bounded updates
+//           a worker's embedding traffic overlaps its compute and the dense all-reduce is the
+//           only per-step barrier.
 //
 // Pulls of step t wait on the servers for: step t - 1 applied (sync), step t - s (bounded
-// staleness s), nothing (async). The layer holds no parameters of its own; the servers apply
-// the sparse optimizer. Connections are opened on first use, so building the layer (e.g. to
-// count a model's parameters) contacts nobody.
+// staleness s), nothing (async); a prefetched pull waits the same, on its own connections. The
+// layer holds no parameters of its own; the servers apply the sparse optimizer. Connections are
+// opened on first use, so building the layer (e.g. to count a model's parameters) contacts nobody.
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
+#include <unordered_map>
 #include <vector>
 
+#include "dataparallel/ps_background_call.h"
 #include "dataparallel/ps_row_cache.h"
 #include "dataparallel/ps_shard.h"
 #include "dataparallel/ps_table.h"
@@ -38,7 +50,14 @@ struct PsTraffic {
   std::atomic<std::int64_t> cached_rows{0};   // rows the hot-row cache served instead
   std::atomic<std::int64_t> pushed_rows{0};
   std::atomic<std::int64_t> pushes{0};        // (table, step) pushes
-  std::atomic<std::int64_t> pull_ns{0}, push_ns{0};
+  std::atomic<std::int64_t> pull_ns{0}, push_ns{0};   // time the calls took (in the background or not)
+  std::atomic<std::int64_t> prefetched_rows{0};       // of pulled_rows, fetched ahead of their step
+  // Time the training thread stood still for the servers: a forward whose rows were not there
+  // yet (a pull without prefetch, or a prefetch still under way) and a push that found the
+  // previous one still unanswered (not counted: waits of flush_remote and evaluation).
+  // `lookup_waits`/`push_waits` count those that waited at all.
+  std::atomic<std::int64_t> lookup_wait_ns{0}, push_wait_ns{0};
+  std::atomic<std::int64_t> lookup_waits{0}, push_waits{0};
 };
 
 struct PsBagOptions {
@@ -79,6 +98,8 @@ class PsEmbeddingBag : public models::Layer {
   kernels::Shape output_shape_impl(const kernels::Shape& input) const override;
   void push_remote_gradients_impl(int replica, models::RemoteGradients what) override;
   void reconnect_remote_impl() override;
+  void prefetch_remote_impl(const std::vector<kernels::Tensor>& next_micro_batches) override;
+  void flush_remote_impl() override;
   double remote_gradient_sum_of_squares_impl() override;
   void scale_remote_gradients_impl(double factor) override;
 
@@ -88,12 +109,37 @@ class PsEmbeddingBag : public models::Layer {
   // acknowledges the repeat without applying it (the first push stands).
   void start();
   std::vector<float> rows_of(const std::vector<std::int64_t>& keys, models::Mode mode);
+  // The rows of `keys` from this step's prefetch (waited for if still under way); false when
+  // there is none for this step or it lacks a key.
+  bool prefetched_rows(const std::vector<std::int64_t>& keys, float* out);
+  void wait_for_push(const char* why);   // the push in flight answered (rethrows its error)
+  void abandon_background_calls();
+  std::chrono::steady_clock::time_point background_deadline() const;
+
+  // The rows of one step, fetched ahead: those the cache held at once, the rest in the background.
+  struct Prefetch {
+    std::int64_t step = -1;
+    std::vector<std::int64_t> keys;               // every unique key of the step's micro-batches
+    std::unordered_map<std::int64_t, std::size_t> index;   // key -> position in keys
+    std::vector<float> rows;                      // keys.size() * dim once complete
+    std::vector<std::size_t> pulled_at;           // positions the background call fills, in its order
+    BackgroundCall<std::vector<float>> call;
+    bool complete = false;
+  };
 
   PsBagOptions o_;
-  std::unique_ptr<PsClient> client_;
+  std::shared_ptr<PsClient> client_;            // forward pulls without prefetch, evaluation
+  // Background pulls, one client per step parity: the prefetch of step t + 1 waits on the servers
+  // for step t's pushes (sync, bounded), and must not hold the connections that step t's own
+  // prefetch, still under way, needs.
+  std::array<std::shared_ptr<PsClient>, 2> prefetch_clients_;
+  std::shared_ptr<PsClient> push_client_;       // background pushes
   std::int64_t step_ = -1;   // the step being trained; -1 until started
   RowCache cache_;
   std::map<std::int64_t, std::vector<float>> pending_;   // this step's gradients, by key
+  std::map<std::int64_t, Prefetch> prefetches_;   // by step: this one's and the next one's
+  BackgroundCall<int> push_;                    // the last push, until answered
+  std::vector<std::thread> parked_;             // abandoned calls' threads, joined at destruction
 };
 
 }  // namespace pw::dp

@@ -66,6 +66,7 @@ class PsHandler : public rpc::wire::ParameterServerIf {
       out.pulls = s.pulls;
       out.pushes = s.pushes;
       out.applied_through = s.applied_through;
+      out.max_pull_staleness = s.max_pull_staleness;
     });
   }
 

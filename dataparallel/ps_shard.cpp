@@ -161,6 +161,7 @@ std::vector<float> PsShard::pull(const std::string& name, const std::vector<std:
   t.data.pull(keys.data(), keys.size(), rows.data());
   std::lock_guard lock(t.mutex);
   ++t.pulls;
+  if (step >= 0) t.max_pull_staleness = std::max(t.max_pull_staleness, step - t.applied_through);
   return rows;
 }
 
@@ -311,7 +312,7 @@ PsStats PsShard::stats(const std::string& name) {
   const auto held = table(name);
   Table& t = *held;
   std::lock_guard lock(t.mutex);
-  return {t.data.rows(), t.pulls, t.pushes, t.applied_through};
+  return {t.data.rows(), t.pulls, t.pushes, t.applied_through, t.max_pull_staleness};
 }
 
 void PsShard::snapshot() {

@@ -50,6 +50,9 @@ class PsRequestError : public InputError {
 
 struct PsStats {
   std::int64_t rows = 0, pulls = 0, pushes = 0, applied_through = -1;
+  // Over every pull of a step t >= 0: the largest t - applied_through when it was answered (sync:
+  // 1; bounded staleness s: at most s; async: however far behind the slowest worker was).
+  std::int64_t max_pull_staleness = 0;
 };
 
 enum class PsRestore { Replace, CheckOnly };

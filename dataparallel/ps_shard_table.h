@@ -64,6 +64,7 @@ struct PsShard::Table {
   std::uint64_t sequence = 0;     // updates applied since the table was made
   std::int64_t since_snapshot = 0;
   std::int64_t pulls = 0, pushes = 0;
+  std::int64_t max_pull_staleness = 0;   // the most steps behind a pull's step the applied ones were
 };
 
 // The pushes a table's rows hold: applied_through, then each worker's last push folded in.

@@ -217,6 +217,14 @@ void Layer::reconnect_remote() {
   for (auto& [name, child] : children_) child->reconnect_remote();
 }
 
+// Not recursive: only a container knows which children read its input.
+void Layer::prefetch_remote(const std::vector<Tensor>& next_micro_batches) { prefetch_remote_impl(next_micro_batches); }
+
+void Layer::flush_remote() {
+  flush_remote_impl();
+  for (auto& [name, child] : children_) child->flush_remote();
+}
+
 Parameter& Layer::add_parameter(const std::string& name, const Shape& shape, Init init) {
   auto p = std::make_unique<Parameter>();
   p->name = name;

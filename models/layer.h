@@ -149,6 +149,13 @@ class Layer {
   // After the servers holding remote rows were restored from a checkpoint: such layers forget
   // the step they were at and read it from the servers again.
   void reconnect_remote();
+  // The inputs of the next step's micro-batches (what this layer's forward will get), given
+  // while the current step still runs: layers whose rows live elsewhere start fetching the rows
+  // those inputs will look up. Containers pass them to the layers that read the same input.
+  void prefetch_remote(const std::vector<Tensor>& next_micro_batches);
+  // Waits until every push this layer (and its children) sent has been acknowledged (pushes
+  // leave in the background); errors of a push surface here or at the next push.
+  void flush_remote();
 
  protected:
   virtual Output forward_impl(const Tensor& x, Mode mode) = 0;
@@ -160,6 +167,8 @@ class Layer {
   virtual Shape output_shape_impl(const Shape& input) const = 0;
   virtual void push_remote_gradients_impl(int /*replica*/, RemoteGradients /*what*/) {}
   virtual void reconnect_remote_impl() {}
+  virtual void prefetch_remote_impl(const std::vector<Tensor>& /*next_micro_batches*/) {}
+  virtual void flush_remote_impl() {}
   virtual double remote_gradient_sum_of_squares_impl() { return 0.0; }
   virtual void scale_remote_gradients_impl(double /*factor*/) {}
   // Layers whose forward_impl/backward_*_impl take only F32/F64 floats say No: under mixed

@@ -334,6 +334,14 @@ void StageExecutor::reduce_grads(const Instruction&) {
   }
 }
 
+void StageExecutor::prefetch_remote(const std::vector<kernels::Tensor>& next_micro_batches) {
+  if (config_.stage == 0 && !chunks_.empty()) chunks_.front()->prefetch_remote(next_micro_batches);
+}
+
+void StageExecutor::flush_remote() {
+  for (auto& chunk : chunks_) chunk->flush_remote();
+}
+
 void StageExecutor::optimizer_step(const Instruction&) {
   last_update_ = UpdateDecision{};
   if (update_check_ != nullptr) {

@@ -83,6 +83,12 @@ class StageExecutor {
   // The last step's verdict (Apply when no check is set).
   UpdateDecision last_update() const { return last_update_; }
   std::vector<models::Parameter*> parameters();   // every chunk's, in model order
+  // The next step's inputs (the first stage's micro-batches), given before run_step of the
+  // current one: layers whose rows live on parameter servers start pulling them. Other stages
+  // ignore it.
+  void prefetch_remote(const std::vector<kernels::Tensor>& next_micro_batches);
+  // Waits for every push of remote gradients still in flight (models::Layer::flush_remote).
+  void flush_remote();
 
  private:
   struct MicroBatchState {

@@ -131,6 +131,7 @@ struct ShardStats {
   2: i64 pulls,
   3: i64 pushes,
   4: i64 applied_through,  // the last step whose pushes from every worker are applied (-1: none)
+  5: i64 max_pull_staleness,  // over pulls of steps t >= 0: the largest t - applied_through when answered
 }
 
 // A file a shard wrote for a job checkpoint.

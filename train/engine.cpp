@@ -33,7 +33,8 @@ milliseconds millis(double seconds) { return milliseconds(static_cast<std::int64
 // Control messages (Tag::micro_batch) between the ranks of one job. Weights go as kFirstWeight + i;
 // the scores' id lies far above any weight count.
 enum ControlMessage : int {
-  kStepFigures = 0, kEvalFigures = 1, kWeightNames = 2, kFirstWeight = 3, kEvalScores = 1 << 30, kUpdateCheck = (1 << 30) + 1
+  kStepFigures = 0, kEvalFigures = 1, kWeightNames = 2, kFirstWeight = 3, kEvalScores = 1 << 30, kUpdateCheck = (1 << 30) + 1,
+  kPushesDone = (1 << 30) + 2
 };
 // Tag::virtual_stage of the tied weights' starting values (other control messages use 0).
 constexpr int kTiedStart = 1 << 20;
@@ -318,6 +319,7 @@ std::vector<std::vector<double>> Engine::exchange(const std::vector<double>& val
     context << "stage " << stage() << " (" << device_.str() << "), step " << round << ", exchanging "
             << (message == kStepFigures    ? "the step's figures"
                 : message == kUpdateCheck ? "whether its gradients are finite"
+                : message == kPushesDone  ? "that its embedding pushes are answered"
                                           : "the evaluation's figures")
             << " with rank " << peer << ": ";
     pipeline::rethrow_with_context(context.str());
@@ -398,6 +400,12 @@ models::EvalResult Engine::evaluate(EvalFeed& feed) {
   double loss_sum = 0.0, correct = 0.0, samples = 0.0;
   const bool scored = plan_.objective == models::Objective::BinaryCrossEntropy;
   std::vector<double> scores, score_labels;   // binary objective: for the AUC, gathered at rank 0
+  if (plan_.parameter_servers) {
+    // Pushes leave in the background: every rank's must be answered before any rank reads the
+    // tables, so evaluation sees every trained step (sync: applied) whatever the threads' timing.
+    executor_->flush_remote();
+    exchange({0.0}, kPushesDone, round);
+  }
   feed.restart();
   for (auto* layer : layers()) layer->refresh_compute_copies();
   // Activations travel stage to stage as in training; replica r takes test batches r, r + R, ...
@@ -607,7 +615,15 @@ void Engine::set_lr(double lr) { executor_->optimizer().set_lr(lr); }
 double Engine::lr() const { return executor_->optimizer().config().lr; }
 
 void Engine::reset_peak_memory() { kernels::DeviceRuntime::get(device_).allocator().reset_peak(); }
-void Engine::synchronize() { kernels::current_stream(device_).synchronize(); }
+void Engine::synchronize() {
+  executor_->flush_remote();
+  kernels::current_stream(device_).synchronize();
+}
+
+void Engine::prefetch(const models::data::Batch& next_local) {
+  if (!plan_.parameter_servers || !next_local.images.defined()) return;
+  executor_->prefetch_remote(pipeline::split_batch(next_local.images, plan_.schedule.micro_batches));
+}
 
 std::string Engine::describe() const {
   std::ostringstream out;

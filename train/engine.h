@@ -69,6 +69,10 @@ class Engine {
   // on the last; see TrainFeed).
   // `primary_flags`: rank 0's value reaches every rank in the outcome (others pass 0).
   StepOutcome step(const models::data::Batch& local, double primary_flags = 0.0);
+  // The batch the step after the coming step() trains on, given before that step() (fit does):
+  // embedding rows on parameter servers are pulled for it while the coming step computes. Only
+  // the first stage reads it; without it every step pulls its rows in its own forward.
+  void prefetch(const models::data::Batch& next_local);
   std::int64_t steps_made() const { return step_; }
   // Forward-only over the test set, split over the replicas; the counts are summed.
   models::EvalResult evaluate(EvalFeed& feed);

@@ -88,4 +88,34 @@ void maybe_kill_at(std::int64_t step, int rank) {
   if (injected_fault(FaultKind::Kill, step, rank)) std::raise(SIGKILL);
 }
 
+std::chrono::milliseconds injected_step_delay(int rank) {
+  const char* text = std::getenv(kInjectStepDelayEnv);
+  if (text == nullptr) return std::chrono::milliseconds(0);
+  std::stringstream list(text);
+  std::string item;
+  std::chrono::milliseconds delay(0);
+  while (std::getline(list, item, ',')) {
+    if (item.empty()) continue;
+    const auto colon = item.find(':');
+    bool ok = colon != std::string::npos;
+    int entry_rank = 0;
+    long long ms = 0;
+    if (ok) {
+      try {
+        std::size_t used = 0;
+        entry_rank = std::stoi(item.substr(0, colon), &used);
+        ok = used == colon && entry_rank >= 0;
+        ms = std::stoll(item.substr(colon + 1), &used);
+        ok = ok && used == item.size() - colon - 1 && ms >= 0 && ms <= 600000;
+      } catch (const std::exception&) {
+        ok = false;
+      }
+    }
+    PW_INPUT_CHECK(ok, kInjectStepDelayEnv << ": '" << item << "' is not RANK:MS with RANK >= 0 and MS from 0 to "
+                                           << "600000, e.g. 1:50");
+    if (entry_rank == rank) delay = std::chrono::milliseconds(ms);
+  }
+  return delay;
+}
+
 }  // namespace pw::train

@@ -5,6 +5,7 @@
 // restart count (rpc::kRestartCountEnv, PW_RESTART_COUNT; default 0) in which it fires. Each entry fires once per process.
 //   nonfinite-grad  the rank's gradients become NaN just before that step's update
 //   sigkill         the rank kills itself (SIGKILL) as it is about to make that step
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -20,5 +21,11 @@ bool injected_fault(FaultKind kind, std::int64_t step, int rank);
 
 // Kills this process when PW_INJECT_FAULT says so for (step, rank).
 void maybe_kill_at(std::int64_t step, int rank);
+
+// A slow worker, for tests of what the others wait for: PW_INJECT_STEP_DELAY holds "RANK:MS"
+// entries separated by commas, and every step of that rank takes MS milliseconds longer (a sleep
+// before its compute). A malformed variable is an InputError saying what is accepted.
+inline constexpr const char* kInjectStepDelayEnv = "PW_INJECT_STEP_DELAY";
+std::chrono::milliseconds injected_step_delay(int rank);
 
 }  // namespace pw::train

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 #include "core/clock.h"
 #include "core/durable_file.h"
@@ -350,21 +351,39 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
   StepOutcome last;
   ProgressLine progress(primary && o.progress ? stderr : nullptr, total_steps, o.log_every);
   UtilisationLine utilisation(o.log_every);
+  const bool prefetching = plan.parameter_servers != nullptr;
+  const auto step_delay = injected_step_delay(engine.rank());   // tests only
   while (step < total_steps) {
     feed.start_epoch(epoch, first_batch);
     std::int64_t batch_in_epoch = first_batch;
     first_batch = 0;
     bool rolled_back = false;
+    // With parameter servers the next batch is read one step ahead, and its embedding rows are
+    // pulled while this step computes (Engine::prefetch).
+    std::optional<models::data::Batch> upcoming;
+    bool epoch_read = false;
     while (step < total_steps) {
       maybe_kill_at(step + 1, engine.rank());
       std::optional<models::data::Batch> batch;
-      {
+      if (upcoming) {
+        batch = std::move(upcoming);
+        upcoming.reset();
+      } else if (!epoch_read) {
         trace::ScopedSpan loading(trace::SpanKind::DataLoad, -1, 0, step);
         batch = feed.next();
       }
       if (!batch) break;
       ++batch_in_epoch;
       const auto t0 = Clock::now();
+      if (prefetching && step + 1 < total_steps) {
+        {
+          trace::ScopedSpan loading(trace::SpanKind::DataLoad, -1, 0, step + 1);
+          upcoming = feed.next();
+        }
+        if (upcoming) engine.prefetch(*upcoming);
+        else epoch_read = true;
+      }
+      if (step_delay.count() > 0) std::this_thread::sleep_for(step_delay);
       last = engine.step(*batch, checkpointer.primary_flags());
       const double dt = seconds_since(t0);
       train_seconds += dt;

@@ -1,5 +1,6 @@
 #include "train/parameter_servers.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 
@@ -127,7 +128,7 @@ void ParameterServers::add_summary(nlohmann::json& j) const {
   j["ps_shards"] = addresses_.size();
   j["ps_mode"] = dp::update_mode_name(mode_);
   if (mode_ != dp::UpdateMode::Sync) j["ps_staleness"] = staleness_;
-  std::int64_t rows = 0;
+  std::int64_t rows = 0, staleness = 0;
   std::vector<std::int64_t> per_shard(addresses_.size(), 0);
   auto client = admin_client();
   for (const auto& t : tables_) {
@@ -135,6 +136,7 @@ void ParameterServers::add_summary(nlohmann::json& j) const {
     for (std::size_t s = 0; s < stats.size(); ++s) {
       rows += stats[s].rows;
       per_shard[s] += stats[s].rows;
+      staleness = std::max(staleness, stats[s].max_pull_staleness);
     }
   }
   j["ps_rows"] = rows;
@@ -144,6 +146,12 @@ void ParameterServers::add_summary(nlohmann::json& j) const {
   j["ps_pushed_rows"] = traffic_->pushed_rows.load();
   j["ps_pull_seconds"] = static_cast<double>(traffic_->pull_ns.load()) * 1e-9;
   j["ps_push_seconds"] = static_cast<double>(traffic_->push_ns.load()) * 1e-9;
+  j["ps_prefetched_rows"] = traffic_->prefetched_rows.load();
+  j["ps_lookup_waits"] = traffic_->lookup_waits.load();
+  j["ps_lookup_wait_seconds"] = static_cast<double>(traffic_->lookup_wait_ns.load()) * 1e-9;
+  j["ps_push_waits"] = traffic_->push_waits.load();
+  j["ps_push_wait_seconds"] = static_cast<double>(traffic_->push_wait_ns.load()) * 1e-9;
+  j["ps_max_pull_staleness"] = staleness;
 }
 
 dp::PsClient ParameterServers::admin_client() const {

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <functional>
 #include <random>
+#include <set>
 #include <thread>
 
 #include <boost/test/unit_test.hpp>
@@ -318,6 +319,98 @@ BOOST_AUTO_TEST_CASE(bounded_staleness_zero_is_refused_and_async_never_waits) {
   }
 }
 
+// The engine hands each step's inputs over one step early (Engine::prefetch): the rows come from
+// that background pull, and sync training still computes what a local table computes.
+BOOST_AUTO_TEST_CASE(prefetched_sync_steps_compute_what_a_local_embedding_bag_computes) {
+  const auto t = table("emb_prefetch", 0.5);
+  models::EmbeddingBag local(kRows, kDim, kBag, models::BagMode::Sum);
+  local.initialize(kSeed, "emb_prefetch.");
+  Tensor& w = local.parameters()[0]->value;
+  Tensor& w_grad = local.parameters()[0]->grad;
+  Servers ps(2, 1, dp::UpdateMode::Sync);
+  dp::PsEmbeddingBag remote(options(ps.addresses, t, dp::UpdateMode::Sync));
+  std::mt19937_64 rng(5);
+  constexpr int kSteps = 6, kMicro = 2;
+  std::vector<std::vector<std::pair<Tensor, Tensor>>> steps(kSteps);
+  std::int64_t later_unique = 0, first_unique = 0;
+  for (int step = 0; step < kSteps; ++step) {
+    std::set<std::int64_t> unique;
+    for (int mb = 0; mb < kMicro; ++mb) {
+      steps[step].push_back(batch_of(rng, 8));
+      const Tensor& x = steps[step].back().first;
+      unique.insert(x.data<std::int64_t>(), x.data<std::int64_t>() + x.numel());
+    }
+    (step == 0 ? first_unique : later_unique) += static_cast<std::int64_t>(unique.size());
+  }
+  for (int step = 0; step < kSteps; ++step) {
+    if (step + 1 < kSteps) remote.prefetch_remote({steps[step + 1][0].first, steps[step + 1][1].first});
+    for (const auto& [x, g] : steps[step]) {
+      auto want = local.forward(x, Mode::Train);
+      auto got = remote.forward(x, Mode::Train);
+      BOOST_TEST(close(got.y, want.y), "step " << step);
+      local.backward(*want.ctx, g);
+      remote.backward(*got.ctx, g);
+    }
+    float* wv = w.data<float>();
+    const float* gv = w_grad.data<float>();
+    for (std::int64_t i = 0; i < w.numel(); ++i) wv[i] -= 0.5f * gv[i];
+    local.zero_grad();
+    remote.push_remote_gradients(0);
+  }
+  // Step 0 pulled its rows in its forward (once per micro-batch); every later step's came ahead.
+  BOOST_TEST(remote.traffic().prefetched_rows.load() == later_unique);
+  BOOST_TEST(remote.traffic().pulled_rows.load() - remote.traffic().prefetched_rows.load() >= first_unique);
+  BOOST_TEST(remote.traffic().lookup_waits.load() <= kMicro + kSteps - 1);   // step 0's pulls, then at most one wait a step
+}
+
+// Two workers, one slowed by a sleep per step: async lets the fast one run ahead (the servers
+// see pulls far behind the applied steps); bounded s = 2 holds it at exactly s, counted by the
+// servers themselves. With prefetched rows and a per-step compute well above a loopback pull,
+// the fast worker's lookups and pushes never hold it up.
+BOOST_AUTO_TEST_CASE(bounded_staleness_holds_exactly_and_async_runs_ahead_with_prefetch) {
+  constexpr int kSteps = 12;
+  const Tensor g = Tensor::full({2, kDim}, 0.1);
+  std::vector<Tensor> batches;
+  for (int step = 0; step <= kSteps; ++step) batches.push_back(ids({step % 7, 8, 9, 10, 11 + step % 3, 20}));
+  for (auto update : {dp::UpdateMode::Async, dp::UpdateMode::Bounded}) {
+    BOOST_TEST_CONTEXT(dp::update_mode_name(update)) {
+      Servers ps(2, 2, update);
+      std::vector<std::unique_ptr<dp::PsEmbeddingBag>> bags;
+      for (int w = 0; w < 2; ++w) bags.push_back(std::make_unique<dp::PsEmbeddingBag>(options(ps.addresses, table("emb"), update, 2)));
+      std::vector<std::string> errors(2);
+      std::vector<std::thread> workers;
+      for (int w = 0; w < 2; ++w)
+        workers.emplace_back([&, w] {
+          errors[static_cast<std::size_t>(w)] = error_of([&] {
+            auto& bag = *bags[static_cast<std::size_t>(w)];
+            for (int step = 0; step < kSteps; ++step) {
+              bag.prefetch_remote({batches[static_cast<std::size_t>(step + 1)]});
+              std::this_thread::sleep_for(w == 1 ? 60ms : 25ms);   // this step's compute
+              train_step(bag, batches[static_cast<std::size_t>(step)], g, w);
+            }
+            bag.flush_remote();
+          });
+        });
+      for (auto& th : workers) th.join();
+      for (const auto& e : errors) BOOST_TEST(e == "(no error)");
+      std::int64_t most = 0;
+      for (const auto& shard : dp::PsClient(ps.addresses, kToken, 0, 5000ms).stats("emb")) {
+        BOOST_TEST(shard.applied_through == kSteps - 1);
+        most = std::max(most, shard.max_pull_staleness);
+      }
+      const auto& fast = bags[0]->traffic();
+      if (update == dp::UpdateMode::Bounded) {
+        BOOST_TEST(most == 2);   // reached (the fast worker runs into it) and never exceeded
+      } else {
+        BOOST_TEST(most > 4);    // nothing holds the fast worker back
+        // Only step 0 pulled in its forward; every push found the one before it answered.
+        BOOST_TEST(fast.lookup_waits.load() == 1);
+        BOOST_TEST(fast.push_waits.load() == 0);
+      }
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_layer_continues_after_the_servers_restart_from_their_folder) {
   const auto dir = std::filesystem::temp_directory_path() / ("pw_ps_bag_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
@@ -359,6 +452,8 @@ BOOST_AUTO_TEST_CASE(split_backward_pushes_what_a_full_backward_pushes) {
     split.push_remote_gradients(0);
   });
   BOOST_TEST(error == "(no error)");
+  full.flush_remote();   // pushes leave in the background
+  split.flush_remote();
   const std::vector<std::int64_t> keys = {1, 2, 3, 4, 5};
   BOOST_TEST(dp::PsClient(split_ps.addresses, kToken, 0, 5000ms).pull("emb", kDim, keys, 1, -1) ==
              dp::PsClient(full_ps.addresses, kToken, 0, 5000ms).pull("emb", kDim, keys, 1, -1));

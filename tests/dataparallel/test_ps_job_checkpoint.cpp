@@ -69,8 +69,11 @@ void train_step(Layers& l, std::int64_t step) {
     }
 }
 
-// Every feature's rows for a fixed set of ids, read without waiting.
+// Every feature's rows for a fixed set of ids, read without waiting once every replica's pushes
+// (which leave in the background) are answered, as Engine::evaluate does.
 std::vector<std::vector<float>> rows(Layers& l) {
+  for (auto& replica : l.bags)
+    for (auto& bag : replica) bag->flush_remote();
   std::vector<std::vector<float>> out;
   for (int f = 0; f < kFeatures; ++f) {
     std::vector<std::int64_t> all(kTableRows);

@@ -16,6 +16,7 @@
 #include "dataparallel/ps_client.h"
 #include "tests/tools/background_command.h"
 #include "tests/tools/cli_runner.h"
+#include "train/fault_injection.h"
 
 using pw::test::BackgroundCommand;
 using pw::test::run_pipewright;
@@ -78,6 +79,44 @@ BOOST_AUTO_TEST_CASE(async_and_bounded_staleness_reach_the_sync_auc_within_0_02)
     BOOST_TEST_MESSAGE(mode << ": AUC " << s["test_auc"].get<double>() << " (sync " << sync << ")");
     BOOST_TEST(std::abs(s["test_auc"].get<double>() - sync) <= 0.02, mode);
   }
+}
+
+// Hybrid training: the dense all-reduce is the only per-step barrier. One of 2 replicas is slowed
+// by 50 ms a step (a test-only switch); the next step's rows are prefetched while a step computes
+// and pushes leave without waiting, so in async and bounded mode the other replica never stands
+// still for the servers after step 0 (its lookups and pushes are counted when they wait at all),
+// and the servers' own counters show bounded staleness s = 2 never exceeded. Sync mode waits for
+// every step's pushes (its prefetch cannot finish before the step before is applied).
+BOOST_AUTO_TEST_CASE(a_slow_replica_adds_no_embedding_waits_to_the_other_in_async_and_bounded_modes) {
+  ScratchDir dir("trainps_hybrid");
+  const std::string args = "train --model dlrm --dataset synthetic-clicks --synthetic-size 20000 --threads 1 "
+                           "--replicas 2 --ps 2 --steps 40 ";
+  const auto run = [&](const std::string& name, const std::string& mode) {
+    const auto r = pw::test::run_command(std::string(pw::train::kInjectStepDelayEnv) + "=1:50 " +
+                                         pw::test::pipewright_binary() + " " + args + mode + " --summary " +
+                                         dir.file(name));
+    BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+    return summary_of(dir.file(name));
+  };
+  const auto async = run("async.json", "--ps-mode async --staleness 2");
+  const auto bounded = run("bounded.json", "--ps-mode bounded --staleness 2");
+  const auto sync = run("sync.json", "--ps-mode sync");
+  // 3 tables x 2 replicas pull in their own forward at step 0, with nothing prefetched yet.
+  constexpr std::int64_t kFirstStepPulls = 6;
+  for (const auto* s : {&async, &bounded}) {
+    BOOST_TEST_CONTEXT((*s)["ps_mode"].get<std::string>()) {
+      BOOST_TEST((*s)["ps_lookup_waits"].get<std::int64_t>() <= kFirstStepPulls);
+      BOOST_TEST((*s)["ps_push_waits"].get<std::int64_t>() == 0);
+      BOOST_TEST((*s)["ps_prefetched_rows"].get<std::int64_t>() > 0);
+    }
+  }
+  BOOST_TEST(bounded["ps_max_pull_staleness"].get<std::int64_t>() <= 2);
+  BOOST_TEST(sync["ps_max_pull_staleness"].get<std::int64_t>() == 1);
+  for (const auto* s : {&sync, &async, &bounded})
+    BOOST_TEST_MESSAGE((*s)["ps_mode"].get<std::string>()
+                       << ": median step " << (*s)["median_step_ms"].get<double>() << " ms, lookups that waited "
+                       << (*s)["ps_lookup_waits"] << " (" << (*s)["ps_lookup_wait_seconds"] << " s), pushes that waited "
+                       << (*s)["ps_push_waits"] << ", most steps behind a pull saw " << (*s)["ps_max_pull_staleness"]);
 }
 
 BOOST_AUTO_TEST_CASE(a_table_larger_than_the_workers_memory_cap_trains_on_four_servers) {
