@@ -221,6 +221,12 @@ void ShardTable::apply(const std::int64_t* keys, std::size_t n, const float* gra
     while (!recency_.empty() && expired(recency_.oldest().stamp)) drop_oldest(effects);
 }
 
+bool ShardTable::holds(std::int64_t key) const {
+  const auto& s = stripe(key);
+  std::lock_guard lock(s.mutex);
+  return s.rows.count(key) != 0;
+}
+
 ShardTable::Counts ShardTable::counts() const {
   std::lock_guard lock(update_mutex_);
   return counts_;

@@ -64,6 +64,7 @@ class ShardTable {
   void apply(const std::int64_t* keys, std::size_t n, const float* grads, std::int64_t step = -1,
              const std::int32_t* sightings = nullptr, ApplyEffects* effects = nullptr);
   std::int64_t rows() const { return stored_.load(); }   // rows stored
+  bool holds(std::int64_t key) const;                     // whether `key` has a stored row
   bool bounded() const { return config_.bounds.any(); }
 
   // Since the table was made (snapshots and checkpoints carry them).
