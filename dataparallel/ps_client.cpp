@@ -166,6 +166,9 @@ void PsClient::create_table(const TableConfig& c) {
   spec.lr = c.lr;
   spec.init_seed = static_cast<std::int64_t>(c.init_seed);
   spec.init_scale = c.init_scale;
+  spec.admit_after = c.bounds.admit_after;
+  spec.max_rows = c.bounds.max_rows;
+  spec.row_ttl = c.bounds.row_ttl;
   on_every_shard("create_table", [&](int s) {
     control(s).call("create_table", timeout_,
                                                     [&](rpc::wire::ParameterServerClient& client, int) {
@@ -254,7 +257,9 @@ std::vector<PsClient::ShardReport> PsClient::stats(const std::string& table) {
     control(s).call("stats", timeout_, [&](rpc::wire::ParameterServerClient& c, int) {
       c.stats(st, token_, table);
     });
-    out[static_cast<std::size_t>(s)] = {st.rows, st.pulls, st.pushes, st.applied_through, st.max_pull_staleness};
+    out[static_cast<std::size_t>(s)] = {st.rows,       st.pulls,        st.pushes,    st.applied_through,
+                                        st.max_pull_staleness, st.admissions, st.dropped_rows, st.evictions,
+                                        st.expirations, st.peak_rows};
   });
   return out;
 }

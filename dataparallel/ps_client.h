@@ -38,6 +38,8 @@ class PsClient {
   struct ShardReport {
     std::int64_t rows = 0, pulls = 0, pushes = 0, applied_through = -1;
     std::int64_t max_pull_staleness = 0;   // PsStats::max_pull_staleness
+    // Bounded tables: PsStats::admissions, dropped_rows, evictions, expirations, peak_rows.
+    std::int64_t admissions = 0, dropped_rows = 0, evictions = 0, expirations = 0, peak_rows = 0;
   };
   std::vector<ShardReport> stats(const std::string& table);
 

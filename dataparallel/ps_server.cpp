@@ -33,6 +33,7 @@ class PsHandler : public rpc::wire::ParameterServerIf {
       c.lr = spec.lr;
       c.init_seed = static_cast<std::uint64_t>(spec.init_seed);
       c.init_scale = spec.init_scale;
+      c.bounds = {spec.admit_after, spec.max_rows, spec.row_ttl};
       shard_->create_table(c);
     });
   }
@@ -67,6 +68,11 @@ class PsHandler : public rpc::wire::ParameterServerIf {
       out.pushes = s.pushes;
       out.applied_through = s.applied_through;
       out.max_pull_staleness = s.max_pull_staleness;
+      out.admissions = s.admissions;
+      out.dropped_rows = s.dropped_rows;
+      out.evictions = s.evictions;
+      out.expirations = s.expirations;
+      out.peak_rows = s.peak_rows;
     });
   }
 

@@ -28,12 +28,23 @@ bool get(std::istream& in, T& v) {
   return in.good();
 }
 
-nlohmann::json spec_json(const TableConfig& c) {
-  return {{"name", c.name}, {"dim", c.dim}, {"optimizer", sparse_optimizer_name(c.optimizer)}, {"lr", c.lr},
-          {"init_seed", c.init_seed}, {"init_scale", c.init_scale}};
+}  // namespace
+
+static TableBounds table_bounds_from(const nlohmann::json& j) {
+  TableBounds b;   // absent in manifests written before tables had bounds
+  b.admit_after = j.value("admit_after", 1);
+  b.max_rows = j.value("max_rows", std::int64_t{0});
+  b.row_ttl = j.value("row_ttl", std::int64_t{0});
+  return b;
 }
 
-TableConfig spec_from(const nlohmann::json& j) {
+nlohmann::json table_spec_json(const TableConfig& c) {
+  return {{"name", c.name}, {"dim", c.dim}, {"optimizer", sparse_optimizer_name(c.optimizer)}, {"lr", c.lr},
+          {"init_seed", c.init_seed}, {"init_scale", c.init_scale}, {"admit_after", c.bounds.admit_after},
+          {"max_rows", c.bounds.max_rows}, {"row_ttl", c.bounds.row_ttl}};
+}
+
+TableConfig table_spec_from(const nlohmann::json& j) {
   TableConfig c;
   c.name = j.at("name").get<std::string>();
   c.dim = j.at("dim").get<int>();
@@ -41,10 +52,15 @@ TableConfig spec_from(const nlohmann::json& j) {
   c.lr = j.at("lr").get<double>();
   c.init_seed = j.at("init_seed").get<std::uint64_t>();
   c.init_scale = j.at("init_scale").get<double>();
+  c.bounds = table_bounds_from(j);
   return c;
 }
 
-}  // namespace
+void check_server_bounds(const PsShardConfig& server, const TableConfig& table) {
+  if (server.bounds && !(*server.bounds == table.bounds))
+    throw PsRequestError("table '" + table.name + "' asks for " + describe_bounds(table.bounds) +
+                         "; this server was started for " + describe_bounds(*server.bounds));
+}
 
 UpdateMode parse_update_mode(const std::string& name) {
   if (name == "sync") return UpdateMode::Sync;
@@ -125,12 +141,14 @@ std::vector<std::shared_ptr<PsShard::Table>> PsShard::all_tables() {
 
 void PsShard::create_table(const TableConfig& config) {
   check_table_config(config);
+  check_server_bounds(config_, config);
   std::unique_lock lock(tables_mutex_);
   if (auto it = tables_.find(config.name); it != tables_.end()) {
-    if (!(it->second->data.config() == config))
+    const auto& had = it->second->data.config();
+    if (!(had == config))
       throw PsRequestError("table '" + config.name + "' exists with another definition (row width " +
-                           std::to_string(it->second->data.config().dim) + ", optimizer " +
-                           sparse_optimizer_name(it->second->data.config().optimizer) + ")");
+                           std::to_string(had.dim) + ", optimizer " + sparse_optimizer_name(had.optimizer) +
+                           (had.bounds == config.bounds ? "" : ", " + describe_bounds(had.bounds)) + ")");
     return;
   }
   auto t = std::make_shared<Table>(config, config_.workers);
@@ -200,6 +218,15 @@ void PsShard::push(const std::string& name, int worker, std::int64_t step, const
   log_push(t, push);
   accept_part(t, push);
   if (t.last_pushed[w] == step) ++t.pushes;   // the push is whole
+  if (!t.last_effects.empty() && t.wal.is_open()) {
+    // The push is applied and acknowledged either way: replay recomputes a lost effects record.
+    try {
+      t.wal.append_effects(t.sequence, t.last_effects);
+    } catch (const std::exception& e) {
+      PW_LOG(Warn, "parameter server shard " << config_.shard << ", table '" << name
+                                             << "': could not log what a push did: " << e.what());
+    }
+  }
   if (!config_.dir.empty() && t.since_snapshot >= config_.snapshot_every && t.pending.empty() && !t.partial_push()) {
     // The push is logged and applied: a snapshot that fails only leaves the log longer (tried again next push).
     try {
@@ -246,6 +273,7 @@ void PsShard::log_push(Table& t, const PsPushPart& push) {
 // held (a part of another push of the same step drops what was held: the worker started over)
 // until the last arrives, then the whole push is applied. Replaying the log takes the same path.
 void PsShard::accept_part(Table& t, const PsPushPart& push) {
+  t.last_effects.clear();
   if (push.parts == 1) {
     process_push(t, push.step, push.worker, *push.keys, push.grads);
     return;
@@ -274,6 +302,8 @@ void PsShard::process_push(Table& t, std::int64_t step, int worker, const std::v
                            const float* grads) {
   const auto dim = static_cast<std::size_t>(t.data.config().dim);
   t.last_pushed[static_cast<std::size_t>(worker)] = step;
+  // The effects are logged only where there is a log, and only bounded tables have any to check.
+  ApplyEffects* effects = t.data.bounded() && !config_.dir.empty() ? &t.last_effects : nullptr;
   if (config_.mode == UpdateMode::Sync) {
     PsPendingStep& p = t.pending[step];
     p.at.reserve(p.at.size() + keys.size());
@@ -282,8 +312,10 @@ void PsShard::process_push(Table& t, std::int64_t step, int worker, const std::v
       const float* g = grads + i * dim;
       if (fresh) {
         p.keys.push_back(keys[i]);
+        p.sightings.push_back(1);
         p.sums.insert(p.sums.end(), g, g + dim);
       } else {
+        ++p.sightings[it->second];
         float* sum = p.sums.data() + it->second * dim;
         for (std::size_t j = 0; j < dim; ++j) sum[j] += g[j];
       }
@@ -293,16 +325,18 @@ void PsShard::process_push(Table& t, std::int64_t step, int worker, const std::v
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return p.keys[a] < p.keys[b]; });
     std::vector<std::int64_t> all_keys(order.size());
+    std::vector<std::int32_t> all_sightings(order.size());
     std::vector<float> all_grads(order.size() * dim);
     for (std::size_t i = 0; i < order.size(); ++i) {
       all_keys[i] = p.keys[order[i]];
+      all_sightings[i] = p.sightings[order[i]];
       std::memcpy(all_grads.data() + i * dim, p.sums.data() + order[i] * dim, dim * sizeof(float));
     }
     t.pending.erase(step);
-    t.data.apply(all_keys.data(), all_keys.size(), all_grads.data());
+    t.data.apply(all_keys.data(), all_keys.size(), all_grads.data(), step, all_sightings.data(), effects);
     t.applied_through = step;
   } else {
-    t.data.apply(keys.data(), keys.size(), grads);
+    t.data.apply(keys.data(), keys.size(), grads, step, nullptr, effects);
     t.applied_through = *std::min_element(t.last_pushed.begin(), t.last_pushed.end());
   }
   t.applied.notify_all();
@@ -312,7 +346,19 @@ PsStats PsShard::stats(const std::string& name) {
   const auto held = table(name);
   Table& t = *held;
   std::lock_guard lock(t.mutex);
-  return {t.data.rows(), t.pulls, t.pushes, t.applied_through, t.max_pull_staleness};
+  const auto counts = t.data.counts();
+  PsStats s;
+  s.rows = t.data.rows();
+  s.pulls = t.pulls;
+  s.pushes = t.pushes;
+  s.applied_through = t.applied_through;
+  s.max_pull_staleness = t.max_pull_staleness;
+  s.admissions = counts.admissions;
+  s.dropped_rows = counts.dropped;
+  s.evictions = counts.evictions;
+  s.expirations = counts.expirations;
+  s.peak_rows = counts.peak_rows;
+  return s;
 }
 
 void PsShard::snapshot() {
@@ -349,7 +395,7 @@ void PsShard::snapshot(Table& t) {
 
 void PsShard::write_manifest() {
   nlohmann::json tables = nlohmann::json::array();
-  for (const auto& [name, t] : tables_) tables.push_back(spec_json(t->data.config()));
+  for (const auto& [name, t] : tables_) tables.push_back(table_spec_json(t->data.config()));
   const nlohmann::json j = {{"shard", config_.shard}, {"shards", config_.shards}, {"workers", config_.workers},
                             {"mode", update_mode_name(config_.mode)}, {"tables", tables}};
   write_file_durably(manifest_path(), j.dump(2) + "\n");
@@ -368,7 +414,10 @@ void PsShard::load() {
                         << j.at("mode") << "; this server has " << config_.shards << ", " << config_.workers << ", "
                         << update_mode_name(config_.mode));
     for (const auto& spec : j.at("tables")) {
-      const auto c = spec_from(spec);
+      const auto c = table_spec_from(spec);
+      if (config_.bounds && !(*config_.bounds == c.bounds))
+        throw InputError(file + ": table '" + c.name + "' was made with " + describe_bounds(c.bounds) +
+                         "; this server was started for " + describe_bounds(*config_.bounds));
       tables_.emplace(c.name, std::make_shared<Table>(c, config_.workers));
     }
   } catch (const nlohmann::json::exception& e) {
@@ -387,7 +436,20 @@ void PsShard::load() {
     }
     // Replay what the log holds beyond the snapshot.
     std::int64_t replayed = 0;
+    const std::uint64_t in_snapshot = t->sequence;
     PsWriteAheadLog::replay(path(name, ".wal"), t->data.config().dim, config_.max_keys, [&](const PsLogRecord& r) {
+      if (r.kind == PsLogRecord::Kind::Effects) {
+        // What the push just replayed did when it first came: the same, or the table is not the one it was.
+        if (r.sequence > in_snapshot && r.sequence == t->sequence && replayed > 0 && !(r.effects == t->last_effects))
+          throw InputError(path(name, ".wal") + ": replaying push " + std::to_string(r.sequence) +
+                           " admits, evicts or expires other rows than it did when it came (" +
+                           std::to_string(t->last_effects.admitted.size()) + "/" +
+                           std::to_string(t->last_effects.evicted.size()) + "/" +
+                           std::to_string(t->last_effects.expired.size()) + " against " +
+                           std::to_string(r.effects.admitted.size()) + "/" + std::to_string(r.effects.evicted.size()) +
+                           "/" + std::to_string(r.effects.expired.size()) + " logged)");
+        return true;
+      }
       if (r.sequence <= t->sequence) return true;   // already in the snapshot
       if (r.worker < 0 || r.worker >= config_.workers) return false;
       if (r.parts < 1 || r.part < 0 || r.part >= r.parts) return false;

@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <vector>
@@ -40,6 +41,9 @@ struct PsShardConfig {
   std::string dir;                   // persistence; empty: none
   std::int64_t snapshot_every = 200; // applied updates between snapshots
   std::size_t max_keys = kPsMaxKeysPerRequest;   // per request
+  // The bounds every table must have (ps serve --admit-after/--max-rows/--row-ttl); a table asked
+  // for with others is refused. Unset: each table brings its own.
+  std::optional<TableBounds> bounds;
 };
 
 // A request the shard refuses (unknown table, wrong width, ...); the message is for the caller.
@@ -53,6 +57,9 @@ struct PsStats {
   // Over every pull of a step t >= 0: the largest t - applied_through when it was answered (sync:
   // 1; bounded staleness s: at most s; async: however far behind the slowest worker was).
   std::int64_t max_pull_staleness = 0;
+  // Bounded tables (ShardTable::Counts), since the table was made: rows created, gradient rows
+  // dropped before their id was admitted, rows evicted by the cap, rows expired, the most rows held.
+  std::int64_t admissions = 0, dropped_rows = 0, evictions = 0, expirations = 0, peak_rows = 0;
 };
 
 enum class PsRestore { Replace, CheckOnly };

@@ -98,9 +98,11 @@ std::vector<PsCheckpointFile> PsShard::checkpoint(const std::string& folder, std
     write_file_durably((dir / name).string(), bytes);
     const auto sum = checksum_hex(checksum64(bytes.data(), bytes.size()));
     files.push_back({sub + "/" + name, static_cast<std::int64_t>(bytes.size()), sum});
-    tables.push_back({{"name", c.name}, {"dim", c.dim}, {"optimizer", sparse_optimizer_name(c.optimizer)},
-                      {"lr", c.lr}, {"init_seed", c.init_seed}, {"init_scale", c.init_scale}, {"file", name},
-                      {"bytes", bytes.size()}, {"checksum", sum}});
+    auto spec = table_spec_json(c);
+    spec["file"] = name;
+    spec["bytes"] = bytes.size();
+    spec["checksum"] = sum;
+    tables.push_back(std::move(spec));
   }
   const nlohmann::json manifest = {{"format", kFormat}, {"version", kVersion}, {"shard", config_.shard},
                                    {"shards", config_.shards}, {"workers", config_.workers},
@@ -142,13 +144,12 @@ void PsShard::restore(const std::string& folder, PsRestore how) {
                                           << config_.shard);
     const auto step = j.at("step").get<std::int64_t>();
     for (const auto& spec : j.at("tables")) {
-      TableConfig c;
-      c.name = spec.at("name").get<std::string>();
-      c.dim = spec.at("dim").get<int>();
-      c.optimizer = parse_sparse_optimizer(spec.at("optimizer").get<std::string>());
-      c.lr = spec.at("lr").get<double>();
-      c.init_seed = spec.at("init_seed").get<std::uint64_t>();
-      c.init_scale = spec.at("init_scale").get<double>();
+      const TableConfig c = table_spec_from(spec);
+      check_table_config(c);
+      if (config_.bounds && !(*config_.bounds == c.bounds))
+        throw InputError(manifest_file.string() + ": table '" + c.name + "' was saved with " +
+                         describe_bounds(c.bounds) + "; this server was started for " +
+                         describe_bounds(*config_.bounds));
       const fs::path file = dir / spec.at("file").get<std::string>();
       const std::string where = file.string();
       const std::string bytes = read_whole(file);

@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "dataparallel/ps_shard.h"
 #include "dataparallel/ps_table.h"
 #include "dataparallel/ps_wal.h"
@@ -25,6 +27,7 @@ struct PsPendingStep {
   int pushes = 0;                                   // workers whose push of the step is complete
   std::unordered_map<std::int64_t, std::size_t> at; // key -> its row in `sums`
   std::vector<std::int64_t> keys;                   // in order of arrival
+  std::vector<std::int32_t> sightings;              // per key: the pushes that carried it
   std::vector<float> sums;                          // keys.size() rows of the table's width
 };
 
@@ -65,11 +68,18 @@ struct PsShard::Table {
   std::int64_t since_snapshot = 0;
   std::int64_t pulls = 0, pushes = 0;
   std::int64_t max_pull_staleness = 0;   // the most steps behind a pull's step the applied ones were
+  ApplyEffects last_effects;      // of the last push processed (bounded tables with a folder): logged after it
 };
 
 // The pushes a table's rows hold: applied_through, then each worker's last push folded in.
 // `in` reads it back into a table of `workers` workers; false if the bytes end first.
 void write_push_accounting(std::ostream& out, std::int64_t applied_through, const std::vector<std::int64_t>& last_pushed);
 bool read_push_accounting(std::istream& in, std::int64_t& applied_through, std::vector<std::int64_t>& last_pushed);
+
+// A table's definition in shard and checkpoint manifests (bounds absent in older ones: none).
+nlohmann::json table_spec_json(const TableConfig& config);
+TableConfig table_spec_from(const nlohmann::json& j);   // nlohmann exceptions for missing fields
+// PsRequestError when `server` was started for other bounds than `table` has.
+void check_server_bounds(const PsShardConfig& server, const TableConfig& table);
 
 }  // namespace pw::dp

@@ -2,6 +2,7 @@
 
 #include "models/rng.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <istream>
@@ -22,7 +23,8 @@ std::uint64_t mix(std::uint64_t x) {
 
 constexpr double kAdagradEps = 1e-10;
 constexpr double kAdamBeta1 = 0.9, kAdamBeta2 = 0.999, kAdamEps = 1e-8;
-constexpr std::uint64_t kSnapshotMagic = 0x31544e4853575070ULL;   // "pPWSHNT1"
+constexpr std::uint64_t kSnapshotMagic = 0x31544e4853575070ULL;     // "pPWSHNT1": rows only
+constexpr std::uint64_t kSnapshotMagicV2 = 0x32544e4853575070ULL;   // "pPWSHNT2": rows in recency order, counters, sketch
 
 template <typename T>
 void put(std::ostream& out, const T& v) {
@@ -67,6 +69,7 @@ void check_table_config(const TableConfig& c) {
   PW_INPUT_CHECK(std::isfinite(c.lr) && c.lr > 0, "table '" << c.name << "': learning rate must be positive");
   PW_INPUT_CHECK(std::isfinite(c.init_scale) && c.init_scale >= 0,
                  "table '" << c.name << "': init scale must be >= 0");
+  check_table_bounds(c.bounds, c.name);
 }
 
 void initial_row(const TableConfig& c, std::int64_t key, float* out) {
@@ -77,7 +80,10 @@ int shard_of(std::int64_t key, int shards) {
   return static_cast<int>(mix(static_cast<std::uint64_t>(key)) % static_cast<std::uint64_t>(shards));
 }
 
-ShardTable::ShardTable(TableConfig config) : config_(std::move(config)) { check_table_config(config_); }
+ShardTable::ShardTable(TableConfig config) : config_(std::move(config)) {
+  check_table_config(config_);
+  if (!config_.bounds.admits_all()) sketch_ = std::make_unique<AdmissionSketch>();
+}
 
 int ShardTable::state_floats() const {
   switch (config_.optimizer) {
@@ -88,9 +94,10 @@ int ShardTable::state_floats() const {
   return 0;
 }
 
-ShardTable::Row& ShardTable::row(Stripe& s, std::int64_t key) {
-  auto [it, fresh] = s.rows.try_emplace(key);
-  if (fresh) {
+ShardTable::Row& ShardTable::row(Stripe& s, std::int64_t key, bool& fresh) {
+  auto [it, inserted] = s.rows.try_emplace(key);
+  fresh = inserted;
+  if (inserted) {
     it->second.values.assign(static_cast<std::size_t>(config_.dim + state_floats()), 0.0f);
     initial_row(config_, key, it->second.values.data());
   }
@@ -145,27 +152,89 @@ void ShardTable::update(Row& r, const float* g) {
   }
 }
 
-void ShardTable::apply(const std::int64_t* keys, std::size_t n, const float* grads) {
-  const auto dim = static_cast<std::size_t>(config_.dim);
-  for (std::size_t i = 0; i < n; ++i) {
-    auto& s = stripe(keys[i]);
+void ShardTable::drop_oldest(ApplyEffects* effects) {
+  const RecencyList::Entry oldest = recency_.oldest();
+  {
+    auto& s = stripe(oldest.key);
     std::lock_guard lock(s.mutex);
-    update(row(s, keys[i]), grads + i * dim);
+    s.rows.erase(oldest.key);
   }
+  recency_.remove(recency_.oldest_handle());
+  --stored_;
+  const bool by_age = expired(oldest.stamp);
+  ++(by_age ? counts_.expirations : counts_.evictions);
+  if (effects) (by_age ? effects->expired : effects->evicted).push_back(oldest.key);
 }
 
-std::int64_t ShardTable::rows() const {
-  std::int64_t n = 0;
-  for (const auto& s : stripes_) {
-    std::lock_guard lock(s.mutex);
-    n += static_cast<std::int64_t>(s.rows.size());
+void ShardTable::apply(const std::int64_t* keys, std::size_t n, const float* grads, std::int64_t step,
+                       const std::int32_t* sightings, ApplyEffects* effects) {
+  const auto dim = static_cast<std::size_t>(config_.dim);
+  const TableBounds& b = config_.bounds;
+  const bool track = b.tracks_recency();
+  std::lock_guard one_at_a_time(update_mutex_);
+  clock_ = std::max(clock_, step);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int64_t key = keys[i];
+    const float* g = grads + i * dim;
+    auto& s = stripe(key);
+    if (!b.any()) {
+      std::lock_guard lock(s.mutex);
+      bool fresh = false;
+      update(row(s, key, fresh), g);
+      if (fresh) {
+        ++counts_.admissions;
+        counts_.peak_rows = std::max(counts_.peak_rows, ++stored_);
+        if (effects) effects->admitted.push_back(key);
+      }
+      continue;
+    }
+    {
+      std::lock_guard lock(s.mutex);
+      if (const auto it = s.rows.find(key); it != s.rows.end()) {
+        update(it->second, g);
+        if (track) recency_.touch(it->second.recency, clock_);
+        continue;
+      }
+    }
+    if (sketch_) {
+      const int seen = sightings ? sightings[i] : 1;
+      if (sketch_->add(key, seen) < b.admit_after) {
+        counts_.dropped += seen;
+        if (effects) effects->dropped += seen;
+        continue;
+      }
+    }
+    // Room first, so that the shard never holds more than max_rows rows, not even within a push.
+    while (b.max_rows > 0 && stored_.load() >= b.max_rows) drop_oldest(effects);
+    {
+      std::lock_guard lock(s.mutex);
+      bool fresh = false;
+      Row& r = row(s, key, fresh);
+      update(r, g);
+      if (track) r.recency = recency_.add(key, clock_);
+    }
+    ++counts_.admissions;
+    counts_.peak_rows = std::max(counts_.peak_rows, ++stored_);
+    if (effects) effects->admitted.push_back(key);
   }
-  return n;
+  if (b.row_ttl > 0)
+    while (!recency_.empty() && expired(recency_.oldest().stamp)) drop_oldest(effects);
+}
+
+bool ShardTable::holds(std::int64_t key) const {
+  const auto& s = stripe(key);
+  std::lock_guard lock(s.mutex);
+  return s.rows.count(key) != 0;
+}
+
+ShardTable::Counts ShardTable::counts() const {
+  std::lock_guard lock(update_mutex_);
+  return counts_;
 }
 
 void ShardTable::write(std::ostream& out) const {
-  // Every stripe stays locked from the count to the last row: a pull creating a row meanwhile
-  // would otherwise make the count and the rows written disagree.
+  // No update runs meanwhile, and every stripe stays locked from the count to the last row.
+  std::lock_guard one_at_a_time(update_mutex_);
   std::vector<std::unique_lock<std::mutex>> locks;
   locks.reserve(kStripes);
   std::int64_t count = 0;
@@ -173,34 +242,38 @@ void ShardTable::write(std::ostream& out) const {
     locks.emplace_back(s.mutex);
     count += static_cast<std::int64_t>(s.rows.size());
   }
-  put(out, kSnapshotMagic);
+  put(out, kSnapshotMagicV2);
   put(out, static_cast<std::int32_t>(config_.dim));
   put(out, static_cast<std::int32_t>(state_floats()));
   put(out, count);
-  for (const auto& s : stripes_) {
-    for (const auto& [key, r] : s.rows) {
-      put(out, key);
-      put(out, r.steps);
-      out.write(reinterpret_cast<const char*>(r.values.data()),
-                static_cast<std::streamsize>(r.values.size() * sizeof(float)));
-    }
+  auto put_row = [&](std::int64_t key, const Row& r, std::int64_t stamp) {
+    put(out, key);
+    put(out, r.steps);
+    put(out, stamp);
+    out.write(reinterpret_cast<const char*>(r.values.data()),
+              static_cast<std::streamsize>(r.values.size() * sizeof(float)));
+  };
+  if (config_.bounds.tracks_recency()) {
+    // Oldest first: reading them back in this order rebuilds the recency order.
+    recency_.for_each_oldest_first([&](const RecencyList::Entry& e) { put_row(e.key, stripe(e.key).rows.at(e.key), e.stamp); });
+  } else {
+    for (const auto& s : stripes_)
+      for (const auto& [key, r] : s.rows) put_row(key, r, clock_);
   }
+  put(out, clock_);
+  put(out, counts_.admissions);
+  put(out, counts_.dropped);
+  put(out, counts_.evictions);
+  put(out, counts_.expirations);
+  put(out, counts_.peak_rows);
+  put(out, static_cast<std::uint8_t>(sketch_ ? 1 : 0));
+  if (sketch_) sketch_->write(out);
 }
 
-void ShardTable::read(std::istream& in, const std::string& where) {
-  PW_INPUT_CHECK(get<std::uint64_t>(in, where) == kSnapshotMagic, where << " is not a pipewright table snapshot");
-  const auto dim = get<std::int32_t>(in, where);
-  const auto state = get<std::int32_t>(in, where);
-  PW_INPUT_CHECK(dim == config_.dim && state == state_floats(),
-                 where << " holds rows of width " << dim << " (+" << state << " optimizer floats); table '"
-                       << config_.name << "' has " << config_.dim << " (+" << state_floats() << ")");
+void ShardTable::read_rows_v1(std::istream& in, const std::string& where) {
   const auto count = get<std::int64_t>(in, where);
   PW_INPUT_CHECK(count >= 0, where << ": negative row count");
-  for (auto& s : stripes_) {
-    std::lock_guard lock(s.mutex);
-    s.rows.clear();
-  }
-  const auto floats = static_cast<std::size_t>(dim + state);
+  const auto floats = static_cast<std::size_t>(config_.dim + state_floats());
   for (std::int64_t i = 0; i < count; ++i) {
     const auto key = get<std::int64_t>(in, where);
     Row r;
@@ -208,10 +281,90 @@ void ShardTable::read(std::istream& in, const std::string& where) {
     r.values.resize(floats);
     in.read(reinterpret_cast<char*>(r.values.data()), static_cast<std::streamsize>(floats * sizeof(float)));
     PW_INPUT_CHECK(in.good(), where << " is cut short at row " << i << " of " << count);
+    if (config_.bounds.tracks_recency()) r.recency = recency_.add(key, -1);
     auto& s = stripe(key);
     std::lock_guard lock(s.mutex);
-    s.rows[key] = std::move(r);
+    if (s.rows.insert_or_assign(key, std::move(r)).second) ++stored_;
   }
+  counts_ = Counts{};
+  counts_.admissions = counts_.peak_rows = stored_.load();
+}
+
+void ShardTable::read(std::istream& in, const std::string& where) {
+  const auto magic = get<std::uint64_t>(in, where);
+  PW_INPUT_CHECK(magic == kSnapshotMagic || magic == kSnapshotMagicV2, where << " is not a pipewright table snapshot");
+  const auto dim = get<std::int32_t>(in, where);
+  const auto state = get<std::int32_t>(in, where);
+  PW_INPUT_CHECK(dim == config_.dim && state == state_floats(),
+                 where << " holds rows of width " << dim << " (+" << state << " optimizer floats); table '"
+                       << config_.name << "' has " << config_.dim << " (+" << state_floats() << ")");
+  std::lock_guard one_at_a_time(update_mutex_);
+  for (auto& s : stripes_) {
+    std::lock_guard lock(s.mutex);
+    s.rows.clear();
+  }
+  recency_.clear();
+  stored_ = 0;
+  clock_ = -1;
+  if (sketch_) sketch_ = std::make_unique<AdmissionSketch>(sketch_->width());
+  if (magic == kSnapshotMagic) {
+    read_rows_v1(in, where);
+    return;
+  }
+  const auto count = get<std::int64_t>(in, where);
+  PW_INPUT_CHECK(count >= 0, where << ": negative row count");
+  const auto& b = config_.bounds;
+  PW_INPUT_CHECK(b.max_rows == 0 || count <= b.max_rows,
+                 where << " holds " << count << " rows; table '" << config_.name << "' keeps at most " << b.max_rows
+                       << " per shard");
+  const auto floats = static_cast<std::size_t>(dim + state);
+  for (std::int64_t i = 0; i < count; ++i) {
+    const auto key = get<std::int64_t>(in, where);
+    Row r;
+    r.steps = get<std::int64_t>(in, where);
+    const auto stamp = get<std::int64_t>(in, where);
+    r.values.resize(floats);
+    in.read(reinterpret_cast<char*>(r.values.data()), static_cast<std::streamsize>(floats * sizeof(float)));
+    PW_INPUT_CHECK(in.good(), where << " is cut short at row " << i << " of " << count);
+    auto& s = stripe(key);
+    std::lock_guard lock(s.mutex);
+    PW_INPUT_CHECK(s.rows.find(key) == s.rows.end(), where << " holds row " << key << " twice");
+    if (b.tracks_recency()) r.recency = recency_.add(key, stamp);
+    s.rows.emplace(key, std::move(r));
+    ++stored_;
+  }
+  clock_ = get<std::int64_t>(in, where);
+  counts_.admissions = get<std::int64_t>(in, where);
+  counts_.dropped = get<std::int64_t>(in, where);
+  counts_.evictions = get<std::int64_t>(in, where);
+  counts_.expirations = get<std::int64_t>(in, where);
+  counts_.peak_rows = get<std::int64_t>(in, where);
+  const bool has_sketch = get<std::uint8_t>(in, where) != 0;
+  PW_INPUT_CHECK(has_sketch == (sketch_ != nullptr),
+                 where << (has_sketch ? " holds an admission sketch" : " holds no admission sketch") << "; table '"
+                       << config_.name << "' admits " << (sketch_ ? "after " + std::to_string(b.admit_after) + " sightings"
+                                                                  : "every id at once"));
+  if (sketch_) sketch_->read(in, where);
+}
+
+bool ShardTable::same_state(const ShardTable& other) const {
+  std::scoped_lock both(update_mutex_, other.update_mutex_);
+  if (stored_.load() != other.stored_.load() || clock_ != other.clock_ || !(counts_ == other.counts_)) return false;
+  if ((sketch_ == nullptr) != (other.sketch_ == nullptr) || (sketch_ && !(*sketch_ == *other.sketch_))) return false;
+  std::vector<RecencyList::Entry> mine, theirs;
+  recency_.for_each_oldest_first([&](const RecencyList::Entry& e) { mine.push_back(e); });
+  other.recency_.for_each_oldest_first([&](const RecencyList::Entry& e) { theirs.push_back(e); });
+  if (mine.size() != theirs.size()) return false;
+  for (std::size_t i = 0; i < mine.size(); ++i)
+    if (mine[i].key != theirs[i].key || mine[i].stamp != theirs[i].stamp) return false;
+  for (std::size_t k = 0; k < kStripes; ++k) {
+    std::scoped_lock rows(stripes_[k].mutex, other.stripes_[k].mutex);
+    for (const auto& [key, r] : stripes_[k].rows) {
+      const auto it = other.stripes_[k].rows.find(key);
+      if (it == other.stripes_[k].rows.end() || it->second.steps != r.steps || it->second.values != r.values) return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace pw::dp

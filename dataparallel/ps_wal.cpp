@@ -16,6 +16,7 @@ namespace {
 
 constexpr std::uint32_t kWalMagic = 0x4c415750;       // "PWAL": a whole push
 constexpr std::uint32_t kWalPartMagic = 0x32415750;   // "PWA2": one part of a push, with part, parts and push id
+constexpr std::uint32_t kWalEffectsMagic = 0x31454150;   // "PAE1": what a push did to a bounded table
 
 template <typename T>
 void put(std::string& out, const T& v) {
@@ -61,6 +62,23 @@ void PsWriteAheadLog::append(std::uint64_t sequence, std::int64_t step, std::int
   put(record, n);
   record.append(reinterpret_cast<const char*>(keys.data()), n * sizeof(std::int64_t));
   record.append(reinterpret_cast<const char*>(grads), n * static_cast<std::uint64_t>(dim) * sizeof(float));
+  write_record(record, true);
+}
+
+void PsWriteAheadLog::append_effects(std::uint64_t sequence, const ApplyEffects& effects) {
+  if (fd_ < 0) throw Error("the write-ahead log '" + path_ + "' is not open");
+  std::string record;
+  put(record, kWalEffectsMagic);
+  put(record, sequence);
+  put(record, effects.dropped);
+  for (const auto* keys : {&effects.admitted, &effects.evicted, &effects.expired}) {
+    put(record, static_cast<std::uint64_t>(keys->size()));
+    record.append(reinterpret_cast<const char*>(keys->data()), keys->size() * sizeof(std::int64_t));
+  }
+  write_record(record, false);
+}
+
+void PsWriteAheadLog::write_record(const std::string& record, bool flush) {
   const off_t end = ::lseek(fd_, 0, SEEK_END);
   if (end < 0) throw Error("cannot append to the write-ahead log '" + path_ + "': " + std::strerror(errno));
   // A record that did not wholly reach the disk is cut off again, so the log never ends in a
@@ -87,7 +105,7 @@ void PsWriteAheadLog::append(std::uint64_t sequence, std::int64_t step, std::int
   // Per push, as the design promises an acknowledged push is on the disk (a few milliseconds on
   // a disk, paid only by servers with a folder). Each table syncs its own log, so pushes to
   // different tables sync in parallel.
-  if (::fdatasync(fd_) != 0) fail("flush to the disk");
+  if (flush && ::fdatasync(fd_) != 0) fail("flush to the disk");
 }
 
 void PsWriteAheadLog::replay(const std::string& path, int dim, std::size_t max_keys,
@@ -99,9 +117,22 @@ void PsWriteAheadLog::replay(const std::string& path, int dim, std::size_t max_k
     std::uint32_t magic = 0;
     std::uint64_t n = 0;
     PsLogRecord r;
-    if (!get(in, magic) || (magic != kWalMagic && magic != kWalPartMagic) || !get(in, r.sequence) ||
-        !get(in, r.step) || !get(in, r.worker))
+    if (!get(in, magic) || (magic != kWalMagic && magic != kWalPartMagic && magic != kWalEffectsMagic) ||
+        !get(in, r.sequence))
       return;
+    if (magic == kWalEffectsMagic) {
+      r.kind = PsLogRecord::Kind::Effects;
+      if (!get(in, r.effects.dropped)) return;
+      for (auto* keys : {&r.effects.admitted, &r.effects.evicted, &r.effects.expired}) {
+        if (!get(in, n) || n > (std::uint64_t{1} << 30)) return;
+        keys->resize(n);
+        in.read(reinterpret_cast<char*>(keys->data()), static_cast<std::streamsize>(n * sizeof(std::int64_t)));
+        if (static_cast<std::uint64_t>(in.gcount()) != n * sizeof(std::int64_t)) return;
+      }
+      if (!each(r)) return;
+      continue;
+    }
+    if (!get(in, r.step) || !get(in, r.worker)) return;
     if (magic == kWalPartMagic && (!get(in, r.part) || !get(in, r.parts) || !get(in, r.push_id))) return;
     // Logs written before requests were chunked hold whole pushes of up to 2^22 keys.
     if (!get(in, n) || n > std::max<std::size_t>(max_keys, std::size_t{1} << 22)) return;

@@ -10,9 +10,15 @@
 #include <string>
 #include <vector>
 
+#include "dataparallel/ps_bounds.h"
+
 namespace pw::dp {
 
 struct PsLogRecord {
+  // A push part, or what the push of the same sequence number did to a bounded table (rows
+  // admitted, evicted, expired, gradient rows dropped): replay recomputes it and checks it.
+  enum class Kind { Push, Effects };
+  Kind kind = Kind::Push;
   std::uint64_t sequence = 0;
   std::int64_t step = 0;
   std::int32_t worker = 0;
@@ -20,6 +26,7 @@ struct PsLogRecord {
   std::int64_t push_id = 0;
   std::vector<std::int64_t> keys;
   std::vector<float> grads;   // keys.size() * dim
+  ApplyEffects effects;       // Kind::Effects
 };
 
 class PsWriteAheadLog {
@@ -38,6 +45,10 @@ class PsWriteAheadLog {
 
   void append(std::uint64_t sequence, std::int64_t step, std::int32_t worker, const std::vector<std::int64_t>& keys,
               const float* grads, int dim, std::int32_t part = 0, std::int32_t parts = 1, std::int64_t push_id = 0);
+  // What the push `sequence` did to a bounded table. Written after the push was applied and not
+  // flushed on its own (the next push's flush takes it along): replay recomputes the effects from
+  // the pushes, so a lost effects record loses nothing; one that is there must match.
+  void append_effects(std::uint64_t sequence, const ApplyEffects& effects);
 
   // Calls `each` for every whole record of the log at `path` in order (none if it is absent) until
   // it returns false. A record cut short (a crash while writing it, so never acknowledged) ends
@@ -46,6 +57,7 @@ class PsWriteAheadLog {
                      const std::function<bool(const PsLogRecord&)>& each);
 
  private:
+  void write_record(const std::string& record, bool flush);
   int fd_ = -1;
   std::string path_;
 };

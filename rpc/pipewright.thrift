@@ -112,6 +112,12 @@ struct TableSpec {
   4: double lr,
   5: i64 init_seed,        // rows start uniform in [-init_scale, init_scale], a function of (seed, key)
   6: double init_scale,
+  // Bounds (issue 16.3): a row is made on its id's admit_after-th sighting; at most max_rows rows
+  // per shard, the least recently updated evicted (0: no cap); rows not updated for row_ttl steps
+  // expire (0: never). A server started with bounds refuses a table with others.
+  7: i32 admit_after = 1,
+  8: i64 max_rows = 0,
+  9: i64 row_ttl = 0,
 }
 
 enum PsErrorCode {
@@ -132,6 +138,11 @@ struct ShardStats {
   3: i64 pushes,
   4: i64 applied_through,  // the last step whose pushes from every worker are applied (-1: none)
   5: i64 max_pull_staleness,  // over pulls of steps t >= 0: the largest t - applied_through when answered
+  6: i64 admissions,       // rows created since the table was made
+  7: i64 dropped_rows,     // gradient rows dropped because their id was not yet admitted
+  8: i64 evictions,        // rows removed to stay under max_rows
+  9: i64 expirations,      // rows removed after row_ttl steps without an update
+  10: i64 peak_rows,       // the most rows the shard held after any update
 }
 
 // A file a shard wrote for a job checkpoint.

@@ -655,6 +655,15 @@ class Launcher {
         serve.push_back("--dir");
         serve.push_back(o_.ps_dir + "/shard" + std::to_string(shard));
       }
+      if (c.bounds) {
+        // Every bound, so that the server refuses a table made with others.
+        for (const auto& flag : {std::pair<const char*, std::int64_t>{"--admit-after", c.bounds->admit_after},
+                                 {"--max-rows", c.bounds->max_rows}, {"--row-ttl", c.bounds->row_ttl}})
+          if (flag.second > 0) {
+            serve.push_back(flag.first);
+            serve.push_back(std::to_string(flag.second));
+          }
+      }
       server_args_.push_back(serve);
       server_ports_.push_back(port);
       servers_.push_back(Proc{shard, spawn("", serve, server_prefix(shard), server_forwarders_)});

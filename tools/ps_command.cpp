@@ -10,6 +10,7 @@
 #include "dataparallel/ps_server.h"
 #include "rpc/host_port.h"
 #include "rpc/job_token.h"
+#include "tools/ps_bound_flags.h"
 
 namespace pw::tools {
 
@@ -33,7 +34,11 @@ void add_ps_command(CLI::App& app, PsServeOptions& o) {
   serve->add_option("--dir", o.dir, "keep the shard here (snapshots and a write-ahead log) and resume from it");
   serve->add_option("--snapshot-every", o.snapshot_every, "pushes between snapshots")->capture_default_str()
       ->check(CLI::PositiveNumber);
-  serve->callback([&o] { std::exit(run_ps_serve(o)); });
+  add_table_bound_options(*serve, o.admit_after, o.max_rows, o.row_ttl, "--");
+  serve->callback([&o, serve] {
+    o.bounds_given = table_bounds_given(*serve, "--");
+    std::exit(run_ps_serve(o));
+  });
 }
 
 int run_ps_serve(const PsServeOptions& o) {
@@ -46,12 +51,13 @@ int run_ps_serve(const PsServeOptions& o) {
   c.mode = dp::parse_update_mode(o.mode);
   c.dir = o.dir;
   c.snapshot_every = o.snapshot_every;
+  if (o.bounds_given) c.bounds = dp::TableBounds{o.admit_after, o.max_rows, o.row_ttl};
   std::signal(SIGINT, request_stop);
   std::signal(SIGTERM, request_stop);
   dp::PsServer server(rpc::parse_host_port(o.bind), c, *token);
-  std::printf("parameter server shard %d of %d listening on %s (mode %s, %d workers%s%s)\n", o.shard, o.shards,
+  std::printf("parameter server shard %d of %d listening on %s (mode %s, %d workers%s%s%s%s)\n", o.shard, o.shards,
               server.address().str().c_str(), o.mode.c_str(), o.workers, o.dir.empty() ? "" : ", dir ",
-              o.dir.c_str());
+              o.dir.c_str(), c.bounds ? ", tables: " : "", c.bounds ? dp::describe_bounds(*c.bounds).c_str() : "");
   std::fflush(stdout);
   while (g_stop.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   std::printf("parameter server shard %d: stopping (signal %d)\n", o.shard, g_stop.load());

@@ -15,6 +15,11 @@ struct PsServeOptions {
   std::string mode = "async";
   std::string dir;
   std::int64_t snapshot_every = 200;
+  // Table bounds every table on this server must have (when bounds_given): see ps_bound_flags.h.
+  bool bounds_given = false;
+  int admit_after = 1;
+  std::int64_t max_rows = 0;
+  std::int64_t row_ttl = 0;
 };
 
 void add_ps_command(CLI::App& app, PsServeOptions& options);

@@ -11,6 +11,7 @@
 #include "partition/model_description.h"
 #include "train/fit.h"
 #include "train/parameter_servers.h"
+#include "tools/ps_bound_flags.h"
 
 namespace pw::tools {
 namespace {
@@ -98,6 +99,9 @@ train::JobConfig job_config_of(const TrainOptions& o) {
   c.ps.lr = o.ps_lr;
   c.ps.cache_rows = o.ps_cache_rows;
   c.ps.dir = o.ps_dir;
+  c.ps.admit_after = o.ps_admit_after;
+  c.ps.max_rows = o.ps_max_rows;
+  c.ps.row_ttl = o.ps_row_ttl;
   c.optimizer.kind = o.optimizer;
   c.optimizer.lr = o.lr;
   c.optimizer.momentum = o.momentum;
@@ -256,6 +260,7 @@ void add_train_command(CLI::App& app, TrainOptions& o) {
   cmd->add_option("--ps-cache-rows", o.ps_cache_rows, "embedding rows a worker caches between pulls (0: none)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--ps-dir", o.ps_dir, "with --ps: the servers keep their shards here and resume from them");
+  add_table_bound_options(*cmd, o.ps_admit_after, o.ps_max_rows, o.ps_row_ttl, "--ps-");
   cmd->add_option("--eval-batches", o.eval_batches, "evaluate on at most N test batches (default: all)");
   cmd->callback([&o] { std::exit(run_train(o)); });
 }

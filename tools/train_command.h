@@ -86,6 +86,9 @@ struct TrainOptions {
   double ps_lr = 0.0;               // 0: --lr
   std::int64_t ps_cache_rows = 0;   // hot rows a worker keeps between pulls
   std::string ps_dir;               // servers run here keep their shards in this folder
+  int ps_admit_after = 1;           // a row on an id's N-th sighting
+  std::int64_t ps_max_rows = 0;     // rows per table and shard, least recently updated evicted (0: no cap)
+  std::int64_t ps_row_ttl = 0;      // steps a row may go without an update (0: forever)
 };
 
 void add_train_command(CLI::App& app, TrainOptions& options);

@@ -60,6 +60,11 @@ struct ParameterServerConfig {
   double lr = 0.0;                // 0: the dense learning rate
   std::int64_t cache_rows = 0;
   std::string dir;                // servers run here keep their shards in this folder
+  // Bounded tables (dataparallel/ps_bounds.h): a row on an id's N-th sighting, at most max_rows
+  // rows per table and shard (0: no cap), rows expire after row_ttl steps without an update (0: never).
+  int admit_after = 1;
+  std::int64_t max_rows = 0;
+  std::int64_t row_ttl = 0;
 };
 
 struct OptimizerSettings {

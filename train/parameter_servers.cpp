@@ -38,12 +38,23 @@ std::string table_name(int feature) { return "features.emb." + std::to_string(fe
 
 }  // namespace
 
+dp::TableBounds ps_table_bounds(const JobConfig& job) {
+  const auto& o = job.ps;
+  PW_INPUT_CHECK(o.admit_after >= 1 && o.admit_after <= dp::kMaxAdmitAfter,
+                 "--ps-admit-after " << o.admit_after << "; expected 1 to " << dp::kMaxAdmitAfter
+                                     << " sightings (1: every id at once)");
+  PW_INPUT_CHECK(o.max_rows >= 0, "--ps-max-rows " << o.max_rows << "; expected a positive row count per table and shard");
+  PW_INPUT_CHECK(o.row_ttl >= 0, "--ps-row-ttl " << o.row_ttl << "; expected a positive number of steps");
+  return {o.admit_after, o.max_rows, o.row_ttl};
+}
+
 dp::PsShardConfig ps_shard_config(const JobConfig& job, int shard, int shards) {
   dp::PsShardConfig c;
   c.shard = shard;
   c.shards = shards;
   c.workers = job.replicas.replicas;
   c.mode = dp::parse_update_mode(job.ps.mode);
+  if (const auto bounds = ps_table_bounds(job); bounds.any()) c.bounds = bounds;
   return c;
 }
 
@@ -51,9 +62,15 @@ std::unique_ptr<ParameterServers> ParameterServers::open(const JobConfig& c, boo
   const char* from_launcher = std::getenv(kPsServersEnv);
   const bool launched = multi_process && from_launcher != nullptr && *from_launcher != '\0';
   const auto& o = c.ps;
-  if (o.servers == 0 && o.addresses.empty() && !launched) return nullptr;
+  const auto bounds = ps_table_bounds(c);
+  if (o.servers == 0 && o.addresses.empty() && !launched) {
+    PW_INPUT_CHECK(!bounds.any(), "--ps-admit-after, --ps-max-rows and --ps-row-ttl bound the tables on parameter "
+                                  "servers; give --ps K or --ps-servers too");
+    return nullptr;
+  }
   std::unique_ptr<ParameterServers> ps(new ParameterServers);
   ps->mode_ = dp::parse_update_mode(o.mode);
+  ps->bounds_ = bounds;
   ps->staleness_ = o.staleness;
   ps->timeout_seconds_ = c.timeouts.stage_seconds;
   if (!o.addresses.empty() || launched) {
@@ -102,6 +119,7 @@ void ParameterServers::plug_into(models::ModelOptions& mo, const JobConfig& c, c
   base.traffic = traffic_;
   base.table.optimizer = optimizer;
   base.table.lr = lr;
+  base.table.bounds = bounds_;
   const std::uint64_t seed = c.seed;
   tables_.clear();
   for (int f = 0; f < mo.clicks.sparse(); ++f) tables_.push_back(table_name(f));
@@ -121,6 +139,7 @@ void ParameterServers::plug_into(models::ModelOptions& mo, const JobConfig& c, c
 std::string ParameterServers::describe() const {
   return std::to_string(addresses_.size()) + " parameter server" + (addresses_.size() == 1 ? "" : "s") + " (" +
          dp::update_mode_name(mode_) + (mode_ == dp::UpdateMode::Bounded ? " " + std::to_string(staleness_) : "") +
+         (bounds_.any() ? ", " + dp::describe_bounds(bounds_) : "") +
          (embedded_.empty() ? "" : ", in this process") + ")";
 }
 
@@ -128,7 +147,9 @@ void ParameterServers::add_summary(nlohmann::json& j) const {
   j["ps_shards"] = addresses_.size();
   j["ps_mode"] = dp::update_mode_name(mode_);
   if (mode_ != dp::UpdateMode::Sync) j["ps_staleness"] = staleness_;
-  std::int64_t rows = 0, staleness = 0;
+  std::int64_t staleness = 0;
+  std::int64_t rows = 0, admissions = 0, dropped = 0, evictions = 0, expirations = 0;
+  std::int64_t peak = 0;   // the most rows one table held on one shard after any update
   std::vector<std::int64_t> per_shard(addresses_.size(), 0);
   auto client = admin_client();
   for (const auto& t : tables_) {
@@ -137,10 +158,25 @@ void ParameterServers::add_summary(nlohmann::json& j) const {
       rows += stats[s].rows;
       per_shard[s] += stats[s].rows;
       staleness = std::max(staleness, stats[s].max_pull_staleness);
+      admissions += stats[s].admissions;
+      dropped += stats[s].dropped_rows;
+      evictions += stats[s].evictions;
+      expirations += stats[s].expirations;
+      peak = std::max(peak, stats[s].peak_rows);
     }
   }
   j["ps_rows"] = rows;
   j["ps_rows_per_shard"] = per_shard;
+  if (bounds_.any()) {
+    j["ps_admit_after"] = bounds_.admit_after;
+    j["ps_max_rows"] = bounds_.max_rows;
+    j["ps_row_ttl"] = bounds_.row_ttl;
+  }
+  j["ps_admissions"] = admissions;
+  j["ps_dropped_rows"] = dropped;
+  j["ps_evictions"] = evictions;
+  j["ps_expirations"] = expirations;
+  j["ps_peak_table_rows"] = peak;
   j["ps_pulled_rows"] = traffic_->pulled_rows.load();
   j["ps_cached_rows"] = traffic_->cached_rows.load();
   j["ps_pushed_rows"] = traffic_->pushed_rows.load();

@@ -24,8 +24,12 @@ namespace pw::train {
 // The launcher tells its ranks where the servers it started listen: "HOST:PORT,HOST:PORT".
 inline constexpr const char* kPsServersEnv = "PW_PS_SERVERS";
 
-// The server side of a training job's flags: `workers` = --replicas, the update mode.
+// The server side of a training job's flags: `workers` = --replicas, the update mode, and the
+// table bounds when the job sets any (the servers then refuse tables with other bounds).
 dp::PsShardConfig ps_shard_config(const JobConfig& c, int shard, int shards);
+// The bounds --ps-admit-after, --ps-max-rows and --ps-row-ttl give every table (InputError naming
+// the flag for a bad value).
+dp::TableBounds ps_table_bounds(const JobConfig& c);
 
 class ParameterServers {
  public:
@@ -37,7 +41,9 @@ class ParameterServers {
   // Makes the model's embedding bags server-backed (dlrm only; InputError for other models).
   void plug_into(models::ModelOptions& mo, const JobConfig& c, const std::string& model);
   std::string describe() const;   // "2 parameter servers (sync, embedded)"
-  void add_summary(nlohmann::json& j) const;   // ps_shards, ps_mode, ps_staleness, ps_rows, traffic
+  // ps_shards, ps_mode, ps_staleness, ps_rows, traffic; with bounds also ps_admit_after, ps_max_rows,
+  // ps_row_ttl, ps_admissions, ps_dropped_rows, ps_evictions, ps_expirations, ps_peak_table_rows.
+  void add_summary(nlohmann::json& j) const;
 
   // A file a shard wrote: path relative to `folder` ("shard-0/features.emb.0.table"), size, and
   // checksum_hex(checksum64(its bytes)) (core/durable_file.h).
@@ -68,6 +74,7 @@ class ParameterServers {
   std::string token_;
   dp::UpdateMode mode_ = dp::UpdateMode::Sync;
   int staleness_ = 1;
+  dp::TableBounds bounds_;
   double timeout_seconds_ = 60.0;
   std::vector<std::string> tables_;
   std::vector<std::unique_ptr<dp::PsServer>> embedded_;

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <filesystem>
 #include <thread>
+#include <algorithm>
 #include <regex>
 
 #include <boost/test/unit_test.hpp>
@@ -12,6 +13,7 @@
 #include "dataparallel/ps_table.h"
 #include "tests/tools/background_command.h"
 #include "tests/tools/cli_runner.h"
+#include "tests/dataparallel/ps_test_servers.h"
 
 using namespace pw;
 using pw::test::BackgroundCommand;
@@ -64,6 +66,61 @@ BOOST_AUTO_TEST_CASE(a_killed_server_restarts_with_every_acknowledged_push) {
   dp::PsClient client({address}, "tok123", 0, 5000ms);
   BOOST_TEST(client.pull("emb", 8, keys, 10, -1) == before);
   BOOST_CHECK_NO_THROW(client.push("emb", 8, keys, std::vector<float>(keys.size() * 8, 0.0f), 10));
+  kill(second->pid(), SIGTERM);
+  BOOST_TEST(second->wait(10s).value_or(-1) == 0);
+}
+
+// A server started with table bounds: a table with others is refused with one line; its own
+// bounded table, killed with -9 and restarted, comes back with the same rows and counters.
+BOOST_AUTO_TEST_CASE(a_bounded_server_refuses_other_bounds_and_restarts_with_its_evictions) {
+  ScratchDir dir("pscli_bounded");
+  const std::string serve = "env PW_JOB_TOKEN=tok789 " + pw::test::pipewright_binary() + " ps serve --dir " +
+                            dir.file("shard") + " --snapshot-every 5 --admit-after 2 --max-rows 8 --bind ";
+  auto first = serve_on(serve, "127.0.0.1:0", dir.file("first.log"));
+  BOOST_TEST(first->output().find("tables: admit after 2, at most 8 rows per shard") != std::string::npos,
+             first->output());
+  const auto address = address_in(first->output());
+  dp::TableConfig t;
+  t.name = "emb";
+  t.dim = 4;
+  t.bounds = {2, 8, 0};
+  std::vector<std::int64_t> all;
+  for (std::int64_t k = 0; k < 30; ++k) all.push_back(k);
+  std::vector<float> before;
+  dp::PsClient::ShardReport stats_before;
+  {
+    dp::PsClient client({address}, "tok789", 0, 5000ms);
+    auto other = t;
+    other.bounds.max_rows = 9;
+    const auto refused = pw::test::error_of([&] { client.create_table(other); });
+    BOOST_TEST(refused.find("table 'emb' asks for admit after 2, at most 9 rows per shard, rows never expire; this "
+                            "server was started for admit after 2, at most 8 rows per shard") != std::string::npos,
+               refused);
+    client.create_table(t);
+    for (std::int64_t step = 0; step < 12; ++step) {
+      std::vector<std::int64_t> keys;
+      for (std::int64_t k = step; k < step + 6; ++k) keys.push_back(k % 30);
+      std::sort(keys.begin(), keys.end());
+      client.push("emb", 4, keys, std::vector<float>(keys.size() * 4, 0.25f), step);
+    }
+    before = client.pull("emb", 4, all, 12, -1);
+    stats_before = client.stats("emb").front();
+    BOOST_TEST(stats_before.rows <= 8);
+    BOOST_TEST(stats_before.evictions > 0);
+    BOOST_TEST(stats_before.dropped_rows > 0);
+  }
+  kill(first->pid(), SIGKILL);
+  BOOST_REQUIRE(first->wait(10s).has_value());
+  first.reset();
+  const auto second = serve_on(serve, address.str(), dir.file("second.log"));
+  dp::PsClient client({address}, "tok789", 0, 5000ms);
+  BOOST_TEST(client.pull("emb", 4, all, 12, -1) == before);
+  const auto after = client.stats("emb").front();
+  BOOST_TEST(after.rows == stats_before.rows);
+  BOOST_TEST(after.admissions == stats_before.admissions);
+  BOOST_TEST(after.evictions == stats_before.evictions);
+  BOOST_TEST(after.dropped_rows == stats_before.dropped_rows);
+  BOOST_TEST(after.peak_rows == stats_before.peak_rows);
   kill(second->pid(), SIGTERM);
   BOOST_TEST(second->wait(10s).value_or(-1) == 0);
 }
