@@ -259,7 +259,7 @@ std::vector<PsClient::ShardReport> PsClient::stats(const std::string& table) {
     });
     out[static_cast<std::size_t>(s)] = {st.rows,       st.pulls,        st.pushes,    st.applied_through,
                                         st.max_pull_staleness, st.admissions, st.dropped_rows, st.evictions,
-                                        st.expirations, st.peak_rows};
+                                        st.expirations, st.peak_rows, st.last_pushed};
   });
   return out;
 }

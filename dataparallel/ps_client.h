@@ -40,6 +40,7 @@ class PsClient {
     std::int64_t max_pull_staleness = 0;   // PsStats::max_pull_staleness
     // Bounded tables: PsStats::admissions, dropped_rows, evictions, expirations, peak_rows.
     std::int64_t admissions = 0, dropped_rows = 0, evictions = 0, expirations = 0, peak_rows = 0;
+    std::vector<std::int64_t> last_pushed;   // PsStats::last_pushed
   };
   std::vector<ShardReport> stats(const std::string& table);
 

@@ -1,6 +1,7 @@
 #include "dataparallel/ps_embedding_bag.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "core/clock.h"
 #include "core/error.h"
@@ -83,11 +84,19 @@ void PsEmbeddingBag::start() {
   for (auto& c : prefetch_clients_) c = std::make_shared<PsClient>(o_.servers, o_.job_token, 0, o_.timeout);
   push_client_ = std::make_shared<PsClient>(o_.servers, o_.job_token, 0, o_.timeout);
   client_->create_table(o_.table);
-  // A job that comes back to servers holding an earlier run's rows continues after their last
-  // applied step (the servers accept each worker's steps only in order).
-  std::int64_t applied = -1;
-  for (const auto& shard : client_->stats(o_.table.name)) applied = std::max(applied, shard.applied_through);
-  step_ = applied + 1;
+  // A job that comes back to servers holding an earlier run's rows continues where they stand (the
+  // servers accept each worker's steps only in order, and take a repeat of a worker's last step as
+  // done). Sync: after the last step applied everywhere. Async and bounded apply each worker's
+  // pushes as they come, and a worker stopped with a push part-way out (on some shards, not
+  // others) goes on from the step after the one every shard has of it.
+  const auto shards = client_->stats(o_.table.name);
+  std::int64_t applied = -1, own = std::numeric_limits<std::int64_t>::max();
+  for (const auto& shard : shards) {
+    applied = std::max(applied, shard.applied_through);
+    const auto w = static_cast<std::size_t>(worker_);
+    own = std::min(own, w < shard.last_pushed.size() ? shard.last_pushed[w] : shard.applied_through);
+  }
+  step_ = (o_.update == UpdateMode::Sync ? applied : own) + 1;
 }
 
 std::vector<float> PsEmbeddingBag::rows_of(const std::vector<std::int64_t>& keys, models::Mode mode) {

@@ -100,6 +100,7 @@ class PsEmbeddingBag : public models::Layer {
   void reconnect_remote_impl() override;
   void prefetch_remote_impl(const std::vector<kernels::Tensor>& next_micro_batches) override;
   void flush_remote_impl() override;
+  void set_remote_worker_impl(int worker) override { worker_ = worker; }
   double remote_gradient_sum_of_squares_impl() override;
   void scale_remote_gradients_impl(double factor) override;
 
@@ -135,6 +136,7 @@ class PsEmbeddingBag : public models::Layer {
   std::array<std::shared_ptr<PsClient>, 2> prefetch_clients_;
   std::shared_ptr<PsClient> push_client_;       // background pushes
   std::int64_t step_ = -1;   // the step being trained; -1 until started
+  int worker_ = 0;           // this copy's worker (replica) on the servers
   RowCache cache_;
   std::map<std::int64_t, std::vector<float>> pending_;   // this step's gradients, by key
   std::map<std::int64_t, Prefetch> prefetches_;   // by step: this one's and the next one's

@@ -68,6 +68,7 @@ class PsHandler : public rpc::wire::ParameterServerIf {
       out.pushes = s.pushes;
       out.applied_through = s.applied_through;
       out.max_pull_staleness = s.max_pull_staleness;
+      out.last_pushed = s.last_pushed;
       out.admissions = s.admissions;
       out.dropped_rows = s.dropped_rows;
       out.evictions = s.evictions;

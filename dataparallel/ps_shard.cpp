@@ -353,6 +353,7 @@ PsStats PsShard::stats(const std::string& name) {
   s.pushes = t.pushes;
   s.applied_through = t.applied_through;
   s.max_pull_staleness = t.max_pull_staleness;
+  s.last_pushed = t.last_pushed;
   s.admissions = counts.admissions;
   s.dropped_rows = counts.dropped;
   s.evictions = counts.evictions;

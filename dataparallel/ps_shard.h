@@ -57,6 +57,7 @@ struct PsStats {
   // Over every pull of a step t >= 0: the largest t - applied_through when it was answered (sync:
   // 1; bounded staleness s: at most s; async: however far behind the slowest worker was).
   std::int64_t max_pull_staleness = 0;
+  std::vector<std::int64_t> last_pushed;   // per worker: the last step whose push is whole (-1: none)
   // Bounded tables (ShardTable::Counts), since the table was made: rows created, gradient rows
   // dropped before their id was admitted, rows evicted by the cap, rows expired, the most rows held.
   std::int64_t admissions = 0, dropped_rows = 0, evictions = 0, expirations = 0, peak_rows = 0;

@@ -225,6 +225,11 @@ void Layer::flush_remote() {
   for (auto& [name, child] : children_) child->flush_remote();
 }
 
+void Layer::set_remote_worker(int worker) {
+  set_remote_worker_impl(worker);
+  for (auto& [name, child] : children_) child->set_remote_worker(worker);
+}
+
 Parameter& Layer::add_parameter(const std::string& name, const Shape& shape, Init init) {
   auto p = std::make_unique<Parameter>();
   p->name = name;

@@ -156,6 +156,9 @@ class Layer {
   // Waits until every push this layer (and its children) sent has been acknowledged (pushes
   // leave in the background); errors of a push surface here or at the next push.
   void flush_remote();
+  // Which worker of the servers holding remote rows this copy of the layer is (its replica);
+  // set before the first forward. Default 0.
+  void set_remote_worker(int worker);
 
  protected:
   virtual Output forward_impl(const Tensor& x, Mode mode) = 0;
@@ -169,6 +172,7 @@ class Layer {
   virtual void reconnect_remote_impl() {}
   virtual void prefetch_remote_impl(const std::vector<Tensor>& /*next_micro_batches*/) {}
   virtual void flush_remote_impl() {}
+  virtual void set_remote_worker_impl(int /*worker*/) {}
   virtual double remote_gradient_sum_of_squares_impl() { return 0.0; }
   virtual void scale_remote_gradients_impl(double /*factor*/) {}
   // Layers whose forward_impl/backward_*_impl take only F32/F64 floats say No: under mixed

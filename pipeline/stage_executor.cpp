@@ -56,6 +56,7 @@ StageExecutor::StageExecutor(StageConfig config, std::vector<std::unique_ptr<mod
       transport_(transport),
       tied_(std::move(tied)) {
   validate(config_.spec);
+  for (auto& chunk : chunks_) chunk->set_remote_worker(config_.replica);
   PW_CHECK(static_cast<int>(chunks_.size()) == config_.spec.chunks,
            "stage " << config_.stage << " has " << chunks_.size() << " chunks, the schedule needs " << config_.spec.chunks);
   auto& program = config_.program;

@@ -143,6 +143,7 @@ struct ShardStats {
   8: i64 evictions,        // rows removed to stay under max_rows
   9: i64 expirations,      // rows removed after row_ttl steps without an update
   10: i64 peak_rows,       // the most rows the shard held after any update
+  11: list<i64> last_pushed,  // per worker: the last step whose push is whole here (-1: none)
 }
 
 // A file a shard wrote for a job checkpoint.
