@@ -14,18 +14,21 @@ nlohmann::json train(const pw::test::ScratchDir& dir, const std::string& precisi
   const auto summary = dir.file(precision + ".json");
   const auto r = pw::test::run_pipewright(
       "train --model resnet18 --width 16 --dataset fashion-mnist "
-      "--batch-size 32 --steps 300 --optimizer sgd --lr 0.02 --momentum 0.9 --threads 2 --seed 3 --eval-batches 0 "
+      "--batch-size 32 --steps 300 --optimizer sgd --lr 0.01 --momentum 0.9 --threads 2 --seed 3 --eval-batches 0 "
       "--log-every 100 --precision " + precision + " --summary " + summary);
   BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
   return nlohmann::json::parse(std::ifstream(summary));
 }
 
-// The mean of the last 50 steps' losses (the same batches in both runs): one step's loss depends
-// on its batch.
+// The mean of the last 100 steps' losses (the same batches in both runs). Two fp32 runs that differ
+// only in summation order (--threads 1 against 2) already end 3.6% apart over the last 50 steps at
+// lr 0.02 and 0.8% over the last 100: the window and the step size keep this check about
+// precision, not about where a chaotic trajectory happened to be. Measured bf16 gaps at lr 0.01 over
+// 100 steps, seeds 3/4/5: 1.1%, 0.2%, 1.1% (Xeon with AMX).
 double final_loss(const nlohmann::json& j) {
   const auto h = j["loss_history"].get<std::vector<double>>();
   BOOST_REQUIRE_EQUAL(h.size(), 300u);
-  return std::accumulate(h.end() - 50, h.end(), 0.0) / 50.0;
+  return std::accumulate(h.end() - 100, h.end(), 0.0) / 100.0;
 }
 
 }  // namespace
