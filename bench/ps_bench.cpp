@@ -1,6 +1,8 @@
 // Parameter-server benchmarks (print, never assert), one JSON line per figure: pull and push of a
 // batch of unique embedding rows from 1, 2 and 4 shards on loopback (servers in this process,
-// one client asking every shard at once), beside a plain TCP socket moving the same bytes; then
+// one client asking every shard at once), beside a plain TCP socket moving the same bytes, for
+// rows already stored (pull_*, push_*) and for new keys (new_keys_*: initial rows computed,
+// rows stored on the push); then
 // the hot-row cache on a DLRM-like workload (Zipf ids, a PsEmbeddingBag on 2 shards, async with
 // staleness 2): rows pulled per step, cache hit rate and step time with and without the cache;
 // then production-sized batches: the unique ids of 60,000 samples x 3 sparse features x bags of 2
@@ -202,8 +204,8 @@ int main(int argc, char** argv) {
   try {
     std::mt19937_64 rng(3);
     const std::size_t bytes = static_cast<std::size_t>(keys_per_batch) * static_cast<std::size_t>(dim) * sizeof(float);
-    const double socket = socket_seconds(bytes, reps);
     for (int shards : {1, 2, 4}) {
+      const double socket = socket_seconds(bytes, reps);   // again each time: it varies on a shared machine
       const LoopbackServers ps(shards, dp::UpdateMode::Async);
       dp::PsClient client(ps.addresses, "bench-token", 0, 60s);
       dp::TableConfig t;
@@ -211,29 +213,38 @@ int main(int argc, char** argv) {
       t.dim = dim;
       t.optimizer = dp::SparseOptimizerKind::Sgd;
       client.create_table(t);
-      std::vector<double> pulls, pushes;
+      // Each batch twice: new keys (pulls compute initial rows, pushes store new rows), then the
+      // same keys again (stored rows: a pull copies them, a push updates them in place).
+      std::vector<double> pulls_new, pushes_new, pulls, pushes;
       std::vector<float> grads(static_cast<std::size_t>(keys_per_batch) * static_cast<std::size_t>(dim), 0.001f);
       for (int i = 0; i < reps + 1; ++i) {
         std::vector<std::int64_t> keys(static_cast<std::size_t>(keys_per_batch));
         for (auto& k : keys) k = static_cast<std::int64_t>(rng() >> 1);
-        auto t0 = Clock::now();
-        const auto rows = client.pull("bench", dim, keys, i, -1);
-        const double pull_s = seconds_since(t0);
-        t0 = Clock::now();
-        client.push("bench", dim, keys, grads, i);
-        const double push_s = seconds_since(t0);
-        if (i > 0) {   // the first creates the connections
-          pulls.push_back(pull_s);
-          pushes.push_back(push_s);
+        for (int again = 0; again < 2; ++again) {
+          const std::int64_t step = 2 * i + again;
+          auto t0 = Clock::now();
+          const auto rows = client.pull("bench", dim, keys, step, -1);
+          const double pull_s = seconds_since(t0);
+          t0 = Clock::now();
+          client.push("bench", dim, keys, grads, step);
+          const double push_s = seconds_since(t0);
+          if (i == 0) continue;   // the first creates the connections
+          (again ? pulls : pulls_new).push_back(pull_s);
+          (again ? pushes : pushes_new).push_back(push_s);
         }
       }
-      const double pull = median(pulls), push = median(pushes);
+      const double pull = median(pulls), push = median(pushes), pull_new = median(pulls_new),
+                   push_new = median(pushes_new);
       std::printf("%s\n", nlohmann::json{{"bench", "ps_pull_push"}, {"shards", shards}, {"keys", keys_per_batch},
                                          {"dim", dim}, {"bytes", bytes},
                                          {"pull_rows_per_s", keys_per_batch / pull}, {"pull_GBps", bytes / pull / 1e9},
                                          {"push_rows_per_s", keys_per_batch / push}, {"push_GBps", bytes / push / 1e9},
                                          {"socket_GBps", bytes / socket / 1e9}, {"pull_ratio", socket / pull},
-                                         {"push_ratio", socket / push}}
+                                         {"push_ratio", socket / push},
+                                         {"new_keys_pull_GBps", bytes / pull_new / 1e9},
+                                         {"new_keys_push_GBps", bytes / push_new / 1e9},
+                                         {"new_keys_pull_ratio", socket / pull_new},
+                                         {"new_keys_push_ratio", socket / push_new}}
                               .dump()
                               .c_str());
       std::fflush(stdout);

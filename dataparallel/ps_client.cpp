@@ -10,12 +10,12 @@
 
 #include <thrift/TConfiguration.h>
 #include <thrift/protocol/TBinaryProtocol.h>
-#include <thrift/transport/TBufferTransports.h>
 #include <thrift/transport/TSocket.h>
 
 #include "core/error.h"
 #include "dataparallel/ps_limits.h"
 #include "pw_thrift/ParameterServer.h"
+#include "rpc/streaming_framed_transport.h"
 #include "rpc/transport.h"
 
 namespace pw::dp {
@@ -51,10 +51,11 @@ class PsConnection {
           socket_ = std::make_shared<transport::TSocket>(address_.host, address_.port);
           socket_->setNoDelay(true);
           socket_->setConnTimeout(static_cast<int>(std::min<std::int64_t>(left, 10000)));
-          // The same frame limit as the server's: answers of a chunk are far below it.
+          // The same frame limit as the server's: answers of a chunk are far below it. Rows are read
+          // from the socket straight into the answer (no frame-sized buffer in between).
           auto config = std::make_shared<apache::thrift::TConfiguration>(static_cast<int>(kPsMaxFrameBytes),
                                                                          static_cast<int>(kPsMaxFrameBytes));
-          framed_ = std::make_shared<transport::TFramedTransport>(socket_, config);
+          framed_ = std::make_shared<rpc::StreamingFramedTransport>(socket_, config);
           client_ = std::make_unique<rpc::wire::ParameterServerClient>(
               std::make_shared<apache::thrift::protocol::TBinaryProtocol>(framed_));
           framed_->open();
@@ -189,12 +190,12 @@ std::vector<float> PsClient::pull(const std::string& table, int dim, const std::
   }
   const auto d = static_cast<std::size_t>(dim);
   std::vector<float> rows(keys.size() * d);
-  const std::size_t per_chunk = ps_keys_per_chunk(dim);
   on_every_shard("pull", [&](int s) {
     const auto u = static_cast<std::size_t>(s);
     const std::size_t n = per[u].size();
-    on_chunks(s, (n + per_chunk - 1) / per_chunk, [&](PsConnection& connection, std::size_t chunk) {
-      const std::size_t begin = chunk * per_chunk, end = std::min(n, begin + per_chunk);
+    const std::size_t chunks = ps_pull_chunks(n, dim);
+    on_chunks(s, chunks, [&](PsConnection& connection, std::size_t chunk) {
+      const auto [begin, end] = ps_chunk(chunk, chunks, n);
       const std::vector<std::int64_t> chunk_keys(per[u].begin() + static_cast<std::ptrdiff_t>(begin),
                                                  per[u].begin() + static_cast<std::ptrdiff_t>(end));
       std::string bytes;
@@ -226,22 +227,21 @@ void PsClient::push(const std::string& table, int dim, const std::vector<std::in
     where[s].push_back(i);
   }
   // Every shard hears of every step, with or without keys, so each can count the workers' steps; a
-  // shard's keys go in parts of at most `per_chunk` keys, which the shard counts as one push.
-  const std::size_t per_chunk = ps_keys_per_chunk(dim);
+  // shard's keys go in parts (ps_push_parts), which the shard counts as one push.
   const std::int64_t push_id = next_push_id();   // the same for every part and retry of this push
   on_every_shard("push", [&](int s) {
     const auto u = static_cast<std::size_t>(s);
     const std::size_t n = per[u].size();
-    const std::size_t parts = std::max<std::size_t>(1, (n + per_chunk - 1) / per_chunk);
+    const std::size_t parts = ps_push_parts(n, dim);
     PW_CHECK(parts <= static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()), "push of " << n << " keys");
     on_chunks(s, parts, [&](PsConnection& connection, std::size_t part) {
-      const std::size_t begin = part * per_chunk, end = std::min(n, begin + per_chunk);
+      const auto [begin, end] = ps_chunk(part, parts, n);
       const std::vector<std::int64_t> part_keys(per[u].begin() + static_cast<std::ptrdiff_t>(begin),
                                                 per[u].begin() + static_cast<std::ptrdiff_t>(end));
-      std::string part_grads((end - begin) * d * sizeof(float), '\0');
+      std::string part_grads;
+      part_grads.reserve((end - begin) * d * sizeof(float));
       for (std::size_t k = begin; k < end; ++k)
-        std::memcpy(part_grads.data() + (k - begin) * d * sizeof(float), grads.data() + where[u][k] * d,
-                    d * sizeof(float));
+        part_grads.append(reinterpret_cast<const char*>(grads.data() + where[u][k] * d), d * sizeof(float));
       connection.call("push", timeout_, [&](rpc::wire::ParameterServerClient& client, int) {
         client.push(token_, table, worker.value_or(worker_), step, part_keys, part_grads, static_cast<std::int32_t>(part),
                     static_cast<std::int32_t>(parts), push_id);

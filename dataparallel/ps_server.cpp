@@ -41,9 +41,13 @@ class PsHandler : public rpc::wire::ParameterServerIf {
   void pull(std::string& out, const std::string& token, const std::string& table, const std::vector<int64_t>& keys,
             int64_t step, int32_t staleness, int32_t timeout_ms) override {
     guarded(token, [&] {
-      const auto rows = shard_->pull(table, keys, step, staleness,
-                                     std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(timeout_ms, 0)));
-      out.assign(reinterpret_cast<const char*>(rows.data()), rows.size() * sizeof(float));
+      // Rows go straight into the reply; a std::string's buffer is aligned for floats.
+      shard_->pull(table, keys, step, staleness,
+                   std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(timeout_ms, 0)),
+                   [&](std::size_t floats) {
+                     out.resize(floats * sizeof(float));
+                     return reinterpret_cast<float*>(out.data());
+                   });
     });
   }
 

@@ -159,6 +159,16 @@ void PsShard::create_table(const TableConfig& config) {
 
 std::vector<float> PsShard::pull(const std::string& name, const std::vector<std::int64_t>& keys, std::int64_t step,
                                  int staleness, std::chrono::steady_clock::time_point deadline) {
+  std::vector<float> rows;
+  pull(name, keys, step, staleness, deadline, [&](std::size_t floats) {
+    rows.resize(floats);
+    return rows.data();
+  });
+  return rows;
+}
+
+void PsShard::pull(const std::string& name, const std::vector<std::int64_t>& keys, std::int64_t step, int staleness,
+                   std::chrono::steady_clock::time_point deadline, const std::function<float*(std::size_t)>& output) {
   PW_INPUT_CHECK(keys.size() <= config_.max_keys, "a pull of " << keys.size() << " keys; at most "
                                                                << config_.max_keys << " per request");
   const auto held = table(name);
@@ -175,12 +185,10 @@ std::vector<float> PsShard::pull(const std::string& name, const std::vector<std:
                               std::to_string(needed) + "; behind: worker " + behind.str());
     }
   }
-  std::vector<float> rows(keys.size() * static_cast<std::size_t>(t.data.config().dim));
-  t.data.pull(keys.data(), keys.size(), rows.data());
+  t.data.pull(keys.data(), keys.size(), output(keys.size() * static_cast<std::size_t>(t.data.config().dim)));
   std::lock_guard lock(t.mutex);
   ++t.pulls;
   if (step >= 0) t.max_pull_staleness = std::max(t.max_pull_staleness, step - t.applied_through);
-  return rows;
 }
 
 void PsShard::push(const std::string& name, int worker, std::int64_t step, const std::vector<std::int64_t>& keys,

@@ -14,6 +14,7 @@
 // Bounded (staleness s) applies as Async but answers a pull of step t only once every worker's
 // pushes of step t - s are applied.
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -94,6 +95,10 @@ class PsShard {
   void create_table(const TableConfig& config);
   std::vector<float> pull(const std::string& table, const std::vector<std::int64_t>& keys, std::int64_t step,
                           int staleness, std::chrono::steady_clock::time_point deadline);
+  // The same rows, written where output(floats) says once the wait is over (a server's reply
+  // buffer: the rows are copied once, not twice).
+  void pull(const std::string& table, const std::vector<std::int64_t>& keys, std::int64_t step, int staleness,
+            std::chrono::steady_clock::time_point deadline, const std::function<float*(std::size_t floats)>& output);
   // One part of a worker's push of `step` (parts > 1 when the client split it). Parts are held
   // (and logged) until all `parts` parts of `push_id` are in, then applied as one push. A part
   // already held is ignored (a retry); a part of another push_id drops the parts held.

@@ -8,6 +8,7 @@
 #include <istream>
 #include <ostream>
 
+#include "core/cpu_dispatch.h"
 #include "core/error.h"
 
 namespace pw::dp {
@@ -36,6 +37,29 @@ T get(std::istream& in, const std::string& where) {
   in.read(reinterpret_cast<char*>(&v), sizeof v);
   PW_INPUT_CHECK(in.good(), where << " is cut short; expected a whole snapshot");
   return v;
+}
+
+// The sparse optimizers' row updates (a server spends much of a push here).
+PW_CPU_CLONES void sgd_row(int d, double lr, const float* g, float* w) {
+  for (int j = 0; j < d; ++j) w[j] -= static_cast<float>(lr * g[j]);
+}
+
+PW_CPU_CLONES void adagrad_row(int d, double lr, const float* g, float* w, float* acc) {
+  for (int j = 0; j < d; ++j) {
+    acc[j] += g[j] * g[j];
+    w[j] -= static_cast<float>(lr * g[j] / (std::sqrt(static_cast<double>(acc[j])) + kAdagradEps));
+  }
+}
+
+// Row-wise lazy Adam: a row's moments and bias correction advance only when it is updated.
+PW_CPU_CLONES void adam_row(int d, double lr, std::int64_t steps, const float* g, float* w, float* m, float* v) {
+  const double c1 = 1.0 - std::pow(kAdamBeta1, static_cast<double>(steps));
+  const double c2 = 1.0 - std::pow(kAdamBeta2, static_cast<double>(steps));
+  for (int j = 0; j < d; ++j) {
+    m[j] = static_cast<float>(kAdamBeta1 * m[j] + (1.0 - kAdamBeta1) * g[j]);
+    v[j] = static_cast<float>(kAdamBeta2 * v[j] + (1.0 - kAdamBeta2) * g[j] * g[j]);
+    w[j] -= static_cast<float>(lr * (m[j] / c1) / (std::sqrt(v[j] / c2) + kAdamEps));
+  }
 }
 
 }  // namespace
@@ -83,6 +107,7 @@ int shard_of(std::int64_t key, int shards) {
 ShardTable::ShardTable(TableConfig config) : config_(std::move(config)) {
   check_table_config(config_);
   if (!config_.bounds.admits_all()) sketch_ = std::make_unique<AdmissionSketch>();
+  for (auto& s : stripes_) s.rows.reset(static_cast<std::size_t>(config_.dim + state_floats()));
 }
 
 int ShardTable::state_floats() const {
@@ -94,61 +119,46 @@ int ShardTable::state_floats() const {
   return 0;
 }
 
-ShardTable::Row& ShardTable::row(Stripe& s, std::int64_t key, bool& fresh) {
-  auto [it, inserted] = s.rows.try_emplace(key);
-  fresh = inserted;
-  if (inserted) {
-    it->second.values.assign(static_cast<std::size_t>(config_.dim + state_floats()), 0.0f);
-    initial_row(config_, key, it->second.values.data());
-  }
-  return it->second;
+ShardTable::StripeOrder ShardTable::by_stripe(const std::int64_t* keys, std::size_t n) {
+  StripeOrder o;
+  std::vector<std::uint8_t> which(n);
+  for (std::size_t i = 0; i < n; ++i) ++o.start[(which[i] = static_cast<std::uint8_t>(stripe_of(keys[i]))) + 1];
+  for (std::size_t k = 0; k < kStripes; ++k) o.start[k + 1] += o.start[k];
+  o.order.resize(n);
+  auto next = o.start;
+  for (std::size_t i = 0; i < n; ++i) o.order[next[which[i]]++] = static_cast<std::uint32_t>(i);
+  return o;
 }
 
 void ShardTable::pull(const std::int64_t* keys, std::size_t n, float* out) {
   const auto dim = static_cast<std::size_t>(config_.dim);
-  for (std::size_t i = 0; i < n; ++i) {
-    auto& s = stripe(keys[i]);
-    std::unique_lock lock(s.mutex);
-    const auto it = s.rows.find(keys[i]);
-    if (it != s.rows.end()) {
-      std::memcpy(out + i * dim, it->second.values.data(), dim * sizeof(float));
-    } else {
-      lock.unlock();
-      initial_row(config_, keys[i], out + i * dim);
+  const auto [start, order] = by_stripe(keys, n);   // each stripe is locked once per request
+  std::vector<std::uint32_t> initial;   // keys with no stored row: computed outside the locks
+  for (std::size_t k = 0; k < kStripes; ++k) {
+    if (start[k] == start[k + 1]) continue;
+    const Stripe& s = stripes_[k];
+    std::lock_guard lock(s.mutex);
+    for (std::size_t j = start[k]; j < start[k + 1]; ++j) {
+      const std::uint32_t i = order[j];
+      const RowStore::Slot slot = s.rows.find(keys[i]);
+      if (slot == RowStore::kNone)
+        initial.push_back(i);
+      else
+        std::memcpy(out + i * dim, s.rows.values(slot), dim * sizeof(float));
     }
   }
+  for (const std::uint32_t i : initial) initial_row(config_, keys[i], out + i * dim);
 }
 
-void ShardTable::update(Row& r, const float* g) {
-  const int d = config_.dim;
-  float* w = r.values.data();
-  const double lr = config_.lr;
-  ++r.steps;
+void ShardTable::update(RowStore& rows, RowStore::Slot slot, const float* g) {
+  float* w = rows.values(slot);
+  const std::int64_t steps = ++rows.steps(slot);
   switch (config_.optimizer) {
-    case SparseOptimizerKind::Sgd:
-      for (int j = 0; j < d; ++j) w[j] -= static_cast<float>(lr * g[j]);
+    case SparseOptimizerKind::Sgd: sgd_row(config_.dim, config_.lr, g, w); break;
+    case SparseOptimizerKind::Adagrad: adagrad_row(config_.dim, config_.lr, g, w, w + config_.dim); break;
+    case SparseOptimizerKind::Adam:
+      adam_row(config_.dim, config_.lr, steps, g, w, w + config_.dim, w + 2 * config_.dim);
       break;
-    case SparseOptimizerKind::Adagrad: {
-      float* acc = w + d;
-      for (int j = 0; j < d; ++j) {
-        acc[j] += g[j] * g[j];
-        w[j] -= static_cast<float>(lr * g[j] / (std::sqrt(static_cast<double>(acc[j])) + kAdagradEps));
-      }
-      break;
-    }
-    case SparseOptimizerKind::Adam: {
-      // Row-wise lazy Adam: a row's moments and bias correction advance only when it is updated.
-      float* m = w + d;
-      float* v = w + 2 * d;
-      const double c1 = 1.0 - std::pow(kAdamBeta1, static_cast<double>(r.steps));
-      const double c2 = 1.0 - std::pow(kAdamBeta2, static_cast<double>(r.steps));
-      for (int j = 0; j < d; ++j) {
-        m[j] = static_cast<float>(kAdamBeta1 * m[j] + (1.0 - kAdamBeta1) * g[j]);
-        v[j] = static_cast<float>(kAdamBeta2 * v[j] + (1.0 - kAdamBeta2) * g[j] * g[j]);
-        w[j] -= static_cast<float>(lr * (m[j] / c1) / (std::sqrt(v[j] / c2) + kAdamEps));
-      }
-      break;
-    }
   }
 }
 
@@ -173,26 +183,19 @@ void ShardTable::apply(const std::int64_t* keys, std::size_t n, const float* gra
   const bool track = b.tracks_recency();
   std::lock_guard one_at_a_time(update_mutex_);
   clock_ = std::max(clock_, step);
+  if (!b.any()) {
+    apply_unbounded(keys, n, grads, effects);
+    return;
+  }
   for (std::size_t i = 0; i < n; ++i) {
     const std::int64_t key = keys[i];
     const float* g = grads + i * dim;
     auto& s = stripe(key);
-    if (!b.any()) {
-      std::lock_guard lock(s.mutex);
-      bool fresh = false;
-      update(row(s, key, fresh), g);
-      if (fresh) {
-        ++counts_.admissions;
-        counts_.peak_rows = std::max(counts_.peak_rows, ++stored_);
-        if (effects) effects->admitted.push_back(key);
-      }
-      continue;
-    }
     {
       std::lock_guard lock(s.mutex);
-      if (const auto it = s.rows.find(key); it != s.rows.end()) {
-        update(it->second, g);
-        if (track) recency_.touch(it->second.recency, clock_);
+      if (const RowStore::Slot slot = s.rows.find(key); slot != RowStore::kNone) {
+        update(s.rows, slot, g);
+        if (track) recency_.touch(s.rows.recency(slot), clock_);
         continue;
       }
     }
@@ -208,10 +211,10 @@ void ShardTable::apply(const std::int64_t* keys, std::size_t n, const float* gra
     while (b.max_rows > 0 && stored_.load() >= b.max_rows) drop_oldest(effects);
     {
       std::lock_guard lock(s.mutex);
-      bool fresh = false;
-      Row& r = row(s, key, fresh);
-      update(r, g);
-      if (track) r.recency = recency_.add(key, clock_);
+      const RowStore::Slot slot = s.rows.insert(key).first;
+      initial_row(config_, key, s.rows.values(slot));
+      update(s.rows, slot, g);
+      if (track) s.rows.recency(slot) = recency_.add(key, clock_);
     }
     ++counts_.admissions;
     counts_.peak_rows = std::max(counts_.peak_rows, ++stored_);
@@ -221,10 +224,39 @@ void ShardTable::apply(const std::int64_t* keys, std::size_t n, const float* gra
     while (!recency_.empty() && expired(recency_.oldest().stamp)) drop_oldest(effects);
 }
 
+// Under update_mutex_: every key's row updated (created from its initial row if new), each stripe
+// locked once for all of its keys. Rows are independent, so the order does not change the result.
+void ShardTable::apply_unbounded(const std::int64_t* keys, std::size_t n, const float* grads, ApplyEffects* effects) {
+  const auto dim = static_cast<std::size_t>(config_.dim);
+  const auto [start, order] = by_stripe(keys, n);
+  std::vector<std::uint8_t> created(effects ? n : 0);
+  std::int64_t fresh = 0;
+  for (std::size_t k = 0; k < kStripes; ++k) {
+    if (start[k] == start[k + 1]) continue;
+    Stripe& s = stripes_[k];
+    std::lock_guard lock(s.mutex);
+    for (std::size_t j = start[k]; j < start[k + 1]; ++j) {
+      const std::uint32_t i = order[j];
+      const auto [slot, inserted] = s.rows.insert(keys[i]);
+      if (inserted) {
+        initial_row(config_, keys[i], s.rows.values(slot));
+        ++fresh;
+        if (effects) created[i] = 1;
+      }
+      update(s.rows, slot, grads + i * dim);
+    }
+  }
+  counts_.admissions += fresh;
+  counts_.peak_rows = std::max(counts_.peak_rows, stored_ += fresh);
+  if (effects)
+    for (std::size_t i = 0; i < n; ++i)
+      if (created[i]) effects->admitted.push_back(keys[i]);
+}
+
 bool ShardTable::holds(std::int64_t key) const {
   const auto& s = stripe(key);
   std::lock_guard lock(s.mutex);
-  return s.rows.count(key) != 0;
+  return s.rows.find(key) != RowStore::kNone;
 }
 
 ShardTable::Counts ShardTable::counts() const {
@@ -246,19 +278,21 @@ void ShardTable::write(std::ostream& out) const {
   put(out, static_cast<std::int32_t>(config_.dim));
   put(out, static_cast<std::int32_t>(state_floats()));
   put(out, count);
-  auto put_row = [&](std::int64_t key, const Row& r, std::int64_t stamp) {
+  const auto row_bytes = static_cast<std::streamsize>(static_cast<std::size_t>(config_.dim + state_floats()) * sizeof(float));
+  auto put_row = [&](const RowStore& rows, std::int64_t key, RowStore::Slot slot, std::int64_t stamp) {
     put(out, key);
-    put(out, r.steps);
+    put(out, rows.steps(slot));
     put(out, stamp);
-    out.write(reinterpret_cast<const char*>(r.values.data()),
-              static_cast<std::streamsize>(r.values.size() * sizeof(float)));
+    out.write(reinterpret_cast<const char*>(rows.values(slot)), row_bytes);
   };
   if (config_.bounds.tracks_recency()) {
     // Oldest first: reading them back in this order rebuilds the recency order.
-    recency_.for_each_oldest_first([&](const RecencyList::Entry& e) { put_row(e.key, stripe(e.key).rows.at(e.key), e.stamp); });
+    recency_.for_each_oldest_first([&](const RecencyList::Entry& e) {
+      const RowStore& rows = stripe(e.key).rows;
+      put_row(rows, e.key, rows.find(e.key), e.stamp);
+    });
   } else {
-    for (const auto& s : stripes_)
-      for (const auto& [key, r] : s.rows) put_row(key, r, clock_);
+    for (const auto& s : stripes_) s.rows.for_each([&](std::int64_t key, RowStore::Slot slot) { put_row(s.rows, key, slot, clock_); });
   }
   put(out, clock_);
   put(out, counts_.admissions);
@@ -274,17 +308,21 @@ void ShardTable::read_rows_v1(std::istream& in, const std::string& where) {
   const auto count = get<std::int64_t>(in, where);
   PW_INPUT_CHECK(count >= 0, where << ": negative row count");
   const auto floats = static_cast<std::size_t>(config_.dim + state_floats());
+  std::vector<float> row;
   for (std::int64_t i = 0; i < count; ++i) {
     const auto key = get<std::int64_t>(in, where);
-    Row r;
-    r.steps = get<std::int64_t>(in, where);
-    r.values.resize(floats);
-    in.read(reinterpret_cast<char*>(r.values.data()), static_cast<std::streamsize>(floats * sizeof(float)));
+    const auto steps = get<std::int64_t>(in, where);
+    row.resize(floats);
+    in.read(reinterpret_cast<char*>(row.data()), static_cast<std::streamsize>(floats * sizeof(float)));
     PW_INPUT_CHECK(in.good(), where << " is cut short at row " << i << " of " << count);
-    if (config_.bounds.tracks_recency()) r.recency = recency_.add(key, -1);
     auto& s = stripe(key);
     std::lock_guard lock(s.mutex);
-    if (s.rows.insert_or_assign(key, std::move(r)).second) ++stored_;
+    const auto [slot, inserted] = s.rows.insert(key);
+    std::memcpy(s.rows.values(slot), row.data(), floats * sizeof(float));
+    s.rows.steps(slot) = steps;
+    if (!inserted) continue;
+    ++stored_;
+    if (config_.bounds.tracks_recency()) s.rows.recency(slot) = recency_.add(key, -1);
   }
   counts_ = Counts{};
   counts_.admissions = counts_.peak_rows = stored_.load();
@@ -301,7 +339,7 @@ void ShardTable::read(std::istream& in, const std::string& where) {
   std::lock_guard one_at_a_time(update_mutex_);
   for (auto& s : stripes_) {
     std::lock_guard lock(s.mutex);
-    s.rows.clear();
+    s.rows.reset(static_cast<std::size_t>(config_.dim + state_floats()));
   }
   recency_.clear();
   stored_ = 0;
@@ -318,19 +356,21 @@ void ShardTable::read(std::istream& in, const std::string& where) {
                  where << " holds " << count << " rows; table '" << config_.name << "' keeps at most " << b.max_rows
                        << " per shard");
   const auto floats = static_cast<std::size_t>(dim + state);
+  std::vector<float> row;
   for (std::int64_t i = 0; i < count; ++i) {
     const auto key = get<std::int64_t>(in, where);
-    Row r;
-    r.steps = get<std::int64_t>(in, where);
+    const auto steps = get<std::int64_t>(in, where);
     const auto stamp = get<std::int64_t>(in, where);
-    r.values.resize(floats);
-    in.read(reinterpret_cast<char*>(r.values.data()), static_cast<std::streamsize>(floats * sizeof(float)));
+    row.resize(floats);
+    in.read(reinterpret_cast<char*>(row.data()), static_cast<std::streamsize>(floats * sizeof(float)));
     PW_INPUT_CHECK(in.good(), where << " is cut short at row " << i << " of " << count);
     auto& s = stripe(key);
     std::lock_guard lock(s.mutex);
-    PW_INPUT_CHECK(s.rows.find(key) == s.rows.end(), where << " holds row " << key << " twice");
-    if (b.tracks_recency()) r.recency = recency_.add(key, stamp);
-    s.rows.emplace(key, std::move(r));
+    const auto [slot, inserted] = s.rows.insert(key);
+    PW_INPUT_CHECK(inserted, where << " holds row " << key << " twice");
+    std::memcpy(s.rows.values(slot), row.data(), floats * sizeof(float));
+    s.rows.steps(slot) = steps;
+    if (b.tracks_recency()) s.rows.recency(slot) = recency_.add(key, stamp);
     ++stored_;
   }
   clock_ = get<std::int64_t>(in, where);
@@ -359,10 +399,16 @@ bool ShardTable::same_state(const ShardTable& other) const {
     if (mine[i].key != theirs[i].key || mine[i].stamp != theirs[i].stamp) return false;
   for (std::size_t k = 0; k < kStripes; ++k) {
     std::scoped_lock rows(stripes_[k].mutex, other.stripes_[k].mutex);
-    for (const auto& [key, r] : stripes_[k].rows) {
-      const auto it = other.stripes_[k].rows.find(key);
-      if (it == other.stripes_[k].rows.end() || it->second.steps != r.steps || it->second.values != r.values) return false;
-    }
+    const RowStore &mine_k = stripes_[k].rows, &theirs_k = other.stripes_[k].rows;
+    if (mine_k.size() != theirs_k.size()) return false;
+    const auto floats = static_cast<std::size_t>(config_.dim + state_floats());
+    bool same = true;
+    mine_k.for_each([&](std::int64_t key, RowStore::Slot slot) {
+      const RowStore::Slot there = theirs_k.find(key);
+      same = same && there != RowStore::kNone && theirs_k.steps(there) == mine_k.steps(slot) &&
+             std::memcmp(theirs_k.values(there), mine_k.values(slot), floats * sizeof(float)) == 0;
+    });
+    if (!same) return false;
   }
   return true;
 }

@@ -2,7 +2,7 @@
 // One shard of an embedding table on a parameter server: rows that start from a seeded initial
 // value (the same whichever shard or process computes it; stored once first updated), updated in place
 // by a sparse optimizer with per-row state. Safe for concurrent pulls and updates: rows live in
-// lock stripes chosen by key, and updates run one at a time.
+// lock stripes chosen by key (ps_row_store.h), and updates run one at a time.
 //
 // A bounded table (TableConfig::bounds, ps_bounds.h) stores a row only on its id's N-th sighting,
 // keeps at most max_rows rows (evicting the least recently updated) and drops rows not updated
@@ -15,11 +15,11 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "dataparallel/ps_admission.h"
 #include "dataparallel/ps_bounds.h"
+#include "dataparallel/ps_row_store.h"
 
 namespace pw::dp {
 
@@ -85,24 +85,24 @@ class ShardTable {
   bool same_state(const ShardTable& other) const;
 
  private:
-  struct Row {
-    std::vector<float> values;   // dim values, then the optimizer's state (0, dim or 2 * dim)
-    std::int64_t steps = 0;      // updates so far (Adam's bias correction)
-    RecencyList::Handle recency{};   // where bounds track recency
-  };
   struct Stripe {
     mutable std::mutex mutex;
-    std::unordered_map<std::int64_t, Row> rows;
+    RowStore rows;
   };
   static constexpr std::size_t kStripes = 64;
 
-  Stripe& stripe(std::int64_t key) { return stripes_[static_cast<std::size_t>(shard_of(key, kStripes))]; }
-  Row& row(Stripe& s, std::int64_t key, bool& fresh);   // under s.mutex; creates it from its initial row
-  const Stripe& stripe(std::int64_t key) const {
-    return stripes_[static_cast<std::size_t>(shard_of(key, kStripes))];
-  }
+  static std::size_t stripe_of(std::int64_t key) { return static_cast<std::size_t>(shard_of(key, kStripes)); }
+  Stripe& stripe(std::int64_t key) { return stripes_[stripe_of(key)]; }
+  const Stripe& stripe(std::int64_t key) const { return stripes_[stripe_of(key)]; }
+  // Positions 0..n-1 of `keys` grouped by stripe: stripe k's are order[start[k] .. start[k + 1]).
+  struct StripeOrder {
+    std::array<std::size_t, kStripes + 1> start{};
+    std::vector<std::uint32_t> order;
+  };
+  static StripeOrder by_stripe(const std::int64_t* keys, std::size_t n);
+  void apply_unbounded(const std::int64_t* keys, std::size_t n, const float* grads, ApplyEffects* effects);
   int state_floats() const;
-  void update(Row& row, const float* grad);
+  void update(RowStore& rows, RowStore::Slot slot, const float* grad);
   // Under update_mutex_: removes the least recently updated row (an expiry if it is expired).
   void drop_oldest(ApplyEffects* effects);
   bool expired(std::int64_t stamp) const { return config_.bounds.row_ttl > 0 && clock_ - stamp >= config_.bounds.row_ttl; }

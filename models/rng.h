@@ -24,13 +24,7 @@ inline std::uint64_t hash_name(std::uint64_t seed, std::string_view name) {
 // Row `key` of an embedding table: uniform in [-scale, scale), each value a function of (seed,
 // key, j) alone, so a local table and one sharded over parameter servers (rows created on first
 // touch, in any order) start from the same rows.
-inline void keyed_uniform_row(std::uint64_t seed, std::int64_t key, int dim, double scale, float* out) {
-  const std::uint64_t base = splitmix64(seed ^ splitmix64(static_cast<std::uint64_t>(key)));
-  for (int j = 0; j < dim; ++j) {
-    const double u = static_cast<double>(splitmix64(base + static_cast<std::uint64_t>(j)) >> 11) * 0x1.0p-53;
-    out[j] = static_cast<float>((2.0 * u - 1.0) * scale);
-  }
-}
+void keyed_uniform_row(std::uint64_t seed, std::int64_t key, int dim, double scale, float* out);  // rng.cpp
 
 class Rng {
  public:

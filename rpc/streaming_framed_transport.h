@@ -1,10 +1,10 @@
 #pragma once
-// The server side of Thrift's framed transport (a 4-byte big-endian length, then the message)
+// Thrift's framed transport (a 4-byte big-endian length, then the message)
 // without buffering whole frames: small reads come from a read-ahead buffer, large ones go from
 // the socket straight into the caller's memory (a tensor's bytes are copied once, not twice),
 // and no buffer grows to the size of the largest frame. Frames over the maximum size close the
 // connection before their body is read, as TFramedTransport does. Writes are buffered and sent
-// as one frame on flush().
+// as one frame on flush(). Servers and parameter-server clients use it.
 #include <cstdint>
 #include <memory>
 #include <vector>

@@ -1,0 +1,76 @@
+#pragma once
+// The rows of one lock stripe of a ShardTable. A key finds its slot through an open-addressing
+// index (linear probing, backward-shift deletion, so no tombstones build up); a slot's floats
+// live in fixed-size blocks that never move, and freed slots are reused. Storing a row allocates
+// nothing of its own and a lookup touches one probe run and the row: a node-based map spent more
+// time in allocation, rehashing and pointer chasing than in copying the rows (perf, ps_bench).
+// Not thread-safe: the stripe's mutex guards it.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "dataparallel/ps_bounds.h"
+
+namespace pw::dp {
+
+class RowStore {
+ public:
+  using Slot = std::uint32_t;
+  static constexpr Slot kNone = 0xFFFFFFFFu;
+
+  RowStore() = default;
+  // Empties the store and sets the floats of every row (row width plus optimizer state).
+  void reset(std::size_t row_floats);
+
+  Slot find(std::int64_t key) const;
+  // The key's slot, and whether it was created (then its floats are zero and its step count 0).
+  std::pair<Slot, bool> insert(std::int64_t key);
+  bool erase(std::int64_t key);
+  std::size_t size() const { return size_; }
+
+  float* values(Slot s) { return blocks_[s / rows_per_block_].get() + (s % rows_per_block_) * row_floats_; }
+  const float* values(Slot s) const {
+    return blocks_[s / rows_per_block_].get() + (s % rows_per_block_) * row_floats_;
+  }
+  std::int64_t& steps(Slot s) { return slots_[s].steps; }
+  std::int64_t steps(Slot s) const { return slots_[s].steps; }
+  RecencyList::Handle& recency(Slot s) { return slots_[s].recency; }
+
+  // f(key, slot) for every stored row, in slot order.
+  template <typename F>
+  void for_each(F f) const {
+    for (Slot s = 0; s < static_cast<Slot>(slots_.size()); ++s)
+      if (slots_[s].live) f(slots_[s].key, s);
+  }
+
+ private:
+  struct Entry {
+    std::int64_t key;
+    Slot slot;   // kNone: an empty bucket
+  };
+  struct SlotInfo {
+    std::int64_t key = 0;
+    std::int64_t steps = 0;
+    RecencyList::Handle recency{};
+    bool live = false;
+  };
+
+  std::size_t home(std::int64_t key) const {   // Fibonacci hashing: the top bits of key * 2^64/phi
+    return static_cast<std::size_t>((static_cast<std::uint64_t>(key) * 0x9E3779B97F4A7C15ULL) >> shift_);
+  }
+  void grow();          // doubles the index
+  Slot take_slot();     // a free slot, or a new one (a new block when the last is full)
+
+  std::size_t row_floats_ = 0;
+  std::size_t rows_per_block_ = 1;
+  std::vector<std::unique_ptr<float[]>> blocks_;
+  std::vector<SlotInfo> slots_;
+  std::vector<Slot> free_;
+  std::vector<Entry> index_;   // a power of two long, at most half full
+  unsigned shift_ = 64;
+  std::size_t size_ = 0;
+};
+
+}  // namespace pw::dp
