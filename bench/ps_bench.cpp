@@ -2,14 +2,11 @@
 // batch of unique embedding rows from 1, 2 and 4 shards on loopback (servers in this process,
 // one client asking every shard at once), beside a plain TCP socket moving the same bytes, for
 // rows already stored (pull_*, push_*) and for new keys (new_keys_*: initial rows computed,
-// rows stored on the push); then
-// the hot-row cache on a DLRM-like workload (Zipf ids, a PsEmbeddingBag on 2 shards, async with
-// staleness 2): rows pulled per step, cache hit rate and step time with and without the cache;
-// then production-sized batches: the unique ids of 60,000 samples x 3 sparse features x bags of 2
+// rows stored on the push); then a DLRM-like step (Zipf ids, a PsEmbeddingBag on 2 async shards)
+// with its rows pulled in the forward and prefetched a step ahead; then production-sized batches: the unique ids of 60,000 samples x 3 sparse features x bags of 2
 // (Zipf over 10M rows per feature), rows of 128 floats, pulled and pushed over 2 shards.
 //   build/bin/ps_bench [--keys 16384] [--dim 64] [--reps 15] [--batch-samples 60000] [--batch-steps 4]
 //                      [--zipf-rows 1000000] [--zipf-ids 4096] [--zipf-exponent 1.1] [--zipf-steps 30]
-//                      [--cache-rows 65536,262144]
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -82,14 +79,14 @@ struct LoopbackServers {
   std::vector<rpc::HostPort> addresses;
 };
 
-struct CacheRun {
-  double step_s = 0, unique_per_step = 0, pulled_per_step = 0, hit_rate = 0, pull_s = 0, push_s = 0;
+struct ZipfRun {
+  double step_s = 0, unique_per_step = 0, pull_s = 0, push_s = 0, lookup_wait_s = 0;
 };
 
-// One training step (forward, backward, push) of a PsEmbeddingBag per batch, on
-// 2 fresh async shards; the first `warmup` steps (connections, a cold cache) are not counted.
-CacheRun cache_run(const std::vector<kernels::Tensor>& batches, int dim, std::int64_t rows, std::int64_t cache_rows,
-                   int warmup) {
+// One training step (forward, backward, push) of a PsEmbeddingBag per batch, on 2 fresh async
+// shards, with the rows pulled in the forward or prefetched during the step before (as fit does);
+// the first `warmup` steps (connections) are not counted.
+ZipfRun zipf_run(const std::vector<kernels::Tensor>& batches, int dim, std::int64_t rows, bool prefetch, int warmup) {
   const LoopbackServers ps(2, dp::UpdateMode::Async);
   dp::PsBagOptions o;
   o.servers = ps.addresses;
@@ -99,34 +96,30 @@ CacheRun cache_run(const std::vector<kernels::Tensor>& batches, int dim, std::in
   o.table.optimizer = dp::SparseOptimizerKind::Adagrad;
   o.table.init_scale = std::sqrt(1.0 / static_cast<double>(rows));
   o.update = dp::UpdateMode::Async;
-  o.staleness = 2;
-  o.cache_rows = cache_rows;
   dp::PsEmbeddingBag bag(o);
   const auto& traffic = bag.traffic();
   const kernels::Tensor grad = kernels::Tensor::full({batches.front().dim(0), dim}, 1e-3);
   std::vector<double> times;
-  std::int64_t pulled = 0, cached = 0, unique = 0, pull_ns = 0, push_ns = 0;
+  std::int64_t unique = 0, pull_ns = 0, push_ns = 0, wait_ns = 0;
   for (std::size_t i = 0; i < batches.size(); ++i) {
     const bool counted = static_cast<int>(i) >= warmup;
-    const std::int64_t pulled0 = traffic.pulled_rows, cached0 = traffic.cached_rows, pull0 = traffic.pull_ns,
-                       push0 = traffic.push_ns;
+    const std::int64_t pull0 = traffic.pull_ns, push0 = traffic.push_ns, wait0 = traffic.lookup_wait_ns;
     const auto t0 = Clock::now();
+    if (prefetch && i + 1 < batches.size()) bag.prefetch_remote({batches[i + 1]});
     auto out = bag.forward(batches[i], models::Mode::Train);
     bag.backward(*out.ctx, grad);
     bag.push_remote_gradients(0);
     if (!counted) continue;
     times.push_back(seconds_since(t0));
-    pulled += traffic.pulled_rows - pulled0;
-    cached += traffic.cached_rows - cached0;
     pull_ns += traffic.pull_ns - pull0;
     push_ns += traffic.push_ns - push0;
-  }
-  for (std::size_t i = static_cast<std::size_t>(warmup); i < batches.size(); ++i)
+    wait_ns += traffic.lookup_wait_ns - wait0;
     unique += models::unique_bag_ids(batches[i]).ids.numel();
+  }
+  bag.flush_remote();
   const auto n = static_cast<double>(times.size());
-  return {median(times), static_cast<double>(unique) / n, static_cast<double>(pulled) / n,
-          pulled + cached > 0 ? static_cast<double>(cached) / static_cast<double>(pulled + cached) : 0.0,
-          static_cast<double>(pull_ns) * 1e-9 / n, static_cast<double>(push_ns) * 1e-9 / n};
+  return {median(times), static_cast<double>(unique) / n, static_cast<double>(pull_ns) * 1e-9 / n,
+          static_cast<double>(push_ns) * 1e-9 / n, static_cast<double>(wait_ns) * 1e-9 / n};
 }
 
 // Pull and push of each batch's unique ids (one table, feature f's ids offset by f * rows), sync,
@@ -184,7 +177,6 @@ int main(int argc, char** argv) {
   std::int64_t zipf_rows = 1000000;
   int zipf_ids = 4096, zipf_steps = 30;
   double zipf_exponent = 1.1;
-  std::vector<std::int64_t> cache_sizes = {65536, 262144};
   std::int64_t batch_samples = 60000;
   int batch_steps = 4;
   app.add_option("--keys", keys_per_batch)->check(CLI::PositiveNumber);
@@ -194,9 +186,6 @@ int main(int argc, char** argv) {
   app.add_option("--zipf-ids", zipf_ids, "ids per step (bags of one)")->check(CLI::PositiveNumber);
   app.add_option("--zipf-exponent", zipf_exponent, "Zipf exponent")->check(CLI::PositiveNumber);
   app.add_option("--zipf-steps", zipf_steps, "measured steps per cache size")->check(CLI::PositiveNumber);
-  app.add_option("--cache-rows", cache_sizes, "hot-row cache sizes set against no cache (comma-separated)")
-      ->delimiter(',')
-      ->check(CLI::NonNegativeNumber);
   app.add_option("--batch-samples", batch_samples, "samples of the production-sized batches (0: skip them)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--batch-steps", batch_steps, "measured production-sized batches")->check(CLI::PositiveNumber);
@@ -250,7 +239,7 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
 
-    // The hot-row cache on Zipf ids: every cache size beside no cache, on the same batches.
+    // A DLRM-like step on Zipf ids: rows pulled in the forward, and prefetched a step ahead.
     const int warmup = 3;
     Zipf zipf(zipf_rows, zipf_exponent);
     std::mt19937_64 zrng(5);
@@ -260,21 +249,17 @@ int main(int argc, char** argv) {
       for (auto& id : ids) id = zipf(zrng);
       batches.push_back(kernels::Tensor::from_vector(ids, {zipf_ids, 1}));
     }
-    std::vector<std::int64_t> sizes = {0};
-    for (auto c : cache_sizes)
-      if (c > 0 && std::find(sizes.begin(), sizes.end(), c) == sizes.end()) sizes.push_back(c);
-    double no_cache_s = 0;
-    for (auto cache_rows : sizes) {
-      const CacheRun r = cache_run(batches, dim, zipf_rows, cache_rows, warmup);
-      if (cache_rows == 0) no_cache_s = r.step_s;
-      std::printf("%s\n", nlohmann::json{{"bench", "ps_row_cache_zipf"}, {"rows", zipf_rows}, {"exponent", zipf_exponent},
+    double in_forward_s = 0;
+    for (const bool prefetch : {false, true}) {
+      const ZipfRun r = zipf_run(batches, dim, zipf_rows, prefetch, warmup);
+      if (!prefetch) in_forward_s = r.step_s;
+      std::printf("%s\n", nlohmann::json{{"bench", "ps_zipf_step"}, {"rows", zipf_rows}, {"exponent", zipf_exponent},
                                          {"ids_per_step", zipf_ids}, {"dim", dim}, {"shards", 2}, {"mode", "async"},
-                                         {"staleness", 2}, {"steps", zipf_steps}, {"cache_rows", cache_rows},
+                                         {"steps", zipf_steps}, {"prefetch", prefetch},
                                          {"unique_ids_per_step", r.unique_per_step},
-                                         {"pulled_rows_per_step", r.pulled_per_step}, {"cache_hit_rate", r.hit_rate},
-                                         {"median_step_ms", r.step_s * 1e3}, {"no_cache_median_step_ms", no_cache_s * 1e3},
-                                         {"mean_pull_ms", r.pull_s * 1e3}, {"mean_push_ms", r.push_s * 1e3},
-                                         {"speedup", r.step_s > 0 ? no_cache_s / r.step_s : 0.0}}
+                                         {"median_step_ms", r.step_s * 1e3}, {"mean_pull_ms", r.pull_s * 1e3},
+                                         {"mean_push_ms", r.push_s * 1e3}, {"mean_lookup_wait_ms", r.lookup_wait_s * 1e3},
+                                         {"speedup_over_pull_in_forward", r.step_s > 0 ? in_forward_s / r.step_s : 0.0}}
                               .dump()
                               .c_str());
       std::fflush(stdout);

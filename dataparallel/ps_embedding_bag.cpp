@@ -38,10 +38,8 @@ int server_staleness(UpdateMode update, int staleness) {
   return -1;
 }
 
-int cache_window(UpdateMode update, int staleness) { return update == UpdateMode::Async ? std::max(0, staleness) : 0; }
-
 PsEmbeddingBag::PsEmbeddingBag(PsBagOptions options)
-    : o_(std::move(options)), cache_(std::max(1, o_.table.dim), o_.cache_rows) {
+    : o_(std::move(options)) {
   check_table_config(o_.table);
   PW_INPUT_CHECK(!o_.servers.empty(), "embedding table '" << o_.table.name << "' needs at least one parameter server");
   PW_INPUT_CHECK(o_.bag_size >= 1, "embedding table '" << o_.table.name << "': bag size " << o_.bag_size
@@ -104,37 +102,22 @@ std::vector<float> PsEmbeddingBag::rows_of(const std::vector<std::int64_t>& keys
   std::vector<float> rows(keys.size() * dim);
   if (mode == models::Mode::Eval) {
     // Evaluation reads the servers as they are, without waiting for other workers (the engine
-    // makes every rank's pushes answered first), and nothing it sees is cached; this worker's
-    // own last push is answered first.
+    // makes every rank's pushes answered first); this worker's own last push is answered first.
     if (push_.pending()) wait_for_push("evaluation");
     rows = client_->pull(o_.table.name, o_.table.dim, keys, step_, -1);
     o_.traffic->pulled_rows += static_cast<std::int64_t>(keys.size());
     return rows;
   }
   if (prefetched_rows(keys, rows.data())) return rows;
-  const std::int64_t oldest = step_ - cache_window(o_.update, o_.staleness);
-  std::vector<std::int64_t> missing;
-  std::vector<std::size_t> where;
-  for (std::size_t i = 0; i < keys.size(); ++i) {
-    if (o_.cache_rows > 0 && cache_.lookup(keys[i], oldest, rows.data() + i * dim)) continue;
-    missing.push_back(keys[i]);
-    where.push_back(i);
-  }
-  o_.traffic->cached_rows += static_cast<std::int64_t>(keys.size() - missing.size());
-  if (missing.empty()) return rows;
+  if (keys.empty()) return rows;
   trace::ScopedSpan span(trace::SpanKind::PsPull, -1, 0, step_);
   const auto t0 = Clock::now();
-  const auto pulled = client_->pull(o_.table.name, o_.table.dim, missing, step_, server_staleness(o_.update, o_.staleness));
+  rows = client_->pull(o_.table.name, o_.table.dim, keys, step_, server_staleness(o_.update, o_.staleness));
   const auto took = nanoseconds_since(t0);
   o_.traffic->pull_ns += took;
   o_.traffic->lookup_wait_ns += took;
   ++o_.traffic->lookup_waits;
-  o_.traffic->pulled_rows += static_cast<std::int64_t>(missing.size());
-  for (std::size_t k = 0; k < missing.size(); ++k) {
-    std::copy(pulled.begin() + static_cast<std::ptrdiff_t>(k * dim),
-              pulled.begin() + static_cast<std::ptrdiff_t>((k + 1) * dim), rows.begin() + static_cast<std::ptrdiff_t>(where[k] * dim));
-    cache_.insert(missing[k], step_, pulled.data() + k * dim);
-  }
+  o_.traffic->pulled_rows += static_cast<std::int64_t>(keys.size());
   return rows;
 }
 
@@ -162,23 +145,13 @@ void PsEmbeddingBag::prefetch_remote_impl(const std::vector<Tensor>& next_micro_
     for (std::int64_t i = 0; i < h.numel(); ++i)
       if (p.index.try_emplace(v[i], p.keys.size()).second) p.keys.push_back(v[i]);
   }
-  const auto dim = static_cast<std::size_t>(o_.table.dim);
-  p.rows.assign(p.keys.size() * dim, 0.0f);
-  const std::int64_t oldest = step - cache_window(o_.update, o_.staleness);
-  std::vector<std::int64_t> missing;
-  for (std::size_t i = 0; i < p.keys.size(); ++i) {
-    if (o_.cache_rows > 0 && cache_.lookup(p.keys[i], oldest, p.rows.data() + i * dim)) continue;
-    missing.push_back(p.keys[i]);
-    p.pulled_at.push_back(i);
-  }
-  o_.traffic->cached_rows += static_cast<std::int64_t>(p.keys.size() - missing.size());
-  if (missing.empty()) {
+  if (p.keys.empty()) {
     p.complete = true;
     return;
   }
   p.call = BackgroundCall<std::vector<float>>(
       [client = prefetch_clients_[static_cast<std::size_t>(step % 2)], traffic = o_.traffic, table = o_.table.name, dim = o_.table.dim,
-       keys = std::move(missing), step, staleness = server_staleness(o_.update, o_.staleness)] {
+       keys = p.keys, step, staleness = server_staleness(o_.update, o_.staleness)] {
         trace::ScopedSpan span(trace::SpanKind::PsPull, -1, 0, step, -1, 0, 1);
         const auto t0 = Clock::now();
         auto rows = client->pull(table, dim, keys, step, staleness);
@@ -208,14 +181,10 @@ bool PsEmbeddingBag::prefetched_rows(const std::vector<std::int64_t>& keys, floa
       o_.traffic->lookup_wait_ns += nanoseconds_since(t0);
       ++o_.traffic->lookup_waits;
     }
-    PW_CHECK(pulled.size() == p.pulled_at.size() * dim,
+    PW_CHECK(pulled.size() == p.keys.size() * dim,
              "embedding table '" << o_.table.name << "': a prefetch returned " << pulled.size() << " values for "
-                                 << p.pulled_at.size() << " rows of " << dim);
-    for (std::size_t k = 0; k < p.pulled_at.size(); ++k) {
-      const std::size_t i = p.pulled_at[k];
-      std::copy_n(pulled.data() + k * dim, dim, p.rows.data() + i * dim);
-      cache_.insert(p.keys[i], step_, pulled.data() + k * dim);
-    }
+                                 << p.keys.size() << " rows of " << dim);
+    p.rows = std::move(pulled);
     p.complete = true;
   }
   std::vector<std::size_t> at(keys.size());
@@ -304,7 +273,6 @@ void PsEmbeddingBag::reconnect_remote_impl() {
   push_client_.reset();
   step_ = -1;
   pending_.clear();
-  cache_.clear();
 }
 
 void PsEmbeddingBag::push_remote_gradients_impl(int replica, models::RemoteGradients what) {

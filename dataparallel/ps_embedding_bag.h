@@ -2,8 +2,8 @@
 // An EmbeddingBag whose table lives on the parameter servers (the worker side of issue 6).
 //
 // forward:  the batch's ids are de-duplicated (unique_bag_ids) and their rows looked up: from the
-//           step's prefetch when one was started (prefetch_remote), else rows missing from the
-//           hot-row cache are pulled from their shards in parallel (PsClient); then pooled.
+//           step's prefetch when one was started (prefetch_remote), else pulled from their
+//           shards in parallel (PsClient); then pooled.
 // backward: per-unique-row gradients (bag_pool_backward) are added into this step's pending
 //           gradients; nothing goes to the servers yet, so every micro-batch of a step sees the
 //           same rows, as a local table would.
@@ -33,7 +33,6 @@
 #include <vector>
 
 #include "dataparallel/ps_background_call.h"
-#include "dataparallel/ps_row_cache.h"
 #include "dataparallel/ps_shard.h"
 #include "dataparallel/ps_table.h"
 #include "models/layer.h"
@@ -47,7 +46,6 @@ class PsClient;
 // What a job's server-backed tables moved, added up over all of them (shared by the layers).
 struct PsTraffic {
   std::atomic<std::int64_t> pulled_rows{0};   // rows fetched from the servers
-  std::atomic<std::int64_t> cached_rows{0};   // rows the hot-row cache served instead
   std::atomic<std::int64_t> pushed_rows{0};
   std::atomic<std::int64_t> pushes{0};        // (table, step) pushes
   std::atomic<std::int64_t> pull_ns{0}, push_ns{0};   // time the calls took (in the background or not)
@@ -67,8 +65,7 @@ struct PsBagOptions {
   int bag_size = 1;
   models::BagMode mode = models::BagMode::Sum;
   UpdateMode update = UpdateMode::Sync;
-  int staleness = 1;                    // bounded: >= 1; async: the cache's window
-  std::int64_t cache_rows = 0;          // hot rows kept between pulls (0: none)
+  int staleness = 1;                    // bounded: >= 1
   double gradient_scale = 1.0;
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
   std::shared_ptr<PsTraffic> traffic;   // empty: the layer keeps its own
@@ -76,10 +73,6 @@ struct PsBagOptions {
 
 // What a pull of step t asks the server to wait for (PsShard::pull's staleness; -1: nothing).
 int server_staleness(UpdateMode update, int staleness);
-// How many steps old a cached row may be: sync and bounded reuse rows within a step only (a
-// cache hit skips the pull, and with it the server's wait, so a wider window would break the
-// bound); async within `staleness` steps.
-int cache_window(UpdateMode update, int staleness);
 
 class PsEmbeddingBag : public models::Layer {
  public:
@@ -117,13 +110,12 @@ class PsEmbeddingBag : public models::Layer {
   void abandon_background_calls();
   std::chrono::steady_clock::time_point background_deadline() const;
 
-  // The rows of one step, fetched ahead: those the cache held at once, the rest in the background.
+  // The rows of one step, fetched in the background.
   struct Prefetch {
     std::int64_t step = -1;
     std::vector<std::int64_t> keys;               // every unique key of the step's micro-batches
     std::unordered_map<std::int64_t, std::size_t> index;   // key -> position in keys
     std::vector<float> rows;                      // keys.size() * dim once complete
-    std::vector<std::size_t> pulled_at;           // positions the background call fills, in its order
     BackgroundCall<std::vector<float>> call;
     bool complete = false;
   };
@@ -137,7 +129,6 @@ class PsEmbeddingBag : public models::Layer {
   std::shared_ptr<PsClient> push_client_;       // background pushes
   std::int64_t step_ = -1;   // the step being trained; -1 until started
   int worker_ = 0;           // this copy's worker (replica) on the servers
-  RowCache cache_;
   std::map<std::int64_t, std::vector<float>> pending_;   // this step's gradients, by key
   std::map<std::int64_t, Prefetch> prefetches_;   // by step: this one's and the next one's
   BackgroundCall<int> push_;                    // the last push, until answered

@@ -97,7 +97,6 @@ train::JobConfig job_config_of(const TrainOptions& o) {
   c.ps.staleness = o.staleness;
   c.ps.optimizer = o.ps_optimizer;
   c.ps.lr = o.ps_lr;
-  c.ps.cache_rows = o.ps_cache_rows;
   c.ps.dir = o.ps_dir;
   c.ps.admit_after = o.ps_admit_after;
   c.ps.max_rows = o.ps_max_rows;
@@ -250,15 +249,12 @@ void add_train_command(CLI::App& app, TrainOptions& o) {
   cmd->add_option("--ps-servers", o.ps_servers, "HOST:PORT,... of running parameter servers (pipewright ps serve; "
                                                 "the job token comes from PW_JOB_TOKEN)");
   cmd->add_option("--ps-mode", o.ps_mode, "sync, async or bounded (staleness --staleness)")->capture_default_str();
-  cmd->add_option("--staleness", o.staleness, "bounded: a pull of step t waits until step t-s is applied; async "
-                                              "and bounded: steps a cached row may be reused for")
+  cmd->add_option("--staleness", o.staleness, "bounded: a pull of step t waits until step t-s is applied")
       ->capture_default_str()->check(CLI::Range(0, 1000000));
   cmd->add_option("--ps-optimizer", o.ps_optimizer, "sparse optimizer on the servers: sgd, adagrad or adam "
                                                     "(default: --optimizer)");
   cmd->add_option("--ps-lr", o.ps_lr, "learning rate of the sparse optimizer (default: --lr)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--ps-cache-rows", o.ps_cache_rows, "embedding rows a worker caches between pulls (0: none)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--ps-dir", o.ps_dir, "with --ps: the servers keep their shards here and resume from them");
   add_table_bound_options(*cmd, o.ps_admit_after, o.ps_max_rows, o.ps_row_ttl, "--ps-");
   cmd->add_option("--eval-batches", o.eval_batches, "evaluate on at most N test batches (default: all)");

@@ -81,10 +81,9 @@ struct TrainOptions {
   int ps = 0;                       // servers; run here as threads unless addresses are given
   std::string ps_servers;           // HOST:PORT,... of servers started by hand (pipewright ps serve)
   std::string ps_mode = "sync";     // sync, async or bounded
-  int staleness = 1;                // bounded: pulls of step t wait for step t - s; async/bounded: cache window
+  int staleness = 1;                // bounded: pulls of step t wait for step t - s
   std::string ps_optimizer;         // sgd, adagrad or adam on the servers (default: --optimizer)
   double ps_lr = 0.0;               // 0: --lr
-  std::int64_t ps_cache_rows = 0;   // hot rows a worker keeps between pulls
   std::string ps_dir;               // servers run here keep their shards in this folder
   int ps_admit_after = 1;           // a row on an id's N-th sighting
   std::int64_t ps_max_rows = 0;     // rows per table and shard, least recently updated evicted (0: no cap)

@@ -14,7 +14,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(PipelineConfig, stages, micro_ba
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ReplicaConfig, replicas, bucket_bytes, grad_compression,
                                                 sync_batch_norm)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ParameterServerConfig, servers, addresses, mode, staleness,
-                                                optimizer, lr, cache_rows, dir, admit_after, max_rows, row_ttl)
+                                                optimizer, lr, dir, admit_after, max_rows, row_ttl)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OptimizerSettings, kind, lr, momentum, weight_decay)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TimeoutConfig, stage_seconds, heartbeat_seconds, startup_seconds)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CheckpointConfig, dir, every_steps, every_seconds, keep, on_error,

@@ -58,7 +58,6 @@ struct ParameterServerConfig {
   int staleness = 1;
   std::string optimizer;          // default: the dense optimizer
   double lr = 0.0;                // 0: the dense learning rate
-  std::int64_t cache_rows = 0;
   std::string dir;                // servers run here keep their shards in this folder
   // Bounded tables (dataparallel/ps_bounds.h): a row on an id's N-th sighting, at most max_rows
   // rows per table and shard (0: no cap), rows expire after row_ttl steps without an update (0: never).

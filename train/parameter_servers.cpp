@@ -103,7 +103,6 @@ void ParameterServers::plug_into(models::ModelOptions& mo, const JobConfig& c, c
   PW_INPUT_CHECK(model == "dlrm", "parameter servers hold embedding tables; --model " << model
                                   << " has none (use --model dlrm, or leave out --ps/--ps-servers)");
   const auto& o = c.ps;
-  PW_INPUT_CHECK(o.cache_rows >= 0, "--ps-cache-rows " << o.cache_rows << "; expected >= 0");
   const auto optimizer = dp::parse_sparse_optimizer(o.optimizer.empty() ? c.optimizer.kind : o.optimizer);
   const double lr = o.lr > 0                  ? o.lr
                     : c.optimizer.lr > 0      ? c.optimizer.lr
@@ -113,7 +112,6 @@ void ParameterServers::plug_into(models::ModelOptions& mo, const JobConfig& c, c
   base.job_token = token_;
   base.update = mode_;
   base.staleness = staleness_;
-  base.cache_rows = o.cache_rows;
   base.gradient_scale = 1.0 / static_cast<double>(c.replicas.replicas);
   base.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeout_seconds_ * 1000));
   base.traffic = traffic_;
@@ -178,7 +176,6 @@ void ParameterServers::add_summary(nlohmann::json& j) const {
   j["ps_expirations"] = expirations;
   j["ps_peak_table_rows"] = peak;
   j["ps_pulled_rows"] = traffic_->pulled_rows.load();
-  j["ps_cached_rows"] = traffic_->cached_rows.load();
   j["ps_pushed_rows"] = traffic_->pushed_rows.load();
   j["ps_pull_seconds"] = static_cast<double>(traffic_->pull_ns.load()) * 1e-9;
   j["ps_push_seconds"] = static_cast<double>(traffic_->push_ns.load()) * 1e-9;

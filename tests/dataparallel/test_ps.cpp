@@ -188,7 +188,7 @@ BOOST_AUTO_TEST_CASE(bad_requests_get_clear_errors_and_the_server_keeps_serving)
 
 BOOST_AUTO_TEST_CASE(requests_of_any_size_go_in_chunks) {
   // Over a million keys over two shards: each shard's keys travel in parts of at most
-  // ps_keys_per_chunk(8) keys (about 419k), a pull in several chunks at once, and one push of many parts is one step.
+  // ps_keys_per_chunk(8) keys (about 105k), several at once, and one push of many parts is one step.
   Servers ps(2, 1, dp::UpdateMode::Sync, dp::kPsMaxKeysPerRequest);
   const auto c = table("emb", 8, dp::SparseOptimizerKind::Sgd, 0.5);
   auto& client = *ps.clients[0];

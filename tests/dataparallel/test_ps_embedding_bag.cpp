@@ -15,7 +15,6 @@
 #include "core/error.h"
 #include "dataparallel/ps_client.h"
 #include "dataparallel/ps_embedding_bag.h"
-#include "dataparallel/ps_row_cache.h"
 #include "dataparallel/ps_server.h"
 #include "models/layers/embedding_bag.h"
 #include "models/rng.h"
@@ -53,7 +52,7 @@ struct Servers : test::PsTestServers {
 };
 
 dp::PsBagOptions options(const std::vector<rpc::HostPort>& servers, const dp::TableConfig& t, dp::UpdateMode update,
-                         int staleness = 1, std::int64_t cache_rows = 0) {
+                         int staleness = 1) {
   dp::PsBagOptions o;
   o.servers = servers;
   o.job_token = kToken;
@@ -61,7 +60,6 @@ dp::PsBagOptions options(const std::vector<rpc::HostPort>& servers, const dp::Ta
   o.bag_size = kBag;
   o.update = update;
   o.staleness = staleness;
-  o.cache_rows = cache_rows;
   o.timeout = 5s;
   return o;
 }
@@ -100,54 +98,6 @@ void train_step(dp::PsEmbeddingBag& bag, const Tensor& x, const Tensor& grad, in
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(ps_embedding_bag)
-
-BOOST_AUTO_TEST_CASE(row_cache_evicts_the_least_recently_used_row) {
-  dp::RowCache cache(2, 2);
-  const float a[2] = {1, 2}, b[2] = {3, 4}, c[2] = {5, 6};
-  float out[2] = {0, 0};
-  cache.insert(1, 0, a);
-  cache.insert(2, 0, b);
-  BOOST_TEST(cache.lookup(1, 0, out));   // 1 is now the most recent, 2 the least
-  cache.insert(3, 0, c);
-  BOOST_TEST(cache.size() == 2);
-  BOOST_TEST(!cache.lookup(2, 0, out));
-  BOOST_TEST((cache.lookup(1, 0, out) && out[0] == 1 && out[1] == 2));
-  BOOST_TEST((cache.lookup(3, 0, out) && out[0] == 5 && out[1] == 6));
-  // Re-inserting a row makes it the most recent too: 1 stays, 3 goes.
-  cache.insert(1, 0, a);
-  cache.insert(3, 0, c);   // refresh 3, then 1 is the least recent...
-  cache.insert(1, 0, a);   // ...until refreshed again: now 3 is
-  cache.insert(2, 0, b);
-  BOOST_TEST(!cache.lookup(3, 0, out));
-  BOOST_TEST(cache.lookup(1, 0, out));
-  BOOST_TEST(cache.lookup(2, 0, out));
-  BOOST_TEST(cache.hits() == 5);
-  BOOST_TEST(cache.misses() == 2);
-}
-
-BOOST_AUTO_TEST_CASE(row_cache_accepts_a_row_only_within_the_step_window) {
-  dp::RowCache cache(2, 4);
-  const float a[2] = {1, 2}, b[2] = {3, 4};
-  float out[2] = {0, 0};
-  cache.insert(7, 3, a);
-  BOOST_TEST(!cache.lookup(7, 4, out));   // pulled at 3, too old for a window starting at 4
-  BOOST_TEST(cache.lookup(7, 3, out));
-  BOOST_TEST(cache.lookup(7, 1, out));
-  cache.insert(7, 5, b);                  // a new pull replaces the row and its stamp
-  BOOST_TEST((cache.lookup(7, 5, out) && out[0] == 3 && out[1] == 4));
-  BOOST_TEST(cache.size() == 1);
-  BOOST_TEST(cache.hits() == 3);
-  BOOST_TEST(cache.misses() == 1);
-
-  dp::RowCache none(2, 0);
-  none.insert(1, 0, a);
-  BOOST_TEST(none.size() == 0);
-  BOOST_TEST(!none.lookup(1, 0, out));
-  BOOST_TEST(none.misses() == 1);
-
-  BOOST_CHECK_THROW(dp::RowCache(0, 4), InputError);
-  BOOST_CHECK_THROW(dp::RowCache(2, -1), InputError);
-}
 
 BOOST_AUTO_TEST_CASE(sync_mode_computes_what_a_local_embedding_bag_computes) {
   for (auto mode : {models::BagMode::Sum, models::BagMode::Mean}) {
@@ -189,34 +139,20 @@ BOOST_AUTO_TEST_CASE(sync_mode_computes_what_a_local_embedding_bag_computes) {
   }
 }
 
-BOOST_AUTO_TEST_CASE(repeated_ids_are_pulled_once_and_the_cache_serves_a_step_only) {
+BOOST_AUTO_TEST_CASE(repeated_ids_are_pulled_once_and_the_next_step_sees_the_servers_rows) {
   Servers ps(2, 1, dp::UpdateMode::Sync);
   const auto t = table("emb");
-  {
-    dp::PsEmbeddingBag bag(options(ps.addresses, t, dp::UpdateMode::Sync));
-    bag.forward(ids({4, 4, 9, 9, 4, 12}), Mode::Train);
-    BOOST_TEST(bag.traffic().pulled_rows == 3);
-    bag.forward(ids({4, 4, 9}), Mode::Train);   // no cache: pulled again
-    BOOST_TEST(bag.traffic().pulled_rows == 5);
-    BOOST_TEST(bag.traffic().cached_rows == 0);
-  }
-  dp::PsEmbeddingBag bag(options(ps.addresses, t, dp::UpdateMode::Sync, 1, 100));
+  dp::PsEmbeddingBag bag(options(ps.addresses, t, dp::UpdateMode::Sync));
   const Tensor x = ids({4, 4, 9, 9, 4, 12});
   const Tensor g = Tensor::full({2, kDim}, 1.0);
   auto first = bag.forward(x, Mode::Train);
   BOOST_TEST(bag.traffic().pulled_rows == 3);
-  auto second = bag.forward(ids({4, 9, 30}), Mode::Train);   // same step: 4 and 9 from the cache
-  BOOST_TEST(bag.traffic().pulled_rows == 4);
-  BOOST_TEST(bag.traffic().cached_rows == 2);
-  BOOST_TEST(close(first.y, bag.forward(x, Mode::Train).y));
-  BOOST_TEST(bag.traffic().pulled_rows == 4);
-  BOOST_TEST(bag.traffic().cached_rows == 5);
+  bag.forward(ids({4, 9, 30}), Mode::Train);   // another micro-batch of the step: pulled again
+  BOOST_TEST(bag.traffic().pulled_rows == 6);
   bag.backward(*first.ctx, g);
   bag.push_remote_gradients(0);
-  // The next step's rows have changed on the servers: they are pulled, not served from the cache.
   auto next = bag.forward(x, Mode::Train);
-  BOOST_TEST(bag.traffic().pulled_rows == 7);
-  BOOST_TEST(bag.traffic().cached_rows == 5);
+  BOOST_TEST(bag.traffic().pulled_rows == 9);
   dp::PsClient client(ps.addresses, kToken, 0, 5000ms);
   const auto rows = client.pull("emb", kDim, {4, 9, 12}, 1, 1);
   // Bags {4, 4, 9} and {9, 4, 12}, summed from the rows as they are now.
@@ -306,13 +242,13 @@ BOOST_AUTO_TEST_CASE(bounded_staleness_zero_is_refused_and_async_never_waits) {
   for (auto update : {dp::UpdateMode::Async, dp::UpdateMode::Bounded}) {
     BOOST_TEST_CONTEXT(dp::update_mode_name(update)) {
       Servers ps(2, 2, update);   // worker 1 never pushes
-      auto fast = options(ps.addresses, table("emb"), update, 2, 16);
+      auto fast = options(ps.addresses, table("emb"), update, 2);
       fast.timeout = 300ms;
       dp::PsEmbeddingBag bag(fast);
       const int free_steps = update == dp::UpdateMode::Async ? 6 : 2;   // bounded s = 2: steps 0 and 1
       for (int step = 0; step < free_steps; ++step) BOOST_CHECK_NO_THROW(train_step(bag, x, g));
       if (update == dp::UpdateMode::Bounded) {
-        // Step 2 needs worker 1's step 0 (rows not in the cache, so they are pulled).
+        // Step 2 needs worker 1's step 0.
         BOOST_CHECK_THROW(bag.forward(ids({4, 5, 6}), Mode::Train), rpc::TimeoutError);
       }
     }
@@ -457,18 +393,6 @@ BOOST_AUTO_TEST_CASE(split_backward_pushes_what_a_full_backward_pushes) {
   const std::vector<std::int64_t> keys = {1, 2, 3, 4, 5};
   BOOST_TEST(dp::PsClient(split_ps.addresses, kToken, 0, 5000ms).pull("emb", kDim, keys, 1, -1) ==
              dp::PsClient(full_ps.addresses, kToken, 0, 5000ms).pull("emb", kDim, keys, 1, -1));
-}
-
-// A cache hit skips the pull, and with it the server's wait: bounded mode reuses rows within a
-// step only, so a worker (s = 2) still stops at step 2 while worker 1 has not pushed step 0.
-BOOST_AUTO_TEST_CASE(the_cache_does_not_let_a_worker_past_the_staleness_bound) {
-  Servers ps(1, 2, dp::UpdateMode::Bounded);
-  auto o = options(ps.addresses, table("emb"), dp::UpdateMode::Bounded, 2, 16);
-  o.timeout = 300ms;
-  dp::PsEmbeddingBag bag(o);
-  const Tensor x = ids({1, 2, 3}), g = Tensor::full({1, kDim}, 0.1);
-  for (int step = 0; step < 2; ++step) train_step(bag, x, g);
-  BOOST_CHECK_THROW(bag.forward(x, Mode::Train), rpc::TimeoutError);   // step 2 needs worker 1's step 0
 }
 
 // start() resumes at the servers' last *applied* step; a worker that had pushed a step the others

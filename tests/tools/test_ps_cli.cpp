@@ -125,7 +125,7 @@ BOOST_AUTO_TEST_CASE(a_bounded_server_refuses_other_bounds_and_restarts_with_its
   BOOST_TEST(second->wait(10s).value_or(-1) == 0);
 }
 
-// Pushes of two parts each (40,000 keys of width 128: over one 16 MiB chunk) while other threads
+// Pushes of two parts each (40,000 keys of width 32: over one 4 MiB chunk) while other threads
 // pull, snapshots every 2 pushes, and kill -9 in the middle of a push: the restarted server has
 // every acknowledged push, and the push in flight wholly or not at all.
 BOOST_AUTO_TEST_CASE(kill_nine_during_chunked_pushes_and_pulls_loses_no_acknowledged_push) {
@@ -134,7 +134,7 @@ BOOST_AUTO_TEST_CASE(kill_nine_during_chunked_pushes_and_pulls_loses_no_acknowle
                             dir.file("shard") + " --snapshot-every 2 --bind ";
   auto first = serve_on(serve, "127.0.0.1:0", dir.file("first.log"));
   const auto address = address_in(first->output());
-  constexpr int kDim = 128;
+  constexpr int kDim = 32;
   constexpr std::int64_t kKeysPerStep = 40000;
   BOOST_REQUIRE(static_cast<std::size_t>(kKeysPerStep) > dp::ps_keys_per_chunk(kDim));
   dp::TableConfig t;

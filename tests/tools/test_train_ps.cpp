@@ -63,9 +63,10 @@ BOOST_AUTO_TEST_CASE(sync_mode_trains_exactly_like_local_tables) {
   // Two replicas of a two-stage pipeline, four micro-batches: every replica is one worker.
   const std::string hybrid = kSgd + "--stages 2 --replicas 2 --micro-batches 4 ";
   const auto local_hybrid = train(dir, "local_hybrid.json", hybrid);
-  const auto ps_hybrid = train(dir, "ps_hybrid.json", hybrid + "--ps 2 --ps-cache-rows 4096");
+  const auto ps_hybrid = train(dir, "ps_hybrid.json", hybrid + "--ps 2");
   BOOST_TEST(max_relative_difference(local_hybrid, ps_hybrid) <= 1e-5);
-  BOOST_TEST(ps_hybrid["ps_cached_rows"].get<std::int64_t>() > 0);   // micro-batches of a step share rows
+  // fit prefetches each step's rows for all of its micro-batches at once
+  BOOST_TEST(ps_hybrid["ps_prefetched_rows"].get<std::int64_t>() > 0);
 }
 
 BOOST_AUTO_TEST_CASE(async_and_bounded_staleness_reach_the_sync_auc_within_0_02) {
@@ -74,7 +75,7 @@ BOOST_AUTO_TEST_CASE(async_and_bounded_staleness_reach_the_sync_auc_within_0_02)
   const double sync = train(dir, "sync.json", base + "--ps-mode sync")["test_auc"].get<double>();
   BOOST_TEST(sync > 0.70);   // the generating model's AUC is about 0.80
   for (const std::string mode : {"--ps-mode async", "--ps-mode bounded --staleness 2",
-                                 "--ps-mode async --staleness 4 --ps-cache-rows 100000"}) {
+                                 "--ps-mode bounded --staleness 8"}) {
     const auto s = train(dir, "mode.json", base + mode);
     BOOST_TEST_MESSAGE(mode << ": AUC " << s["test_auc"].get<double>() << " (sync " << sync << ")");
     BOOST_TEST(std::abs(s["test_auc"].get<double>() - sync) <= 0.02, mode);
