@@ -8,6 +8,8 @@
 #include <istream>
 #include <ostream>
 
+#include <tbb/parallel_for.h>
+
 #include "core/cpu_dispatch.h"
 #include "core/error.h"
 
@@ -23,6 +25,7 @@ std::uint64_t mix(std::uint64_t x) {
 }
 
 constexpr double kAdagradEps = 1e-10;
+constexpr std::size_t kParallelApplyKeys = 4096;
 constexpr double kAdamBeta1 = 0.9, kAdamBeta2 = 0.999, kAdamEps = 1e-8;
 constexpr std::uint64_t kSnapshotMagic = 0x31544e4853575070ULL;     // "pPWSHNT1": rows only
 constexpr std::uint64_t kSnapshotMagicV2 = 0x32544e4853575070ULL;   // "pPWSHNT2": rows in recency order, counters, sketch
@@ -230,24 +233,31 @@ void ShardTable::apply_unbounded(const std::int64_t* keys, std::size_t n, const 
   const auto dim = static_cast<std::size_t>(config_.dim);
   const auto [start, order] = by_stripe(keys, n);
   std::vector<std::uint8_t> created(effects ? n : 0);
-  std::int64_t fresh = 0;
-  for (std::size_t k = 0; k < kStripes; ++k) {
-    if (start[k] == start[k + 1]) continue;
+  std::atomic<std::int64_t> fresh{0};
+  auto apply_stripe = [&](std::size_t k) {
+    if (start[k] == start[k + 1]) return;
     Stripe& s = stripes_[k];
+    std::int64_t made = 0;
     std::lock_guard lock(s.mutex);
     for (std::size_t j = start[k]; j < start[k + 1]; ++j) {
       const std::uint32_t i = order[j];
       const auto [slot, inserted] = s.rows.insert(keys[i]);
       if (inserted) {
         initial_row(config_, keys[i], s.rows.values(slot));
-        ++fresh;
+        ++made;
         if (effects) created[i] = 1;
       }
       update(s.rows, slot, grads + i * dim);
     }
-  }
-  counts_.admissions += fresh;
-  counts_.peak_rows = std::max(counts_.peak_rows, stored_ += fresh);
+    fresh += made;
+  };
+  // Stripes are independent: a large push is applied on several cores.
+  if (n >= kParallelApplyKeys)
+    tbb::parallel_for(std::size_t{0}, kStripes, apply_stripe);
+  else
+    for (std::size_t k = 0; k < kStripes; ++k) apply_stripe(k);
+  counts_.admissions += fresh.load();
+  counts_.peak_rows = std::max(counts_.peak_rows, stored_ += fresh.load());
   if (effects)
     for (std::size_t i = 0; i < n; ++i)
       if (created[i]) effects->admitted.push_back(keys[i]);
