@@ -74,6 +74,9 @@ class PsConnection {
           throw rpc::TimeoutError(where + "no answer within " + std::to_string(timeout.count()) + " ms (" +
                                   std::to_string(attempt + 1) + " attempts): " + e.what());
         std::this_thread::sleep_for(kRetryPause);
+      } catch (...) {   // e.g. bad_alloc part-way through an answer: the rest of its frame is still unread
+        close();
+        throw;
       }
     }
   }
@@ -193,6 +196,7 @@ std::vector<float> PsClient::pull(const std::string& table, int dim, const std::
   on_every_shard("pull", [&](int s) {
     const auto u = static_cast<std::size_t>(s);
     const std::size_t n = per[u].size();
+    if (n == 0) return;   // nothing to ask this shard (and no reason to wait for its step)
     const std::size_t chunks = ps_pull_chunks(n, dim);
     on_chunks(s, chunks, [&](PsConnection& connection, std::size_t chunk) {
       const auto [begin, end] = ps_chunk(chunk, chunks, n);

@@ -299,7 +299,9 @@ void ShardTable::write(std::ostream& out) const {
     // Oldest first: reading them back in this order rebuilds the recency order.
     recency_.for_each_oldest_first([&](const RecencyList::Entry& e) {
       const RowStore& rows = stripe(e.key).rows;
-      put_row(rows, e.key, rows.find(e.key), e.stamp);
+      const RowStore::Slot slot = rows.find(e.key);
+      PW_CHECK(slot != RowStore::kNone, "table '" << config_.name << "': row " << e.key << " is in the recency list but not stored");
+      put_row(rows, e.key, slot, e.stamp);
     });
   } else {
     for (const auto& s : stripes_) s.rows.for_each([&](std::int64_t key, RowStore::Slot slot) { put_row(s.rows, key, slot, clock_); });
