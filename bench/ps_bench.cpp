@@ -5,7 +5,7 @@
 // rows stored on the push); then a DLRM-like step (Zipf ids, a PsEmbeddingBag on 2 async shards)
 // with its rows pulled in the forward and prefetched a step ahead; then production-sized batches: the unique ids of 60,000 samples x 3 sparse features x bags of 2
 // (Zipf over 10M rows per feature), rows of 128 floats, pulled and pushed over 2 shards.
-//   build/bin/ps_bench [--keys 16384] [--dim 64] [--reps 15] [--batch-samples 60000] [--batch-steps 4]
+//   build/bin/ps_bench [--shards 1 2 4] [--keys 16384] [--dim 64] [--reps 15] [--batch-samples 60000] [--batch-steps 4]
 //                      [--zipf-rows 1000000] [--zipf-ids 4096] [--zipf-exponent 1.1] [--zipf-steps 30]
 #include <algorithm>
 #include <cmath>
@@ -30,19 +30,14 @@ using namespace std::chrono_literals;
 namespace {
 
 
-// Seconds to move one message of `bytes` over a plain socket (median of `reps`).
-double socket_seconds(std::size_t bytes, int reps) {
-  bench::SocketPair pair;
-  std::vector<char> out(bytes, 1), in(bytes);
-  std::vector<double> times;
-  for (int i = 0; i < reps + 1; ++i) {
-    const auto t0 = Clock::now();
-    std::thread receiver([&] { bench::recv_message(pair.server, in); });
-    bench::send_message(pair.client, out);
-    receiver.join();
-    if (i > 0) times.push_back(seconds_since(t0));
-  }
-  return median(times);
+// Seconds to move one message of `bytes` over a plain socket, sender and receiver in two threads
+// as the parameter-server client and server are.
+double socket_seconds(bench::SocketPair& pair, const std::vector<char>& out, std::vector<char>& in) {
+  const auto t0 = Clock::now();
+  std::thread receiver([&] { bench::recv_message(pair.server, in); });
+  bench::send_message(pair.client, out);
+  receiver.join();
+  return seconds_since(t0);
 }
 
 // Ids 0..rows-1 drawn with P(rank k) ~ 1 / (k + 1)^exponent (id 0 the hottest), by inverse CDF.
@@ -179,6 +174,8 @@ int main(int argc, char** argv) {
   double zipf_exponent = 1.1;
   std::int64_t batch_samples = 60000;
   int batch_steps = 4;
+  std::vector<int> shard_counts{1, 2, 4};
+  app.add_option("--shards", shard_counts, "shard counts of the pull/push figures")->check(CLI::Range(1, 64));
   app.add_option("--keys", keys_per_batch)->check(CLI::PositiveNumber);
   app.add_option("--dim", dim)->check(CLI::PositiveNumber);
   app.add_option("--reps", reps)->check(CLI::PositiveNumber);
@@ -193,8 +190,7 @@ int main(int argc, char** argv) {
   try {
     std::mt19937_64 rng(3);
     const std::size_t bytes = static_cast<std::size_t>(keys_per_batch) * static_cast<std::size_t>(dim) * sizeof(float);
-    for (int shards : {1, 2, 4}) {
-      const double socket = socket_seconds(bytes, reps);   // again each time: it varies on a shared machine
+    for (int shards : shard_counts) {
       const LoopbackServers ps(shards, dp::UpdateMode::Async);
       dp::PsClient client(ps.addresses, "bench-token", 0, 60s);
       dp::TableConfig t;
@@ -202,17 +198,23 @@ int main(int argc, char** argv) {
       t.dim = dim;
       t.optimizer = dp::SparseOptimizerKind::Sgd;
       client.create_table(t);
-      // Each batch twice: new keys (pulls compute initial rows, pushes store new rows), then the
-      // same keys again (stored rows: a pull copies them, a push updates them in place).
-      std::vector<double> pulls_new, pushes_new, pulls, pushes;
+      // The socket is timed in the same loop as the servers (the machine's speed drifts), once per
+      // batch. Each batch twice: new keys (pulls compute initial rows, pushes store new rows),
+      // then the same keys again (stored rows: a pull copies them, a push updates them in place).
+      bench::SocketPair pair;
+      std::vector<char> socket_out(bytes, 1), socket_in(bytes);
+      std::vector<double> sockets, pulls_new, pushes_new, pulls, pushes;
       std::vector<float> grads(static_cast<std::size_t>(keys_per_batch) * static_cast<std::size_t>(dim), 0.001f);
+      std::vector<float> rows(grads.size());
       for (int i = 0; i < reps + 1; ++i) {
+        const double socket_s = socket_seconds(pair, socket_out, socket_in);
+        if (i > 0) sockets.push_back(socket_s);
         std::vector<std::int64_t> keys(static_cast<std::size_t>(keys_per_batch));
         for (auto& k : keys) k = static_cast<std::int64_t>(rng() >> 1);
         for (int again = 0; again < 2; ++again) {
           const std::int64_t step = 2 * i + again;
           auto t0 = Clock::now();
-          const auto rows = client.pull("bench", dim, keys, step, -1);
+          client.pull("bench", dim, keys, step, -1, rows.data());
           const double pull_s = seconds_since(t0);
           t0 = Clock::now();
           client.push("bench", dim, keys, grads, step);
@@ -222,6 +224,7 @@ int main(int argc, char** argv) {
           (again ? pushes : pushes_new).push_back(push_s);
         }
       }
+      const double socket = median(sockets);
       const double pull = median(pulls), push = median(pushes), pull_new = median(pulls_new),
                    push_new = median(pushes_new);
       std::printf("%s\n", nlohmann::json{{"bench", "ps_pull_push"}, {"shards", shards}, {"keys", keys_per_batch},

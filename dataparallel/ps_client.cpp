@@ -13,6 +13,7 @@
 #include <thrift/transport/TSocket.h>
 
 #include "core/error.h"
+#include "dataparallel/ps_client_wire.h"
 #include "dataparallel/ps_limits.h"
 #include "pw_thrift/ParameterServer.h"
 #include "rpc/streaming_framed_transport.h"
@@ -183,6 +184,13 @@ void PsClient::create_table(const TableConfig& c) {
 
 std::vector<float> PsClient::pull(const std::string& table, int dim, const std::vector<std::int64_t>& keys,
                                   std::int64_t step, int staleness) {
+  std::vector<float> rows(keys.size() * static_cast<std::size_t>(dim));
+  pull(table, dim, keys, step, staleness, rows.data());
+  return rows;
+}
+
+void PsClient::pull(const std::string& table, int dim, const std::vector<std::int64_t>& keys, std::int64_t step,
+                    int staleness, float* rows) {
   const int n = shards();
   std::vector<std::vector<std::int64_t>> per(static_cast<std::size_t>(n));
   std::vector<std::vector<std::size_t>> where(static_cast<std::size_t>(n));
@@ -192,7 +200,6 @@ std::vector<float> PsClient::pull(const std::string& table, int dim, const std::
     where[s].push_back(i);
   }
   const auto d = static_cast<std::size_t>(dim);
-  std::vector<float> rows(keys.size() * d);
   on_every_shard("pull", [&](int s) {
     const auto u = static_cast<std::size_t>(s);
     const std::size_t n = per[u].size();
@@ -202,19 +209,18 @@ std::vector<float> PsClient::pull(const std::string& table, int dim, const std::
       const auto [begin, end] = ps_chunk(chunk, chunks, n);
       const std::vector<std::int64_t> chunk_keys(per[u].begin() + static_cast<std::ptrdiff_t>(begin),
                                                  per[u].begin() + static_cast<std::ptrdiff_t>(end));
-      std::string bytes;
       connection.call("pull", timeout_, [&](rpc::wire::ParameterServerClient& client, int ms) {
-        client.pull(bytes, token_, table, chunk_keys, step, staleness, ms);
+        client.send_pull(token_, table, chunk_keys, step, staleness, ms);
+        // A retry after a broken answer writes the same rows again.
+        read_pull_answer(*client.getInputProtocol(), d * sizeof(float), chunk_keys.size(),
+                         [&](std::size_t first, std::size_t count, const char* data) {
+                           for (std::size_t k = 0; k < count; ++k)
+                             std::memcpy(rows + where[u][begin + first + k] * d, data + k * d * sizeof(float),
+                                         d * sizeof(float));
+                         });
       });
-      PW_CHECK(bytes.size() == chunk_keys.size() * d * sizeof(float),
-               "parameter server shard " << s << " sent " << bytes.size() << " bytes for " << chunk_keys.size()
-                                         << " rows of width " << dim);
-      const auto* values = reinterpret_cast<const float*>(bytes.data());
-      for (std::size_t k = 0; k < chunk_keys.size(); ++k)
-        std::memcpy(rows.data() + where[u][begin + k] * d, values + k * d, d * sizeof(float));
     });
   });
-  return rows;
 }
 
 void PsClient::push(const std::string& table, int dim, const std::vector<std::int64_t>& keys,
@@ -240,15 +246,11 @@ void PsClient::push(const std::string& table, int dim, const std::vector<std::in
     PW_CHECK(parts <= static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()), "push of " << n << " keys");
     on_chunks(s, parts, [&](PsConnection& connection, std::size_t part) {
       const auto [begin, end] = ps_chunk(part, parts, n);
-      const std::vector<std::int64_t> part_keys(per[u].begin() + static_cast<std::ptrdiff_t>(begin),
-                                                per[u].begin() + static_cast<std::ptrdiff_t>(end));
-      std::string part_grads;
-      part_grads.reserve((end - begin) * d * sizeof(float));
-      for (std::size_t k = begin; k < end; ++k)
-        part_grads.append(reinterpret_cast<const char*>(grads.data() + where[u][k] * d), d * sizeof(float));
+      const PushCall call{token_,       table, worker.value_or(worker_), step, per[u], grads.data(), d, where[u], begin,
+                          end,          static_cast<std::int32_t>(part), static_cast<std::int32_t>(parts), push_id};
       connection.call("push", timeout_, [&](rpc::wire::ParameterServerClient& client, int) {
-        client.push(token_, table, worker.value_or(worker_), step, part_keys, part_grads, static_cast<std::int32_t>(part),
-                    static_cast<std::int32_t>(parts), push_id);
+        send_push(*client.getOutputProtocol(), call);
+        client.recv_push();
       });
     });
   });

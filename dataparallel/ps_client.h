@@ -31,6 +31,9 @@ class PsClient {
   // The rows of `keys` (unique), [keys.size() * dim]. staleness: see PsShard (negative: no wait).
   std::vector<float> pull(const std::string& table, int dim, const std::vector<std::int64_t>& keys, std::int64_t step,
                           int staleness);
+  // The same into rows[keys.size() * dim] (the caller's memory: rows are written straight from the socket).
+  void pull(const std::string& table, int dim, const std::vector<std::int64_t>& keys, std::int64_t step, int staleness,
+            float* rows);
   // Gradients of `keys` (unique), [keys.size() * dim]; every shard hears of the step. `worker`
   // (default: the client's own) lets one process push for several embedded replicas.
   void push(const std::string& table, int dim, const std::vector<std::int64_t>& keys, const std::vector<float>& grads,

@@ -104,7 +104,7 @@ std::vector<float> PsEmbeddingBag::rows_of(const std::vector<std::int64_t>& keys
     // Evaluation reads the servers as they are, without waiting for other workers (the engine
     // makes every rank's pushes answered first); this worker's own last push is answered first.
     if (push_.pending()) wait_for_push("evaluation");
-    rows = client_->pull(o_.table.name, o_.table.dim, keys, step_, -1);
+    client_->pull(o_.table.name, o_.table.dim, keys, step_, -1, rows.data());
     o_.traffic->pulled_rows += static_cast<std::int64_t>(keys.size());
     return rows;
   }
@@ -112,7 +112,7 @@ std::vector<float> PsEmbeddingBag::rows_of(const std::vector<std::int64_t>& keys
   if (keys.empty()) return rows;
   trace::ScopedSpan span(trace::SpanKind::PsPull, -1, 0, step_);
   const auto t0 = Clock::now();
-  rows = client_->pull(o_.table.name, o_.table.dim, keys, step_, server_staleness(o_.update, o_.staleness));
+  client_->pull(o_.table.name, o_.table.dim, keys, step_, server_staleness(o_.update, o_.staleness), rows.data());
   const auto took = nanoseconds_since(t0);
   o_.traffic->pull_ns += took;
   o_.traffic->lookup_wait_ns += took;

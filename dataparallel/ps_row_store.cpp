@@ -34,7 +34,10 @@ RowStore::Slot RowStore::find(std::int64_t key) const {
 }
 
 std::pair<RowStore::Slot, bool> RowStore::insert(std::int64_t key) {
-  if (2 * (size_ + 1) > index_.size()) grow();
+  if (2 * (size_ + 1) > index_.size()) {
+    if (const Slot s = find(key); s != kNone) return {s, false};   // stored: no room needed
+    grow();
+  }
   const std::size_t mask = index_.size() - 1;
   std::size_t i = home(key);
   for (; index_[i].slot != kNone; i = (i + 1) & mask)

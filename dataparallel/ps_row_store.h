@@ -4,7 +4,10 @@
 // live in fixed-size blocks that never move, and freed slots are reused. Storing a row allocates
 // nothing of its own and a lookup touches one probe run and the row: a node-based map spent more
 // time in allocation, rehashing and pointer chasing than in copying the rows (perf, ps_bench).
-// Not thread-safe: the stripe's mutex guards it.
+// Lookups over many keys should prefetch (prefetch_index, prefetch_values) a few keys ahead: at
+// production sizes every probe and row is a cache miss. Not thread-safe: the stripe's mutex
+// guards it.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -34,6 +37,15 @@ class RowStore {
   const float* values(Slot s) const {
     return blocks_[s / rows_per_block_].get() + (s % rows_per_block_) * row_floats_;
   }
+  // Hints only: start loading the index bucket where `key`'s probe begins, or a row's floats.
+  void prefetch_index(std::int64_t key) const {
+    if (!index_.empty()) __builtin_prefetch(&index_[home(key)]);
+  }
+  void prefetch_values(Slot s) const {
+    const char* p = reinterpret_cast<const char*>(values(s));
+    const std::size_t bytes = std::min<std::size_t>(row_floats_ * sizeof(float), kPrefetchRowBytes);
+    for (std::size_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b, 1);
+  }
   std::int64_t& steps(Slot s) { return slots_[s].steps; }
   std::int64_t steps(Slot s) const { return slots_[s].steps; }
   RecencyList::Handle& recency(Slot s) { return slots_[s].recency; }
@@ -46,6 +58,8 @@ class RowStore {
   }
 
  private:
+  static constexpr std::size_t kPrefetchRowBytes = 1024;   // longer rows stream well without hints
+
   struct Entry {
     std::int64_t key;
     Slot slot;   // kNone: an empty bucket
@@ -57,8 +71,13 @@ class RowStore {
     bool live = false;
   };
 
-  std::size_t home(std::int64_t key) const {   // Fibonacci hashing: the top bits of key * 2^64/phi
-    return static_cast<std::size_t>((static_cast<std::uint64_t>(key) * 0x9E3779B97F4A7C15ULL) >> shift_);
+  // The top bits of a mixed key: ids often differ only in a few high bits (a feature number
+  // shifted up), which multiplying alone would leave in too few buckets.
+  std::size_t home(std::int64_t key) const {
+    std::uint64_t x = static_cast<std::uint64_t>(key);
+    x = (x ^ (x >> 31)) * 0x9E3779B97F4A7C15ULL;
+    x = (x ^ (x >> 29)) * 0xBF58476D1CE4E5B9ULL;
+    return static_cast<std::size_t>(x >> shift_);
   }
   void grow();          // doubles the index
   Slot take_slot();     // a free slot, or a new one (a new block when the last is full)

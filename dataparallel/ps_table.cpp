@@ -6,9 +6,11 @@
 #include <cmath>
 #include <cstring>
 #include <istream>
+#include <limits>
 #include <ostream>
 
 #include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
 
 #include "core/cpu_dispatch.h"
 #include "core/error.h"
@@ -26,6 +28,8 @@ std::uint64_t mix(std::uint64_t x) {
 
 constexpr double kAdagradEps = 1e-10;
 constexpr std::size_t kParallelApplyKeys = 4096;
+// How many keys ahead lookups prefetch: enough to cover a memory latency with the work of a row.
+constexpr std::size_t kPrefetchAhead = 8;
 constexpr double kAdamBeta1 = 0.9, kAdamBeta2 = 0.999, kAdamEps = 1e-8;
 constexpr std::uint64_t kSnapshotMagic = 0x31544e4853575070ULL;     // "pPWSHNT1": rows only
 constexpr std::uint64_t kSnapshotMagicV2 = 0x32544e4853575070ULL;   // "pPWSHNT2": rows in recency order, counters, sketch
@@ -127,6 +131,7 @@ ShardTable::StripeOrder ShardTable::by_stripe(const std::int64_t* keys, std::siz
   std::vector<std::uint8_t> which(n);
   for (std::size_t i = 0; i < n; ++i) ++o.start[(which[i] = static_cast<std::uint8_t>(stripe_of(keys[i]))) + 1];
   for (std::size_t k = 0; k < kStripes; ++k) o.start[k + 1] += o.start[k];
+  PW_CHECK(n <= std::numeric_limits<std::uint32_t>::max(), "a request of " << n << " keys");
   o.order.resize(n);
   auto next = o.start;
   for (std::size_t i = 0; i < n; ++i) o.order[next[which[i]]++] = static_cast<std::uint32_t>(i);
@@ -136,18 +141,26 @@ ShardTable::StripeOrder ShardTable::by_stripe(const std::int64_t* keys, std::siz
 void ShardTable::pull(const std::int64_t* keys, std::size_t n, float* out) {
   const auto dim = static_cast<std::size_t>(config_.dim);
   const auto [start, order] = by_stripe(keys, n);   // each stripe is locked once per request
+  std::vector<RowStore::Slot> slots(n);
   std::vector<std::uint32_t> initial;   // keys with no stored row: computed outside the locks
   for (std::size_t k = 0; k < kStripes; ++k) {
-    if (start[k] == start[k + 1]) continue;
+    const std::size_t begin = start[k], end = start[k + 1];
+    if (begin == end) continue;
     const Stripe& s = stripes_[k];
     std::lock_guard lock(s.mutex);
-    for (std::size_t j = start[k]; j < start[k + 1]; ++j) {
+    // Two passes with prefetches a few keys ahead: the index probes, then the rows.
+    for (std::size_t j = begin; j < end; ++j) {
+      if (j + kPrefetchAhead < end) s.rows.prefetch_index(keys[order[j + kPrefetchAhead]]);
+      slots[j] = s.rows.find(keys[order[j]]);
+    }
+    for (std::size_t j = begin; j < end; ++j) {
+      if (j + kPrefetchAhead < end && slots[j + kPrefetchAhead] != RowStore::kNone)
+        s.rows.prefetch_values(slots[j + kPrefetchAhead]);
       const std::uint32_t i = order[j];
-      const RowStore::Slot slot = s.rows.find(keys[i]);
-      if (slot == RowStore::kNone)
+      if (slots[j] == RowStore::kNone)
         initial.push_back(i);
       else
-        std::memcpy(out + i * dim, s.rows.values(slot), dim * sizeof(float));
+        std::memcpy(out + i * dim, s.rows.values(slots[j]), dim * sizeof(float));
     }
   }
   for (const std::uint32_t i : initial) initial_row(config_, keys[i], out + i * dim);
@@ -233,27 +246,53 @@ void ShardTable::apply_unbounded(const std::int64_t* keys, std::size_t n, const 
   const auto dim = static_cast<std::size_t>(config_.dim);
   const auto [start, order] = by_stripe(keys, n);
   std::vector<std::uint8_t> created(effects ? n : 0);
+  std::vector<RowStore::Slot> slots(n);            // by position in `order`
+  std::vector<std::uint8_t> fresh_row(n);
   std::atomic<std::int64_t> fresh{0};
+  // As in pull: every key's slot first (prefetching probes ahead), then the updates (prefetching
+  // rows and gradients ahead).
+  auto apply_rows = [&](Stripe& s, std::size_t begin, std::size_t end, std::int64_t& made) {
+    for (std::size_t j = begin; j < end; ++j) {
+      if (j + kPrefetchAhead < end) s.rows.prefetch_index(keys[order[j + kPrefetchAhead]]);
+      const std::uint32_t i = order[j];
+      const auto [slot, inserted] = s.rows.insert(keys[i]);
+      slots[j] = slot;
+      if (inserted) {
+        ++made;
+        if (effects) created[i] = 1;
+        fresh_row[j] = 1;
+      }
+    }
+    const std::size_t grad_bytes = std::min<std::size_t>(dim * sizeof(float), 1024);
+    for (std::size_t j = begin; j < end; ++j) {
+      if (j + kPrefetchAhead < end) {
+        s.rows.prefetch_values(slots[j + kPrefetchAhead]);
+        const char* g = reinterpret_cast<const char*>(grads + order[j + kPrefetchAhead] * dim);
+        for (std::size_t b = 0; b < grad_bytes; b += 64) __builtin_prefetch(g + b);
+      }
+      const std::uint32_t i = order[j];
+      if (fresh_row[j]) initial_row(config_, keys[i], s.rows.values(slots[j]));
+      update(s.rows, slots[j], grads + i * dim);
+    }
+  };
   auto apply_stripe = [&](std::size_t k) {
     if (start[k] == start[k + 1]) return;
     Stripe& s = stripes_[k];
     std::int64_t made = 0;
     std::lock_guard lock(s.mutex);
-    for (std::size_t j = start[k]; j < start[k + 1]; ++j) {
-      const std::uint32_t i = order[j];
-      const auto [slot, inserted] = s.rows.insert(keys[i]);
-      if (inserted) {
-        initial_row(config_, keys[i], s.rows.values(slot));
-        ++made;
-        if (effects) created[i] = 1;
-      }
-      update(s.rows, slot, grads + i * dim);
+    try {
+      apply_rows(s, start[k], start[k + 1], made);
+    } catch (...) {   // the rows made before the failure are stored: count them
+      fresh += made;
+      throw;
     }
     fresh += made;
   };
   // Stripes are independent: a large push is applied on several cores.
+  // Isolated: a thread waiting here must not pick up unrelated work (another table's apply) while
+  // it holds this table's locks.
   if (n >= kParallelApplyKeys)
-    tbb::parallel_for(std::size_t{0}, kStripes, apply_stripe);
+    tbb::this_task_arena::isolate([&] { tbb::parallel_for(std::size_t{0}, kStripes, apply_stripe); });
   else
     for (std::size_t k = 0; k < kStripes; ++k) apply_stripe(k);
   counts_.admissions += fresh.load();

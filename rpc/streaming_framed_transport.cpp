@@ -29,6 +29,10 @@ StreamingFramedTransport::StreamingFramedTransport(std::shared_ptr<apache::thrif
       write_buffer_(kPrefix) {}
 
 void StreamingFramedTransport::fill() {
+  if (!fill_unless_closed()) throw TTransportException(TTransportException::END_OF_FILE, "the peer closed the connection");
+}
+
+bool StreamingFramedTransport::fill_unless_closed() {
   if (read_pos_ == read_end_) {
     read_pos_ = read_end_ = 0;
   } else if (read_pos_ > 0) {
@@ -38,8 +42,8 @@ void StreamingFramedTransport::fill() {
   }
   const uint32_t got =
       inner_->read(read_buffer_.data() + read_end_, static_cast<uint32_t>(read_buffer_.size()) - read_end_);
-  if (got == 0) throw TTransportException(TTransportException::END_OF_FILE, "the peer closed the connection");
   read_end_ += got;
+  return got > 0;
 }
 
 void StreamingFramedTransport::start_frame() {
@@ -61,8 +65,9 @@ void StreamingFramedTransport::start_frame() {
 uint32_t StreamingFramedTransport::read(uint8_t* buf, uint32_t len) {
   if (len == 0) return 0;
   if (frame_left_ == 0) {
-    // A clean end of stream between frames reads as 0 bytes, like TFramedTransport.
-    if (buffered() == 0 && !inner_->peek()) return 0;
+    // A clean end of stream between frames reads as 0 bytes, like TFramedTransport. (A read, not
+    // TSocket::peek, which reports a receive timeout as an unknown error.)
+    if (buffered() == 0 && !fill_unless_closed()) return 0;
     do start_frame();
     while (frame_left_ == 0);
   }

@@ -39,7 +39,8 @@ class StreamingFramedTransport
 
  private:
   uint32_t buffered() const { return read_end_ - read_pos_; }
-  void fill();          // at least one more byte into the read-ahead buffer, or throws at EOF
+  void fill();                 // at least one more byte into the read-ahead buffer, or throws at EOF
+  bool fill_unless_closed();   // the same, or false at EOF
   void start_frame();   // reads the next length prefix and checks it
 
   std::shared_ptr<apache::thrift::transport::TTransport> inner_;

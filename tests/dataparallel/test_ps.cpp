@@ -95,6 +95,42 @@ BOOST_AUTO_TEST_CASE(sparse_optimizers_follow_their_formulas) {
   }
 }
 
+// The optimizers are also compiled for AVX-512 (core/cpu_dispatch.h) and picked when the program
+// loads; this plain loop, in the same operations and order, is what any x86-64 computes. Equal
+// bits mean no CPU changes a row (a fused multiply-add in the AVX-512 twin once did).
+BOOST_AUTO_TEST_CASE(sparse_optimizers_give_the_bits_of_plain_code_on_every_cpu) {
+  constexpr int kDim = 64;
+  for (auto opt : {dp::SparseOptimizerKind::Sgd, dp::SparseOptimizerKind::Adagrad, dp::SparseOptimizerKind::Adam}) {
+    BOOST_TEST_CONTEXT(dp::sparse_optimizer_name(opt)) {
+      const double lr = 0.037;
+      const auto c = table("t", kDim, opt, lr);
+      dp::ShardTable t(c);
+      const std::int64_t key = 11;
+      std::vector<float> w = initial(c, key), m(kDim, 0.0f), v(kDim, 0.0f), g(kDim);
+      for (int step = 1; step <= 3; ++step) {
+        for (int j = 0; j < kDim; ++j) g[j] = std::sin(0.37f * static_cast<float>(j * step + 1)) * 0.3f;
+        t.apply(&key, 1, g.data());
+        const double c1 = 1.0 - std::pow(0.9, step), c2 = 1.0 - std::pow(0.999, step);
+        for (int j = 0; j < kDim; ++j) {
+          if (opt == dp::SparseOptimizerKind::Sgd) w[j] -= static_cast<float>(lr * g[j]);
+          if (opt == dp::SparseOptimizerKind::Adagrad) {
+            m[j] += g[j] * g[j];
+            w[j] -= static_cast<float>(lr * g[j] / (std::sqrt(static_cast<double>(m[j])) + 1e-10));
+          }
+          if (opt == dp::SparseOptimizerKind::Adam) {
+            m[j] = static_cast<float>(0.9 * m[j] + (1.0 - 0.9) * g[j]);
+            v[j] = static_cast<float>(0.999 * v[j] + (1.0 - 0.999) * g[j] * g[j]);
+            w[j] -= static_cast<float>(lr * (m[j] / c1) / (std::sqrt(v[j] / c2) + 1e-8));
+          }
+        }
+      }
+      std::vector<float> got(kDim);
+      t.pull(&key, 1, got.data());
+      BOOST_TEST(got == w, boost::test_tools::per_element());
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(pull_and_push_over_two_shards) {
   Servers ps(2, 1, dp::UpdateMode::Async);
   const auto c = table("emb", 4, dp::SparseOptimizerKind::Sgd, 1.0);

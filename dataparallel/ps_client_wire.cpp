@@ -1,0 +1,124 @@
+#include "dataparallel/ps_client_wire.h"
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+
+#include <thrift/TApplicationException.h>
+
+#include "core/error.h"
+#include "pw_thrift/ParameterServer.h"
+
+namespace pw::dp {
+
+namespace protocol = apache::thrift::protocol;
+
+namespace {
+// Rows are read in pieces of about this size: small enough to stay in cache until scattered.
+constexpr std::size_t kStagingBytes = 256 * 1024;
+}  // namespace
+
+void read_pull_answer(protocol::TProtocol& in, std::size_t row_bytes, std::size_t expected_rows,
+                      const std::function<void(std::size_t, std::size_t, const char*)>& rows) {
+  std::string name;
+  protocol::TMessageType type{};
+  std::int32_t seqid = 0;
+  in.readMessageBegin(name, type, seqid);
+  if (type == protocol::T_EXCEPTION) {
+    apache::thrift::TApplicationException x;
+    x.read(&in);
+    in.readMessageEnd();
+    in.getTransport()->readEnd();
+    throw x;
+  }
+  PW_CHECK(type == protocol::T_REPLY && name == "pull",
+           "a parameter server answered a pull with message '" << name << "' of type " << static_cast<int>(type));
+  bool answered = false;
+  std::optional<rpc::wire::PsError> error;
+  in.readStructBegin(name);
+  for (;;) {
+    protocol::TType field_type{};
+    std::int16_t field = 0;
+    in.readFieldBegin(name, field_type, field);
+    if (field_type == protocol::T_STOP) break;
+    if (field == 0 && field_type == protocol::T_STRING) {
+      // TBinaryProtocol's binary: a 4-byte length, then the bytes.
+      std::int32_t length = 0;
+      in.readI32(length);
+      PW_CHECK(length >= 0 && static_cast<std::size_t>(length) == expected_rows * row_bytes,
+               "a parameter server answered a pull of " << expected_rows << " rows of " << row_bytes << " bytes with "
+                                                         << length << " bytes");
+      const std::size_t per_read = std::max<std::size_t>(1, kStagingBytes / row_bytes);
+      std::vector<char> staging(std::min(per_read, expected_rows) * row_bytes);
+      const auto transport = in.getTransport();
+      for (std::size_t first = 0; first < expected_rows; first += per_read) {
+        const std::size_t count = std::min(per_read, expected_rows - first);
+        transport->readAll(reinterpret_cast<std::uint8_t*>(staging.data()), static_cast<std::uint32_t>(count * row_bytes));
+        rows(first, count, staging.data());
+      }
+      answered = true;
+    } else if (field == 1 && field_type == protocol::T_STRUCT) {
+      error.emplace();
+      error->read(&in);
+    } else {
+      in.skip(field_type);
+    }
+    in.readFieldEnd();
+  }
+  in.readStructEnd();
+  in.readMessageEnd();
+  in.getTransport()->readEnd();
+  if (error) throw *error;
+  if (!answered)
+    throw apache::thrift::TApplicationException(apache::thrift::TApplicationException::MISSING_RESULT,
+                                                "pull failed: the answer has neither rows nor an error");
+}
+
+void send_push(protocol::TProtocol& out, const PushCall& c) {
+  PW_CHECK(c.begin <= c.end && c.end <= c.keys.size() && c.end <= c.rows_at.size(),
+           "push part of rows " << c.begin << ".." << c.end << " of " << c.keys.size());
+  const std::size_t row_bytes = c.row_floats * sizeof(float);
+  out.writeMessageBegin("push", protocol::T_CALL, 0);
+  out.writeStructBegin("ParameterServer_push_pargs");
+  out.writeFieldBegin("job_token", protocol::T_STRING, 1);
+  out.writeString(c.job_token);
+  out.writeFieldEnd();
+  out.writeFieldBegin("table", protocol::T_STRING, 2);
+  out.writeString(c.table);
+  out.writeFieldEnd();
+  out.writeFieldBegin("worker", protocol::T_I32, 3);
+  out.writeI32(c.worker);
+  out.writeFieldEnd();
+  out.writeFieldBegin("step", protocol::T_I64, 4);
+  out.writeI64(c.step);
+  out.writeFieldEnd();
+  out.writeFieldBegin("keys", protocol::T_LIST, 5);
+  out.writeListBegin(protocol::T_I64, static_cast<std::uint32_t>(c.end - c.begin));
+  for (std::size_t k = c.begin; k < c.end; ++k) out.writeI64(c.keys[k]);
+  out.writeListEnd();
+  out.writeFieldEnd();
+  out.writeFieldBegin("grads", protocol::T_STRING, 6);
+  // TBinaryProtocol's binary: a 4-byte length, then the bytes, here one row at a time.
+  out.writeI32(static_cast<std::int32_t>((c.end - c.begin) * row_bytes));
+  const auto transport = out.getTransport();
+  for (std::size_t k = c.begin; k < c.end; ++k)
+    transport->write(reinterpret_cast<const std::uint8_t*>(c.grads + c.rows_at[k] * c.row_floats),
+                     static_cast<std::uint32_t>(row_bytes));
+  out.writeFieldEnd();
+  out.writeFieldBegin("part", protocol::T_I32, 7);
+  out.writeI32(c.part);
+  out.writeFieldEnd();
+  out.writeFieldBegin("parts", protocol::T_I32, 8);
+  out.writeI32(c.parts);
+  out.writeFieldEnd();
+  out.writeFieldBegin("push_id", protocol::T_I64, 9);
+  out.writeI64(c.push_id);
+  out.writeFieldEnd();
+  out.writeFieldStop();
+  out.writeStructEnd();
+  out.writeMessageEnd();
+  transport->writeEnd();
+  transport->flush();
+}
+
+}  // namespace pw::dp
