@@ -4,6 +4,7 @@
 // live in fixed-size blocks that never move, and freed slots are reused. Storing a row allocates
 // nothing of its own and a lookup touches one probe run and the row: a node-based map spent more
 // time in allocation, rehashing and pointer chasing than in copying the rows (perf, ps_bench).
+// Blocks come from mmap, so new rows are zero without a memset.
 // Lookups over many keys should prefetch (prefetch_index, prefetch_values) a few keys ahead: at
 // production sizes every probe and row is a cache miss. Not thread-safe: the stripe's mutex
 // guards it.
@@ -80,11 +81,17 @@ class RowStore {
     return static_cast<std::size_t>(x >> shift_);
   }
   void grow();          // doubles the index
-  Slot take_slot();     // a free slot, or a new one (a new block when the last is full)
+  // A free slot (reused: its floats hold an old row), or a new one (a new block when the last is
+  // full; its floats are zero).
+  std::pair<Slot, bool> take_slot();
 
   std::size_t row_floats_ = 0;
   std::size_t rows_per_block_ = 1;
-  std::vector<std::unique_ptr<float[]>> blocks_;
+  struct Unmap {
+    std::size_t bytes = 0;
+    void operator()(float* p) const;
+  };
+  std::vector<std::unique_ptr<float[], Unmap>> blocks_;
   std::vector<SlotInfo> slots_;
   std::vector<Slot> free_;
   std::vector<Entry> index_;   // a power of two long, at most half full
