@@ -140,11 +140,12 @@ void production_batches(std::int64_t samples, int steps, int shards) {
       for (int f = 0; f < kFeatures; ++f) ids.push_back(f * kRows + zipf(rng));
     std::sort(ids.begin(), ids.end());
     ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    const std::vector<float> grads(ids.size() * kDim, 1e-3f);
     auto t0 = Clock::now();
     const auto rows = client.pull("clicks", kDim, ids, step, 1);
     const double pull_s = seconds_since(t0);
     t0 = Clock::now();
-    client.push("clicks", kDim, ids, std::vector<float>(ids.size() * kDim, 1e-3f), step);
+    client.push("clicks", kDim, ids, grads, step);
     const double push_s = seconds_since(t0);
     if (step == 0) continue;
     pulls.push_back(pull_s);

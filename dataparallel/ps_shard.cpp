@@ -289,18 +289,25 @@ void PsShard::accept_part(Table& t, const PsPushPart& push) {
   const auto dim = static_cast<std::size_t>(t.data.config().dim);
   PsHeldPush& held = t.held[static_cast<std::size_t>(push.worker)];
   if (held.empty() || held.push_id != push.push_id || held.step != push.step) {
-    held = PsHeldPush{};
-    held.step = push.step;
-    held.push_id = push.push_id;
-    held.parts = push.parts;
+    held.start(push.step, push.push_id, push.parts);
+    // Parts are of near equal size: one reservation instead of a copy per doubling.
+    const std::size_t expect = push.keys->size() * static_cast<std::size_t>(push.parts);
+    held.keys.reserve(expect);
+    held.grads.reserve(expect * dim);
   }
   held.seen.insert(push.part);
   held.keys.insert(held.keys.end(), push.keys->begin(), push.keys->end());
   held.grads.insert(held.grads.end(), push.grads, push.grads + push.keys->size() * dim);
   if (static_cast<int>(held.seen.size()) < held.parts) return;
-  PsHeldPush whole = std::move(held);
-  held = PsHeldPush{};
-  process_push(t, whole.step, push.worker, whole.keys, whole.grads.data());
+  // process_push does not reach `held` (a sync step keeps its own sums): it is cleared after,
+  // keeping its buffers, whether or not the push could be processed.
+  try {
+    process_push(t, held.step, push.worker, held.keys, held.grads.data());
+  } catch (...) {
+    held.clear();
+    throw;
+  }
+  held.clear();
 }
 
 // Under t.mutex (or while loading): counts a worker's whole push of `step` and applies what it
@@ -313,7 +320,14 @@ void PsShard::process_push(Table& t, std::int64_t step, int worker, const std::v
   // The effects are logged only where there is a log, and only bounded tables have any to check.
   ApplyEffects* effects = t.data.bounded() && !config_.dir.empty() ? &t.last_effects : nullptr;
   if (config_.mode == UpdateMode::Sync) {
-    PsPendingStep& p = t.pending[step];
+    const auto [slot, fresh_step] = t.pending.try_emplace(step);
+    PsPendingStep& p = slot->second;
+    if (fresh_step) {
+      p = std::move(t.spare_pending);
+      p.keys.reserve(keys.size());
+      p.sightings.reserve(keys.size());
+      p.sums.reserve(keys.size() * dim);
+    }
     p.at.reserve(p.at.size() + keys.size());
     for (std::size_t i = 0; i < keys.size(); ++i) {
       const auto [it, fresh] = p.at.try_emplace(keys[i], p.keys.size());
@@ -329,19 +343,26 @@ void PsShard::process_push(Table& t, std::int64_t step, int worker, const std::v
       }
     }
     if (++p.pushes < config_.workers) return;
-    std::vector<std::size_t> order(p.keys.size());
-    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return p.keys[a] < p.keys[b]; });
-    std::vector<std::int64_t> all_keys(order.size());
-    std::vector<std::int32_t> all_sightings(order.size());
-    std::vector<float> all_grads(order.size() * dim);
-    for (std::size_t i = 0; i < order.size(); ++i) {
-      all_keys[i] = p.keys[order[i]];
-      all_sightings[i] = p.sightings[order[i]];
-      std::memcpy(all_grads.data() + i * dim, p.sums.data() + order[i] * dim, dim * sizeof(float));
+    PsSortedStep& s = t.sorted;
+    s.order.resize(p.keys.size());
+    for (std::size_t i = 0; i < s.order.size(); ++i) s.order[i] = i;
+    std::sort(s.order.begin(), s.order.end(), [&](std::size_t a, std::size_t b) { return p.keys[a] < p.keys[b]; });
+    s.keys.resize(s.order.size());
+    s.sightings.resize(s.order.size());
+    s.grads.resize(s.order.size() * dim);
+    for (std::size_t i = 0; i < s.order.size(); ++i) {
+      s.keys[i] = p.keys[s.order[i]];
+      s.sightings[i] = p.sightings[s.order[i]];
+      std::memcpy(s.grads.data() + i * dim, p.sums.data() + s.order[i] * dim, dim * sizeof(float));
     }
+    t.spare_pending = std::move(p);
+    t.spare_pending.pushes = 0;
+    t.spare_pending.at.clear();
+    t.spare_pending.keys.clear();
+    t.spare_pending.sightings.clear();
+    t.spare_pending.sums.clear();
     t.pending.erase(step);
-    t.data.apply(all_keys.data(), all_keys.size(), all_grads.data(), step, all_sightings.data(), effects);
+    t.data.apply(s.keys.data(), s.keys.size(), s.grads.data(), step, s.sightings.data(), effects);
     t.applied_through = step;
   } else {
     t.data.apply(keys.data(), keys.size(), grads, step, nullptr, effects);

@@ -31,7 +31,18 @@ struct PsPendingStep {
   std::vector<float> sums;                          // keys.size() rows of the table's width
 };
 
-// The parts of one push held until its last part arrives.
+// Sync mode: a step's summed gradients in key order, as they are applied. Kept by the table so
+// each step reuses the memory of the one before (see PsHeldPush).
+struct PsSortedStep {
+  std::vector<std::size_t> order;
+  std::vector<std::int64_t> keys;
+  std::vector<std::int32_t> sightings;
+  std::vector<float> grads;
+};
+
+// The parts of one push held until its last part arrives. start() and clear() keep the buffers:
+// a push of tens of MB into fresh memory spent more time in page faults than in applying it
+// (perf, ps_bench's production batches).
 struct PsHeldPush {
   std::int64_t step = -1;
   std::int64_t push_id = 0;
@@ -40,6 +51,20 @@ struct PsHeldPush {
   std::vector<std::int64_t> keys;
   std::vector<float> grads;
   bool empty() const { return seen.empty(); }
+  void start(std::int64_t push_step, std::int64_t id, int part_count) {
+    clear();
+    step = push_step;
+    push_id = id;
+    parts = part_count;
+  }
+  void clear() {
+    step = -1;
+    push_id = 0;
+    parts = 0;
+    seen.clear();
+    keys.clear();
+    grads.clear();
+  }
 };
 
 struct PsShard::Table {
@@ -60,6 +85,8 @@ struct PsShard::Table {
   std::vector<PsHeldPush> held;            // per worker: parts of its push of step last_pushed + 1
   std::int64_t applied_through = -1;
   std::map<std::int64_t, PsPendingStep> pending;   // sync: steps not yet pushed by every worker
+  PsPendingStep spare_pending;    // sync: the buffers of the last step applied, for the next
+  PsSortedStep sorted;            // sync: scratch of the step being applied
   PsWriteAheadLog wal;            // open whenever the shard has a folder, unless reopening it failed
   std::string wal_error;          // why it is not open
   bool wal_torn = false;          // an append failed and could not be cut off: pushes are refused
