@@ -110,7 +110,8 @@ std::pair<RowStore::Slot, bool> RowStore::take_slot() {
     const int populate = blocks_.empty() ? 0 : MAP_POPULATE;
     void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | populate, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
-    blocks_.emplace_back(static_cast<float*>(p), Unmap{bytes});
+    std::unique_ptr<float[], Unmap> block(static_cast<float*>(p), Unmap{bytes});   // owned before push_back may throw
+    blocks_.push_back(std::move(block));
   }
   slots_.emplace_back();
   return {s, false};

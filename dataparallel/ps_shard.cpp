@@ -18,6 +18,9 @@ namespace pw::dp {
 
 namespace {
 
+// A held push reserves room for at most this many parts (of at most kPsChunkBytes each) up front.
+constexpr std::size_t kReservedParts = 16;
+
 template <typename T>
 void put(std::ostream& out, const T& v) {
   out.write(reinterpret_cast<const char*>(&v), sizeof v);
@@ -289,9 +292,19 @@ void PsShard::accept_part(Table& t, const PsPushPart& push) {
   const auto dim = static_cast<std::size_t>(t.data.config().dim);
   PsHeldPush& held = t.held[static_cast<std::size_t>(push.worker)];
   if (held.empty() || held.push_id != push.push_id || held.step != push.step) {
-    held.start(push.step, push.push_id, push.parts);
-    // Parts are of near equal size: one reservation instead of a copy per doubling.
-    const std::size_t expect = push.keys->size() * static_cast<std::size_t>(push.parts);
+    held.clear();
+    held.step = push.step;
+    held.push_id = push.push_id;
+    held.parts = push.parts;
+    if (held.keys.capacity() == 0 && !t.spare_buffers.empty()) {
+      held.keys = std::move(t.spare_buffers.back().keys);
+      held.grads = std::move(t.spare_buffers.back().grads);
+      t.spare_buffers.pop_back();
+    }
+    // Parts are of near equal size: one reservation instead of a copy per doubling, bounded so
+    // that a request's part count cannot ask for more than a few frames' worth up front.
+    const std::size_t expect =
+        push.keys->size() * std::min<std::size_t>(static_cast<std::size_t>(push.parts), kReservedParts);
     held.keys.reserve(expect);
     held.grads.reserve(expect * dim);
   }
@@ -299,15 +312,21 @@ void PsShard::accept_part(Table& t, const PsPushPart& push) {
   held.keys.insert(held.keys.end(), push.keys->begin(), push.keys->end());
   held.grads.insert(held.grads.end(), push.grads, push.grads + push.keys->size() * dim);
   if (static_cast<int>(held.seen.size()) < held.parts) return;
-  // process_push does not reach `held` (a sync step keeps its own sums): it is cleared after,
-  // keeping its buffers, whether or not the push could be processed.
-  try {
-    process_push(t, held.step, push.worker, held.keys, held.grads.data());
-  } catch (...) {
-    held.clear();
-    throw;
-  }
-  held.clear();
+  // process_push does not reach `held` (a sync step keeps its own sums): whether or not the push
+  // could be processed, its buffers go back to the table's spares and the worker holds nothing.
+  t.spare_buffers.reserve(kPsSpareBuffers);   // so the release below cannot throw
+  struct Release {
+    Table& t;
+    PsHeldPush& held;
+    ~Release() {
+      held.clear();
+      if (t.spare_buffers.size() < kPsSpareBuffers)
+        t.spare_buffers.push_back(PsPushBuffers{std::move(held.keys), std::move(held.grads)});
+      held.keys = {};
+      held.grads = {};
+    }
+  } release{t, held};
+  process_push(t, held.step, push.worker, held.keys, held.grads.data());
 }
 
 // Under t.mutex (or while loading): counts a worker's whole push of `step` and applies what it
@@ -324,6 +343,7 @@ void PsShard::process_push(Table& t, std::int64_t step, int worker, const std::v
     PsPendingStep& p = slot->second;
     if (fresh_step) {
       p = std::move(t.spare_pending);
+      t.spare_pending = PsPendingStep{};
       p.keys.reserve(keys.size());
       p.sightings.reserve(keys.size());
       p.sums.reserve(keys.size() * dim);

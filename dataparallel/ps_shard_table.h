@@ -32,7 +32,7 @@ struct PsPendingStep {
 };
 
 // Sync mode: a step's summed gradients in key order, as they are applied. Kept by the table so
-// each step reuses the memory of the one before (see PsHeldPush).
+// each step reuses the memory of the one before (see PsPushBuffers).
 struct PsSortedStep {
   std::vector<std::size_t> order;
   std::vector<std::int64_t> keys;
@@ -40,9 +40,7 @@ struct PsSortedStep {
   std::vector<float> grads;
 };
 
-// The parts of one push held until its last part arrives. start() and clear() keep the buffers:
-// a push of tens of MB into fresh memory spent more time in page faults than in applying it
-// (perf, ps_bench's production batches).
+// The parts of one push held until its last part arrives.
 struct PsHeldPush {
   std::int64_t step = -1;
   std::int64_t push_id = 0;
@@ -51,13 +49,7 @@ struct PsHeldPush {
   std::vector<std::int64_t> keys;
   std::vector<float> grads;
   bool empty() const { return seen.empty(); }
-  void start(std::int64_t push_step, std::int64_t id, int part_count) {
-    clear();
-    step = push_step;
-    push_id = id;
-    parts = part_count;
-  }
-  void clear() {
+  void clear() {   // keeps the buffers' capacity
     step = -1;
     push_id = 0;
     parts = 0;
@@ -66,6 +58,15 @@ struct PsHeldPush {
     grads.clear();
   }
 };
+
+// Buffers of finished split pushes, kept for the next: a push of tens of MB into fresh memory
+// spent more time in page faults than in applying it (perf, ps_bench's production batches). At
+// most kPsSpareBuffers per table, so a server's idle memory does not grow with its workers.
+struct PsPushBuffers {
+  std::vector<std::int64_t> keys;
+  std::vector<float> grads;
+};
+inline constexpr std::size_t kPsSpareBuffers = 2;
 
 struct PsShard::Table {
   Table(TableConfig config, int workers)
@@ -86,6 +87,7 @@ struct PsShard::Table {
   std::int64_t applied_through = -1;
   std::map<std::int64_t, PsPendingStep> pending;   // sync: steps not yet pushed by every worker
   PsPendingStep spare_pending;    // sync: the buffers of the last step applied, for the next
+  std::vector<PsPushBuffers> spare_buffers;   // of finished split pushes, for the next
   PsSortedStep sorted;            // sync: scratch of the step being applied
   PsWriteAheadLog wal;            // open whenever the shard has a folder, unless reopening it failed
   std::string wal_error;          // why it is not open
