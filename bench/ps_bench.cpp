@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <string>
 #include <thread>
 
 #include <CLI/CLI.hpp>
@@ -117,6 +118,14 @@ ZipfRun zipf_run(const std::vector<kernels::Tensor>& batches, int dim, std::int6
           static_cast<double>(push_ns) * 1e-9 / n, static_cast<double>(wait_ns) * 1e-9 / n};
 }
 
+void create_table(dp::PsClient& client, const std::string& name, int dim, dp::SparseOptimizerKind optimizer) {
+  dp::TableConfig t;
+  t.name = name;
+  t.dim = dim;
+  t.optimizer = optimizer;
+  client.create_table(t);
+}
+
 // Pull and push of each batch's unique ids (one table, feature f's ids offset by f * rows), sync,
 // one worker, `shards` fresh shards; the first batch (connections) is not counted.
 void production_batches(std::int64_t samples, int steps, int shards) {
@@ -126,11 +135,7 @@ void production_batches(std::int64_t samples, int steps, int shards) {
   std::mt19937_64 rng(11);
   const LoopbackServers ps(shards, dp::UpdateMode::Sync);
   dp::PsClient client(ps.addresses, "bench-token", 0, 120s);
-  dp::TableConfig t;
-  t.name = "clicks";
-  t.dim = kDim;
-  t.optimizer = dp::SparseOptimizerKind::Adagrad;
-  client.create_table(t);
+  create_table(client, "clicks", kDim, dp::SparseOptimizerKind::Adagrad);
   std::vector<double> pulls, pushes;
   double unique = 0;
   for (int step = 0; step <= steps; ++step) {
@@ -173,11 +178,7 @@ void pull_push(int shards, int keys_per_batch, int dim, int reps, std::mt19937_6
   const std::size_t bytes = static_cast<std::size_t>(keys_per_batch) * static_cast<std::size_t>(dim) * sizeof(float);
   const LoopbackServers ps(shards, dp::UpdateMode::Async);
   dp::PsClient client(ps.addresses, "bench-token", 0, 60s);
-  dp::TableConfig t;
-  t.name = "bench";
-  t.dim = dim;
-  t.optimizer = dp::SparseOptimizerKind::Sgd;
-  client.create_table(t);
+  create_table(client, "bench", dim, dp::SparseOptimizerKind::Sgd);
   // The socket is timed in the same loop as the servers (the machine's speed drifts), once per
   // batch. Each batch twice: new keys (pulls compute initial rows, pushes store new rows),
   // then the same keys again (stored rows: a pull copies them, a push updates them in place).

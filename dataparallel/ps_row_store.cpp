@@ -3,8 +3,8 @@
 #include <sys/mman.h>
 
 #include <algorithm>
-#include <new>
 #include <cstring>
+#include <new>
 
 #include "core/error.h"
 

@@ -376,11 +376,7 @@ void PsShard::process_push(Table& t, std::int64_t step, int worker, const std::v
       std::memcpy(s.grads.data() + i * dim, p.sums.data() + s.order[i] * dim, dim * sizeof(float));
     }
     t.spare_pending = std::move(p);
-    t.spare_pending.pushes = 0;
-    t.spare_pending.at.clear();
-    t.spare_pending.keys.clear();
-    t.spare_pending.sightings.clear();
-    t.spare_pending.sums.clear();
+    t.spare_pending.clear();
     t.pending.erase(step);
     t.data.apply(s.keys.data(), s.keys.size(), s.grads.data(), step, s.sightings.data(), effects);
     t.applied_through = step;

@@ -29,6 +29,13 @@ struct PsPendingStep {
   std::vector<std::int64_t> keys;                   // in order of arrival
   std::vector<std::int32_t> sightings;              // per key: the pushes that carried it
   std::vector<float> sums;                          // keys.size() rows of the table's width
+  void clear() {   // keeps the buffers' capacity
+    pushes = 0;
+    at.clear();
+    keys.clear();
+    sightings.clear();
+    sums.clear();
+  }
 };
 
 // Sync mode: a step's summed gradients in key order, as they are applied. Kept by the table so
