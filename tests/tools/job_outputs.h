@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -35,16 +36,29 @@ inline void check_same(const ScratchDir& dir, const std::string& a, const std::s
              "the saved weights differ");
 }
 
-inline int free_port() {
+// Binds `port` on loopback (0: any) and returns the port bound, or 0 when it is taken.
+inline int bind_loopback(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
   socklen_t len = sizeof addr;
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  int bound = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
+    bound = ntohs(addr.sin_port);
   close(fd);
-  return ntohs(addr.sin_port);
+  return bound;
+}
+
+// A free port whose successor is free too: a launcher's master port + 1 is its launchers' rendezvous
+// (a test running beside this one took it once).
+inline int free_port() {
+  for (int attempt = 0;; ++attempt) {
+    const int port = bind_loopback(0);
+    if (port > 0 && port < 65535 && (bind_loopback(port + 1) == port + 1 || attempt == 50)) return port;
+  }
 }
 
 }  // namespace pw::test
