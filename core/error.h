@@ -4,20 +4,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "pipewright/error.h"   // Error, InputError and the other public exception types
+
 namespace pw {
-
-// Internal failure: a broken invariant or a failed library call. Carries file:line and the expression.
-class Error : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-// Bad user input (flags, model specs, data files, checkpoints): the message is one line that says
-// what was wrong and what is accepted. Front ends print it without a stack of context.
-class InputError : public Error {
- public:
-  using Error::Error;
-};
 
 namespace detail {
 [[noreturn]] void throw_error(const char* file, int line, const char* expr, const std::string& msg);

@@ -7,60 +7,41 @@
 //   mpirun -np 4 build/bin/example_custom_cnn --steps 50
 //   srun --ntasks 4 build/bin/example_custom_cnn --steps 50
 //
-// Every rank builds only its own stage's layers (a LayerSpec is a factory, not a layer).
+// Every rank builds only its own stage's layers (a LayerSpec is a factory, not a layer). It uses
+// only the installed headers; docs/own_model.md builds it outside this tree with find_package.
 #include <cstdio>
-#include <memory>
+#include <exception>
 
 #include <CLI/CLI.hpp>
-
-#include "models/layers/batch_norm.h"
-#include "models/layers/conv2d.h"
-#include "models/layers/linear.h"
-#include "models/layers/simple.h"
-#include "rpc/transport.h"
-#include "train/fit.h"
-
-using namespace pw;
+#include <pipewright/pipewright.h>
 
 namespace {
 
-template <typename L, typename... Args>
-models::LayerSpec layer(std::string name, Args... args) {
-  return {std::move(name), [=] { return std::unique_ptr<models::Layer>(std::make_unique<L>(args...)); }};
-}
-
-int index_of(const partition::ModelDescription& model, const std::string& name) {
-  for (int i = 0; i < model.layer_count(); ++i)
-    if (model.layers[static_cast<std::size_t>(i)].name == name) return i;
-  throw InputError("no layer named '" + name + "' in " + model.name);
-}
-
 // Three conv blocks (conv, batch-norm, ReLU, pooling) and a two-layer classifier, for 1x28x28 inputs.
-partition::ModelDescription small_cnn() {
-  using models::BatchNorm2d;
-  using models::Conv2d;
-  partition::ModelDescription m;
+pw::partition::ModelDescription small_cnn() {
+  namespace L = pw::layers;
+  pw::partition::ModelDescription m;
   m.name = "custom-cnn";
   m.sample_shape = {1, 28, 28};
   m.num_classes = 10;
-  m.layers = {layer<Conv2d>("conv1", 1, 16, 3, 1, 1),     layer<BatchNorm2d>("bn1", 16),
-              layer<models::ReLU>("relu1"),                layer<models::MaxPool2d>("pool1", 2, 2, 0),   // 14x14
-              layer<Conv2d>("conv2", 16, 32, 3, 1, 1),    layer<BatchNorm2d>("bn2", 32),
-              layer<models::ReLU>("relu2"),                layer<models::MaxPool2d>("pool2", 2, 2, 0),   // 7x7
-              layer<Conv2d>("conv3", 32, 64, 3, 1, 1),    layer<BatchNorm2d>("bn3", 64),
-              layer<models::ReLU>("relu3"),                layer<models::Flatten>("flatten"),
-              layer<models::Linear>("fc1", 64 * 7 * 7, 128), layer<models::ReLU>("relu4"),
-              layer<models::Linear>("fc2", 128, 10)};
+  m.layers = {L::conv2d("conv1", 1, 16, 3, 1, 1),      L::batch_norm2d("bn1", 16),
+              L::relu("relu1"),                         L::max_pool2d("pool1", 2, 2),   // 14x14
+              L::conv2d("conv2", 16, 32, 3, 1, 1),     L::batch_norm2d("bn2", 32),
+              L::relu("relu2"),                         L::max_pool2d("pool2", 2, 2),   // 7x7
+              L::conv2d("conv3", 32, 64, 3, 1, 1),     L::batch_norm2d("bn3", 64),
+              L::relu("relu3"),                         L::flatten("flatten"),
+              L::linear("fc1", 64 * 7 * 7, 128),       L::relu("relu4"),
+              L::linear("fc2", 128, 10)};
   // The stages, marked by the layer each one starts at.
-  m.split_points = {index_of(m, "conv2"), index_of(m, "conv3"), index_of(m, "flatten")};
+  m.split_points = pw::partition::split_before(m, {"conv2", "conv3", "flatten"});
   return m;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  train::JobConfig job;
-  train::FitOptions out;
+  pw::train::JobConfig job;
+  pw::train::FitOptions out;
   int threads = 1;
   CLI::App app{"Train a CNN defined in this program as a 4-stage pipeline on Fashion-MNIST"};
   app.add_option("--steps", job.data.steps, "optimizer steps")->check(CLI::PositiveNumber)->capture_default_str();
@@ -81,17 +62,17 @@ int main(int argc, char** argv) {
   job.optimizer.lr = 1e-3;
   job.resources.threads = threads;
   try {
-    const auto summary = train::run_job(job, out);
+    const auto summary = pw::train::run_job(job, out);
     if (!summary.empty())
       std::printf("custom-cnn: final loss %.4f, test accuracy %.4f over %d stages x %d replicas (%s)\n",
                   summary["final_loss"].get<double>(), summary["test_accuracy"].get<double>(),
                   summary["stages"].get<int>(), summary["replicas"].get<int>(),
                   summary["launcher"].get<std::string>().c_str());
     return 0;
-  } catch (const rpc::AbortedError& e) {
+  } catch (const pw::AbortedError& e) {
     std::fprintf(stderr, "example_custom_cnn: stopped: %s\n", e.what());
     return 5;
-  } catch (const InputError& e) {
+  } catch (const pw::InputError& e) {
     std::fprintf(stderr, "example_custom_cnn: error: %s\n", e.what());
     return 2;
   } catch (const std::exception& e) {

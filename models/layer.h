@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/tensor.h"
+#include "pipewright/model.h"
 #include "models/precision.h"
 
 namespace pw::models {
@@ -26,10 +27,7 @@ using kernels::shape_str;
 // exactly what its Train forward did (same dropout mask under the same ForwardKey) but leaves
 // state alone (batch-norm running statistics are not updated twice).
 enum class Mode { Train, Eval, Recompute };
-enum class Bias { No, Yes };
-// TorchDefault: weights and biases uniform in ±1/sqrt(fan_in) (PyTorch's nn.Conv2d / nn.Linear).
-// GlorotUniform: weights uniform in ±sqrt(6/(fan_in+fan_out)), biases zero (Keras' default).
-enum class WeightInit { TorchDefault, GlorotUniform };
+// Bias and WeightInit: pipewright/model.h.
 
 // How a parameter is initialised; drawn from an RNG seeded by (model seed, full parameter name).
 struct Init {

@@ -163,3 +163,42 @@ std::vector<int> tied_stages(const ModelDescription& model, const Partition& par
 }
 
 }  // namespace pw::partition
+
+namespace pw::partition {
+
+int layer_index(const ModelDescription& model, std::string_view name) {
+  for (int i = 0; i < model.layer_count(); ++i)
+    if (model.layers[static_cast<std::size_t>(i)].name == name) return i;
+  std::ostringstream names;
+  for (int i = 0; i < model.layer_count() && i < 12; ++i)
+    names << (i > 0 ? ", " : "") << model.layers[static_cast<std::size_t>(i)].name;
+  if (model.layer_count() > 12) names << ", ... (" << model.layer_count() << " layers)";
+  throw InputError("no layer named '" + std::string(name) + "' in " + (model.name.empty() ? "the model" : model.name) +
+                   "; its layers are " + names.str());
+}
+
+std::vector<int> split_before(const ModelDescription& model, const std::vector<std::string>& first_layers) {
+  std::vector<int> points;
+  for (const auto& name : first_layers) {
+    const int index = layer_index(model, name);
+    PW_INPUT_CHECK(index > 0, "split before '" << name << "': it is the first layer of " << model.name
+                                                << ", which starts stage 0 already; name the first layer of stages 1..P-1");
+    PW_INPUT_CHECK(points.empty() || index > points.back(),
+                   "split before '" << name << "': it does not come after '"
+                                    << model.layers[static_cast<std::size_t>(points.back())].name << "' in " << model.name
+                                    << "; name the stages' first layers in the model's order");
+    points.push_back(index);
+  }
+  return points;
+}
+
+ModelDescription describe_zoo_model(const std::string& name, const ZooOptions& options) {
+  PW_INPUT_CHECK(name != "dlrm", "describe_zoo_model: dlrm needs click features; train it by JobConfig::model.name");
+  models::ModelOptions o;
+  o.width = options.width;
+  o.sample_shape = options.sample_shape;
+  o.num_classes = options.num_classes;
+  return describe(models::make_model_spec(name, o));
+}
+
+}  // namespace pw::partition

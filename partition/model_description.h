@@ -9,27 +9,11 @@
 
 #include "models/layers/sequential.h"
 #include "models/zoo/model_spec.h"
+#include "pipewright/model.h"
 
 namespace pw::partition {
 
-// One weight used by several layers, possibly on different stages (an input embedding reused as
-// the output projection). Each holding stage keeps a copy; their gradients are summed before the
-// optimizer step.
-struct TiedSpec {
-  std::string name;
-  std::vector<std::string> parameters;   // dotted parameter names: "fc_in.weight", "fc_out.weight"
-};
-
-struct ModelDescription {
-  std::string name;
-  kernels::Shape sample_shape;   // {C, H, W}
-  int num_classes = 0;
-  std::vector<models::LayerSpec> layers;
-  std::vector<int> split_points;   // optional: the first layer index of stages 1..P-1
-  std::vector<TiedSpec> tied;
-
-  int layer_count() const { return static_cast<int>(layers.size()); }
-};
+// TiedSpec and ModelDescription: pipewright/model.h.
 
 ModelDescription describe(const models::ModelSpec& spec);
 

@@ -27,23 +27,9 @@ struct Tag {
 };
 std::string tag_str(const Tag& tag);   // "activation of micro-batch 3 for virtual stage 2 (step 7)"
 
-class TimeoutError : public Error {
- public:
-  using Error::Error;
-};
-
-// A peer's connection broke or could not be made: often the echo of that peer's death, which the
-// job's failure detection then names.
-class PeerLostError : public Error {
- public:
-  using Error::Error;
-};
-
-// Thrown in every waiting rank once one rank has failed, so nobody waits out its deadline.
-class AbortedError : public Error {
- public:
-  using Error::Error;
-};
+using pw::AbortedError;   // pipewright/error.h
+using pw::PeerLostError;
+using pw::TimeoutError;
 
 class Transport {
  public:

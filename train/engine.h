@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "dataparallel/bucket_reducer.h"
+#include "pipewright/fit.h"
 #include "kernels/safetensors.h"
 #include "models/data/dataset.h"
 #include "models/trainer.h"
@@ -24,26 +25,7 @@
 
 namespace pw::train {
 
-// A step as the whole job saw it: the same figures on every rank.
-struct StepOutcome {
-  double loss = 0.0;   // mean over the global batch
-  std::int64_t correct = 0;
-  std::int64_t samples = 0;
-  std::vector<double> stage_busy_seconds;        // per stage, the mean over its replicas
-  std::vector<std::int64_t> stage_peak_memory;   // per stage, the largest over its replicas
-  std::vector<std::int64_t> gradient_buckets;    // per stage (replica 0); empty with one replica
-  double allreduce_exposed_seconds = 0.0;        // the largest over ranks
-  // Non-finite loss or gradients somewhere: no rank updated (nonfinite_rank: the lowest that saw it).
-  bool skipped = false;
-  int nonfinite_rank = -1;
-  double gradient_norm = 0.0;   // of the whole model, before clipping (NaN when skipped)
-  // fp16: the step was skipped because its scaled gradients overflowed, and the loss scaler
-  // halved its scale (not a bad step: the recovery rules do not count it).
-  bool overflow = false;
-  double loss_scale = 1.0;            // the scale this step's loss gradient was multiplied by
-  std::int64_t boundary_bytes = 0;    // activations and gradients sent between stages, all ranks
-  double primary_flags = 0.0;   // what rank 0 passed to step()
-};
+// StepOutcome: pipewright/fit.h.
 
 class Engine {
  public:

@@ -7,6 +7,7 @@
 
 #include "kernels/tensor.h"
 #include "models/data/click_features.h"
+#include "pipewright/dataset.h"
 
 namespace pw::models::data {
 
@@ -15,28 +16,12 @@ struct Batch {
   kernels::Tensor labels;   // I64 [B] on cpu:0
 };
 
-// fill() is const and must be safe to call from several threads at once: loaders assemble a batch
-// in parallel.
-class Dataset {
- public:
-  virtual ~Dataset();
-  virtual std::int64_t size() const = 0;
-  virtual kernels::Shape sample_shape() const = 0;   // {C, H, W}
-  virtual int num_classes() const = 0;
-  virtual std::string name() const = 0;
-  // Writes sample `index` (0 <= index < size()) as C*H*W floats and its label (0 <= label < num_classes()).
-  virtual void fill(std::int64_t index, float* image_out, std::int64_t& label_out) const = 0;
-  // One half of a sample, for a rank that needs only the inputs (a pipeline's first stage) or only
-  // the labels (its last). The defaults fill the whole sample.
-  virtual void fill_image(std::int64_t index, float* image_out) const;
-  virtual std::int64_t fill_label(std::int64_t index) const;
-};
+// Dataset and Split: pipewright/dataset.h.
 
 // What of a data set a rank reads: a pipeline's first stage the inputs, its last the labels, a
 // middle stage nothing (it learns the shapes only). Data sets made on the fly ignore it.
 enum class DataParts { Both, Inputs, Labels, None };
 
-enum class Split { Train, Test };
 
 // Fashion-MNIST from `dir` holding {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] (the .gz form
 // is tried first). Pixels are scaled to [0, 1] and then normalised with the training set's mean

@@ -14,10 +14,7 @@
 
 namespace pw::models {
 
-struct LayerSpec {
-  std::string name;   // top-level name, the prefix of its parameters ("layer2.1")
-  std::function<std::unique_ptr<Layer>()> build;
-};
+// LayerSpec: pipewright/model.h.
 
 struct ModelOptions {
   int width = 64;                 // ResNet base width (w, 2w, 4w, 8w); VGG widths scale by width/64
@@ -52,6 +49,11 @@ std::vector<std::string> model_names();
 // DLRM (zoo/dlrm.cpp): "features" (bottom MLP + embedding bags), "interaction", then the top MLP
 // as "top.0", "top.1", ... ending in one logit.
 ModelSpec make_dlrm_spec(const ModelOptions& options);
+
+// ResNet's residual blocks: Basic (two 3x3 convolutions, `width` channels out) and Bottleneck
+// (1x1, 3x3, 1x1; 4 x `width` out), each with batch norms and a projection shortcut when needed.
+enum class BlockKind { Basic, Bottleneck };
+std::unique_ptr<Layer> resnet_block(BlockKind kind, int in, int width, int stride);
 
 // Builds every layer into one Sequential (names from the specs), initialised from `seed`.
 std::unique_ptr<Sequential> build_model(const ModelSpec& spec, std::uint64_t seed);

@@ -35,7 +35,7 @@ ModelSpec seed_cnn(const ModelOptions& o) {
   return m;
 }
 
-enum class BlockKind { Basic, Bottleneck };
+}  // namespace
 
 std::unique_ptr<Layer> resnet_block(BlockKind kind, int in, int width, int stride) {
   std::vector<std::pair<std::string, std::unique_ptr<Layer>>> main;
@@ -67,6 +67,8 @@ std::unique_ptr<Layer> resnet_block(BlockKind kind, int in, int width, int strid
   }
   return std::make_unique<Residual>(std::move(main), std::move(shortcut));
 }
+
+namespace {
 
 ModelSpec resnet(const std::string& name, const ModelOptions& o, BlockKind kind, std::vector<int> blocks) {
   PW_INPUT_CHECK(o.width >= 1, "--width must be >= 1, got " << o.width);

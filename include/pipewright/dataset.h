@@ -1,0 +1,30 @@
+#pragma once
+// A data set of labelled samples, read by index. The engine's loaders call fill() from several
+// threads at once, each rank only for the indices of its own part of every global batch, so a
+// data set must give the same sample for the same index whoever asks.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pw::models::data {
+
+enum class Split { Train, Test };
+
+// fill() is const and must be safe to call from several threads at once: loaders assemble a batch
+// in parallel.
+class Dataset {
+ public:
+  virtual ~Dataset();
+  virtual std::int64_t size() const = 0;
+  virtual std::vector<std::int64_t> sample_shape() const = 0;   // {C, H, W}
+  virtual int num_classes() const = 0;
+  virtual std::string name() const = 0;
+  // Writes sample `index` (0 <= index < size()) as C*H*W floats and its label (0 <= label < num_classes()).
+  virtual void fill(std::int64_t index, float* image_out, std::int64_t& label_out) const = 0;
+  // One half of a sample, for a rank that needs only the inputs (a pipeline's first stage) or only
+  // the labels (its last). The defaults fill the whole sample.
+  virtual void fill_image(std::int64_t index, float* image_out) const;
+  virtual std::int64_t fill_label(std::int64_t index) const;
+};
+
+}  // namespace pw::models::data

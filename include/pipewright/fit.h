@@ -1,0 +1,81 @@
+#pragma once
+// The training loop a program calls: it builds the job's ranks (threads of this process, or this
+// process as one rank of a job a launcher started), trains, and returns the summary.
+//
+//   pw::train::JobConfig job;            // model, data, pipeline shape, replicas, optimizer...
+//   pw::train::FitOptions out;           // summary, weights, trace files
+//   const auto summary = pw::train::run_job(job, out);
+//
+// run_job runs the job embedded (every rank a thread of this process) unless a launcher's
+// environment says this process is one rank of a multi-process job (pipewright launch,
+// torchrun-style variables, srun, mpirun); the same code path serves both. Callbacks see every
+// step (progress, logging) and the summary before it is written.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "pipewright/job_config.h"
+
+namespace pw::train {
+
+class Engine;   // one rank's part of the job (internal)
+
+// A step as the whole job saw it: the same figures on every rank.
+struct StepOutcome {
+  double loss = 0.0;   // mean over the global batch
+  std::int64_t correct = 0;
+  std::int64_t samples = 0;
+  std::vector<double> stage_busy_seconds;        // per stage, the mean over its replicas
+  std::vector<std::int64_t> stage_peak_memory;   // per stage, the largest over its replicas
+  std::vector<std::int64_t> gradient_buckets;    // per stage (replica 0); empty with one replica
+  double allreduce_exposed_seconds = 0.0;        // the largest over ranks
+  // Non-finite loss or gradients somewhere: no rank updated (nonfinite_rank: the lowest that saw it).
+  bool skipped = false;
+  int nonfinite_rank = -1;
+  double gradient_norm = 0.0;   // of the whole model, before clipping (NaN when skipped)
+  // fp16: the step was skipped because its scaled gradients overflowed, and the loss scaler
+  // halved its scale (not a bad step: the recovery rules do not count it).
+  bool overflow = false;
+  double loss_scale = 1.0;            // the scale this step's loss gradient was multiplied by
+  std::int64_t boundary_bytes = 0;    // activations and gradients sent between stages, all ranks
+  double primary_flags = 0.0;   // what rank 0 passed to step()
+};
+
+struct FitOptions {
+  std::string summary_path;   // JSON summary (rank 0)
+  std::string save_path;      // trained weights, safetensors (rank 0)
+  // Chrome trace of the recorder's spans (run_job turns it on for [trace_first, trace_last));
+  // multi-process jobs write FILE.rankN.json.
+  std::string trace_path;
+  std::int64_t trace_first = 0, trace_last = INT64_MAX;   // traced steps [first, last)
+  std::int64_t log_every = 50;       // progress line every N steps when stderr is not a terminal
+  std::int64_t warmup_steps = 5;     // left out of the steady-state throughput
+  bool progress = true;              // rank 0 prints a progress line and the results
+};
+
+struct StepEvent {
+  std::int64_t step = 0;   // 1-based, after the step
+  std::int64_t total_steps = 0;
+  double seconds = 0.0;    // of this step
+  const StepOutcome* outcome = nullptr;
+};
+
+struct FitCallbacks {
+  // Before the first step, once per process (its first local rank).
+  std::function<void(const Engine&, std::int64_t total_steps)> on_start;
+  std::function<void(const StepEvent&)> on_step;                           // rank 0, after every step
+  std::function<void(nlohmann::json& summary)> on_summary;                 // rank 0, before it is written
+};
+
+// Builds the world and the engines, and fits. Returns rank 0's summary where this process runs
+// rank 0 (an empty object elsewhere).
+nlohmann::json run_job(const JobConfig& config, const FitOptions& options, const FitCallbacks& callbacks = {});
+
+// "A:B" -> [A, B); every step when empty. InputError naming --trace-steps otherwise.
+std::pair<std::int64_t, std::int64_t> parse_trace_steps(const std::string& text);
+
+}  // namespace pw::train
