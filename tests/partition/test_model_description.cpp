@@ -6,6 +6,7 @@
 #include "models/layers/linear.h"
 #include "models/layers/simple.h"
 #include "partition/model_description.h"
+#include "pipewright/layers.h"
 
 using namespace pw;
 using namespace pw::partition;
@@ -151,6 +152,71 @@ BOOST_AUTO_TEST_CASE(bad_tied_weights_are_input_errors) {
   check_input_error([&] { check_tied(d); }, "tied weight 't': layer relu has no parameter 'relu.weight'");
   d.tied = {{"t", {"fc_in.weight", "fc_out.bias"}}};
   check_input_error([&] { check_tied(d); }, "tied weight 't': fc_out.bias is [8] but fc_in.weight is [8, 8]");
+}
+
+// The public helpers a program describes its model with (pipewright/model.h, layers.h).
+BOOST_AUTO_TEST_CASE(a_program_splits_its_model_by_layer_names) {
+  ModelDescription m;
+  m.name = "mine";
+  m.sample_shape = {1, 8, 8};
+  m.num_classes = 4;
+  m.layers = {layers::conv2d("conv1", 1, 4, 3, 1, 1), layers::relu("relu1"), layers::flatten("flatten"),
+              layers::linear("fc1", 4 * 8 * 8, 16), layers::relu("relu2"), layers::linear("fc2", 16, 4)};
+  BOOST_TEST(layer_index(m, "fc1") == 3);
+  BOOST_TEST(split_before(m, {"flatten", "fc2"}) == std::vector<int>({2, 5}));
+  check_input_error([&] { split_before(m, {"fc3"}); },
+                    "no layer named 'fc3' in mine; its layers are conv1, relu1, flatten, fc1, relu2, fc2");
+  check_input_error([&] { split_before(m, {"conv1"}); },
+                    "split before 'conv1': it is the first layer of mine, which starts stage 0 already; name the "
+                    "first layer of stages 1..P-1");
+  check_input_error([&] { split_before(m, {"fc2", "fc1"}); },
+                    "split before 'fc1': it does not come after 'fc2' in mine; name the stages' first layers in the "
+                    "model's order");
+  // The stages built from a name split hold the whole model's parameters under the same names.
+  m.split_points = split_before(m, {"fc1"});
+  const auto stages = explicit_partition(m);
+  BOOST_REQUIRE(stages.size() == 2u);
+  auto first = build_stage(m, stages[0], 1);
+  auto second = build_stage(m, stages[1], 1);
+  BOOST_TEST(first->parameters().size() == 2u);    // conv1 weight and bias
+  BOOST_TEST(second->parameters().size() == 4u);   // fc1, fc2
+  BOOST_TEST(second->output_shape({2, 4 * 8 * 8}) == kernels::Shape({2, 4}));
+}
+
+BOOST_AUTO_TEST_CASE(layer_factories_build_the_layers_they_name_and_refuse_bad_sizes) {
+  const std::vector<std::pair<layers::LayerSpec, kernels::Shape>> cases = {
+      {layers::conv2d("c", 3, 8, 3, 2, 1, models::Bias::No), {2, 8, 4, 4}},
+      {layers::batch_norm2d("bn", 3), {2, 3, 8, 8}},
+      {layers::relu("r"), {2, 3, 8, 8}},
+      {layers::max_pool2d("mp", 2, 2), {2, 3, 4, 4}},
+      {layers::avg_pool2d("ap", 2, 2), {2, 3, 4, 4}},
+      {layers::adaptive_avg_pool2d("aap", 1, 1), {2, 3, 1, 1}},
+      {layers::flatten("f"), {2, 3 * 8 * 8}},
+      {layers::dropout("d", 0.5), {2, 3, 8, 8}},
+      {layers::basic_block("b", 3, 8, 2), {2, 8, 4, 4}},
+      {layers::bottleneck_block("bb", 3, 2, 1), {2, 8, 8, 8}},
+  };
+  for (const auto& [spec, expected] : cases) {
+    const auto layer = spec.build();
+    BOOST_TEST(layer->output_shape({2, 3, 8, 8}) == expected, spec.name);
+  }
+  BOOST_TEST(layers::linear("fc", 6, 5).build()->output_shape({4, 6}) == kernels::Shape({4, 5}));
+  BOOST_TEST(layers::embedding("e", 100, 7).build()->output_shape({4}) == kernels::Shape({4, 7}));
+  check_input_error([] { layers::conv2d("c", 3, 0, 3); }, "layer 'c': out_channels 0; must be > 0");
+  check_input_error([] { layers::linear("", 3, 4); }, "a layer needs a name (it prefixes its parameters' names)");
+  check_input_error([] { layers::dropout("d", 1.0); }, "layer 'd': dropout probability 1; must be in [0, 1)");
+  check_input_error([] { layers::batch_norm2d("bn", 4, 2.0); }, "layer 'bn': momentum 2; must be in [0, 1]");
+}
+
+BOOST_AUTO_TEST_CASE(a_zoo_model_is_described_for_a_program_to_split) {
+  ZooOptions o;
+  o.width = 8;
+  o.sample_shape = {3, 16, 16};
+  const auto m = describe_zoo_model("resnet18", o);
+  BOOST_TEST(m.name == "resnet18");
+  BOOST_TEST(m.layers.size() == resnet18().layers.size());
+  BOOST_TEST(layer_index(m, "layer3.0") > layer_index(m, "layer2.0"));
+  BOOST_CHECK_THROW(describe_zoo_model("resnet19"), InputError);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

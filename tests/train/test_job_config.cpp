@@ -60,6 +60,26 @@ BOOST_AUTO_TEST_CASE(a_programs_model_is_part_of_the_identity_by_its_names) {
   BOOST_CHECK_THROW(train::job_config_from_json(j), InputError);
 }
 
+BOOST_AUTO_TEST_CASE(a_checkpoint_of_a_program_model_resumes_under_another_split) {
+  train::JobConfig c;
+  partition::ModelDescription m;
+  m.name = "mine";
+  m.layers = {{"conv1", nullptr}, {"conv2", nullptr}, {"fc", nullptr}};
+  m.split_points = {1};
+  c.program_model = m;
+  auto resplit = c;
+  resplit.program_model->split_points = {2};
+  // Ranks of one job still agree on the split; a checkpoint does not care.
+  BOOST_TEST(train::first_difference(train::to_json(c), train::to_json(resplit)) == "/program_model/split_points/0: 1 here, 2 there");
+  BOOST_TEST(train::resume_difference(train::to_json(c), train::to_json(resplit)) == "");
+  resplit.program_model->split_points = {};
+  BOOST_TEST(train::resume_difference(train::to_json(c), train::to_json(resplit)) == "");
+  auto renamed = c;
+  renamed.program_model->layers[2].name = "head";
+  BOOST_TEST(train::resume_difference(train::to_json(c), train::to_json(renamed)) ==
+             "/program_model/layers/2: \"fc\" in the checkpoint, \"head\" now");
+}
+
 BOOST_AUTO_TEST_CASE(bad_json_is_an_input_error_naming_the_field) {
   nlohmann::json j = {{"pipeline", {{"stages", "four"}}}};
   try {
