@@ -77,7 +77,7 @@ train::JobConfig job_for(const std::string& model_name, int width, const partiti
   c.replicas.replicas = replicas;
   for (int d = 0; d < stages * replicas; ++d) c.resources.devices.push_back("cpu:" + std::to_string(d));
   c.resources.threads = 1;
-  c.optimizer.kind = "sgd";
+  c.optimizer.kind = models::OptimizerKind::Sgd;
   return c;
 }
 

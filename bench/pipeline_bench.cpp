@@ -41,15 +41,15 @@ train::JobConfig bench_job(const partition::ModelDescription& model, const parti
   c.program_model = model;
   c.data.dataset = "synthetic";
   c.data.batch_size = batch_size;
-  c.pipeline.schedule = pipeline::schedule_kind_name(spec.kind);
+  c.pipeline.schedule = spec.kind;
   c.pipeline.stages = spec.stages;
   c.pipeline.micro_batches = spec.micro_batches;
   c.pipeline.chunks = spec.chunks;
   for (std::size_t i = 1; i < split.size(); ++i) c.pipeline.split.push_back(split[i].begin);
-  c.pipeline.recompute = recompute;
+  c.pipeline.recompute = parse_enum<partition::Recompute>(recompute);
   for (const auto& d : devices) c.resources.devices.push_back(d.str());
   c.resources.threads = 1;
-  c.optimizer.kind = "sgd";
+  c.optimizer.kind = models::OptimizerKind::Sgd;
   return c;
 }
 

@@ -3,6 +3,7 @@
 #include <memory>
 #include <string>
 
+#include "pipewright/enums.h"
 #include "kernels/tensor.h"
 
 namespace pw::dp {
@@ -11,7 +12,7 @@ namespace pw::dp {
 // pre-divides by the group size before a compressed sum (BucketReducer does; see
 // docs/data_parallel.md): fp16 then neither overflows on large gradients nor flushes small ones as
 // a sum-then-divide would. bf16 has fp32's range and 8 bits of mantissa.
-enum class Compression { None, Fp16, Bf16 };
+// Compression and its names: pipewright/enums.h.
 Compression parse_compression(const std::string& text);   // "none", "fp16" or "bf16"; InputError otherwise
 const char* compression_name(Compression c);
 

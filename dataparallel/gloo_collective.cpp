@@ -89,21 +89,9 @@ void check_flat_cpu(const kernels::Tensor& t, const char* what) {
 
 }  // namespace
 
-Compression parse_compression(const std::string& text) {
-  if (text == "none") return Compression::None;
-  if (text == "fp16") return Compression::Fp16;
-  if (text == "bf16") return Compression::Bf16;
-  throw InputError("unknown gradient compression '" + text + "'; accepted: none, fp16, bf16");
-}
+Compression parse_compression(const std::string& text) { return parse_enum<Compression>(text); }
 
-const char* compression_name(Compression c) {
-  switch (c) {
-    case Compression::Fp16: return "fp16";
-    case Compression::Bf16: return "bf16";
-    case Compression::None: break;
-  }
-  return "none";
-}
+const char* compression_name(Compression c) { return enum_name(c).data(); }   // the table's names are literals
 
 GlooCollective::GlooCollective(int rank, int size, rpc::Store& store, std::string prefix, const std::string& bind_host,
                                std::chrono::milliseconds timeout)

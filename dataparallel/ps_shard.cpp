@@ -65,21 +65,9 @@ void check_server_bounds(const PsShardConfig& server, const TableConfig& table) 
                          "; this server was started for " + describe_bounds(*server.bounds));
 }
 
-UpdateMode parse_update_mode(const std::string& name) {
-  if (name == "sync") return UpdateMode::Sync;
-  if (name == "async") return UpdateMode::Async;
-  if (name == "bounded") return UpdateMode::Bounded;
-  throw InputError("unknown update mode '" + name + "'; accepted: sync, async, bounded");
-}
+UpdateMode parse_update_mode(const std::string& name) { return parse_enum<UpdateMode>(name); }
 
-const char* update_mode_name(UpdateMode mode) {
-  switch (mode) {
-    case UpdateMode::Sync: return "sync";
-    case UpdateMode::Async: return "async";
-    case UpdateMode::Bounded: return "bounded";
-  }
-  return "?";
-}
+const char* update_mode_name(UpdateMode mode) { return enum_name(mode).data(); }   // the table's names are literals
 
 void write_push_accounting(std::ostream& out, std::int64_t applied_through, const std::vector<std::int64_t>& last_pushed) {
   put(out, applied_through);

@@ -24,13 +24,14 @@
 #include <string>
 #include <vector>
 
+#include "pipewright/enums.h"
 #include "core/error.h"
 #include "dataparallel/ps_limits.h"
 #include "dataparallel/ps_table.h"
 
 namespace pw::dp {
 
-enum class UpdateMode { Sync, Async, Bounded };
+// UpdateMode and its names: pipewright/enums.h.
 UpdateMode parse_update_mode(const std::string& name);   // sync, async, bounded
 const char* update_mode_name(UpdateMode mode);
 

@@ -71,21 +71,9 @@ PW_CPU_CLONES void adam_row(int d, double lr, std::int64_t steps, const float* g
 
 }  // namespace
 
-SparseOptimizerKind parse_sparse_optimizer(const std::string& name) {
-  if (name == "sgd") return SparseOptimizerKind::Sgd;
-  if (name == "adagrad") return SparseOptimizerKind::Adagrad;
-  if (name == "adam") return SparseOptimizerKind::Adam;
-  throw InputError("unknown sparse optimizer '" + name + "'; accepted: sgd, adagrad, adam");
-}
+SparseOptimizerKind parse_sparse_optimizer(const std::string& name) { return parse_enum<SparseOptimizerKind>(name); }
 
-const char* sparse_optimizer_name(SparseOptimizerKind kind) {
-  switch (kind) {
-    case SparseOptimizerKind::Sgd: return "sgd";
-    case SparseOptimizerKind::Adagrad: return "adagrad";
-    case SparseOptimizerKind::Adam: return "adam";
-  }
-  return "?";
-}
+const char* sparse_optimizer_name(SparseOptimizerKind kind) { return enum_name(kind).data(); }   // the table's names are literals
 
 void check_table_config(const TableConfig& c) {
   PW_INPUT_CHECK(!c.name.empty() && c.name.size() <= 128, "a table needs a name of 1 to 128 characters");

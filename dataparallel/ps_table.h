@@ -17,13 +17,14 @@
 #include <string>
 #include <vector>
 
+#include "pipewright/enums.h"
 #include "dataparallel/ps_admission.h"
 #include "dataparallel/ps_bounds.h"
 #include "dataparallel/ps_row_store.h"
 
 namespace pw::dp {
 
-enum class SparseOptimizerKind { Sgd = 1, Adagrad = 2, Adam = 3 };
+// SparseOptimizerKind and its names: pipewright/enums.h.
 SparseOptimizerKind parse_sparse_optimizer(const std::string& name);   // sgd, adagrad, adam
 const char* sparse_optimizer_name(SparseOptimizerKind kind);
 

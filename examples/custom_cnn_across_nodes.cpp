@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
 
   job.program_model = small_cnn();
   job.data.dataset = "fashion-mnist";
-  job.optimizer.kind = "adam";
+  job.optimizer.kind = pw::models::OptimizerKind::Adam;
   job.optimizer.lr = 1e-3;
   job.resources.threads = threads;
   try {

@@ -47,8 +47,8 @@ int main(int argc, char** argv) try {
   job.data.eval_batches = 2;
   job.pipeline.micro_batches = 8;
   job.resources.threads = 1;
-  job.resources.device_memory = "256MiB";   // per stage: more than a quarter of the model, less than all of it
-  job.optimizer.kind = "adam";
+  job.resources.device_memory = std::int64_t{256} << 20;   // per stage: more than a quarter of the model, less than all of it
+  job.optimizer.kind = pw::models::OptimizerKind::Adam;
   job.optimizer.lr = 1e-3;
 
   pw::train::FitOptions out;

@@ -2,21 +2,9 @@
 
 namespace pw::models {
 
-OptimizerKind parse_optimizer_kind(const std::string& name) {
-  if (name == "sgd") return OptimizerKind::Sgd;
-  if (name == "adam") return OptimizerKind::Adam;
-  if (name == "adagrad") return OptimizerKind::Adagrad;
-  throw InputError("unknown optimizer '" + name + "'; accepted: sgd, adam, adagrad");
-}
+OptimizerKind parse_optimizer_kind(const std::string& name) { return parse_enum<OptimizerKind>(name); }
 
-std::string optimizer_kind_name(OptimizerKind kind) {
-  switch (kind) {
-    case OptimizerKind::Sgd: return "sgd";
-    case OptimizerKind::Adam: return "adam";
-    case OptimizerKind::Adagrad: return "adagrad";
-  }
-  return "?";
-}
+std::string optimizer_kind_name(OptimizerKind kind) { return std::string(enum_name(kind)); }
 
 Optimizer::Optimizer(std::vector<Parameter*> params, OptimizerConfig config)
     : params_(std::move(params)), config_(config) {

@@ -6,12 +6,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "pipewright/enums.h"
 #include "kernels/ops/optimizer.h"
 #include "models/layer.h"
 
 namespace pw::models {
 
-enum class OptimizerKind { Sgd, Adam, Adagrad };
+// OptimizerKind and its names: pipewright/enums.h.
 
 struct OptimizerConfig {
   OptimizerKind kind = OptimizerKind::Sgd;

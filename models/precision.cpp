@@ -4,21 +4,9 @@
 
 namespace pw::models {
 
-Precision parse_precision(const std::string& text) {
-  if (text == "fp32") return Precision::Fp32;
-  if (text == "bf16") return Precision::Bf16;
-  if (text == "fp16") return Precision::Fp16;
-  throw InputError("unknown precision '" + text + "'; accepted: fp32, bf16, fp16");
-}
+Precision parse_precision(const std::string& text) { return parse_enum<Precision>(text); }
 
-const char* precision_name(Precision p) {
-  switch (p) {
-    case Precision::Fp32: return "fp32";
-    case Precision::Bf16: return "bf16";
-    case Precision::Fp16: return "fp16";
-  }
-  return "?";
-}
+const char* precision_name(Precision p) { return enum_name(p).data(); }   // the table's names are literals
 
 kernels::DType activation_dtype(Precision p) {
   switch (p) {

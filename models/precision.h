@@ -4,11 +4,12 @@
 // their gradients, optimizer state, batch-norm statistics and losses stay F32 in every mode.
 #include <string>
 
+#include "pipewright/enums.h"
 #include "kernels/device.h"
 
 namespace pw::models {
 
-enum class Precision { Fp32, Bf16, Fp16 };
+// Precision and its names: pipewright/enums.h.
 
 // "fp32", "bf16" or "fp16"; InputError naming the accepted values otherwise.
 Precision parse_precision(const std::string& text);

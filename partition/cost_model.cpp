@@ -11,21 +11,9 @@ double LinkModel::transfer_seconds(std::int64_t bytes) const {
   return latency_s + static_cast<double>(bytes) / bandwidth_bytes_per_s;
 }
 
-Recompute parse_recompute(const std::string& name) {
-  if (name == "none") return Recompute::None;
-  if (name == "all") return Recompute::All;
-  if (name == "except-last") return Recompute::ExceptLast;
-  throw InputError("unknown --recompute '" + name + "'; accepted: none, all, except-last");
-}
+Recompute parse_recompute(const std::string& name) { return parse_enum<Recompute>(name); }
 
-std::string recompute_name(Recompute recompute) {
-  switch (recompute) {
-    case Recompute::None: return "none";
-    case Recompute::All: return "all";
-    case Recompute::ExceptLast: return "except-last";
-  }
-  return "?";
-}
+std::string recompute_name(Recompute recompute) { return std::string(enum_name(recompute)); }
 
 int optimizer_state_tensors(models::OptimizerKind kind) {
   switch (kind) {

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "pipewright/enums.h"
 #include "models/optimizer.h"
 #include "partition/model_description.h"
 #include "partition/profiler.h"
@@ -24,11 +25,7 @@ enum class InFlight {
   StagesAhead,       // 1F1B, ZB-H1 (and interleaved, approximately): stage s holds min(P - s, M)
 };
 
-enum class Recompute {
-  None,         // keep every layer's Context until its backward
-  All,          // keep only the stage input; re-run forward before backward
-  ExceptLast,   // every stage but the last recomputes (the last holds one micro-batch anyway)
-};
+// Recompute and its names: pipewright/enums.h.
 
 // "none", "all", "except-last"; anything else is an InputError listing them.
 Recompute parse_recompute(const std::string& name);

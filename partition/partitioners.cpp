@@ -7,21 +7,9 @@
 
 namespace pw::partition {
 
-PartitionMethod parse_partition_method(const std::string& name) {
-  if (name == "uniform") return PartitionMethod::Uniform;
-  if (name == "params") return PartitionMethod::Params;
-  if (name == "profile") return PartitionMethod::Profile;
-  throw InputError("unknown --partition '" + name + "'; accepted: uniform, params, profile");
-}
+PartitionMethod parse_partition_method(const std::string& name) { return parse_enum<PartitionMethod>(name); }
 
-std::string partition_method_name(PartitionMethod method) {
-  switch (method) {
-    case PartitionMethod::Uniform: return "uniform";
-    case PartitionMethod::Params: return "params";
-    case PartitionMethod::Profile: return "profile";
-  }
-  return "?";
-}
+std::string partition_method_name(PartitionMethod method) { return std::string(enum_name(method)); }
 
 Partition partition_uniform(int layer_count, int stages) {
   PW_CHECK(stages >= 1 && stages <= layer_count, "cannot split " << layer_count << " layers into " << stages << " stages");

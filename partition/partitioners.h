@@ -5,11 +5,12 @@
 #include <string>
 #include <vector>
 
+#include "pipewright/enums.h"
 #include "partition/model_description.h"
 
 namespace pw::partition {
 
-enum class PartitionMethod { Uniform, Params, Profile };
+// PartitionMethod and its names: pipewright/enums.h.
 
 // "uniform", "params", "profile"; anything else is an InputError listing them.
 PartitionMethod parse_partition_method(const std::string& name);

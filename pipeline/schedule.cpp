@@ -12,7 +12,6 @@ namespace pw::pipeline {
 
 namespace {
 
-constexpr const char* kAcceptedKinds = "gpipe, 1f1b, interleaved, zb-h1";
 
 bool needs_at_least_one_micro_batch_per_stage(ScheduleKind kind) { return kind != ScheduleKind::GPipe; }
 
@@ -145,25 +144,9 @@ std::vector<Instruction> interleaved(const ScheduleSpec& spec, int stage) {
 
 }  // namespace
 
-ScheduleKind parse_schedule_kind(const std::string& name) {
-  static const std::map<std::string, ScheduleKind> kinds = {{"gpipe", ScheduleKind::GPipe},
-                                                             {"1f1b", ScheduleKind::OneFOneB},
-                                                             {"interleaved", ScheduleKind::Interleaved},
-                                                             {"zb-h1", ScheduleKind::ZeroBubbleH1}};
-  const auto it = kinds.find(name);
-  PW_INPUT_CHECK(it != kinds.end(), "unknown schedule '" << name << "'; accepted: " << kAcceptedKinds);
-  return it->second;
-}
+ScheduleKind parse_schedule_kind(const std::string& name) { return parse_enum<ScheduleKind>(name); }
 
-std::string schedule_kind_name(ScheduleKind kind) {
-  switch (kind) {
-    case ScheduleKind::GPipe: return "gpipe";
-    case ScheduleKind::OneFOneB: return "1f1b";
-    case ScheduleKind::Interleaved: return "interleaved";
-    case ScheduleKind::ZeroBubbleH1: return "zb-h1";
-  }
-  PW_FAIL("unknown ScheduleKind " << static_cast<int>(kind));
-}
+std::string schedule_kind_name(ScheduleKind kind) { return std::string(enum_name(kind)); }
 
 void validate(const ScheduleSpec& spec) {
   const std::string kind = schedule_kind_name(spec.kind);

@@ -5,9 +5,11 @@
 #include <string>
 #include <vector>
 
+#include "pipewright/enums.h"
+
 namespace pw::pipeline {
 
-enum class ScheduleKind { GPipe, OneFOneB, Interleaved, ZeroBubbleH1 };
+// ScheduleKind and its names: pipewright/enums.h.
 
 // "gpipe", "1f1b", "interleaved", "zb-h1"; anything else is an InputError listing them.
 ScheduleKind parse_schedule_kind(const std::string& name);

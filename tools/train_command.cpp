@@ -7,6 +7,7 @@
 #include "core/units.h"
 #include "kernels/ops/half_support.h"
 #include "dataparallel/topology.h"
+#include "models/data/dataset.h"
 #include "models/zoo/model_spec.h"
 #include "partition/model_description.h"
 #include "train/fit.h"
@@ -24,13 +25,17 @@ std::vector<std::string> comma_list(const std::string& text) {
   return out;
 }
 
-std::int64_t bucket_bytes_of(const std::string& text) {
+// A flag's text as the config's type, or InputError naming the flag.
+template <typename Parse>
+auto flag_value(const char* flag, const std::string& text, Parse parse) {
   try {
-    return parse_bytes(text);
+    return parse(text);
   } catch (const InputError& e) {
-    throw InputError(std::string("--bucket-size: ") + e.what());
+    throw InputError(std::string(flag) + ": " + e.what());
   }
 }
+
+std::int64_t bucket_bytes_of(const std::string& text) { return flag_value("--bucket-size", text, parse_bytes); }
 
 // "4 stages (1f1b, 8 micro-batches, split 3,7,12) on cpu:0,..." for the start line.
 std::string describe_job(const train::Engine& engine) {
@@ -73,7 +78,7 @@ train::JobConfig job_config_of(const TrainOptions& o) {
   c.model.embedding_dim = o.embedding_dim;
   c.data.dataset = o.dataset;
   c.resources.data_dir = o.data_dir;
-  c.data.synthetic_shape = o.synthetic_shape;
+  c.data.synthetic_shape = models::data::parse_sample_shape(o.synthetic_shape);
   c.data.synthetic_size = o.synthetic_size;
   c.data.batch_size = o.batch_size;
   c.data.epochs = o.epochs;
@@ -81,27 +86,27 @@ train::JobConfig job_config_of(const TrainOptions& o) {
   c.data.eval_batches = o.eval_batches;
   c.pipeline.stages = o.stages;
   c.pipeline.micro_batches = o.micro_batches;
-  c.pipeline.schedule = o.schedule;
+  c.pipeline.schedule = parse_enum<pipeline::ScheduleKind>(o.schedule);
   c.pipeline.chunks = o.chunks;
   if (!o.split.empty()) c.pipeline.split = partition::parse_split_points(o.split);
-  c.pipeline.partition = o.partition;
-  c.pipeline.recompute = o.recompute;
+  c.pipeline.partition = parse_enum<partition::PartitionMethod>(o.partition);
+  c.pipeline.recompute = parse_enum<partition::Recompute>(o.recompute);
   c.pipeline.schedule_file = o.schedule_file;
   c.replicas.replicas = o.replicas;
   c.replicas.bucket_bytes = bucket_bytes_of(o.bucket_size);
-  c.replicas.grad_compression = o.grad_compression;
+  c.replicas.grad_compression = parse_enum<dp::Compression>(o.grad_compression);
   c.replicas.sync_batch_norm = o.sync_batch_norm;
   c.ps.servers = o.ps;
   c.ps.addresses = o.ps_servers;
-  c.ps.mode = o.ps_mode;
+  c.ps.mode = parse_enum<dp::UpdateMode>(o.ps_mode);
   c.ps.staleness = o.staleness;
-  c.ps.optimizer = o.ps_optimizer;
+  if (!o.ps_optimizer.empty()) c.ps.optimizer = parse_enum<dp::SparseOptimizerKind>(o.ps_optimizer);
   c.ps.lr = o.ps_lr;
   c.ps.dir = o.ps_dir;
   c.ps.admit_after = o.ps_admit_after;
   c.ps.max_rows = o.ps_max_rows;
   c.ps.row_ttl = o.ps_row_ttl;
-  c.optimizer.kind = o.optimizer;
+  c.optimizer.kind = parse_enum<models::OptimizerKind>(o.optimizer);
   c.optimizer.lr = o.lr;
   c.optimizer.momentum = o.momentum;
   c.optimizer.weight_decay = o.weight_decay;
@@ -109,18 +114,18 @@ train::JobConfig job_config_of(const TrainOptions& o) {
   c.timeouts.heartbeat_seconds = o.heartbeat_timeout_seconds;
   c.timeouts.startup_seconds = o.startup_timeout_seconds;
   c.seed = o.seed;
-  c.transport = o.transport;
+  c.transport = parse_enum<train::TransportKind>(o.transport);
   c.load_path = o.load_path;
   c.checkpoints.dir = o.checkpoint_dir;
   c.checkpoints.every_steps = o.checkpoint_every;
   c.checkpoints.every_seconds = o.checkpoint_every_seconds;
   c.checkpoints.keep = o.keep_checkpoints;
-  c.checkpoints.on_error = o.on_checkpoint_error;
+  c.checkpoints.on_error = parse_enum<train::CheckpointErrorPolicy>(o.on_checkpoint_error);
   c.checkpoints.resume = o.resume;
   c.recovery.max_bad_steps = o.max_bad_steps;
   c.recovery.rollback_lr_factor = o.rollback_lr_factor;
   c.recovery.clip_grad_norm = o.clip_grad_norm;
-  c.numerics.precision = o.precision;
+  c.numerics.precision = parse_enum<models::Precision>(o.precision);
   c.numerics.loss_scale = o.loss_scale;
   c.numerics.initial_loss_scale = o.initial_loss_scale;
   c.numerics.loss_scale_window = o.loss_scale_window;
@@ -129,7 +134,7 @@ train::JobConfig job_config_of(const TrainOptions& o) {
   c.resources.device = o.device;
   if (!o.devices.empty()) c.resources.devices = comma_list(o.devices);
   c.resources.threads = o.threads;
-  c.resources.device_memory = o.device_memory;
+  if (!o.device_memory.empty()) c.resources.device_memory = flag_value("--device-memory", o.device_memory, parse_bytes);
   return c;
 }
 

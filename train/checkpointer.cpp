@@ -16,7 +16,7 @@ Checkpointer::Checkpointer(Engine& engine, std::int64_t total_steps)
       every_steps_(engine.plan().config.checkpoints.every_steps),
       every_seconds_(engine.plan().config.checkpoints.every_seconds),
       keep_(engine.plan().config.checkpoints.keep),
-      stop_on_error_(engine.plan().config.checkpoints.on_error != "continue"),
+      stop_on_error_(engine.plan().config.checkpoints.on_error != CheckpointErrorPolicy::Continue),
       total_steps_(total_steps),
       last_time_(Clock::now()) {
   if (enabled()) writer_ = std::make_unique<CheckpointWriter>();

@@ -8,7 +8,7 @@ namespace pw::train {
 EmbeddedJob::EmbeddedJob(JobPlan plan) : plan_(std::make_unique<JobPlan>(std::move(plan))) {
   check_devices(plan_->config, plan_->shape().world_size());
   world_ = make_thread_world(plan_->shape(),
-                             plan_->config.transport == "thrift" ? ThreadLinks::Thrift : ThreadLinks::InProcess);
+                             plan_->config.transport == TransportKind::Thrift ? ThreadLinks::Thrift : ThreadLinks::InProcess);
   engines_.resize(static_cast<std::size_t>(plan_->shape().world_size()));
   world_->run([this](RankLinks& links) {
     engines_[static_cast<std::size_t>(links.rank())] = std::make_unique<Engine>(*plan_, links);

@@ -89,7 +89,7 @@ Engine::Engine(const JobPlan& plan, RankLinks& links) : plan_(plan), links_(link
     runtime.set_threads(c.resources.threads > 0
                             ? c.resources.threads
                             : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / links_.ranks_on_host()));
-  if (!c.resources.device_memory.empty()) runtime.set_memory_cap(parse_bytes(c.resources.device_memory));
+  if (c.resources.device_memory > 0) runtime.set_memory_cap(c.resources.device_memory);
   kernels::set_math_mode({c.numerics.allow_tf32 ? kernels::Tf32::On : kernels::Tf32::Off,
                           c.numerics.deterministic ? kernels::Determinism::Deterministic
                                                    : kernels::Determinism::Fastest});
@@ -101,7 +101,7 @@ Engine::Engine(const JobPlan& plan, RankLinks& links) : plan_(plan), links_(link
   if (s > 0) neighbours.insert(base + s - 1);
   if (s + 1 < P) neighbours.insert(base + s + 1);
   if (plan_.schedule.chunks > 1) neighbours.insert({base + (s + 1) % P, base + (s + P - 1) % P});
-  links_.connect(device_, neighbours, c.transport, startup);
+  links_.connect(device_, neighbours, std::string(enum_name(c.transport)), startup);
   agree_on_config(startup);
   choose_partition(startup);
   build_stage();

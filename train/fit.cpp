@@ -181,7 +181,7 @@ nlohmann::json summary_of(Engine& engine, const std::vector<double>& loss_histor
   j["params"] = plan.stats.parameters;
   j["activation_bytes_per_sample"] = plan.stats.activation_bytes_per_sample;
   j["dataset"] = plan.data.name;
-  j["optimizer"] = c.optimizer.kind;
+  j["optimizer"] = enum_name(c.optimizer.kind);
   j["lr"] = plan.optimizer.lr;
   j["seed"] = c.seed;
   j["steps"] = static_cast<std::int64_t>(loss_history.size());
@@ -484,7 +484,7 @@ nlohmann::json run_job(const JobConfig& config, const FitOptions& options, const
     timeouts.startup = std::chrono::milliseconds(static_cast<std::int64_t>(config.timeouts.startup_seconds * 1000));
     world = make_process_world(plan.shape(), *launch, timeouts);
   } else {
-    world = make_thread_world(plan.shape(), config.transport == "thrift" ? ThreadLinks::Thrift : ThreadLinks::InProcess);
+    world = make_thread_world(plan.shape(), config.transport == TransportKind::Thrift ? ThreadLinks::Thrift : ThreadLinks::InProcess);
   }
   if (!options.trace_path.empty()) {
     trace::Recorder::global().clear();

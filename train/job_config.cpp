@@ -1,29 +1,221 @@
 #include "train/job_config.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <limits>
+#include <optional>
+#include <type_traits>
 
 #include "core/error.h"
+#include "core/units.h"
+#include "models/data/dataset.h"
 
 namespace pw::train {
 
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ModelConfig, name, width, embedding_rows, embedding_dim)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DataConfig, dataset, synthetic_shape, synthetic_size,
-                                                batch_size, epochs, steps, eval_batches)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(PipelineConfig, stages, micro_batches, schedule, chunks, split,
-                                                partition, recompute, schedule_file)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ReplicaConfig, replicas, bucket_bytes, grad_compression,
-                                                sync_batch_norm)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ParameterServerConfig, servers, addresses, mode, staleness,
-                                                optimizer, lr, dir, admit_after, max_rows, row_ttl)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(OptimizerSettings, kind, lr, momentum, weight_decay)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TimeoutConfig, stage_seconds, heartbeat_seconds, startup_seconds)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CheckpointConfig, dir, every_steps, every_seconds, keep, on_error,
-                                                resume)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RecoveryConfig, max_bad_steps, rollback_lr_factor, clip_grad_norm)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(NumericsConfig, precision, loss_scale, initial_loss_scale,
-                                                loss_scale_window, allow_tf32, deterministic)
-
 namespace {
+
+// Byte sizes and sample shapes have a text form in JSON ("512MiB", "1x28x28"); these wrappers
+// pick it in the field lists below.
+struct ByteSize {
+  std::int64_t& bytes;
+};
+struct ShapeText {
+  std::vector<std::int64_t>& shape;
+};
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string out;
+  for (const auto d : shape) out += (out.empty() ? "" : "x") + std::to_string(d);
+  return out;
+}
+
+// The one list of every field of each section: the JSON writer and the reader walk it, so a field
+// is named once. Writers get the section through const_cast and only read it.
+template <typename F>
+void fields(ModelConfig& c, F&& f) {
+  f("name", c.name), f("width", c.width), f("embedding_rows", c.embedding_rows), f("embedding_dim", c.embedding_dim);
+}
+template <typename F>
+void fields(DataConfig& c, F&& f) {
+  f("dataset", c.dataset), f("synthetic_shape", ShapeText{c.synthetic_shape}), f("synthetic_size", c.synthetic_size);
+  f("batch_size", c.batch_size), f("epochs", c.epochs), f("steps", c.steps), f("eval_batches", c.eval_batches);
+}
+template <typename F>
+void fields(PipelineConfig& c, F&& f) {
+  f("stages", c.stages), f("micro_batches", c.micro_batches), f("schedule", c.schedule), f("chunks", c.chunks);
+  f("split", c.split), f("partition", c.partition), f("recompute", c.recompute), f("schedule_file", c.schedule_file);
+}
+template <typename F>
+void fields(ReplicaConfig& c, F&& f) {
+  f("replicas", c.replicas), f("bucket_bytes", c.bucket_bytes), f("grad_compression", c.grad_compression);
+  f("sync_batch_norm", c.sync_batch_norm);
+}
+template <typename F>
+void fields(ParameterServerConfig& c, F&& f) {
+  f("servers", c.servers), f("addresses", c.addresses), f("mode", c.mode), f("staleness", c.staleness);
+  f("optimizer", c.optimizer), f("lr", c.lr), f("dir", c.dir), f("admit_after", c.admit_after);
+  f("max_rows", c.max_rows), f("row_ttl", c.row_ttl);
+}
+template <typename F>
+void fields(OptimizerSettings& c, F&& f) {
+  f("kind", c.kind), f("lr", c.lr), f("momentum", c.momentum), f("weight_decay", c.weight_decay);
+}
+template <typename F>
+void fields(TimeoutConfig& c, F&& f) {
+  f("stage_seconds", c.stage_seconds), f("heartbeat_seconds", c.heartbeat_seconds);
+  f("startup_seconds", c.startup_seconds);
+}
+template <typename F>
+void fields(CheckpointConfig& c, F&& f) {
+  f("dir", c.dir), f("every_steps", c.every_steps), f("every_seconds", c.every_seconds), f("keep", c.keep);
+  f("on_error", c.on_error), f("resume", c.resume);
+}
+template <typename F>
+void fields(RecoveryConfig& c, F&& f) {
+  f("max_bad_steps", c.max_bad_steps), f("rollback_lr_factor", c.rollback_lr_factor);
+  f("clip_grad_norm", c.clip_grad_norm);
+}
+template <typename F>
+void fields(NumericsConfig& c, F&& f) {
+  f("precision", c.precision), f("loss_scale", c.loss_scale), f("initial_loss_scale", c.initial_loss_scale);
+  f("loss_scale_window", c.loss_scale_window), f("allow_tf32", c.allow_tf32), f("deterministic", c.deterministic);
+}
+template <typename F>
+void fields(Resources& c, F&& f) {
+  f("device", c.device), f("devices", c.devices), f("threads", c.threads);
+  f("device_memory", ByteSize{c.device_memory}), f("data_dir", c.data_dir);
+}
+// The job's sections and top-level scalars, in one list too.
+template <typename F>
+void sections(JobConfig& c, F&& f) {
+  f("model", c.model), f("data", c.data), f("pipeline", c.pipeline), f("replicas", c.replicas), f("ps", c.ps);
+  f("optimizer", c.optimizer), f("timeouts", c.timeouts), f("checkpoints", c.checkpoints), f("recovery", c.recovery);
+  f("numerics", c.numerics), f("seed", c.seed), f("transport", c.transport), f("load_path", c.load_path);
+}
+
+template <typename T>
+nlohmann::json value_json(const T& v) {
+  if constexpr (std::is_enum_v<T>) return std::string(enum_name(v));
+  else return v;
+}
+nlohmann::json value_json(const ShapeText& v) { return shape_text(v.shape); }
+nlohmann::json value_json(const ByteSize& v) { return v.bytes; }
+nlohmann::json value_json(const std::optional<dp::SparseOptimizerKind>& v) {
+  return v ? std::string(enum_name(*v)) : std::string();
+}
+
+template <typename Section>
+nlohmann::json section_json(const Section& section) {
+  nlohmann::json j = nlohmann::json::object();
+  fields(const_cast<Section&>(section), [&](const char* name, const auto& value) { j[name] = value_json(value); });
+  return j;
+}
+
+[[noreturn]] void bad(const std::string& path, const std::string& problem) { throw ConfigError(path, problem); }
+
+std::string kind_of(const nlohmann::json& j) {
+  if (j.is_string()) return "the text " + j.dump();
+  return j.dump();
+}
+
+void read_value(const nlohmann::json& j, const std::string& path, std::string& out) {
+  if (!j.is_string()) bad(path, kind_of(j) + "; expected a string");
+  out = j.get<std::string>();
+}
+void read_value(const nlohmann::json& j, const std::string& path, bool& out) {
+  if (!j.is_boolean()) bad(path, kind_of(j) + "; expected true or false");
+  out = j.get<bool>();
+}
+void read_value(const nlohmann::json& j, const std::string& path, double& out) {
+  if (!j.is_number()) bad(path, kind_of(j) + "; expected a number");
+  out = j.get<double>();
+}
+template <typename Int>
+  requires std::is_integral_v<Int>
+void read_value(const nlohmann::json& j, const std::string& path, Int& out) {
+  if (!j.is_number_integer()) bad(path, kind_of(j) + "; expected a whole number");
+  if (j.is_number_unsigned()) {
+    const auto v = j.get<std::uint64_t>();
+    if (v > static_cast<std::uint64_t>(std::numeric_limits<Int>::max())) bad(path, j.dump() + "; out of range");
+    out = static_cast<Int>(v);
+  } else {
+    const auto v = j.get<std::int64_t>();
+    if (v < static_cast<std::int64_t>(std::numeric_limits<Int>::min()) ||
+        (v > 0 && static_cast<std::uint64_t>(v) > static_cast<std::uint64_t>(std::numeric_limits<Int>::max())))
+      bad(path, j.dump() + "; out of range");
+    out = static_cast<Int>(v);
+  }
+}
+template <typename E>
+  requires std::is_enum_v<E>
+void read_value(const nlohmann::json& j, const std::string& path, E& out) {
+  if (!j.is_string()) bad(path, kind_of(j) + "; expected one of " + enum_choices<E>());
+  try {
+    out = parse_enum<E>(j.get<std::string>());
+  } catch (const InputError& e) {
+    bad(path, e.what());
+  }
+}
+void read_value(const nlohmann::json& j, const std::string& path, std::optional<dp::SparseOptimizerKind>& out) {
+  if (j.is_string() && j.get<std::string>().empty()) {
+    out.reset();
+    return;
+  }
+  dp::SparseOptimizerKind kind{};
+  read_value(j, path, kind);
+  out = kind;
+}
+template <typename T>
+void read_value(const nlohmann::json& j, const std::string& path, std::vector<T>& out) {
+  if (!j.is_array()) bad(path, kind_of(j) + "; expected a list");
+  out.clear();
+  for (std::size_t i = 0; i < j.size(); ++i) read_value(j[i], path + "/" + std::to_string(i), out.emplace_back());
+}
+void read_value(const nlohmann::json& j, const std::string& path, ShapeText out) {
+  if (!j.is_string()) bad(path, kind_of(j) + "; expected CxHxW, e.g. \"3x224x224\"");
+  try {
+    out.shape = models::data::parse_sample_shape(j.get<std::string>());
+  } catch (const InputError& e) {
+    bad(path, e.what());
+  }
+}
+void read_value(const nlohmann::json& j, const std::string& path, ByteSize out) {
+  if (j.is_number_integer()) return read_value(j, path, out.bytes);
+  if (!j.is_string()) bad(path, kind_of(j) + "; expected a byte count or a size such as \"512MiB\"");
+  try {
+    out.bytes = parse_bytes(j.get<std::string>());
+  } catch (const InputError& e) {
+    bad(path, e.what());
+  }
+}
+
+template <typename Section>
+void read_section(const nlohmann::json& j, const std::string& path, Section& section) {
+  if (!j.is_object()) bad(path, kind_of(j) + "; expected an object");
+  std::vector<std::string> known;
+  fields(section, [&](const char* name, auto&& value) {
+    known.emplace_back(name);
+    if (const auto it = j.find(name); it != j.end()) read_value(*it, path + "/" + name, value);
+  });
+  for (const auto& [key, value] : j.items())
+    if (std::find(known.begin(), known.end(), key) == known.end()) {
+      std::string accepted;
+      for (const auto& k : known) accepted += (accepted.empty() ? "" : ", ") + k;
+      bad(path + "/" + key, "unknown field; " + path.substr(1) + " has " + accepted);
+    }
+}
+
+template <typename T>
+void read_section_or_value(const nlohmann::json& j, const std::string& path, T& out) {
+  if constexpr (std::is_class_v<T> && !std::is_same_v<T, std::string>) read_section(j, path, out);
+  else read_value(j, path, out);
+}
+
+template <typename T>
+nlohmann::json section_or_value_json(const T& v) {
+  if constexpr (std::is_class_v<T> && !std::is_same_v<T, std::string>) return section_json(v);
+  else return value_json(v);
+}
 
 nlohmann::json program_model_json(const partition::ModelDescription& m) {
   nlohmann::json j;
@@ -44,44 +236,35 @@ nlohmann::json program_model_json(const partition::ModelDescription& m) {
 
 nlohmann::json to_json(const JobConfig& c) {
   nlohmann::json j;
-  j["model"] = c.model;
+  sections(const_cast<JobConfig&>(c), [&](const char* name, const auto& value) { j[name] = section_or_value_json(value); });
   if (c.program_model && !c.program_model->layers.empty()) j["program_model"] = program_model_json(*c.program_model);
-  j["data"] = c.data;
-  j["pipeline"] = c.pipeline;
-  j["replicas"] = c.replicas;
-  j["ps"] = c.ps;
-  j["optimizer"] = c.optimizer;
-  j["timeouts"] = c.timeouts;
-  j["checkpoints"] = c.checkpoints;
-  j["recovery"] = c.recovery;
-  j["numerics"] = c.numerics;
-  j["seed"] = c.seed;
-  j["transport"] = c.transport;
-  j["load_path"] = c.load_path;
+  return j;
+}
+
+nlohmann::json to_full_json(const JobConfig& c) {
+  auto j = to_json(c);
+  j.erase("program_model");
+  j["resources"] = section_json(c.resources);
   return j;
 }
 
 JobConfig job_config_from_json(const nlohmann::json& j) {
-  JobConfig c;
-  try {
-    if (j.contains("model")) c.model = j.at("model").get<ModelConfig>();
-    if (j.contains("data")) c.data = j.at("data").get<DataConfig>();
-    if (j.contains("pipeline")) c.pipeline = j.at("pipeline").get<PipelineConfig>();
-    if (j.contains("replicas")) c.replicas = j.at("replicas").get<ReplicaConfig>();
-    if (j.contains("ps")) c.ps = j.at("ps").get<ParameterServerConfig>();
-    if (j.contains("optimizer")) c.optimizer = j.at("optimizer").get<OptimizerSettings>();
-    if (j.contains("timeouts")) c.timeouts = j.at("timeouts").get<TimeoutConfig>();
-    if (j.contains("checkpoints")) c.checkpoints = j.at("checkpoints").get<CheckpointConfig>();
-    if (j.contains("recovery")) c.recovery = j.at("recovery").get<RecoveryConfig>();
-    if (j.contains("numerics")) c.numerics = j.at("numerics").get<NumericsConfig>();
-    if (j.contains("seed")) c.seed = j.at("seed").get<std::uint64_t>();
-    if (j.contains("transport")) c.transport = j.at("transport").get<std::string>();
-    if (j.contains("load_path")) c.load_path = j.at("load_path").get<std::string>();
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(std::string("job config: ") + e.what());
-  }
+  if (!j.is_object()) throw ConfigError("/", kind_of(j) + "; a job config is a JSON object");
   PW_INPUT_CHECK(!j.contains("program_model"), "job config: a program's own model cannot be read from JSON; "
                                                "the program builds it in code");
+  JobConfig c;
+  std::vector<std::string> known{"resources"};
+  sections(c, [&](const char* name, auto& value) {
+    known.emplace_back(name);
+    if (const auto it = j.find(name); it != j.end()) read_section_or_value(*it, std::string("/") + name, value);
+  });
+  if (const auto it = j.find("resources"); it != j.end()) read_section(*it, "/resources", c.resources);
+  for (const auto& [key, value] : j.items())
+    if (std::find(known.begin(), known.end(), key) == known.end()) {
+      std::string accepted;
+      for (const auto& k : known) accepted += (accepted.empty() ? "" : ", ") + k;
+      bad("/" + key, "unknown field; a job config has " + accepted);
+    }
   return c;
 }
 
@@ -149,7 +332,7 @@ std::string resume_difference(const nlohmann::json& saved, const nlohmann::json&
 
 double effective_lr(const OptimizerSettings& o) {
   if (o.lr > 0) return o.lr;
-  return o.kind == "adam" ? 1e-3 : 1e-2;
+  return o.kind == models::OptimizerKind::Adam ? 1e-3 : 1e-2;
 }
 
 }  // namespace pw::train

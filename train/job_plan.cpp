@@ -39,11 +39,8 @@ models::data::DatasetOptions dataset_options(const JobConfig& c, models::data::D
   d.seed = c.seed;
   d.clicks = click_features(c);
   d.parts = parts;
-  if (c.data.dataset == "synthetic" || c.data.dataset == "synthetic-clicks") {
-    PW_INPUT_CHECK(c.data.synthetic_size >= 1, "--synthetic-size must be >= 1, got " << c.data.synthetic_size);
-    d.synthetic_size = c.data.synthetic_size;
-  }
-  if (c.data.dataset == "synthetic") d.synthetic_shape = models::data::parse_sample_shape(c.data.synthetic_shape);
+  if (c.data.dataset == "synthetic" || c.data.dataset == "synthetic-clicks") d.synthetic_size = c.data.synthetic_size;
+  if (c.data.dataset == "synthetic") d.synthetic_shape = c.data.synthetic_shape;
   return d;
 }
 
@@ -55,7 +52,7 @@ DataShape data_shape(const JobConfig& c) {
 
 pipeline::ScheduleSpec schedule_of(const PipelineConfig& p, int model_split_pieces) {
   pipeline::ScheduleSpec s;
-  s.kind = pipeline::parse_schedule_kind(p.schedule);
+  s.kind = p.schedule;
   PW_INPUT_CHECK(p.chunks >= 0, "--chunks " << p.chunks << "; expected 1 or more");
   s.chunks = p.chunks > 0 ? p.chunks : (s.kind == pipeline::ScheduleKind::Interleaved ? 2 : 1);
   const int pieces = !p.split.empty() ? static_cast<int>(p.split.size()) + 1 : model_split_pieces;
@@ -80,21 +77,12 @@ void check_checkpoint_settings(const JobConfig& c) {
   const auto& k = c.checkpoints;
   PW_INPUT_CHECK(!k.dir.empty() || (k.every_steps == 0 && k.every_seconds == 0),
                  "--checkpoint-every" << (k.every_steps == 0 ? "-seconds" : "") << " needs --checkpoint-dir D");
-  PW_INPUT_CHECK(k.every_steps >= 0 && k.every_seconds >= 0, "--checkpoint-every must be positive");
-  PW_INPUT_CHECK(k.keep >= 1, "--keep-checkpoints " << k.keep << "; expected at least 1");
-  PW_INPUT_CHECK(k.on_error == "stop" || k.on_error == "continue",
-                 "--on-checkpoint-error " << k.on_error << "; expected stop or continue");
   if (!k.dir.empty()) {
     std::error_code error;
     std::filesystem::create_directories(k.dir, error);
     PW_INPUT_CHECK(!error && std::filesystem::is_directory(k.dir),
                    "--checkpoint-dir " << k.dir << ": cannot create this folder (" << error.message() << ")");
   }
-  const auto& r = c.recovery;
-  PW_INPUT_CHECK(r.max_bad_steps >= 1, "--max-bad-steps " << r.max_bad_steps << "; expected at least 1");
-  PW_INPUT_CHECK(r.rollback_lr_factor > 0 && r.rollback_lr_factor <= 1,
-                 "--rollback-lr-factor " << r.rollback_lr_factor << "; expected a factor in (0, 1]");
-  PW_INPUT_CHECK(r.clip_grad_norm >= 0, "--clip-grad-norm " << r.clip_grad_norm << "; expected 0 (off) or a positive norm");
 }
 
 }  // namespace
@@ -102,36 +90,28 @@ void check_checkpoint_settings(const JobConfig& c) {
 JobPlan plan_job(const JobConfig& c, bool multi_process) {
   JobPlan plan;
   plan.config = c;
-  PW_INPUT_CHECK(c.replicas.replicas >= 1 && c.replicas.replicas <= 4096,
-                 "--replicas " << c.replicas.replicas << "; expected 1 to 4096");
-  PW_INPUT_CHECK(c.data.batch_size >= 1, "--batch-size " << c.data.batch_size << "; expected at least 1");
-  PW_INPUT_CHECK(c.replicas.bucket_bytes > 0, "--bucket-size " << c.replicas.bucket_bytes
-                                                                << ": a gradient bucket needs at least one byte");
+  validate(c);
   check_checkpoint_settings(c);
   const bool program_model = c.program_model && !c.program_model->layers.empty();
   PW_INPUT_CHECK(program_model || c.model.name != "dlrm" || c.data.dataset == "synthetic-clicks",
                  "--model dlrm reads click data; use --dataset synthetic-clicks (got " << c.data.dataset
                                                                                    << "); it accepts no other data set");
   plan.data = data_shape(c);
-  plan.optimizer.kind = models::parse_optimizer_kind(c.optimizer.kind);
+  plan.optimizer.kind = c.optimizer.kind;
   plan.optimizer.lr = effective_lr(c.optimizer);
   plan.optimizer.momentum = c.optimizer.momentum;
   plan.optimizer.weight_decay = c.optimizer.weight_decay;
   plan.buckets.bucket_bytes = static_cast<std::size_t>(c.replicas.bucket_bytes);
-  plan.buckets.compression = dp::parse_compression(c.replicas.grad_compression);
-  plan.recompute = partition::parse_recompute(c.pipeline.recompute);
-  plan.precision = models::parse_precision(c.numerics.precision);
+  plan.buckets.compression = c.replicas.grad_compression;
+  plan.recompute = c.pipeline.recompute;
+  plan.precision = c.numerics.precision;
   const bool fp16 = plan.precision == models::Precision::Fp16;
   PW_INPUT_CHECK(fp16 || (c.numerics.loss_scale == 0.0 && c.numerics.initial_loss_scale == 65536 &&
                           c.numerics.loss_scale_window == 2000),
                  "--loss-scale, --initial-loss-scale and --loss-scale-window apply to --precision fp16 only ("
-                     << c.numerics.precision << " needs no loss scaling)");
-  PW_INPUT_CHECK(std::isfinite(c.numerics.loss_scale) && c.numerics.loss_scale >= 0.0,
-                 "--loss-scale " << c.numerics.loss_scale << "; expected 0 (dynamic) or a positive scale");
+                     << enum_name(c.numerics.precision) << " needs no loss scaling)");
   PW_INPUT_CHECK(std::isfinite(c.numerics.initial_loss_scale) && c.numerics.initial_loss_scale >= 1.0,
                  "--initial-loss-scale " << c.numerics.initial_loss_scale << "; expected at least 1");
-  PW_INPUT_CHECK(c.numerics.loss_scale_window >= 1,
-                 "--loss-scale-window " << c.numerics.loss_scale_window << "; expected at least 1");
 
   models::ModelSpec spec;
   if (c.program_model && !c.program_model->layers.empty()) {
@@ -176,7 +156,7 @@ JobPlan plan_job(const JobConfig& c, bool multi_process) {
                                  << replicas * plan.schedule.micro_batches);
   if (!c.pipeline.schedule_file.empty()) {
     PW_INPUT_CHECK(plan.recompute == pipeline::RecomputeMode::None,
-                   "--recompute " << c.pipeline.recompute << " with --schedule-file: a schedule file says where it "
+                   "--recompute " << enum_name(c.pipeline.recompute) << " with --schedule-file: a schedule file says where it "
                                   "recomputes with its own R instructions; leave out --recompute");
     plan.programs = pipeline::load_schedule_file(c.pipeline.schedule_file, plan.schedule);
   }
@@ -230,7 +210,7 @@ partition::Partition choose_split(const JobPlan& plan, kernels::Device profile_o
   pipeline::SplitChoice choice;
   if (!c.pipeline.split.empty()) choice.split_points = c.pipeline.split;
   else if (!plan.model.split_points.empty()) choice.split_points = plan.model.split_points;
-  else choice.method = partition::parse_partition_method(c.pipeline.partition);
+  else choice.method = c.pipeline.partition;
   partition::CostModel cost;
   cost.stages = plan.schedule.stages;
   cost.chunks = plan.schedule.chunks;
@@ -238,7 +218,7 @@ partition::Partition choose_split(const JobPlan& plan, kernels::Device profile_o
   cost.in_flight = pipeline::in_flight_of(plan.schedule.kind);
   cost.recompute = plan.recompute;
   cost.optimizer_state = partition::optimizer_state_tensors(plan.optimizer.kind);
-  if (!c.resources.device_memory.empty()) cost.device_memory = {parse_bytes(c.resources.device_memory)};
+  if (c.resources.device_memory > 0) cost.device_memory = {c.resources.device_memory};
   std::vector<partition::LayerProfile> profiles;
   if (choice.split_points.empty() && choice.method == partition::PartitionMethod::Profile) {
     partition::check_stage_count(plan.model.layer_count(), cost.pieces(), plan.model.name);

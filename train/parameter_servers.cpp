@@ -53,7 +53,7 @@ dp::PsShardConfig ps_shard_config(const JobConfig& job, int shard, int shards) {
   c.shard = shard;
   c.shards = shards;
   c.workers = job.replicas.replicas;
-  c.mode = dp::parse_update_mode(job.ps.mode);
+  c.mode = job.ps.mode;
   if (const auto bounds = ps_table_bounds(job); bounds.any()) c.bounds = bounds;
   return c;
 }
@@ -69,7 +69,7 @@ std::unique_ptr<ParameterServers> ParameterServers::open(const JobConfig& c, boo
     return nullptr;
   }
   std::unique_ptr<ParameterServers> ps(new ParameterServers);
-  ps->mode_ = dp::parse_update_mode(o.mode);
+  ps->mode_ = o.mode;
   ps->bounds_ = bounds;
   ps->staleness_ = o.staleness;
   ps->timeout_seconds_ = c.timeouts.stage_seconds;
@@ -103,7 +103,8 @@ void ParameterServers::plug_into(models::ModelOptions& mo, const JobConfig& c, c
   PW_INPUT_CHECK(model == "dlrm", "parameter servers hold embedding tables; --model " << model
                                   << " has none (use --model dlrm, or leave out --ps/--ps-servers)");
   const auto& o = c.ps;
-  const auto optimizer = dp::parse_sparse_optimizer(o.optimizer.empty() ? c.optimizer.kind : o.optimizer);
+  // Without its own, the sparse optimizer is the dense one of the same name (sgd, adam, adagrad).
+  const auto optimizer = o.optimizer ? *o.optimizer : parse_enum<dp::SparseOptimizerKind>(enum_name(c.optimizer.kind));
   const double lr = o.lr > 0                  ? o.lr
                     : c.optimizer.lr > 0      ? c.optimizer.lr
                     : optimizer == dp::SparseOptimizerKind::Adam ? 1e-3 : 1e-2;

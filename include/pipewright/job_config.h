@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "pipewright/enums.h"
 #include "pipewright/model.h"
 
 namespace pw::train {
@@ -25,7 +26,7 @@ struct ModelConfig {
 
 struct DataConfig {
   std::string dataset = "fashion-mnist";   // fashion-mnist, synthetic or synthetic-clicks
-  std::string synthetic_shape = "1x28x28";
+  std::vector<std::int64_t> synthetic_shape{1, 28, 28};   // {C, H, W}; "1x28x28" in JSON
   std::int64_t synthetic_size = 60000;
   std::int64_t batch_size = 64;   // the global batch, split over replicas and micro-batches
   std::int64_t epochs = 1;
@@ -36,27 +37,27 @@ struct DataConfig {
 struct PipelineConfig {
   int stages = 0;          // 0: from the split when given, else 1
   int micro_batches = 0;   // 0: one per stage
-  std::string schedule = "1f1b";
+  pipeline::ScheduleKind schedule = pipeline::ScheduleKind::OneFOneB;
   int chunks = 0;          // model chunks per stage; 0: 2 for interleaved, else 1
   std::vector<int> split;  // first layer of stages 1..P-1 (empty: the partition method or the model's own)
-  std::string partition = "uniform";   // uniform, params or profile
-  std::string recompute = "none";      // none, all or except-last
+  partition::PartitionMethod partition = partition::PartitionMethod::Uniform;
+  partition::Recompute recompute = partition::Recompute::None;
   std::string schedule_file;           // a program per stage in the text form (overrides schedule)
 };
 
 struct ReplicaConfig {
   int replicas = 1;
   std::int64_t bucket_bytes = std::int64_t{25} << 20;
-  std::string grad_compression = "none";   // none, fp16 or bf16 (pre-divided by the replica count)
+  dp::Compression grad_compression = dp::Compression::None;   // 16-bit sums are pre-divided by the replica count
   bool sync_batch_norm = false;            // batch-norm statistics over every replica's samples
 };
 
 struct ParameterServerConfig {
   int servers = 0;                // run in this process as threads unless addresses are given
   std::string addresses;          // HOST:PORT,... of servers started elsewhere
-  std::string mode = "sync";      // sync, async or bounded
+  dp::UpdateMode mode = dp::UpdateMode::Sync;
   int staleness = 1;
-  std::string optimizer;          // default: the dense optimizer
+  std::optional<dp::SparseOptimizerKind> optimizer;   // default: the dense optimizer's kind
   double lr = 0.0;                // 0: the dense learning rate
   std::string dir;                // servers run here keep their shards in this folder
   // Bounded tables (dataparallel/ps_bounds.h): a row on an id's N-th sighting, at most max_rows
@@ -67,7 +68,7 @@ struct ParameterServerConfig {
 };
 
 struct OptimizerSettings {
-  std::string kind = "adam";   // sgd, adam or adagrad
+  models::OptimizerKind kind = models::OptimizerKind::Adam;
   double lr = 0.0;             // 0: the optimizer's default (adam 0.001, else 0.01)
   double momentum = 0.9;
   double weight_decay = 0.0;
@@ -85,7 +86,7 @@ struct CheckpointConfig {
   std::int64_t every_steps = 0;     // 0: not by steps
   double every_seconds = 0.0;       // 0: not by time (rank 0's clock decides for everybody)
   int keep = 3;                     // newest complete checkpoints kept
-  std::string on_error = "stop";    // stop or continue, when a checkpoint cannot be written
+  CheckpointErrorPolicy on_error = CheckpointErrorPolicy::Stop;   // when a checkpoint cannot be written
   std::string resume;               // a checkpoint folder, or a folder of them (the newest complete one)
 };
 
@@ -99,7 +100,7 @@ struct RecoveryConfig {
 // Mixed precision (models/precision.h, train/loss_scaler.h), and how CUDA ops may trade exactness
 // for speed or reproducibility (kernels/math_mode.h; CPU ops ignore those two).
 struct NumericsConfig {
-  std::string precision = "fp32";     // fp32, bf16 or fp16: activations, convolutions, matrix products
+  models::Precision precision = models::Precision::Fp32;   // of activations, convolutions, matrix products
   double loss_scale = 0.0;            // fp16: 0 = dynamic loss scaling, > 0 a fixed scale
   double initial_loss_scale = 65536;  // fp16 dynamic: the first scale (2^16, as torch's GradScaler)
   int loss_scale_window = 2000;       // fp16 dynamic: steps without overflow before the scale doubles
@@ -112,7 +113,7 @@ struct Resources {
   std::string device = "cpu:0";      // cpu:N or cuda:N; a pipeline puts its stages on cpu:0..N-1 or the GPUs
   std::vector<std::string> devices;  // one per rank (replica-major), overriding `device`
   int threads = 0;                   // CPU threads per rank; 0: this machine's share
-  std::string device_memory;         // cap per device, e.g. "512MiB"
+  std::int64_t device_memory = 0;    // cap per device in bytes ("512MiB" in JSON); 0: no cap
   std::string data_dir;              // fashion-mnist files here; empty: $PW_FASHION_MNIST_DIR or the default
 };
 
@@ -128,7 +129,7 @@ struct JobConfig {
   RecoveryConfig recovery;
   NumericsConfig numerics;
   std::uint64_t seed = 0;
-  std::string transport = "auto";   // auto, inprocess, thrift or nccl
+  TransportKind transport = TransportKind::Auto;
   std::string load_path;            // start from these weights (safetensors)
   Resources resources;
   // A program's own model (layer factories with split points and ties); when it has layers it is
@@ -136,7 +137,29 @@ struct JobConfig {
   std::optional<partition::ModelDescription> program_model;
 };
 
-// The job's identity: everything but the resources and the program model's code.
+// The job's identity: everything but the resources and the program model's code. Enums are
+// written by their names (pipewright/enums.h), shapes as "CxHxW", byte sizes as numbers.
 nlohmann::json to_json(const JobConfig& config);
-JobConfig job_config_from_json(const nlohmann::json& j);   // InputError naming a bad field
+
+// The whole config (identity and resources) as `--config FILE` reads it and `--print-config` writes it.
+nlohmann::json to_full_json(const JobConfig& config);
+
+// A config from its JSON form (either of the above; missing fields keep their defaults). A bad
+// field is a ConfigError naming it by its path: "/pipeline/schedule: unknown schedule 'x'; accepted: ...".
+JobConfig job_config_from_json(const nlohmann::json& j);
+
+// A field of the config that holds a value it cannot take.
+class ConfigError : public InputError {
+ public:
+  ConfigError(std::string path, const std::string& problem)
+      : InputError(path + ": " + problem), path_(std::move(path)), problem_(problem) {}
+  const std::string& path() const { return path_; }         // "/optimizer/lr"
+  const std::string& problem() const { return problem_; }   // "-1; must be >= 0"
+
+ private:
+  std::string path_, problem_;
+};
+
+// Checks every field's range and the fields that go together; ConfigError naming the first bad one.
+void validate(const JobConfig& config);
 }  // namespace pw::train

@@ -29,8 +29,8 @@ train::JobConfig job(int servers) {
   train::JobConfig c;
   c.replicas.replicas = kReplicas;
   c.ps.servers = servers;
-  c.ps.mode = "sync";
-  c.ps.optimizer = "adam";
+  c.ps.mode = dp::UpdateMode::Sync;
+  c.ps.optimizer = dp::SparseOptimizerKind::Adam;
   c.seed = 11;
   return c;
 }

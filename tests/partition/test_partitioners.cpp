@@ -88,7 +88,7 @@ BOOST_AUTO_TEST_CASE(method_names_parse_and_bad_ones_are_listed) {
   BOOST_CHECK(parse_partition_method("profile") == PartitionMethod::Profile);
   BOOST_CHECK_EQUAL(partition_method_name(PartitionMethod::Params), "params");
   BOOST_CHECK_EXCEPTION(parse_partition_method("greedy"), InputError, [](const InputError& e) {
-    return std::string(e.what()) == "unknown --partition 'greedy'; accepted: uniform, params, profile";
+    return std::string(e.what()) == "unknown partition method 'greedy'; accepted: uniform, params, profile";
   });
   BOOST_CHECK(parse_recompute("except-last") == Recompute::ExceptLast);
   BOOST_CHECK_THROW(parse_recompute("some"), InputError);

@@ -36,7 +36,7 @@ struct Run {
 
 // Trains seed-cnn split after its third layer on two stages (cpu:0, cpu:1), one thread each.
 // programs[s] empty: the executor's default for `recompute`.
-Run train(const std::vector<std::string>& programs, RecomputeMode recompute = RecomputeMode::None, int steps = 3) {
+Run train_programs(const std::vector<std::string>& programs, RecomputeMode recompute = RecomputeMode::None, int steps = 3) {
   const auto model = seed_cnn();
   const auto split = partition::split_at(model.layer_count(), {3});
   rpc::InProcessHub hub(kSpec.stages);
@@ -123,32 +123,32 @@ void check_same(const Run& got, const Run& want, const std::string& what) {
 BOOST_AUTO_TEST_SUITE(custom_program)
 
 BOOST_AUTO_TEST_CASE(hand_written_programs_train_like_the_default_1f1b) {
-  const Run reference = train({"", ""});
+  const Run reference = train_programs({"", ""});
   BOOST_TEST(reference.recomputes == 0);
   BOOST_TEST(reference.losses[2] < reference.losses[0]);
   // GPipe's fill-drain order, written by hand for the 1f1b-shaped pipeline.
-  check_same(train({"F0 sA0 F1 sA1 F2 sA2 F3 sA3 rG0 B0 rG1 B1 rG2 B2 rG3 B3 RG S",
+  check_same(train_programs({"F0 sA0 F1 sA1 F2 sA2 F3 sA3 rG0 B0 rG1 B1 rG2 B2 rG3 B3 RG S",
                     "rA0 F0 rA1 F1 rA2 F2 rA3 F3 B0 sG0 B1 sG1 B2 sG2 B3 sG3 RG S"}),
              reference, "gpipe order");
   // 1F1B with stage 0 recomputing micro-batches 1 and 3 only.
-  const Run recomputing = train({"F0 sA0 F1 sA1 rG0 B0 F2 sA2 rG1 R1 B1 F3 sA3 rG2 B2 rG3 R3 B3 RG S",
+  const Run recomputing = train_programs({"F0 sA0 F1 sA1 rG0 B0 F2 sA2 rG1 R1 B1 F3 sA3 rG2 B2 rG3 R3 B3 RG S",
                                  "rA0 F0 B0 sG0 rA1 F1 B1 sG1 rA2 F2 B2 sG2 rA3 F3 B3 sG3 RG S"});
   BOOST_TEST(recomputing.recomputes == 3);   // stage 0, every step
   check_same(recomputing, reference, "1f1b with two explicit recomputes");
   // Split backwards (Bi then W) in 1F1B's order, the last stage recomputing before each Bi.
-  check_same(train({"F0 sA0 F1 sA1 rG0 Bi0 W0 F2 sA2 rG1 Bi1 W1 F3 sA3 rG2 Bi2 W2 rG3 Bi3 W3 RG S",
+  check_same(train_programs({"F0 sA0 F1 sA1 rG0 Bi0 W0 F2 sA2 rG1 Bi1 W1 F3 sA3 rG2 Bi2 W2 rG3 Bi3 W3 RG S",
                     "rA0 F0 R0 Bi0 sG0 rA1 F1 R1 Bi1 sG1 W0 rA2 F2 R2 Bi2 sG2 W1 rA3 F3 R3 Bi3 sG3 W2 W3 RG S"}),
              reference, "split backwards with recompute");
 }
 
 BOOST_AUTO_TEST_CASE(recompute_mode_gives_the_same_steps_as_its_explicit_program) {
-  const Run by_mode = train({"", ""}, RecomputeMode::All);
-  const Run by_hand = train({"F0 sA0 F1 sA1 rG0 R0 B0 F2 sA2 rG1 R1 B1 F3 sA3 rG2 R2 B2 rG3 R3 B3 RG S",
+  const Run by_mode = train_programs({"", ""}, RecomputeMode::All);
+  const Run by_hand = train_programs({"F0 sA0 F1 sA1 rG0 R0 B0 F2 sA2 rG1 R1 B1 F3 sA3 rG2 R2 B2 rG3 R3 B3 RG S",
                              "rA0 F0 R0 B0 sG0 rA1 F1 R1 B1 sG1 rA2 F2 R2 B2 sG2 rA3 F3 R3 B3 sG3 RG S"});
   BOOST_TEST(by_mode.losses == by_hand.losses, boost::test_tools::per_element());
   BOOST_CHECK(by_mode.weights == by_hand.weights);
   BOOST_TEST(by_mode.recomputes == 6);
-  check_same(by_mode, train({"", ""}), "recompute all against none");
+  check_same(by_mode, train_programs({"", ""}), "recompute all against none");
 }
 
 BOOST_AUTO_TEST_CASE(executor_fills_in_the_default_program_once) {

@@ -100,11 +100,11 @@ BOOST_AUTO_TEST_CASE(bad_inputs_get_one_line_errors) {
   check_error(kSmall + "--split 3,x", "pipewright: error: bad --split '3,x'; expected comma-separated layer indices");
   check_error(kSmall + "--split 3,7 --stages 2", "pipewright: error: --split 3,7 makes 3 pieces but --stages 2 needs 2");
   check_error(kSmall + "--stages 2 --partition greedy",
-              "pipewright: error: unknown --partition 'greedy'; accepted: uniform, params, profile");
+              "pipewright: error: unknown partition method 'greedy'; accepted: uniform, params, profile");
   check_error(kSmall + "--stages 2 --schedule pipedream", "pipewright: error: unknown schedule 'pipedream'");
   check_error(kSmall + "--stages 2 --micro-batches 4 --batch-size 6",
               "pipewright: error: --batch-size 6 does not split into 4 equal micro-batches");
-  check_error(kSmall + "--stages 2 --recompute some", "pipewright: error: unknown --recompute 'some'");
+  check_error(kSmall + "--stages 2 --recompute some", "pipewright: error: unknown recompute mode 'some'; accepted: none, all, except-last");
   check_error(kSmall + "--stages 2 --device-memory lots", "pipewright: error: bad byte size 'lots'");
   check_error(kSmall + "--partition params --split 3", "excludes");
   check_error(kSmall + "--stages 2 --micro-batches 2 --batch-size 64 --device-memory 1MiB",

@@ -46,21 +46,20 @@ inline train::JobConfig job_of(const partition::ModelDescription& model, const J
   train::JobConfig c;
   c.program_model = model;
   c.data.dataset = "synthetic";
-  c.data.synthetic_shape = std::to_string(model.sample_shape[0]) + "x" + std::to_string(model.sample_shape[1]) + "x" +
-                           std::to_string(model.sample_shape[2]);
+  c.data.synthetic_shape = model.sample_shape;
   c.data.synthetic_size = 256;
   c.data.batch_size = batch_size;
-  c.pipeline.schedule = pipeline::schedule_kind_name(shape.kind);
+  c.pipeline.schedule = shape.kind;
   c.pipeline.stages = shape.stages;
   c.pipeline.micro_batches = shape.micro_batches;
   c.pipeline.chunks = shape.chunks;
   c.pipeline.split = shape.split;
-  c.pipeline.recompute = shape.recompute;
+  c.pipeline.recompute = parse_enum<partition::Recompute>(shape.recompute);
   c.replicas.replicas = shape.replicas;
   for (int r = 0; r < shape.stages * shape.replicas; ++r)
     c.resources.devices.push_back("cpu:" + std::to_string(shape.first_device + r));
   c.resources.threads = 1;
-  c.optimizer.kind = "sgd";
+  c.optimizer.kind = models::OptimizerKind::Sgd;
   c.optimizer.lr = 0.05;
   c.seed = 11;
   c.timeouts.stage_seconds = 20;

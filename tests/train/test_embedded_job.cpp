@@ -120,7 +120,7 @@ BOOST_AUTO_TEST_CASE(a_model_too_big_for_one_capped_device_trains_over_four) {
     for (std::size_t i = 1; i < split.size(); ++i) shape.split.push_back(split[i].begin);
     shape.first_device = first_device;
     auto config = job_of(model, shape, 16);
-    config.optimizer.kind = "adam";
+    config.optimizer.kind = models::OptimizerKind::Adam;
     config.optimizer.lr = 0;
     train::EmbeddedJob trainer(train::plan_job(config, false));
     trainer.step(batch);

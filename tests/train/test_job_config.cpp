@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "train/job_config.h"
+#include "train/job_plan.h"
 
 using namespace pw;
 
@@ -80,14 +81,88 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_of_a_program_model_resumes_under_another_split
              "/program_model/layers/2: \"fc\" in the checkpoint, \"head\" now");
 }
 
-BOOST_AUTO_TEST_CASE(bad_json_is_an_input_error_naming_the_field) {
-  nlohmann::json j = {{"pipeline", {{"stages", "four"}}}};
+namespace {
+// The message of the ConfigError `fn` throws, or "" when it throws none.
+template <typename Fn>
+std::string config_error(Fn fn) {
   try {
-    train::job_config_from_json(j);
-    BOOST_FAIL("expected an error");
-  } catch (const InputError& e) {
-    BOOST_TEST(std::string(e.what()).find("job config") != std::string::npos, e.what());
+    fn();
+  } catch (const train::ConfigError& e) {
+    return e.what();
   }
+  return "";
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(bad_json_is_a_config_error_naming_the_field_by_its_path) {
+  auto parse = [](const char* text) { return [text] { train::job_config_from_json(nlohmann::json::parse(text)); }; };
+  BOOST_TEST(config_error(parse(R"({"pipeline": {"stages": "four"}})")) ==
+             "/pipeline/stages: the text \"four\"; expected a whole number");
+  BOOST_TEST(config_error(parse(R"({"pipeline": {"schedule": "pipedream"}})")) ==
+             "/pipeline/schedule: unknown schedule 'pipedream'; accepted: gpipe, 1f1b, interleaved, zb-h1");
+  BOOST_TEST(config_error(parse(R"({"optimizer": {"kind": 3}})")) ==
+             "/optimizer/kind: 3; expected one of sgd, adam, adagrad");
+  BOOST_TEST(config_error(parse(R"({"optimizer": {"learning_rate": 0.1}})")) ==
+             "/optimizer/learning_rate: unknown field; optimizer has kind, lr, momentum, weight_decay");
+  BOOST_TEST(config_error(parse(R"({"optimiser": {}})")).find("/optimiser: unknown field; a job config has") == 0u);
+  BOOST_TEST(config_error(parse(R"({"data": {"synthetic_shape": "3x224"}})")).find("/data/synthetic_shape: ") == 0u);
+  BOOST_TEST(config_error(parse(R"({"resources": {"device_memory": "lots"}})")).find("/resources/device_memory: ") == 0u);
+  BOOST_TEST(config_error(parse(R"({"replicas": {"replicas": 4294967296}})")) == "/replicas/replicas: 4294967296; out of range");
+  BOOST_TEST(config_error(parse(R"({"pipeline": {"split": [3, "x"]}})")) == "/pipeline/split/1: the text \"x\"; expected a whole number");
+  BOOST_TEST(config_error(parse("[1, 2]")) == "/: [1,2]; a job config is a JSON object");
+}
+
+BOOST_AUTO_TEST_CASE(the_identity_is_the_same_json_as_before_the_config_was_typed) {
+  // Hashes of the string-typed config of earlier builds: checkpoints they wrote still resume.
+  train::JobConfig c;
+  BOOST_TEST(train::config_hash(train::to_json(c)) == "9cf866d5eccec393");
+  c.pipeline.schedule = pipeline::ScheduleKind::Interleaved;
+  c.pipeline.recompute = partition::Recompute::ExceptLast;
+  c.pipeline.partition = partition::PartitionMethod::Profile;
+  c.replicas.grad_compression = dp::Compression::Bf16;
+  c.ps.mode = dp::UpdateMode::Bounded;
+  c.ps.optimizer = dp::SparseOptimizerKind::Adagrad;
+  c.optimizer.kind = models::OptimizerKind::Sgd;
+  c.checkpoints.on_error = train::CheckpointErrorPolicy::Continue;
+  c.numerics.precision = models::Precision::Bf16;
+  c.transport = train::TransportKind::Thrift;
+  c.data.synthetic_shape = {3, 32, 32};
+  c.data.dataset = "synthetic";
+  c.pipeline.stages = 4;
+  c.optimizer.lr = 0.05;
+  BOOST_TEST(train::config_hash(train::to_json(c)) == "cffcbc05fb514d4a");
+  const auto j = train::to_json(c);
+  BOOST_TEST(j["pipeline"]["schedule"] == "interleaved");
+  BOOST_TEST(j["data"]["synthetic_shape"] == "3x32x32");
+  BOOST_TEST(j["ps"]["optimizer"] == "adagrad");
+  // The full form carries the resources too and reads back to the same job.
+  c.resources.device_memory = std::int64_t{512} << 20;
+  c.resources.devices = {"cpu:0", "cpu:1"};
+  const auto back = train::job_config_from_json(train::to_full_json(c));
+  BOOST_TEST(train::to_json(back) == j);
+  BOOST_TEST(back.resources.device_memory == std::int64_t{512} << 20);
+  BOOST_TEST(back.resources.devices == c.resources.devices);
+  BOOST_TEST(train::job_config_from_json({{"resources", {{"device_memory", "2GiB"}}}}).resources.device_memory ==
+             std::int64_t{2} << 30);
+}
+
+BOOST_AUTO_TEST_CASE(validate_names_the_first_field_out_of_range_by_its_path) {
+  train::JobConfig c;
+  train::validate(c);
+  auto bad = [](auto change) {
+    train::JobConfig c;
+    change(c);
+    return config_error([&] { train::validate(c); });
+  };
+  BOOST_TEST(bad([](auto& c) { c.optimizer.lr = -1; }) == "/optimizer/lr: -1; must be >= 0");
+  BOOST_TEST(bad([](auto& c) { c.replicas.replicas = 0; }) == "/replicas/replicas: 0; must be in [1, 4096]");
+  BOOST_TEST(bad([](auto& c) { c.data.batch_size = 0; }) == "/data/batch_size: 0; must be >= 1");
+  BOOST_TEST(bad([](auto& c) { c.data.steps = 0; }) == "/data/steps: 0; must be >= 1 (or -1: not set)");
+  BOOST_TEST(bad([](auto& c) { c.timeouts.stage_seconds = 0; }) == "/timeouts/stage_seconds: 0; must be > 0");
+  BOOST_TEST(bad([](auto& c) { c.model.embedding_rows = {10, 0}; }) == "/model/embedding_rows/1: 0; must be in [1, 16777216]");
+  // plan_job validates first.
+  c.recovery.max_bad_steps = 0;
+  BOOST_CHECK_THROW(train::plan_job(c, false), train::ConfigError);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -27,11 +27,11 @@ int main(int argc, char** argv) {
   m.split_points = {4};   // fc_mid on stage 0, fc_mid2 on stage 1
   job.program_model = m;
   job.data.dataset = "synthetic";
-  job.data.synthetic_shape = "1x12x12";
+  job.data.synthetic_shape = {1, 12, 12};
   job.data.synthetic_size = 512;
   job.data.batch_size = 16;
   job.data.eval_batches = 4;
-  job.optimizer.kind = "sgd";
+  job.optimizer.kind = models::OptimizerKind::Sgd;
   job.optimizer.lr = 0.05;
   job.seed = 7;
   job.resources.threads = 1;

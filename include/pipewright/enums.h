@@ -1,0 +1,162 @@
+#pragma once
+// The named choices of a job: schedules, partition methods, optimizers, precisions, update modes...
+// Each enum has one table of names (EnumNames<E>), which the JSON form of a JobConfig, the command
+// line and the messages all use, so a name is spelled the same everywhere.
+#include <array>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "pipewright/error.h"
+
+namespace pw {
+
+// Specialised for each enum below: `what` names the kind of value ("schedule"), `names` pairs
+// every enumerator with its name.
+template <typename E>
+struct EnumNames;
+
+template <typename E>
+std::string_view enum_name(E value) {
+  for (const auto& [v, name] : EnumNames<E>::names)
+    if (v == value) return name;
+  return "?";
+}
+
+template <typename E>
+std::optional<E> enum_from_name(std::string_view name) {
+  for (const auto& [v, n] : EnumNames<E>::names)
+    if (n == name) return v;
+  return std::nullopt;
+}
+
+template <typename E>
+std::vector<std::string> enum_names() {
+  std::vector<std::string> out;
+  for (const auto& entry : EnumNames<E>::names) out.emplace_back(entry.second);
+  return out;
+}
+
+// "gpipe, 1f1b, interleaved, zb-h1"
+template <typename E>
+std::string enum_choices() {
+  std::string out;
+  for (const auto& entry : EnumNames<E>::names) out += (out.empty() ? "" : ", ") + std::string(entry.second);
+  return out;
+}
+
+// The enumerator called `name`; InputError "unknown schedule 'x'; accepted: gpipe, 1f1b, ..." otherwise.
+template <typename E>
+E parse_enum(std::string_view name) {
+  if (const auto v = enum_from_name<E>(name)) return *v;
+  throw InputError("unknown " + std::string(EnumNames<E>::what) + " '" + std::string(name) + "'; accepted: " +
+                   enum_choices<E>());
+}
+
+}  // namespace pw
+
+namespace pw::pipeline {
+enum class ScheduleKind { GPipe, OneFOneB, Interleaved, ZeroBubbleH1 };
+}
+namespace pw::partition {
+enum class PartitionMethod { Uniform, Params, Profile };
+enum class Recompute {
+  None,         // keep every layer's Context until its backward
+  All,          // keep only the stage input; re-run forward before backward
+  ExceptLast,   // every stage but the last recomputes (the last holds one micro-batch anyway)
+};
+}  // namespace pw::partition
+namespace pw::models {
+enum class OptimizerKind { Sgd, Adam, Adagrad };
+enum class Precision { Fp32, Bf16, Fp16 };
+}  // namespace pw::models
+namespace pw::dp {
+enum class Compression { None, Fp16, Bf16 };                 // gradients on the wire between replicas
+enum class UpdateMode { Sync, Async, Bounded };              // how parameter servers apply pushes
+enum class SparseOptimizerKind { Sgd = 1, Adagrad = 2, Adam = 3 };   // the values are stored in snapshots
+}  // namespace pw::dp
+namespace pw::train {
+enum class CheckpointErrorPolicy { Stop, Continue };   // when a checkpoint cannot be written
+// How ranks reach each other: auto is in-process within one process, NCCL between the GPUs of a
+// multi-process job, else Thrift.
+enum class TransportKind { Auto, InProcess, Thrift, Nccl };
+}  // namespace pw::train
+
+namespace pw {
+
+template <typename E, std::size_t N>
+using NameTable = std::array<std::pair<E, std::string_view>, N>;
+
+template <>
+struct EnumNames<pipeline::ScheduleKind> {
+  static constexpr std::string_view what = "schedule";
+  static constexpr NameTable<pipeline::ScheduleKind, 4> names{{{pipeline::ScheduleKind::GPipe, "gpipe"},
+                                                               {pipeline::ScheduleKind::OneFOneB, "1f1b"},
+                                                               {pipeline::ScheduleKind::Interleaved, "interleaved"},
+                                                               {pipeline::ScheduleKind::ZeroBubbleH1, "zb-h1"}}};
+};
+template <>
+struct EnumNames<partition::PartitionMethod> {
+  static constexpr std::string_view what = "partition method";
+  static constexpr NameTable<partition::PartitionMethod, 3> names{{{partition::PartitionMethod::Uniform, "uniform"},
+                                                                   {partition::PartitionMethod::Params, "params"},
+                                                                   {partition::PartitionMethod::Profile, "profile"}}};
+};
+template <>
+struct EnumNames<partition::Recompute> {
+  static constexpr std::string_view what = "recompute mode";
+  static constexpr NameTable<partition::Recompute, 3> names{{{partition::Recompute::None, "none"},
+                                                             {partition::Recompute::All, "all"},
+                                                             {partition::Recompute::ExceptLast, "except-last"}}};
+};
+template <>
+struct EnumNames<models::OptimizerKind> {
+  static constexpr std::string_view what = "optimizer";
+  static constexpr NameTable<models::OptimizerKind, 3> names{{{models::OptimizerKind::Sgd, "sgd"},
+                                                              {models::OptimizerKind::Adam, "adam"},
+                                                              {models::OptimizerKind::Adagrad, "adagrad"}}};
+};
+template <>
+struct EnumNames<models::Precision> {
+  static constexpr std::string_view what = "precision";
+  static constexpr NameTable<models::Precision, 3> names{{{models::Precision::Fp32, "fp32"},
+                                                          {models::Precision::Bf16, "bf16"},
+                                                          {models::Precision::Fp16, "fp16"}}};
+};
+template <>
+struct EnumNames<dp::Compression> {
+  static constexpr std::string_view what = "gradient compression";
+  static constexpr NameTable<dp::Compression, 3> names{
+      {{dp::Compression::None, "none"}, {dp::Compression::Fp16, "fp16"}, {dp::Compression::Bf16, "bf16"}}};
+};
+template <>
+struct EnumNames<dp::UpdateMode> {
+  static constexpr std::string_view what = "update mode";
+  static constexpr NameTable<dp::UpdateMode, 3> names{
+      {{dp::UpdateMode::Sync, "sync"}, {dp::UpdateMode::Async, "async"}, {dp::UpdateMode::Bounded, "bounded"}}};
+};
+template <>
+struct EnumNames<dp::SparseOptimizerKind> {
+  static constexpr std::string_view what = "sparse optimizer";
+  static constexpr NameTable<dp::SparseOptimizerKind, 3> names{{{dp::SparseOptimizerKind::Sgd, "sgd"},
+                                                                {dp::SparseOptimizerKind::Adagrad, "adagrad"},
+                                                                {dp::SparseOptimizerKind::Adam, "adam"}}};
+};
+template <>
+struct EnumNames<train::CheckpointErrorPolicy> {
+  static constexpr std::string_view what = "checkpoint error policy";
+  static constexpr NameTable<train::CheckpointErrorPolicy, 2> names{
+      {{train::CheckpointErrorPolicy::Stop, "stop"}, {train::CheckpointErrorPolicy::Continue, "continue"}}};
+};
+template <>
+struct EnumNames<train::TransportKind> {
+  static constexpr std::string_view what = "transport";
+  static constexpr NameTable<train::TransportKind, 4> names{{{train::TransportKind::Auto, "auto"},
+                                                             {train::TransportKind::InProcess, "inprocess"},
+                                                             {train::TransportKind::Thrift, "thrift"},
+                                                             {train::TransportKind::Nccl, "nccl"}}};
+};
+
+}  // namespace pw

@@ -1,0 +1,87 @@
+// validate(JobConfig): every field's range, named by its path, before anything is planned.
+#include <cmath>
+#include <sstream>
+
+#include "core/error.h"
+#include "train/job_config.h"
+
+namespace pw::train {
+namespace {
+
+class Checker {
+ public:
+  template <typename T>
+  void at_least(const char* path, T value, T low) {
+    if (!(value >= low)) fail(path, value, "must be >= " + text(low));
+  }
+  template <typename T>
+  void in_range(const char* path, T value, T low, T high) {
+    if (!(value >= low && value <= high)) fail(path, value, "must be in [" + text(low) + ", " + text(high) + "]");
+  }
+  void positive(const char* path, double value) {
+    if (!(value > 0) || !std::isfinite(value)) fail(path, value, "must be > 0");
+  }
+  void steps(const char* path, std::int64_t value) {   // -1 (unset) or a positive count
+    if (value != -1 && value < 1) fail(path, value, "must be >= 1 (or -1: not set)");
+  }
+  template <typename T>
+  [[noreturn]] void fail(const std::string& path, T value, const std::string& rule) {
+    throw ConfigError(path, text(value) + "; " + rule);
+  }
+
+ private:
+  template <typename T>
+  static std::string text(T v) {
+    std::ostringstream out;
+    out << v;
+    return out.str();
+  }
+};
+
+}  // namespace
+
+void validate(const JobConfig& c) {
+  Checker k;
+  k.at_least("/model/width", c.model.width, 1);
+  k.in_range("/model/embedding_dim", c.model.embedding_dim, 1, 4096);
+  for (std::size_t i = 0; i < c.model.embedding_rows.size(); ++i)
+    k.in_range(("/model/embedding_rows/" + std::to_string(i)).c_str(), c.model.embedding_rows[i], std::int64_t{1},
+               std::int64_t{1} << 24);
+  k.at_least("/data/synthetic_size", c.data.synthetic_size, std::int64_t{1});
+  k.at_least("/data/batch_size", c.data.batch_size, std::int64_t{1});
+  k.at_least("/data/epochs", c.data.epochs, std::int64_t{1});
+  k.steps("/data/steps", c.data.steps);
+  k.steps("/data/eval_batches", c.data.eval_batches);
+  if (c.data.synthetic_shape.size() != 3) k.fail("/data/synthetic_shape", c.data.synthetic_shape.size(), "dimensions; expected C, H and W");
+  for (const auto d : c.data.synthetic_shape) k.at_least("/data/synthetic_shape", d, std::int64_t{1});
+  k.at_least("/pipeline/stages", c.pipeline.stages, 0);
+  k.at_least("/pipeline/micro_batches", c.pipeline.micro_batches, 0);
+  k.at_least("/pipeline/chunks", c.pipeline.chunks, 0);
+  k.in_range("/replicas/replicas", c.replicas.replicas, 1, 4096);
+  k.at_least("/replicas/bucket_bytes", c.replicas.bucket_bytes, std::int64_t{1});
+  k.in_range("/ps/servers", c.ps.servers, 0, 64);
+  k.in_range("/ps/staleness", c.ps.staleness, 0, 1000000);
+  k.at_least("/ps/lr", c.ps.lr, 0.0);
+  k.at_least("/ps/admit_after", c.ps.admit_after, 1);
+  k.at_least("/ps/max_rows", c.ps.max_rows, std::int64_t{0});
+  k.at_least("/ps/row_ttl", c.ps.row_ttl, std::int64_t{0});
+  k.at_least("/optimizer/lr", c.optimizer.lr, 0.0);
+  k.in_range("/optimizer/momentum", c.optimizer.momentum, 0.0, 1.0);
+  k.at_least("/optimizer/weight_decay", c.optimizer.weight_decay, 0.0);
+  k.positive("/timeouts/stage_seconds", c.timeouts.stage_seconds);
+  k.positive("/timeouts/heartbeat_seconds", c.timeouts.heartbeat_seconds);
+  k.positive("/timeouts/startup_seconds", c.timeouts.startup_seconds);
+  k.at_least("/checkpoints/every_steps", c.checkpoints.every_steps, std::int64_t{0});
+  k.at_least("/checkpoints/every_seconds", c.checkpoints.every_seconds, 0.0);
+  k.at_least("/checkpoints/keep", c.checkpoints.keep, 1);
+  k.at_least("/recovery/max_bad_steps", c.recovery.max_bad_steps, 1);
+  k.in_range("/recovery/rollback_lr_factor", c.recovery.rollback_lr_factor, 1e-6, 1.0);
+  k.at_least("/recovery/clip_grad_norm", c.recovery.clip_grad_norm, 0.0);
+  k.at_least("/numerics/loss_scale", c.numerics.loss_scale, 0.0);
+  k.positive("/numerics/initial_loss_scale", c.numerics.initial_loss_scale);
+  k.at_least("/numerics/loss_scale_window", c.numerics.loss_scale_window, 1);
+  k.at_least("/resources/threads", c.resources.threads, 0);
+  k.at_least("/resources/device_memory", c.resources.device_memory, std::int64_t{0});
+}
+
+}  // namespace pw::train
