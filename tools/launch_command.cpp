@@ -188,24 +188,6 @@ void set_env(const char* name, const std::string& value) { setenv(name, value.c_
   _exit(127);
 }
 
-// The train flags the servers must agree with (replicas = workers, update mode), read with the
-// train command's own parser.
-TrainOptions train_options_of(const std::vector<std::string>& args) {
-  PW_INPUT_CHECK(args.front() == "train", "pipewright launch --ps serves the embedding tables of a train job; got '"
-                                              << args.front() << "' after --");
-  CLI::App app;
-  TrainOptions t;
-  add_train_command(app, t);
-  app.get_subcommand("train")->callback([] {});
-  std::vector<std::string> reversed(args.rbegin(), args.rend());
-  try {
-    app.parse(reversed);
-  } catch (const CLI::ParseError& e) {
-    throw InputError(std::string("the train arguments after --: ") + e.what());
-  }
-  return t;
-}
-
 // Whether something accepts TCP connections at 127.0.0.1:port.
 bool accepts(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -641,8 +623,9 @@ class Launcher {
   void start_servers() {
     PW_INPUT_CHECK(o_.nnodes == 1, "--ps starts the parameter servers of a single-node job; for " << o_.nnodes
                                    << " nodes start them with pipewright ps serve and give train --ps-servers");
-    const TrainOptions train = train_options_of(args_);
-    const train::JobConfig job = job_config_of(train);
+    PW_INPUT_CHECK(args_.front() == "train", "pipewright launch --ps serves the embedding tables of a train job; got '"
+                                                 << args_.front() << "' after --");
+    const train::JobConfig job = job_config_of_train_args(args_);
     std::string addresses;
     for (int shard = 0; shard < o_.ps; ++shard) {
       // The same servers `train --ps` runs as threads (a bad --ps-mode fails here, before anything starts).
@@ -673,7 +656,7 @@ class Launcher {
     for (int shard = 0; shard < o_.ps; ++shard) wait_listening(shard);
     set_env(train::kPsServersEnv, addresses);
     std::fprintf(stderr, "pipewright launch: %d parameter servers (%s, %d workers) at %s\n", o_.ps,
-                 train.ps_mode.c_str(), train.replicas, addresses.c_str());
+                 dp::update_mode_name(job.ps.mode), job.replicas.replicas, addresses.c_str());
   }
 
   static std::string server_prefix(int shard) { return "[ps " + std::to_string(shard) + "] "; }

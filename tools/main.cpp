@@ -17,7 +17,7 @@
 int main(int argc, char** argv) {
   CLI::App app{"pipewright: pipeline-parallel training of models too large for one device"};
   app.require_subcommand(1);
-  pw::tools::TrainOptions train;
+  pw::tools::TrainCommand train;
   pw::tools::add_train_command(app, train);
   pw::tools::add_info_command(app);
   pw::tools::PlanOptions plan;

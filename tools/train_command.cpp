@@ -2,7 +2,9 @@
 #include "tools/train_command.h"
 
 #include <cstdio>
+#include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "core/units.h"
 #include "kernels/ops/half_support.h"
@@ -25,17 +27,6 @@ std::vector<std::string> comma_list(const std::string& text) {
   return out;
 }
 
-// A flag's text as the config's type, or InputError naming the flag.
-template <typename Parse>
-auto flag_value(const char* flag, const std::string& text, Parse parse) {
-  try {
-    return parse(text);
-  } catch (const InputError& e) {
-    throw InputError(std::string(flag) + ": " + e.what());
-  }
-}
-
-std::int64_t bucket_bytes_of(const std::string& text) { return flag_value("--bucket-size", text, parse_bytes); }
 
 // "4 stages (1f1b, 8 micro-batches, split 3,7,12) on cpu:0,..." for the start line.
 std::string describe_job(const train::Engine& engine) {
@@ -68,213 +59,315 @@ std::string describe_job(const train::Engine& engine) {
   return out.str();
 }
 
+
+// Which flag sets which field: the CLI's names for the paths a ConfigError gives.
+const std::vector<std::pair<std::string, std::string>>& flag_of_path() {
+  static const std::vector<std::pair<std::string, std::string>> table = {
+      {"/model/name", "--model"}, {"/model/width", "--width"}, {"/model/embedding_rows", "--embedding-rows"},
+      {"/model/embedding_dim", "--embedding-dim"}, {"/data/dataset", "--dataset"},
+      {"/data/synthetic_shape", "--synthetic-shape"}, {"/data/synthetic_size", "--synthetic-size"},
+      {"/data/batch_size", "--batch-size"}, {"/data/epochs", "--epochs"}, {"/data/steps", "--steps"},
+      {"/data/eval_batches", "--eval-batches"}, {"/pipeline/stages", "--stages"},
+      {"/pipeline/micro_batches", "--micro-batches"}, {"/pipeline/schedule", "--schedule"},
+      {"/pipeline/chunks", "--chunks"}, {"/pipeline/split", "--split"}, {"/pipeline/partition", "--partition"},
+      {"/pipeline/recompute", "--recompute"}, {"/pipeline/schedule_file", "--schedule-file"},
+      {"/replicas/replicas", "--replicas"}, {"/replicas/bucket_bytes", "--bucket-size"},
+      {"/replicas/grad_compression", "--grad-compression"}, {"/replicas/sync_batch_norm", "--sync-batch-norm"},
+      {"/ps/servers", "--ps"}, {"/ps/addresses", "--ps-servers"}, {"/ps/mode", "--ps-mode"},
+      {"/ps/staleness", "--staleness"}, {"/ps/optimizer", "--ps-optimizer"}, {"/ps/lr", "--ps-lr"},
+      {"/ps/dir", "--ps-dir"}, {"/ps/admit_after", "--ps-admit-after"}, {"/ps/max_rows", "--ps-max-rows"},
+      {"/ps/row_ttl", "--ps-row-ttl"}, {"/optimizer/kind", "--optimizer"}, {"/optimizer/lr", "--lr"},
+      {"/optimizer/momentum", "--momentum"}, {"/optimizer/weight_decay", "--weight-decay"},
+      {"/timeouts/stage_seconds", "--stage-timeout"}, {"/timeouts/heartbeat_seconds", "--heartbeat-timeout"},
+      {"/timeouts/startup_seconds", "--startup-timeout"}, {"/checkpoints/dir", "--checkpoint-dir"},
+      {"/checkpoints/every_steps", "--checkpoint-every"}, {"/checkpoints/every_seconds", "--checkpoint-every-seconds"},
+      {"/checkpoints/keep", "--keep-checkpoints"}, {"/checkpoints/on_error", "--on-checkpoint-error"},
+      {"/checkpoints/resume", "--resume"}, {"/recovery/max_bad_steps", "--max-bad-steps"},
+      {"/recovery/rollback_lr_factor", "--rollback-lr-factor"}, {"/recovery/clip_grad_norm", "--clip-grad-norm"},
+      {"/numerics/precision", "--precision"}, {"/numerics/loss_scale", "--loss-scale"},
+      {"/numerics/initial_loss_scale", "--initial-loss-scale"}, {"/numerics/loss_scale_window", "--loss-scale-window"},
+      {"/numerics/allow_tf32", "--allow-tf32"}, {"/numerics/deterministic", "--deterministic"}, {"/seed", "--seed"},
+      {"/transport", "--transport"}, {"/load_path", "--load"}, {"/resources/device", "--device"},
+      {"/resources/devices", "--devices"}, {"/resources/threads", "--threads"},
+      {"/resources/device_memory", "--device-memory"}, {"/resources/data_dir", "--data-dir"}};
+  return table;
+}
+
+// A flag whose text the config holds as another type: parsed when the flag is read, and an error
+// names the flag.
+template <typename T, typename Parse>
+CLI::Option* add_parsed(CLI::App& cmd, const std::string& flag, T& field, Parse parse, const std::string& help) {
+  return cmd.add_option_function<std::string>(
+      flag,
+      [flag, &field, parse](const std::string& text) {
+        try {
+          field = parse(text);
+        } catch (const InputError& e) {
+          throw InputError(flag + ": " + e.what());
+        }
+      },
+      help);
+}
+
+template <typename E>
+CLI::Option* add_enum(CLI::App& cmd, const std::string& flag, E& field, const std::string& help) {
+  // The library's message ("unknown schedule 'x'; accepted: ...") says what is wrong already.
+  return cmd
+      .add_option_function<std::string>(flag, [&field](const std::string& text) { field = parse_enum<E>(text); },
+                                        enum_choices<E>() + (help.empty() ? "" : ": " + help))
+      ->default_str(std::string(enum_name(field)));
+}
+
+// Descriptions wrapped to fit 100 columns beside the flag names (CLI11 2.1 does not wrap).
+class WrappingFormatter : public CLI::Formatter {
+ public:
+  WrappingFormatter() { column_width(34); }
+  std::string make_option_desc(const CLI::Option* opt) const override {
+    return wrap(CLI::Formatter::make_option_desc(opt), 100 - 34);
+  }
+  static std::string wrap(const std::string& text, std::size_t width) {
+    std::string out, line, word;
+    std::istringstream words(text);
+    while (words >> word) {
+      if (!line.empty() && line.size() + 1 + word.size() > width) {
+        out += (out.empty() ? "" : "\n") + line;
+        line.clear();
+      }
+      line += (line.empty() ? "" : " ") + word;
+    }
+    if (!line.empty()) out += (out.empty() ? "" : "\n") + line;
+    return out;
+  }
+};
+
 }  // namespace
 
-train::JobConfig job_config_of(const TrainOptions& o) {
-  train::JobConfig c;
-  c.model.name = o.model;
-  c.model.width = o.width;
-  c.model.embedding_rows = o.embedding_rows;
-  c.model.embedding_dim = o.embedding_dim;
-  c.data.dataset = o.dataset;
-  c.resources.data_dir = o.data_dir;
-  c.data.synthetic_shape = models::data::parse_sample_shape(o.synthetic_shape);
-  c.data.synthetic_size = o.synthetic_size;
-  c.data.batch_size = o.batch_size;
-  c.data.epochs = o.epochs;
-  c.data.steps = o.steps;
-  c.data.eval_batches = o.eval_batches;
-  c.pipeline.stages = o.stages;
-  c.pipeline.micro_batches = o.micro_batches;
-  c.pipeline.schedule = parse_enum<pipeline::ScheduleKind>(o.schedule);
-  c.pipeline.chunks = o.chunks;
-  if (!o.split.empty()) c.pipeline.split = partition::parse_split_points(o.split);
-  c.pipeline.partition = parse_enum<partition::PartitionMethod>(o.partition);
-  c.pipeline.recompute = parse_enum<partition::Recompute>(o.recompute);
-  c.pipeline.schedule_file = o.schedule_file;
-  c.replicas.replicas = o.replicas;
-  c.replicas.bucket_bytes = bucket_bytes_of(o.bucket_size);
-  c.replicas.grad_compression = parse_enum<dp::Compression>(o.grad_compression);
-  c.replicas.sync_batch_norm = o.sync_batch_norm;
-  c.ps.servers = o.ps;
-  c.ps.addresses = o.ps_servers;
-  c.ps.mode = parse_enum<dp::UpdateMode>(o.ps_mode);
-  c.ps.staleness = o.staleness;
-  if (!o.ps_optimizer.empty()) c.ps.optimizer = parse_enum<dp::SparseOptimizerKind>(o.ps_optimizer);
-  c.ps.lr = o.ps_lr;
-  c.ps.dir = o.ps_dir;
-  c.ps.admit_after = o.ps_admit_after;
-  c.ps.max_rows = o.ps_max_rows;
-  c.ps.row_ttl = o.ps_row_ttl;
-  c.optimizer.kind = parse_enum<models::OptimizerKind>(o.optimizer);
-  c.optimizer.lr = o.lr;
-  c.optimizer.momentum = o.momentum;
-  c.optimizer.weight_decay = o.weight_decay;
-  c.timeouts.stage_seconds = o.stage_timeout_seconds;
-  c.timeouts.heartbeat_seconds = o.heartbeat_timeout_seconds;
-  c.timeouts.startup_seconds = o.startup_timeout_seconds;
-  c.seed = o.seed;
-  c.transport = parse_enum<train::TransportKind>(o.transport);
-  c.load_path = o.load_path;
-  c.checkpoints.dir = o.checkpoint_dir;
-  c.checkpoints.every_steps = o.checkpoint_every;
-  c.checkpoints.every_seconds = o.checkpoint_every_seconds;
-  c.checkpoints.keep = o.keep_checkpoints;
-  c.checkpoints.on_error = parse_enum<train::CheckpointErrorPolicy>(o.on_checkpoint_error);
-  c.checkpoints.resume = o.resume;
-  c.recovery.max_bad_steps = o.max_bad_steps;
-  c.recovery.rollback_lr_factor = o.rollback_lr_factor;
-  c.recovery.clip_grad_norm = o.clip_grad_norm;
-  c.numerics.precision = parse_enum<models::Precision>(o.precision);
-  c.numerics.loss_scale = o.loss_scale;
-  c.numerics.initial_loss_scale = o.initial_loss_scale;
-  c.numerics.loss_scale_window = o.loss_scale_window;
-  c.numerics.allow_tf32 = o.allow_tf32;
-  c.numerics.deterministic = o.deterministic;
-  c.resources.device = o.device;
-  if (!o.devices.empty()) c.resources.devices = comma_list(o.devices);
-  c.resources.threads = o.threads;
-  if (!o.device_memory.empty()) c.resources.device_memory = flag_value("--device-memory", o.device_memory, parse_bytes);
-  return c;
+std::string with_flag_names(const train::ConfigError& error) {
+  for (const auto& [path, flag] : flag_of_path())
+    if (error.path() == path || error.path().rfind(path + "/", 0) == 0) return flag + ": " + error.problem();
+  return error.what();
 }
 
-void add_train_command(CLI::App& app, TrainOptions& o) {
+void add_train_command(CLI::App& app, TrainCommand& t) {
   auto* cmd = app.add_subcommand("train", "train a model on one device or as a pipeline of stages");
-  cmd->add_option("--model", o.model, "seed-cnn, resnet18/34/50/101/152, vgg16, dlrm")->capture_default_str();
-  cmd->add_option("--dataset", o.dataset, "fashion-mnist, synthetic or synthetic-clicks (for dlrm)")->capture_default_str();
-  cmd->add_option("--data-dir", o.data_dir, "folder with the Fashion-MNIST IDX files (default $PW_FASHION_MNIST_DIR or /usr/share/datasets/fashion-mnist)");
-  cmd->add_option("--synthetic-shape", o.synthetic_shape, "CxHxW of synthetic samples")->capture_default_str();
-  cmd->add_option("--synthetic-size", o.synthetic_size, "training samples of the synthetic data set")->capture_default_str();
-  cmd->add_option("--width", o.width, "ResNet base width / VGG width scale (64 = standard)")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--epochs", o.epochs, "passes over the training set")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--steps", o.steps, "optimizer steps (overrides --epochs)")->check(CLI::PositiveNumber);
-  cmd->add_option("--batch-size", o.batch_size, "mini-batch size")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--lr", o.lr, "learning rate (default: adam 0.001, sgd 0.01, adagrad 0.01)")->check(CLI::PositiveNumber);
-  cmd->add_option("--optimizer", o.optimizer, "sgd, adam or adagrad")->capture_default_str();
-  cmd->add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str()->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--weight-decay", o.weight_decay, "L2 weight decay")->capture_default_str()->check(CLI::NonNegativeNumber);
-  cmd->add_option("--threads", o.threads, "threads of the CPU device (default: all)")->check(CLI::PositiveNumber);
-  cmd->add_option("--device", o.device, "cpu:N or cuda:N")->capture_default_str();
-  cmd->add_option("--device-memory", o.device_memory, "memory cap of the device, e.g. 512MiB");
-  cmd->add_option("--seed", o.seed, "seed of weights, shuffling and dropout")->capture_default_str();
-  cmd->add_option("--summary", o.summary_path, "write a JSON summary here");
-  cmd->add_option("--save", o.save_path, "save the trained weights (safetensors)");
-  cmd->add_option("--load", o.load_path, "start from these weights (safetensors)");
-  cmd->add_option("--checkpoint-dir", o.checkpoint_dir,
-                  "write checkpoints of the whole job (weights, optimizer state, step, data position) to D/step-N/");
-  cmd->add_option("--checkpoint-every", o.checkpoint_every, "checkpoint every N steps (and after the last)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--checkpoint-every-seconds", o.checkpoint_every_seconds, "checkpoint every S seconds")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--keep-checkpoints", o.keep_checkpoints, "newest complete checkpoints kept")
-      ->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--on-checkpoint-error", o.on_checkpoint_error, "stop or continue when a checkpoint cannot be written")
-      ->capture_default_str()->check(CLI::IsMember({"stop", "continue"}));
-  cmd->add_option("--resume", o.resume,
-                  "continue a job from a checkpoint: D/step-N, or D for its newest complete one (--steps stays the "
-                  "job's total)");
-  cmd->add_option("--max-bad-steps", o.max_bad_steps,
-                  "non-finite steps in a row (each skipped on every rank) that roll back to the newest checkpoint")
-      ->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--rollback-lr-factor", o.rollback_lr_factor, "learning rate after a rollback, relative to before")
-      ->capture_default_str()->check(CLI::Range(1e-6, 1.0));
-  cmd->add_option("--clip-grad-norm", o.clip_grad_norm, "clip gradients by the norm of the whole model (0: off)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
-  cmd->add_option("--log-every", o.log_every, "progress line every N steps when output is not a terminal")
-      ->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--warmup-steps", o.warmup_steps, "steps left out of the steady-state throughput figures")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
-  cmd->add_option("--stages", o.stages, "pipeline stages, one thread and device each (default: from --split, else 1)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--micro-batches", o.micro_batches, "micro-batches per mini-batch (default: one per stage)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--schedule", o.schedule, "gpipe, 1f1b, interleaved or zb-h1")->capture_default_str();
-  cmd->add_option("--chunks", o.chunks, "model chunks per stage (default: 2 for interleaved, else 1)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--schedule-file", o.schedule_file, "run these programs, one line per stage in the text form "
-                                                      "(e.g. 'F0 sA0 F1 sA1 rG0 B0 rG1 B1 RG S'); checked by the "
-                                                      "simulator before anything runs");
-  cmd->add_option("--devices", o.devices, "one device per stage, e.g. cpu:0,cpu:1 (default cpu:0..P-1)");
-  auto* split = cmd->add_option("--split", o.split, "first layer index of stages 1..P-1, e.g. 3,7,12");
-  cmd->add_option("--partition", o.partition, "uniform, params or profile")->capture_default_str()->excludes(split);
-  cmd->add_option("--recompute", o.recompute, "none, all or except-last")->capture_default_str();
-  cmd->add_option("--stage-timeout", o.stage_timeout_seconds, "seconds a stage waits for a neighbour before failing")
-      ->capture_default_str()->check(CLI::Range(0.001, 1e6));
-  cmd->add_option("--replicas", o.replicas,
+  cmd->formatter(std::make_shared<WrappingFormatter>());
+  auto& job = t.job;
+  auto& fit = t.fit;
+  // First, so that the flags beside it override the fields it sets (CLI11 applies options in the
+  // order they were added).
+  cmd->add_option_function<std::string>(
+         "--config",
+         [&job](const std::string& path) {
+           std::ifstream in(path);
+           PW_INPUT_CHECK(in.good(), "--config " << path << ": cannot read this file");
+           nlohmann::json j;
+           try {
+             j = nlohmann::json::parse(in);
+           } catch (const nlohmann::json::exception& e) {
+             throw InputError("--config " + path + ": not JSON (" + e.what() + ")");
+           }
+           try {
+             job = train::job_config_from_json(j);
+           } catch (const train::ConfigError& e) {
+             throw InputError("--config " + path + ": " + e.what());
+           }
+         },
+         "start from this job config (JSON, as --print-config writes it); flags beside it override its fields")
+      ->group("Config");
+  cmd->add_flag("--print-config", t.print_config, "write the job's config as JSON to stdout instead of training")
+      ->group("Config");
+
+  const std::string model = "Model";
+  cmd->add_option("--model", job.model.name, "seed-cnn, resnet18/34/50/101/152, vgg16, dlrm")->capture_default_str()->group(model);
+  cmd->add_option("--width", job.model.width, "ResNet base width / VGG width scale (64 = standard)")
+      ->capture_default_str()->check(CLI::PositiveNumber)->group(model);
+  cmd->add_option("--embedding-rows", job.model.embedding_rows,
+                  "dlrm: rows of each sparse feature's table, e.g. 10000000,10000000,10000000 (default 1000 each; "
+                  "at most 2^24)")->delimiter(',')->group(model);
+  cmd->add_option("--embedding-dim", job.model.embedding_dim, "dlrm: width of the embedding rows")->capture_default_str()
+      ->check(CLI::Range(1, 4096))->group(model);
+  cmd->add_option("--seed", job.seed, "seed of weights, shuffling and dropout")->capture_default_str()->group(model);
+  cmd->add_option("--load", job.load_path, "start from these weights (safetensors)")->group(model);
+
+  const std::string data = "Data";
+  cmd->add_option("--dataset", job.data.dataset, "fashion-mnist, synthetic or synthetic-clicks (for dlrm)")
+      ->capture_default_str()->group(data);
+  cmd->add_option("--data-dir", job.resources.data_dir,
+                  "folder with the Fashion-MNIST IDX files (default $PW_FASHION_MNIST_DIR or "
+                  "/usr/share/datasets/fashion-mnist)")->group(data);
+  add_parsed(*cmd, "--synthetic-shape", job.data.synthetic_shape, models::data::parse_sample_shape,
+             "CxHxW of synthetic samples")->default_str("1x28x28")->group(data);
+  cmd->add_option("--synthetic-size", job.data.synthetic_size, "training samples of the synthetic data set")
+      ->capture_default_str()->group(data);
+  cmd->add_option("--batch-size", job.data.batch_size, "global mini-batch size")->capture_default_str()
+      ->check(CLI::PositiveNumber)->group(data);
+  cmd->add_option("--epochs", job.data.epochs, "passes over the training set")->capture_default_str()
+      ->check(CLI::PositiveNumber)->group(data);
+  cmd->add_option("--steps", job.data.steps, "optimizer steps (overrides --epochs)")->check(CLI::PositiveNumber)->group(data);
+  cmd->add_option("--eval-batches", job.data.eval_batches, "evaluate on at most N test batches (default: all)")
+      ->group(data);
+
+  const std::string optimizer = "Optimizer";
+  add_enum(*cmd, "--optimizer", job.optimizer.kind, "")->group(optimizer);
+  cmd->add_option("--lr", job.optimizer.lr, "learning rate (default: adam 0.001, sgd 0.01, adagrad 0.01)")
+      ->check(CLI::PositiveNumber)->group(optimizer);
+  cmd->add_option("--momentum", job.optimizer.momentum, "SGD momentum")->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0))->group(optimizer);
+  cmd->add_option("--weight-decay", job.optimizer.weight_decay, "L2 weight decay")->capture_default_str()
+      ->check(CLI::NonNegativeNumber)->group(optimizer);
+  cmd->add_option("--clip-grad-norm", job.recovery.clip_grad_norm, "clip gradients by the norm of the whole model (0: off)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber)->group(optimizer);
+
+  const std::string pipeline = "Pipeline";
+  cmd->add_option("--stages", job.pipeline.stages, "pipeline stages, one rank and device each (default: from --split, else 1)")
+      ->check(CLI::PositiveNumber)->group(pipeline);
+  cmd->add_option("--micro-batches", job.pipeline.micro_batches, "micro-batches per mini-batch (default: one per stage)")
+      ->check(CLI::PositiveNumber)->group(pipeline);
+  add_enum(*cmd, "--schedule", job.pipeline.schedule, "")->group(pipeline);
+  cmd->add_option("--chunks", job.pipeline.chunks, "model chunks per stage (default: 2 for interleaved, else 1)")
+      ->check(CLI::PositiveNumber)->group(pipeline);
+  cmd->add_option("--schedule-file", job.pipeline.schedule_file,
+                  "run these programs, one line per stage in the text form (e.g. 'F0 sA0 F1 sA1 rG0 B0 rG1 B1 RG S'); "
+                  "checked by the simulator before anything runs")->group(pipeline);
+  auto* split = add_parsed(*cmd, "--split", job.pipeline.split, partition::parse_split_points,
+                           "first layer index of stages 1..P-1, e.g. 3,7,12")->group(pipeline);
+  add_enum(*cmd, "--partition", job.pipeline.partition, "how stages are cut when --split is not given")
+      ->excludes(split)->group(pipeline);
+  add_enum(*cmd, "--recompute", job.pipeline.recompute, "which stages re-run forward instead of keeping activations")
+      ->group(pipeline);
+  cmd->add_option("--stage-timeout", job.timeouts.stage_seconds, "seconds a stage waits for a neighbour before failing")
+      ->capture_default_str()->check(CLI::Range(0.001, 1e6))->group(pipeline);
+
+  const std::string replicas = "Replicas";
+  cmd->add_option("--replicas", job.replicas.replicas,
                   "data-parallel replicas of the pipeline; --batch-size is the global batch, split evenly over them")
-      ->capture_default_str()->check(CLI::Range(1, 4096));
-  cmd->add_option("--bucket-size", o.bucket_size, "gradients are all-reduced in buckets of about this size")
-      ->capture_default_str();
-  cmd->add_flag("--sync-batch-norm", o.sync_batch_norm,
-               "batch-norm statistics over the samples of every replica of a stage (as torch's SyncBatchNorm)");
-  cmd->add_flag("--allow-tf32", o.allow_tf32,
-               "CUDA: TF32 tensor-core math for fp32 convolutions and matrix products (faster, ~1e-3 relative error)");
-  cmd->add_flag("--deterministic", o.deterministic,
-               "CUDA: only deterministic cuDNN algorithms and ordered embedding-gradient sums (same bits every run; slower)");
-  cmd->add_option("--grad-compression", o.grad_compression,
-                  "none, fp16 or bf16 (all-reduce gradients in 16 bits, each pre-divided by the replica count)")
-      ->capture_default_str();
-  cmd->add_option("--precision", o.precision,
-                  "fp32, bf16 or fp16: activations, their gradients, convolutions and matrix products in 16 bits; "
-                  "weights, optimizer state, batch-norm statistics and the loss stay fp32")
-      ->capture_default_str();
-  cmd->add_option("--loss-scale", o.loss_scale, "fp16: a fixed loss scale; 0 (default) scales dynamically")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--initial-loss-scale", o.initial_loss_scale, "fp16 dynamic loss scaling: the first scale")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--loss-scale-window", o.loss_scale_window,
+      ->capture_default_str()->check(CLI::Range(1, 4096))->group(replicas);
+  add_parsed(*cmd, "--bucket-size", job.replicas.bucket_bytes, parse_bytes,
+             "gradients are all-reduced in buckets of about this size")->default_str("25MiB")->group(replicas);
+  cmd->add_flag("--sync-batch-norm", job.replicas.sync_batch_norm,
+                "batch-norm statistics over the samples of every replica of a stage (as torch's SyncBatchNorm)")
+      ->group(replicas);
+  add_enum(*cmd, "--grad-compression", job.replicas.grad_compression,
+           "all-reduce gradients in 16 bits, each pre-divided by the replica count")->group(replicas);
+
+  const std::string servers = "Parameter servers";
+  cmd->add_option("--ps", job.ps.servers, "parameter servers holding the embedding tables (run in this process unless "
+                                          "started by pipewright launch --ps or given with --ps-servers)")
+      ->check(CLI::Range(0, 64))->group(servers);
+  cmd->add_option("--ps-servers", job.ps.addresses, "HOST:PORT,... of running parameter servers (pipewright ps serve; "
+                                                    "the job token comes from PW_JOB_TOKEN)")->group(servers);
+  add_enum(*cmd, "--ps-mode", job.ps.mode, "bounded waits as --staleness says")->group(servers);
+  cmd->add_option("--staleness", job.ps.staleness, "bounded: a pull of step t waits until step t-s is applied")
+      ->capture_default_str()->check(CLI::Range(0, 1000000))->group(servers);
+  cmd->add_option_function<std::string>(
+         "--ps-optimizer", [&job](const std::string& text) { job.ps.optimizer = parse_enum<dp::SparseOptimizerKind>(text); },
+         "sparse optimizer on the servers: " + enum_choices<dp::SparseOptimizerKind>() + " (default: --optimizer)")
+      ->group(servers);
+  cmd->add_option("--ps-lr", job.ps.lr, "learning rate of the sparse optimizer (default: --lr)")
+      ->check(CLI::PositiveNumber)->group(servers);
+  cmd->add_option("--ps-dir", job.ps.dir, "with --ps: the servers keep their shards here and resume from them")
+      ->group(servers);
+  add_table_bound_options(*cmd, job.ps.admit_after, job.ps.max_rows, job.ps.row_ttl, "--ps-");
+  for (const char* flag : {"--ps-admit-after", "--ps-max-rows", "--ps-row-ttl"}) cmd->get_option(flag)->group(servers);
+
+  const std::string checkpoints = "Checkpoints";
+  cmd->add_option("--checkpoint-dir", job.checkpoints.dir,
+                  "write checkpoints of the whole job (weights, optimizer state, step, data position) to D/step-N/")
+      ->group(checkpoints);
+  cmd->add_option("--checkpoint-every", job.checkpoints.every_steps, "checkpoint every N steps (and after the last)")
+      ->check(CLI::PositiveNumber)->group(checkpoints);
+  cmd->add_option("--checkpoint-every-seconds", job.checkpoints.every_seconds, "checkpoint every S seconds")
+      ->check(CLI::PositiveNumber)->group(checkpoints);
+  cmd->add_option("--keep-checkpoints", job.checkpoints.keep, "newest complete checkpoints kept")
+      ->capture_default_str()->check(CLI::PositiveNumber)->group(checkpoints);
+  add_enum(*cmd, "--on-checkpoint-error", job.checkpoints.on_error, "when a checkpoint cannot be written")
+      ->group(checkpoints);
+  cmd->add_option("--resume", job.checkpoints.resume,
+                  "continue a job from a checkpoint: D/step-N, or D for its newest complete one (--steps stays the "
+                  "job's total)")->group(checkpoints);
+  cmd->add_option("--max-bad-steps", job.recovery.max_bad_steps,
+                  "non-finite steps in a row (each skipped on every rank) that roll back to the newest checkpoint")
+      ->capture_default_str()->check(CLI::PositiveNumber)->group(checkpoints);
+  cmd->add_option("--rollback-lr-factor", job.recovery.rollback_lr_factor, "learning rate after a rollback, relative to before")
+      ->capture_default_str()->check(CLI::Range(1e-6, 1.0))->group(checkpoints);
+
+  const std::string numerics = "Numerics";
+  add_enum(*cmd, "--precision", job.numerics.precision,
+           "activations, their gradients, convolutions and matrix products in 16 bits; weights, optimizer state, "
+           "batch-norm statistics and the loss stay fp32")->group(numerics);
+  cmd->add_option("--loss-scale", job.numerics.loss_scale, "fp16: a fixed loss scale; 0 (default) scales dynamically")
+      ->check(CLI::NonNegativeNumber)->group(numerics);
+  cmd->add_option("--initial-loss-scale", job.numerics.initial_loss_scale, "fp16 dynamic loss scaling: the first scale")
+      ->capture_default_str()->check(CLI::PositiveNumber)->group(numerics);
+  cmd->add_option("--loss-scale-window", job.numerics.loss_scale_window,
                   "fp16 dynamic loss scaling: steps without overflow before the scale doubles")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--transport", o.transport,
-                  "auto, inprocess, thrift or nccl (auto: in-process within one process, NCCL between GPUs of a "
-                  "multi-process job, else Thrift)")
-      ->capture_default_str();
-  cmd->add_option("--heartbeat-timeout", o.heartbeat_timeout_seconds,
+      ->capture_default_str()->check(CLI::PositiveNumber)->group(numerics);
+  cmd->add_flag("--allow-tf32", job.numerics.allow_tf32,
+                "CUDA: TF32 tensor-core math for fp32 convolutions and matrix products (faster, ~1e-3 relative error)")
+      ->group(numerics);
+  cmd->add_flag("--deterministic", job.numerics.deterministic,
+                "CUDA: only deterministic cuDNN algorithms and ordered embedding-gradient sums (same bits every run; "
+                "slower)")->group(numerics);
+
+  const std::string devices = "Devices and processes";
+  cmd->add_option("--device", job.resources.device, "cpu:N or cuda:N")->capture_default_str()->group(devices);
+  add_parsed(*cmd, "--devices", job.resources.devices, comma_list,
+             "one device per stage, e.g. cpu:0,cpu:1 (default cpu:0..P-1)")->group(devices);
+  cmd->add_option("--threads", job.resources.threads, "threads of the CPU device (default: all)")
+      ->check(CLI::PositiveNumber)->group(devices);
+  add_parsed(*cmd, "--device-memory", job.resources.device_memory, parse_bytes, "memory cap of the device, e.g. 512MiB")
+      ->group(devices);
+  add_enum(*cmd, "--transport", job.transport,
+           "auto: in-process within one process, NCCL between GPUs of a multi-process job, else Thrift")->group(devices);
+  cmd->add_option("--heartbeat-timeout", job.timeouts.heartbeat_seconds,
                   "multi-process jobs: seconds after which a silent rank ends the job (a killed rank ends it at once)")
-      ->capture_default_str()->check(CLI::Range(0.5, 1e6));
-  cmd->add_option("--startup-timeout", o.startup_timeout_seconds,
+      ->capture_default_str()->check(CLI::Range(0.5, 1e6))->group(devices);
+  cmd->add_option("--startup-timeout", job.timeouts.startup_seconds,
                   "multi-process jobs: seconds for every rank to reach the rendezvous")
-      ->capture_default_str()->check(CLI::Range(0.1, 1e6));
-  cmd->add_option("--trace", o.trace_path,
+      ->capture_default_str()->check(CLI::Range(0.1, 1e6))->group(devices);
+
+  const std::string output = "Output";
+  cmd->add_option("--summary", fit.summary_path, "write a JSON summary here")->group(output);
+  cmd->add_option("--save", fit.save_path, "save the trained weights (safetensors)")->group(output);
+  cmd->add_option("--log-every", fit.log_every, "progress line every N steps when output is not a terminal")
+      ->capture_default_str()->check(CLI::PositiveNumber)->group(output);
+  cmd->add_option("--warmup-steps", fit.warmup_steps, "steps left out of the steady-state throughput figures")
+      ->capture_default_str()->check(CLI::NonNegativeNumber)->group(output);
+  cmd->add_option("--trace", fit.trace_path,
                   "write a Chrome trace (Perfetto, chrome://tracing; read by pipewright prof) of the steps; "
                   "multi-process jobs write FILE with .rankN before the extension")
-      ->check([](const std::string& s) { return s.empty() ? std::string("--trace needs a file name") : std::string(); });
-  cmd->add_option("--trace-steps", o.trace_steps, "trace only steps A to B-1, e.g. 10:20 (default: all; the trace "
-                                                 "keeps the latest 262144 spans)");
-  cmd->add_option("--embedding-rows", o.embedding_rows,
-                  "dlrm: rows of each sparse feature's table, e.g. 10000000,10000000,10000000 (default 1000 each; "
-                  "at most 2^24)")->delimiter(',');
-  cmd->add_option("--embedding-dim", o.embedding_dim, "dlrm: width of the embedding rows")->capture_default_str()
-      ->check(CLI::Range(1, 4096));
-  cmd->add_option("--ps", o.ps, "parameter servers holding the embedding tables (run in this process unless "
-                                "started by pipewright launch --ps or given with --ps-servers)")
-      ->check(CLI::Range(0, 64));
-  cmd->add_option("--ps-servers", o.ps_servers, "HOST:PORT,... of running parameter servers (pipewright ps serve; "
-                                                "the job token comes from PW_JOB_TOKEN)");
-  cmd->add_option("--ps-mode", o.ps_mode, "sync, async or bounded (staleness --staleness)")->capture_default_str();
-  cmd->add_option("--staleness", o.staleness, "bounded: a pull of step t waits until step t-s is applied")
-      ->capture_default_str()->check(CLI::Range(0, 1000000));
-  cmd->add_option("--ps-optimizer", o.ps_optimizer, "sparse optimizer on the servers: sgd, adagrad or adam "
-                                                    "(default: --optimizer)");
-  cmd->add_option("--ps-lr", o.ps_lr, "learning rate of the sparse optimizer (default: --lr)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--ps-dir", o.ps_dir, "with --ps: the servers keep their shards here and resume from them");
-  add_table_bound_options(*cmd, o.ps_admit_after, o.ps_max_rows, o.ps_row_ttl, "--ps-");
-  cmd->add_option("--eval-batches", o.eval_batches, "evaluate on at most N test batches (default: all)");
-  cmd->callback([&o] { std::exit(run_train(o)); });
+      ->check([](const std::string& s) { return s.empty() ? std::string("--trace needs a file name") : std::string(); })
+      ->group(output);
+  cmd->add_option_function<std::string>(
+         "--trace-steps",
+         [&fit](const std::string& text) { std::tie(fit.trace_first, fit.trace_last) = train::parse_trace_steps(text); },
+         "trace only steps A to B-1, e.g. 10:20 (default: all; the trace keeps the latest 262144 spans)")
+      ->group(output);
+  cmd->callback([&t] { std::exit(run_train(t)); });
 }
 
-int run_train(const TrainOptions& o) {
-  const train::JobConfig config = job_config_of(o);
-  train::FitOptions fit;
-  fit.summary_path = o.summary_path;
-  fit.save_path = o.save_path;
-  fit.trace_path = o.trace_path;
-  std::tie(fit.trace_first, fit.trace_last) = train::parse_trace_steps(o.trace_steps);
-  fit.log_every = o.log_every;
-  fit.warmup_steps = o.warmup_steps;
+train::JobConfig job_config_of_train_args(const std::vector<std::string>& args) {
+  PW_INPUT_CHECK(!args.empty() && args.front() == "train",
+                 "expected pipewright train arguments; got '" << (args.empty() ? "" : args.front()) << "'");
+  CLI::App app;
+  TrainCommand t;
+  add_train_command(app, t);
+  app.get_subcommand("train")->callback([] {});
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    throw InputError(std::string("the train arguments: ") + e.what());
+  }
+  return t.job;
+}
+
+int run_train(const TrainCommand& t) {
+  if (t.print_config) {
+    train::validate(t.job);
+    std::printf("%s\n", train::to_full_json(t.job).dump(2).c_str());
+    return 0;
+  }
   train::FitCallbacks callbacks;
   callbacks.on_start = [](const train::Engine& engine, std::int64_t total_steps) {
     const auto& plan = engine.plan();
@@ -296,7 +389,11 @@ int run_train(const TrainOptions& o) {
                    models::precision_name(plan.precision), how.c_str());
     }
   };
-  train::run_job(config, fit, callbacks);
+  try {
+    train::run_job(t.job, t.fit, callbacks);
+  } catch (const train::ConfigError& e) {
+    throw InputError(with_flag_names(e));
+  }
   return 0;
 }
 

@@ -1,5 +1,6 @@
 // `pipewright train` end to end: a short run and its summary, and one-line errors for bad input.
 #include <fstream>
+#include <sstream>
 
 #include <boost/test/unit_test.hpp>
 #include <nlohmann/json.hpp>
@@ -93,6 +94,54 @@ BOOST_AUTO_TEST_CASE(a_failed_run_keeps_the_summary_already_written) {
   BOOST_CHECK_EQUAL(r.status, 1);
   const auto j = nlohmann::json::parse(std::ifstream(summary));
   BOOST_CHECK(j.contains("kept"));
+}
+
+BOOST_AUTO_TEST_CASE(a_job_runs_from_its_json_config_and_flags_beside_it_override_fields) {
+  ScratchDir dir("config");
+  auto r = run_pipewright("train --print-config --model resnet18 --width 8 --schedule gpipe --stages 2 "
+                          "--device-memory 1GiB --ps-optimizer adagrad --dataset synthetic --synthetic-shape 1x12x12 "
+                          "--synthetic-size 64 --batch-size 16 --steps 2 --threads 1 --eval-batches 1 --seed 3");
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+  const auto config = nlohmann::json::parse(r.output);
+  BOOST_TEST(config["pipeline"]["schedule"] == "gpipe");
+  BOOST_TEST(config["pipeline"]["stages"] == 2);
+  BOOST_TEST(config["resources"]["device_memory"] == 1073741824);
+  BOOST_TEST(config["ps"]["optimizer"] == "adagrad");
+  BOOST_TEST(config["data"]["synthetic_shape"] == "1x12x12");
+  std::ofstream(dir.file("job.json")) << config.dump(2);
+  // The file alone, and the file with a flag that overrides one field.
+  r = run_pipewright("train --config " + dir.file("job.json") + " --print-config --stages 3 --micro-batches 4");
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+  const auto overridden = nlohmann::json::parse(r.output);
+  BOOST_TEST(overridden["pipeline"]["stages"] == 3);
+  BOOST_TEST(overridden["pipeline"]["schedule"] == "gpipe");
+  BOOST_TEST(overridden["model"]["width"] == 8);
+  r = run_pipewright("train --config " + dir.file("job.json") + " --summary " + dir.file("s.json"));
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+  const auto summary = nlohmann::json::parse(std::ifstream(dir.file("s.json")));
+  BOOST_TEST(summary["stages"] == 2);
+  BOOST_TEST(summary["schedule"] == "gpipe");
+  BOOST_TEST(summary["model"] == "resnet18");
+  // Bad files and fields are named by their path, and by the flag where one sets the field.
+  std::ofstream(dir.file("typo.json")) << R"({"optimizer": {"learning_rate": 0.1}})";
+  check_error("train --config " + dir.file("typo.json"), 2,
+              "--config " + dir.file("typo.json") + ": /optimizer/learning_rate: unknown field; optimizer has kind, lr");
+  std::ofstream(dir.file("negative.json")) << R"({"optimizer": {"lr": -1}})";
+  check_error("train --config " + dir.file("negative.json"), 2, "--lr: -1; must be >= 0");
+  std::ofstream(dir.file("broken.json")) << "{";
+  check_error("train --config " + dir.file("broken.json"), 2, "--config " + dir.file("broken.json") + ": not JSON");
+  check_error("train --config " + dir.file("missing.json"), 2, "cannot read this file");
+}
+
+BOOST_AUTO_TEST_CASE(train_help_is_grouped_and_fits_100_columns) {
+  const auto r = run_pipewright("train --help");
+  BOOST_REQUIRE(r.status == 0);
+  std::istringstream lines(r.output);
+  std::string line;
+  while (std::getline(lines, line)) BOOST_TEST(line.size() <= 100u, "too wide: " << line);
+  for (const char* group : {"Model:", "Data:", "Optimizer:", "Pipeline:", "Replicas:", "Parameter servers:",
+                            "Checkpoints:", "Numerics:", "Devices and processes:", "Output:"})
+    BOOST_TEST(r.output.find(std::string("\n") + group + "\n") != std::string::npos, group);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
