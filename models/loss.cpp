@@ -56,3 +56,31 @@ LossResult compute_loss(Objective objective, const kernels::Tensor& logits, cons
 }
 
 }  // namespace pw::models
+
+namespace pw::models {
+
+LossResult compute_loss(const LossFunction& loss, const kernels::Tensor& logits, const kernels::Tensor& labels,
+                        double grad_scale) {
+  PW_CHECK(logits.ndim() >= 1 && labels.numel() == logits.shape()[0],
+           "loss: " << logits.describe() << " outputs for " << labels.describe() << " labels");
+  const auto outputs = logits.to_float_vector();
+  const auto host_labels = labels.to_int_vector();
+  LossInput in{logits.shape(), outputs.data(), host_labels.data()};
+  LossValue value = loss(in);
+  PW_INPUT_CHECK(value.grad.size() == outputs.size(),
+                 "the program's loss returned " << value.grad.size() << " gradient values for outputs of shape "
+                                                << kernels::shape_str(logits.shape()) << "; expected " << outputs.size()
+                                                << " (one per output)");
+  const double scale = grad_scale * static_cast<double>(labels.numel());
+  for (auto& g : value.grad) g = static_cast<float>(static_cast<double>(g) * scale);
+  auto grad = kernels::Tensor::from_vector(value.grad, logits.shape()).to(logits.dtype()).to(logits.device());
+  return {value.loss, value.correct, std::move(grad)};
+}
+
+LossResult compute_loss(const Loss& loss, const kernels::Tensor& logits, const kernels::Tensor& labels,
+                        double grad_scale) {
+  if (loss.program) return compute_loss(loss.program, logits, labels, grad_scale);
+  return compute_loss(loss.objective, logits, labels, grad_scale);
+}
+
+}  // namespace pw::models

@@ -2,6 +2,7 @@
 // Losses on a model's logits. `scale` multiplies the gradient: 1/N for the plain batch mean; a
 // pipeline passes 1/(mini-batch size) so micro-batch gradients add up to the full-batch gradient.
 #include "kernels/tensor.h"
+#include "pipewright/loss.h"
 
 namespace pw::models {
 
@@ -23,6 +24,20 @@ LossResult binary_cross_entropy_with_logits(const kernels::Tensor& logits, const
 // Which loss a model trains with (ModelSpec::objective).
 enum class Objective { SoftmaxCrossEntropy, BinaryCrossEntropy };
 LossResult compute_loss(Objective objective, const kernels::Tensor& logits, const kernels::Tensor& labels,
+                        double grad_scale);
+
+// A program's loss (pipewright/loss.h) on the host: `loss` returns the gradient of the batch mean,
+// which comes back multiplied by N * grad_scale in the logits' dtype and on their device.
+// InputError when it returns a gradient of another size.
+LossResult compute_loss(const LossFunction& loss, const kernels::Tensor& logits, const kernels::Tensor& labels,
+                        double grad_scale);
+
+// The loss a model trains with: a program's own when it has one, else `objective`.
+struct Loss {
+  Objective objective = Objective::SoftmaxCrossEntropy;
+  LossFunction program;
+};
+LossResult compute_loss(const Loss& loss, const kernels::Tensor& logits, const kernels::Tensor& labels,
                         double grad_scale);
 
 }  // namespace pw::models

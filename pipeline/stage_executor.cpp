@@ -170,7 +170,7 @@ void StageExecutor::run_forward(const Instruction& in, models::Mode mode) {
   if (mode == models::Mode::Train) {
     if (last_virtual(in)) {
       const auto labels = inputs_->labels.at(static_cast<std::size_t>(in.micro_batch)).to(config_.device);
-      auto loss = models::compute_loss(config_.objective, out.y, labels,
+      auto loss = models::compute_loss(config_.loss, out.y, labels,
                                        loss_scale_ / static_cast<double>(mini_batch_size_));
       const auto n = labels.numel();
       result_.loss_sum += loss.loss * static_cast<double>(n);

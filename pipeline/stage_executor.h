@@ -41,7 +41,7 @@ struct StageConfig {
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
   GradientSync* gradient_sync = nullptr;   // replicas of this stage to average gradients with, if any
   int replica = 0;                         // for trace spans
-  models::Objective objective = models::Objective::SoftmaxCrossEntropy;   // the last stage's loss
+  models::Loss loss;   // the last stage's
 };
 
 // What the first virtual stage feeds and the last one scores, per micro-batch, on the CPU.

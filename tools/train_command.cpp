@@ -111,10 +111,8 @@ CLI::Option* add_parsed(CLI::App& cmd, const std::string& flag, T& field, Parse 
 
 template <typename E>
 CLI::Option* add_enum(CLI::App& cmd, const std::string& flag, E& field, const std::string& help) {
-  // The library's message ("unknown schedule 'x'; accepted: ...") says what is wrong already.
-  return cmd
-      .add_option_function<std::string>(flag, [&field](const std::string& text) { field = parse_enum<E>(text); },
-                                        enum_choices<E>() + (help.empty() ? "" : ": " + help))
+  return add_parsed(cmd, flag, field, [](const std::string& text) { return parse_enum<E>(text); },
+                    enum_choices<E>() + (help.empty() ? "" : ": " + help))
       ->default_str(std::string(enum_name(field)));
 }
 
@@ -260,7 +258,14 @@ void add_train_command(CLI::App& app, TrainCommand& t) {
   cmd->add_option("--staleness", job.ps.staleness, "bounded: a pull of step t waits until step t-s is applied")
       ->capture_default_str()->check(CLI::Range(0, 1000000))->group(servers);
   cmd->add_option_function<std::string>(
-         "--ps-optimizer", [&job](const std::string& text) { job.ps.optimizer = parse_enum<dp::SparseOptimizerKind>(text); },
+         "--ps-optimizer",
+         [&job](const std::string& text) {
+           try {
+             job.ps.optimizer = parse_enum<dp::SparseOptimizerKind>(text);
+           } catch (const InputError& e) {
+             throw InputError(std::string("--ps-optimizer: ") + e.what());
+           }
+         },
          "sparse optimizer on the servers: " + enum_choices<dp::SparseOptimizerKind>() + " (default: --optimizer)")
       ->group(servers);
   cmd->add_option("--ps-lr", job.ps.lr, "learning rate of the sparse optimizer (default: --lr)")

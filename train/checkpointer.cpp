@@ -52,7 +52,7 @@ void Checkpointer::fail(const std::string& why) {
   std::lock_guard<std::mutex> lock(mutex_);
   failure_ = why;
   ++failures_;
-  std::fprintf(stderr, "checkpoint failed: %s%s\n", why.c_str(),
+  log::outputf("checkpoint failed: %s%s", why.c_str(),
                stop_on_error_ ? "" : " (continuing: --on-checkpoint-error continue)");
 }
 

@@ -1,11 +1,18 @@
 #include "train/embedded_job.h"
 
 #include "core/error.h"
+#include "rpc/launch_env.h"
 #include "train/data_feed.h"
 
 namespace pw::train {
 
 EmbeddedJob::EmbeddedJob(JobPlan plan) : plan_(std::make_unique<JobPlan>(std::move(plan))) {
+  // Under a launcher every process would build the whole job on its own: several jobs, not one.
+  if (const auto launch = rpc::launch_env())
+    throw InputError("EmbeddedJob runs every rank of a job as a thread of this process, but this process is rank " +
+                     std::to_string(launch->rank) + " of " + std::to_string(launch->world_size) + " started by " +
+                     launch->launcher + "; run it without a launcher, or train with run_job (pipewright/fit.h), "
+                     "which runs this process's rank of the job");
   check_devices(plan_->config, plan_->shape().world_size());
   world_ = make_thread_world(plan_->shape(),
                              plan_->config.transport == TransportKind::Thrift ? ThreadLinks::Thrift : ThreadLinks::InProcess);

@@ -227,7 +227,7 @@ void Engine::build_stage() {
   config.recompute = plan_.recompute;
   config.timeout = millis(plan_.config.timeouts.stage_seconds);
   config.replica = replica();
-  config.objective = plan_.objective;
+  config.loss = {plan_.objective, plan_.model.loss};
   if (!plan_.programs.empty()) config.program = plan_.programs.at(static_cast<std::size_t>(s));
   executor_ = std::make_unique<pipeline::StageExecutor>(config, std::move(chunks), plan_.optimizer, *pipeline_,
                                                         std::move(tied));
@@ -418,7 +418,7 @@ models::EvalResult Engine::evaluate(EvalFeed& feed) {
       kernels::Tensor y = executor_->chunk(c).forward(x, models::Mode::Eval).y;
       if (v == last) {
         const auto labels = batch.labels.to(y.device());
-        const auto loss = models::compute_loss(plan_.objective, y, labels, 1.0);
+        const auto loss = models::compute_loss(models::Loss{plan_.objective, plan_.model.loss}, y, labels, 1.0);
         loss_sum += loss.loss * static_cast<double>(labels.numel());
         correct += static_cast<double>(loss.correct);
         samples += static_cast<double>(labels.numel());

@@ -1,5 +1,7 @@
 #include "train/fit.h"
 
+#include "core/log.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -165,7 +167,7 @@ CheckpointManifest roll_back(Engine& engine, Checkpointer& checkpointer, std::in
   if (engine.is_primary()) remove_checkpoints_after(c.checkpoints.dir, m.step);
   engine.set_lr(std::min(m.lr, lr_now) * c.recovery.rollback_lr_factor);
   if (engine.is_primary())
-    std::fprintf(stderr, "rolled back to %s (step %lld) after %lld non-finite steps in a row; learning rate now %g\n",
+    log::outputf("rolled back to %s (step %lld) after %lld non-finite steps in a row; learning rate now %g",
                  folder.c_str(), static_cast<long long>(m.step), static_cast<long long>(bad), engine.lr());
   return m;
 }
@@ -296,7 +298,7 @@ void write_trace(Engine& engine, const FitOptions& o, rpc::Deadline deadline) {
   const auto path = links.world_kind() == WorldKind::Processes ? rank_trace_path(o.trace_path, process_rank) : o.trace_path;
   write_chrome_trace(path, meta, trace::Recorder::global().snapshot());
   if (process_rank == 0 && o.progress)
-    std::fprintf(stderr, "trace: %s (read it with pipewright prof, or open it in Perfetto)\n", path.c_str());
+    log::outputf("trace: %s (read it with pipewright prof, or open it in Perfetto)", path.c_str());
 }
 
 nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& callbacks) {
@@ -335,7 +337,7 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
     epoch = m.epoch;
     first_batch = m.batch_in_epoch;
     if (primary && o.progress)
-      std::fprintf(stderr, "resumed from %s (step %lld of %lld)\n", resume_folder.c_str(), static_cast<long long>(step),
+      log::outputf("resumed from %s (step %lld of %lld)", resume_folder.c_str(), static_cast<long long>(step),
                    static_cast<long long>(total_steps));
   }
   // Each process says once what it runs (a world of threads: rank 0 for all of them).
@@ -349,7 +351,7 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
   std::vector<double> stage_busy(static_cast<std::size_t>(plan.schedule.stages), 0.0);
   std::int64_t samples = 0, correct = 0;
   StepOutcome last;
-  ProgressLine progress(primary && o.progress ? stderr : nullptr, total_steps, o.log_every);
+  ProgressLine progress(primary && o.progress ? ProgressOutput::Log : ProgressOutput::None, total_steps, o.log_every);
   UtilisationLine utilisation(o.log_every);
   const bool prefetching = plan.parameter_servers != nullptr;
   const auto step_delay = injected_step_delay(engine.rank());   // tests only
@@ -403,15 +405,15 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
         // fp16 loss scaling at work (torch's GradScaler skips such steps silently): not a bad step.
         ++skipped_steps;
         if (primary)
-          std::fprintf(stderr, "step %lld: fp16 gradients overflowed at loss scale %g; the step is skipped on every "
-                               "rank and the scale halved\n",
+          log::outputf("step %lld: fp16 gradients overflowed at loss scale %g; the step is skipped on every "
+                               "rank and the scale halved",
                        static_cast<long long>(step), last.loss_scale);
       } else if (last.skipped) {
         ++skipped_steps;
         ++bad_in_a_row;
         if (primary)
-          std::fprintf(stderr, "step %lld: the loss or gradients are not finite (first seen on rank %d); the step is "
-                               "skipped on every rank (%lld in a row)\n",
+          log::outputf("step %lld: the loss or gradients are not finite (first seen on rank %d); the step is "
+                               "skipped on every rank (%lld in a row)",
                        static_cast<long long>(step), last.nonfinite_rank, static_cast<long long>(bad_in_a_row));
         if (bad_in_a_row >= c.recovery.max_bad_steps) {
           const auto m = roll_back(engine, checkpointer, step, bad_in_a_row, rollbacks);
@@ -450,9 +452,9 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
   const double wall = seconds_since(start);
   if (!primary) return nlohmann::json::object();
   const double sps = train_seconds > 0 ? static_cast<double>(samples) / train_seconds : 0.0;
-  if (o.progress && eval.auc >= 0) std::fprintf(stderr, "test AUC %.4f\n", eval.auc);
+  if (o.progress && eval.auc >= 0) log::outputf("test AUC %.4f", eval.auc);
   if (o.progress)
-    std::fprintf(stderr, "test accuracy %.4f (loss %.4f, %lld samples); train %.1f samples/s; %s wall\n", eval.accuracy,
+    log::outputf("test accuracy %.4f (loss %.4f, %lld samples); train %.1f samples/s; %s wall", eval.accuracy,
                  eval.loss, static_cast<long long>(eval.samples), sps, format_duration(wall).c_str());
   auto j = summary_of(engine, loss_history, step_seconds, last, train_seconds, samples, correct, eval, wall, o);
   if (resumed_from) j["resumed_from_step"] = *resumed_from;
@@ -494,7 +496,11 @@ nlohmann::json run_job(const JobConfig& config, const FitOptions& options, const
   world->run([&](RankLinks& links) {
     Engine engine(plan, links);
     if (links.rank() == 0 && plan.replicas() > 1)
-      std::fprintf(stderr, "%s", dp::Topology(plan.schedule.stages, plan.replicas()).grid().c_str());
+      {
+        auto grid = dp::Topology(plan.schedule.stages, plan.replicas()).grid();
+        if (!grid.empty() && grid.back() == '\n') grid.pop_back();
+        log::output(grid);
+      }
     auto result = fit(engine, options, callbacks);
     if (links.rank() == 0) summary = std::move(result);
   });

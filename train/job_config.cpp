@@ -229,6 +229,8 @@ nlohmann::json program_model_json(const partition::ModelDescription& m) {
   nlohmann::json tied = nlohmann::json::array();
   for (const auto& t : m.tied) tied.push_back({{"name", t.name}, {"parameters", t.parameters}});
   j["tied"] = tied;
+  // Only a program's own loss is named, so the identity of a model without one is as before.
+  if (m.loss || !m.loss_name.empty()) j["loss"] = m.loss_name.empty() ? "program" : m.loss_name;
   return j;
 }
 

@@ -51,7 +51,7 @@ void validate(const JobConfig& c) {
   k.at_least("/data/batch_size", c.data.batch_size, std::int64_t{1});
   k.at_least("/data/epochs", c.data.epochs, std::int64_t{1});
   k.steps("/data/steps", c.data.steps);
-  k.steps("/data/eval_batches", c.data.eval_batches);
+  k.at_least("/data/eval_batches", c.data.eval_batches, std::int64_t{-1});   // -1: all, 0: none
   if (c.data.synthetic_shape.size() != 3) k.fail("/data/synthetic_shape", c.data.synthetic_shape.size(), "dimensions; expected C, H and W");
   for (const auto d : c.data.synthetic_shape) k.at_least("/data/synthetic_shape", d, std::int64_t{1});
   k.at_least("/pipeline/stages", c.pipeline.stages, 0);

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "core/log.h"
 #include "core/units.h"
 #include "kernels/runtime.h"
 #include "kernels/cuda_probe.h"
@@ -222,7 +223,7 @@ partition::Partition choose_split(const JobPlan& plan, kernels::Device profile_o
   std::vector<partition::LayerProfile> profiles;
   if (choice.split_points.empty() && choice.method == partition::PartitionMethod::Profile) {
     partition::check_stage_count(plan.model.layer_count(), cost.pieces(), plan.model.name);
-    std::fprintf(stderr, "profiling %d layers of %s on %s...\n", plan.model.layer_count(), plan.model.name.c_str(),
+    log::outputf("profiling %d layers of %s on %s...", plan.model.layer_count(), plan.model.name.c_str(),
                  profile_on.str().c_str());
     profiles = partition::profile_layers(plan.model, profile_on,
                                          c.data.batch_size / plan.replicas() / plan.schedule.micro_batches, 3);

@@ -4,11 +4,14 @@
 
 #include <cmath>
 
+#include "core/log.h"
+
 namespace pw::train {
 
-ProgressLine::ProgressLine(std::FILE* out, std::int64_t total_steps, std::int64_t line_every)
-    : out_(out),
-      style_(out != nullptr && isatty(fileno(out)) ? ProgressStyle::InPlace : ProgressStyle::Lines),
+ProgressLine::ProgressLine(ProgressOutput output, std::int64_t total_steps, std::int64_t line_every)
+    : output_(output),
+      style_(output == ProgressOutput::Log && log::to_stderr() && isatty(fileno(stderr)) ? ProgressStyle::InPlace
+                                                                                          : ProgressStyle::Lines),
       total_(total_steps),
       line_every_(line_every < 1 ? 1 : line_every) {}
 
@@ -23,26 +26,24 @@ std::string format_duration(double seconds) {
 }
 
 void ProgressLine::update(std::int64_t step, double loss, double samples_per_second, double elapsed) {
-  if (out_ == nullptr) return;
+  if (output_ == ProgressOutput::None) return;
   const bool last = step == total_;
   if (style_ == ProgressStyle::Lines && step % line_every_ != 0 && !last && step != 1) return;
   const double eta = step > 0 ? elapsed / static_cast<double>(step) * static_cast<double>(total_ - step) : 0.0;
   const int width = static_cast<int>(std::to_string(total_).size());
-  if (style_ == ProgressStyle::InPlace) {
-    std::fprintf(out_, "\r\033[K");
-    dirty_ = true;
-  }
-  std::fprintf(out_, "step %*lld/%lld  loss %.4f  %.1f samples/s  ETA %s", width, static_cast<long long>(step),
-               static_cast<long long>(total_), loss, samples_per_second, format_duration(eta).c_str());
-  if (style_ == ProgressStyle::Lines) std::fprintf(out_, "\n");
-  std::fflush(out_);
+  char line[160];
+  std::snprintf(line, sizeof line, "step %*lld/%lld  loss %.4f  %.1f samples/s  ETA %s", width,
+                static_cast<long long>(step), static_cast<long long>(total_), loss, samples_per_second,
+                format_duration(eta).c_str());
+  if (style_ == ProgressStyle::Lines) return log::output(line);
+  std::fprintf(stderr, "\r\033[K%s", line);
+  std::fflush(stderr);
+  dirty_ = true;
 }
 
 void ProgressLine::finish() {
-  if (out_ == nullptr) return;
-  if (dirty_) std::fprintf(out_, "\n");
+  if (dirty_) std::fprintf(stderr, "\n");
   dirty_ = false;
-  std::fflush(out_);
 }
 
 void UtilisationLine::add(std::int64_t step, double seconds, const std::vector<double>& busy) {
@@ -63,7 +64,7 @@ void UtilisationLine::add(std::int64_t step, double seconds, const std::vector<d
   }
   char tail[64];
   std::snprintf(tail, sizeof tail, "; bubble %.0f%%", 100.0 * (1.0 - mean));
-  std::fprintf(stderr, "%s%s\n", line.c_str(), tail);
+  log::output(line + tail);
   busy_.assign(busy_.size(), 0.0);
   seconds_ = 0.0;
   first_ = -1;

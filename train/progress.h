@@ -8,17 +8,19 @@
 namespace pw::train {
 
 enum class ProgressStyle { InPlace, Lines };
+enum class ProgressOutput { None, Log };   // None: the other ranks of a multi-process job
 
 class ProgressLine {
  public:
-  // `out` null: prints nothing (the other ranks of a multi-process job).
-  ProgressLine(std::FILE* out, std::int64_t total_steps, std::int64_t line_every);
+  // Lines go through the log (pipewright/log.h); on a terminal with the default sink the line is
+  // rewritten in place on stderr instead.
+  ProgressLine(ProgressOutput output, std::int64_t total_steps, std::int64_t line_every);
   void update(std::int64_t step, double loss, double samples_per_second, double elapsed_seconds);
   void finish();
   bool in_place() const { return style_ == ProgressStyle::InPlace; }   // a terminal: no extra lines
 
  private:
-  std::FILE* out_;
+  ProgressOutput output_;
   ProgressStyle style_;
   std::int64_t total_;
   std::int64_t line_every_;

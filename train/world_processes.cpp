@@ -9,6 +9,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "core/trace.h"
 #include "kernels/cuda_probe.h"
 #include "rpc/nccl_transport.h"
@@ -219,7 +220,7 @@ class ProcessRank : public RankLinks {
     const auto grace = std::max(milliseconds(2000), timeouts_.heartbeat);
     std::thread([message, grace, rank = rank()] {
       std::this_thread::sleep_for(grace);
-      std::fprintf(stderr, "pipewright: rank %d: %s (still busy %.1f s later; exiting)\n", rank, message.c_str(),
+      log::outputf("pipewright: rank %d: %s (still busy %.1f s later; exiting)", rank, message.c_str(),
                    std::chrono::duration<double>(grace).count());
       std::fflush(stderr);
       _exit(5);

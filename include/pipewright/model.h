@@ -17,6 +17,8 @@
 #include <string_view>
 #include <vector>
 
+#include "pipewright/loss.h"
+
 namespace pw::models {
 
 class Layer;   // built by a LayerSpec inside the library
@@ -52,6 +54,10 @@ struct ModelDescription {
   // resumes under another split.
   std::vector<int> split_points;
   std::vector<TiedSpec> tied;
+  // The program's own loss (pipewright/loss.h); empty: softmax cross-entropy. Its name goes into the
+  // job's identity ("program" when empty), its code cannot.
+  models::LossFunction loss;
+  std::string loss_name;
 
   int layer_count() const { return static_cast<int>(layers.size()); }
 };

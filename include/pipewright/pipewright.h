@@ -9,6 +9,8 @@
 #include "pipewright/fit.h"
 #include "pipewright/job_config.h"
 #include "pipewright/layers.h"
+#include "pipewright/log.h"
+#include "pipewright/loss.h"
 #include "pipewright/model.h"
 #include "pipewright/version.h"
 #include "pipewright/weights.h"

@@ -20,7 +20,7 @@ target="$work/fuzz_frame_codec"
 # -fno-sanitize=enum: Thrift's own skip() loads wire bytes into its TType enum; that is Thrift's
 # business, not the decoder's.
 "$clang" -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize=enum -fno-sanitize-recover=undefined \
-  -I"$src" -I"$gen" \
+  -I"$src" -I"$src/include" -I"$gen" \
   "$src/tests/rpc/fuzz_frame_codec.cpp" "$src/rpc/frame_check.cpp" "$src/kernels/device.cpp" "$src/core/error.cpp" \
   "$gen/pw_thrift/pipewright_types.cpp" -lthrift -o "$target"
 PW_FUZZ_WRITE_SEED="$work/corpus/valid_frame" "$target"

@@ -94,14 +94,13 @@ BOOST_AUTO_TEST_CASE(bad_pipeline_flags_get_one_line_errors) {
       {"--stages 4 --micro-batches 2", "2 micro-batches for 4 stages"},
       {"--stages 2 --micro-batches 3", "--batch-size 32 does not split into 3 equal micro-batches"},
       {"--stages 2 --devices cpu:0", "--devices lists 1 devices for 2 stages"},
-      {"--stages 2 --recompute some", "unknown --recompute 'some'; accepted: none, all, except-last"},
-      {"--stages 2 --partition magic", "unknown --partition 'magic'; accepted: uniform, params, profile"},
+      {"--stages 2 --recompute some", "--recompute: unknown recompute mode 'some'; accepted: none, all, except-last"},
+      {"--stages 2 --partition magic", "--partition: unknown partition method 'magic'; accepted: uniform, params, profile"},
       {"--stages 3 --split 3", "--split 3 makes 2 pieces but --stages 3"},
       {"--stages 2 --schedule interleaved --chunks 1", "interleaved"},
       {"--stages 2 --save /tmp", "--save /tmp is a folder; give a file name"},
       {"--stages 2 --transport nccl", "--transport nccl: the stages of this job share one process"},
-      {"--stages 2 --transport pigeon", "--transport pigeon: the stages of this job share one process, where auto, "
-                                        "inprocess or thrift work"},
+      {"--stages 2 --transport pigeon", "--transport: unknown transport 'pigeon'; accepted: auto, inprocess, thrift, nccl"},
   };
   // CLI11 checks ranges itself, with its own exit code.
   const auto huge = run_pipewright(kQuick + "--steps 1 --stages 2 --stage-timeout 1e30");

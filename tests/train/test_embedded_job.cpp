@@ -1,6 +1,7 @@
 // Pipelines of engines on a world of threads against single-device training: every schedule gives
 // the same losses and weights as one stage with the whole batch; tied weights, memory caps,
 // failures; replicas follow one stage with the global batch.
+#include <cstdlib>
 #include <random>
 
 #include <boost/test/unit_test.hpp>
@@ -307,6 +308,36 @@ BOOST_AUTO_TEST_CASE(synchronised_batch_norm_makes_two_replicas_equal_one) {
   for (std::size_t i = 0; i < one.second.size(); ++i)
     worst = std::max(worst, std::abs(one.second[i] - two.second[i]) / (std::abs(one.second[i]) + 1e-3));
   BOOST_TEST(worst <= 1e-4, "largest relative weight difference " << worst);
+}
+
+BOOST_AUTO_TEST_CASE(under_a_launcher_it_refuses_rather_than_run_a_whole_job_per_process) {
+  // The variables torchrun or pipewright launch give rank 1 of 2; restored afterwards.
+  struct Env {
+    std::vector<std::string> names;
+    void set(const std::string& name, const std::string& value) {
+      setenv(name.c_str(), value.c_str(), 1);
+      names.push_back(name);
+    }
+    ~Env() {
+      for (const auto& n : names) unsetenv(n.c_str());
+    }
+  } env;
+  for (const char* name : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "PW_JOB_TOKEN"})
+    BOOST_REQUIRE_MESSAGE(std::getenv(name) == nullptr, name << " is set in the test's environment");
+  env.set("RANK", "1");
+  env.set("WORLD_SIZE", "2");
+  env.set("MASTER_ADDR", "127.0.0.1");
+  env.set("MASTER_PORT", "29500");
+  env.set("PW_JOB_TOKEN", "0123456789abcdef");
+  JobShape shape;
+  try {
+    train::EmbeddedJob job(train::plan_job(job_of(tied_mlp(), shape, 16), false));
+    BOOST_FAIL("expected an error");
+  } catch (const InputError& e) {
+    BOOST_TEST(std::string(e.what()).find("this process is rank 1 of 2 started by torchrun-style; run it without a "
+                                          "launcher, or train with run_job") != std::string::npos,
+               e.what());
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -184,7 +184,9 @@ BOOST_AUTO_TEST_CASE(another_model_or_a_damaged_file_is_a_one_line_error_and_not
   BOOST_TEST(r.output.find("PW_INJECT_FAULT: 'boom@x:0' is not KIND@STEP:RANK[/ATTEMPT]") != std::string::npos, r.output);
   r = run_pipewright(kJob + "--steps 2 --checkpoint-dir " + dir.file("other") + " --on-checkpoint-error ignore");
   BOOST_TEST(r.status != 0);
-  BOOST_TEST(r.output.find("--on-checkpoint-error") != std::string::npos, r.output);
+  BOOST_TEST(r.output.find("--on-checkpoint-error: unknown checkpoint error policy 'ignore'; accepted: stop, continue") !=
+                 std::string::npos,
+             r.output);
   r = run_pipewright(kJob + "--steps 8 --checkpoint-every 2");
   BOOST_TEST(r.output.find("--checkpoint-every needs --checkpoint-dir D") != std::string::npos, r.output);
 }
