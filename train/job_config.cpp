@@ -85,6 +85,16 @@ JobConfig job_config_from_json(const nlohmann::json& j) {
   return c;
 }
 
+nlohmann::json ps_config_to_json(const ParameterServerConfig& ps) { return ps; }
+
+ParameterServerConfig ps_config_from_json(const nlohmann::json& j) {
+  try {
+    return j.get<ParameterServerConfig>();
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(std::string("parameter-server config: ") + e.what());
+  }
+}
+
 std::string config_hash(const nlohmann::json& identity) {
   std::uint64_t h = 1469598103934665603ull;   // FNV-1a
   for (unsigned char ch : identity.dump()) {
