@@ -36,7 +36,7 @@ std::string count_of(int n, const std::string& what) { return std::to_string(n) 
 
 milliseconds millis(double seconds) { return milliseconds(static_cast<std::int64_t>(seconds * 1000)); }
 
-void check(LaunchSpec& s) {
+void check(const LaunchSpec& s) {
   PW_INPUT_CHECK(s.nproc_per_node >= 1, "--nproc-per-node " << s.nproc_per_node << "; expected 1 or more ranks");
   PW_INPUT_CHECK(s.nnodes >= 1, "--nnodes " << s.nnodes << "; expected 1 or more nodes");
   PW_INPUT_CHECK(s.node_rank >= 0 && s.node_rank < s.nnodes,
