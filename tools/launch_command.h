@@ -2,7 +2,8 @@
 // `pipewright launch`: starts one node's ranks of a multi-process job (as torchrun does), forwards
 // their output with a rank prefix, and stops them all when one fails; with --max-restarts K it then
 // starts them all again, at most K times (with --nnodes > 1 every node's launcher restarts together,
-// coordinated through node 0's launcher).
+// coordinated through node 0's launcher). This file only maps the flags onto a LaunchSpec; the
+// supervisor is the pw_launcher library (train/launcher/supervisor.h).
 #include <string>
 #include <vector>
 

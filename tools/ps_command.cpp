@@ -11,6 +11,7 @@
 #include "rpc/host_port.h"
 #include "rpc/job_token.h"
 #include "tools/ps_bound_flags.h"
+#include "train/ps_serve_config.h"
 
 namespace pw::tools {
 
@@ -24,6 +25,9 @@ void add_ps_command(CLI::App& app, PsServeOptions& o) {
   ps->require_subcommand(1);
   auto* serve = ps->add_subcommand("serve", "serve one shard until SIGINT or SIGTERM (the job token comes from "
                                             "PW_JOB_TOKEN)");
+  auto* config = serve->add_option("--config", o.config,
+                                   "FILE.json: this shard's whole configuration (bind, shard, shards, workers, "
+                                   "snapshot_every and the job's \"ps\" block), as pipewright launch --ps writes it");
   serve->add_option("--bind", o.bind, "HOST:PORT to listen on (port 0: any free port, printed)")->capture_default_str();
   serve->add_option("--shard", o.shard, "this server's shard, 0 to shards-1")->capture_default_str()
       ->check(CLI::NonNegativeNumber);
@@ -35,6 +39,9 @@ void add_ps_command(CLI::App& app, PsServeOptions& o) {
   serve->add_option("--snapshot-every", o.snapshot_every, "pushes between snapshots")->capture_default_str()
       ->check(CLI::PositiveNumber);
   add_table_bound_options(*serve, o.admit_after, o.max_rows, o.row_ttl, "--");
+  for (const char* flag : {"--bind", "--shard", "--shards", "--workers", "--mode", "--dir", "--snapshot-every",
+                           "--admit-after", "--max-rows", "--row-ttl"})
+    config->excludes(serve->get_option(flag));
   serve->callback([&o, serve] {
     o.bounds_given = table_bounds_given(*serve, "--");
     std::exit(run_ps_serve(o));
@@ -45,22 +52,29 @@ int run_ps_serve(const PsServeOptions& o) {
   const auto token = rpc::job_token_from_env();
   PW_INPUT_CHECK(token.has_value(), "pipewright ps serve needs the job's token in " << rpc::kJobTokenEnv);
   dp::PsShardConfig c;
-  c.shard = o.shard;
-  c.shards = o.shards;
-  c.workers = o.workers;
-  c.mode = dp::parse_update_mode(o.mode);
-  c.dir = o.dir;
-  c.snapshot_every = o.snapshot_every;
-  if (o.bounds_given) c.bounds = dp::TableBounds{o.admit_after, o.max_rows, o.row_ttl};
+  std::string bind = o.bind;
+  if (!o.config.empty()) {
+    const train::PsServeConfig file = train::read_ps_serve_config(o.config);
+    c = train::shard_config_of(file);
+    bind = file.bind;
+  } else {
+    c.shard = o.shard;
+    c.shards = o.shards;
+    c.workers = o.workers;
+    c.mode = dp::parse_update_mode(o.mode);
+    c.dir = o.dir;
+    c.snapshot_every = o.snapshot_every;
+    if (o.bounds_given) c.bounds = dp::TableBounds{o.admit_after, o.max_rows, o.row_ttl};
+  }
   std::signal(SIGINT, request_stop);
   std::signal(SIGTERM, request_stop);
-  dp::PsServer server(rpc::parse_host_port(o.bind), c, *token);
-  std::printf("parameter server shard %d of %d listening on %s (mode %s, %d workers%s%s%s%s)\n", o.shard, o.shards,
-              server.address().str().c_str(), o.mode.c_str(), o.workers, o.dir.empty() ? "" : ", dir ",
-              o.dir.c_str(), c.bounds ? ", tables: " : "", c.bounds ? dp::describe_bounds(*c.bounds).c_str() : "");
+  dp::PsServer server(rpc::parse_host_port(bind), c, *token);
+  std::printf("parameter server shard %d of %d listening on %s (mode %s, %d workers%s%s%s%s)\n", c.shard, c.shards,
+              server.address().str().c_str(), dp::update_mode_name(c.mode), c.workers, c.dir.empty() ? "" : ", dir ",
+              c.dir.c_str(), c.bounds ? ", tables: " : "", c.bounds ? dp::describe_bounds(*c.bounds).c_str() : "");
   std::fflush(stdout);
   while (g_stop.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  std::printf("parameter server shard %d: stopping (signal %d)\n", o.shard, g_stop.load());
+  std::printf("parameter server shard %d: stopping (signal %d)\n", c.shard, g_stop.load());
   return 0;   // the server and its last snapshot go with `server`
 }
 

@@ -8,6 +8,7 @@
 namespace pw::tools {
 
 struct PsServeOptions {
+  std::string config;   // a JSON file (train/ps_serve_config.h) instead of the flags below
   std::string bind = "127.0.0.1:0";
   int shard = 0;
   int shards = 1;

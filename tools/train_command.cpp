@@ -362,7 +362,7 @@ train::JobConfig job_config_of_train_args(const std::vector<std::string>& args) 
   try {
     app.parse(reversed);
   } catch (const CLI::ParseError& e) {
-    throw InputError(std::string("the train arguments: ") + e.what());
+    throw InputError(std::string("the train arguments after --: ") + e.what());
   }
   return t.job;
 }

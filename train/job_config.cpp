@@ -270,6 +270,14 @@ JobConfig job_config_from_json(const nlohmann::json& j) {
   return c;
 }
 
+nlohmann::json ps_config_to_json(const ParameterServerConfig& ps) { return section_json(ps); }
+
+ParameterServerConfig ps_config_from_json(const nlohmann::json& j) {
+  ParameterServerConfig ps;
+  read_section(j, "/ps", ps);
+  return ps;
+}
+
 std::string config_hash(const nlohmann::json& identity) {
   std::uint64_t h = 1469598103934665603ull;   // FNV-1a
   for (unsigned char ch : identity.dump()) {

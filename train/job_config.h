@@ -18,6 +18,11 @@ std::string first_difference(const nlohmann::json& mine, const nlohmann::json& t
 // pipeline's shape, split and replica count, the steps and the timeouts may differ.
 std::string resume_difference(const nlohmann::json& saved, const nlohmann::json& mine);
 
+// The job's "ps" block alone, as in to_json(JobConfig) (a parameter server's own config file,
+// train/ps_serve_config.h); from_json throws InputError naming the bad field.
+nlohmann::json ps_config_to_json(const ParameterServerConfig& ps);
+ParameterServerConfig ps_config_from_json(const nlohmann::json& j);
+
 // The optimizer's learning rate after defaults.
 double effective_lr(const OptimizerSettings& o);
 

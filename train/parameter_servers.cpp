@@ -38,8 +38,9 @@ std::string table_name(int feature) { return "features.emb." + std::to_string(fe
 
 }  // namespace
 
-dp::TableBounds ps_table_bounds(const JobConfig& job) {
-  const auto& o = job.ps;
+dp::TableBounds ps_table_bounds(const JobConfig& job) { return ps_table_bounds(job.ps); }
+
+dp::TableBounds ps_table_bounds(const ParameterServerConfig& o) {
   PW_INPUT_CHECK(o.admit_after >= 1 && o.admit_after <= dp::kMaxAdmitAfter,
                  "--ps-admit-after " << o.admit_after << "; expected 1 to " << dp::kMaxAdmitAfter
                                      << " sightings (1: every id at once)");
@@ -49,12 +50,16 @@ dp::TableBounds ps_table_bounds(const JobConfig& job) {
 }
 
 dp::PsShardConfig ps_shard_config(const JobConfig& job, int shard, int shards) {
+  return ps_shard_config(job.ps, job.replicas.replicas, shard, shards);
+}
+
+dp::PsShardConfig ps_shard_config(const ParameterServerConfig& ps, int workers, int shard, int shards) {
   dp::PsShardConfig c;
   c.shard = shard;
   c.shards = shards;
-  c.workers = job.replicas.replicas;
-  c.mode = job.ps.mode;
-  if (const auto bounds = ps_table_bounds(job); bounds.any()) c.bounds = bounds;
+  c.workers = workers;
+  c.mode = ps.mode;
+  if (const auto bounds = ps_table_bounds(ps); bounds.any()) c.bounds = bounds;
   return c;
 }
 

@@ -27,9 +27,12 @@ inline constexpr const char* kPsServersEnv = "PW_PS_SERVERS";
 // The server side of a training job's flags: `workers` = --replicas, the update mode, and the
 // table bounds when the job sets any (the servers then refuse tables with other bounds).
 dp::PsShardConfig ps_shard_config(const JobConfig& c, int shard, int shards);
+// The same from the job's "ps" block and its replica count (a server's own config file).
+dp::PsShardConfig ps_shard_config(const ParameterServerConfig& ps, int workers, int shard, int shards);
 // The bounds --ps-admit-after, --ps-max-rows and --ps-row-ttl give every table (InputError naming
 // the flag for a bad value).
 dp::TableBounds ps_table_bounds(const JobConfig& c);
+dp::TableBounds ps_table_bounds(const ParameterServerConfig& ps);
 
 class ParameterServers {
  public:
