@@ -195,7 +195,7 @@ BOOST_AUTO_TEST_CASE(parameter_servers_get_their_json_config_and_the_ranks_their
   LaunchSpec spec = shell_job(2, "echo \"$PW_PS_SERVERS\" > " + dir.file("servers") + "$RANK");
   spec.servers.count = 2;
   spec.servers.workers = 2;
-  spec.servers.config.mode = dp::UpdateMode::Async;
+  spec.servers.config.mode = pw::dp::UpdateMode::Async;
   spec.servers.config.dir = dir.file("ps");
   spec.servers.program = pw::test::pipewright_binary();
   const LaunchResult r = Supervisor(spec, said.hooks()).run();
