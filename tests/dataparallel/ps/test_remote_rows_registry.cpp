@@ -225,7 +225,7 @@ BOOST_AUTO_TEST_CASE(prefetch_hands_registered_layers_their_ids_on_the_first_sta
   const auto& ids = first.registered->prefetched.front();
   BOOST_REQUIRE_EQUAL(ids.size(), next.size());
   for (std::size_t m = 0; m < next.size(); ++m) {
-    BOOST_TEST(ids[m].dtype() == kernels::DType::I64);
+    BOOST_TEST((ids[m].dtype() == kernels::DType::I64));
     BOOST_TEST(ids[m].to_double_vector() == first_column(next[m]).to_double_vector());
   }
   BOOST_TEST(first.quiet->prefetched.empty());   // no ids from the model's input: pulls in its forward
