@@ -20,9 +20,9 @@
 #include "bench/stats.h"
 #include "bench/raw_socket.h"
 #include "core/clock.h"
-#include "dataparallel/ps_client.h"
-#include "dataparallel/ps_embedding_bag.h"
-#include "dataparallel/ps_server.h"
+#include "dataparallel/ps/client.h"
+#include "dataparallel/ps/embedding_bag.h"
+#include "dataparallel/ps/server.h"
 
 using namespace pw;
 using pw::bench::median;
@@ -101,10 +101,10 @@ ZipfRun zipf_run(const std::vector<kernels::Tensor>& batches, int dim, std::int6
     const bool counted = static_cast<int>(i) >= warmup;
     const std::int64_t pull0 = traffic.pull_ns, push0 = traffic.push_ns, wait0 = traffic.lookup_wait_ns;
     const auto t0 = Clock::now();
-    if (prefetch && i + 1 < batches.size()) bag.prefetch_remote({batches[i + 1]});
+    if (prefetch && i + 1 < batches.size()) bag.prefetch({batches[i + 1]});
     auto out = bag.forward(batches[i], models::Mode::Train);
     bag.backward(*out.ctx, grad);
-    bag.push_remote_gradients(0);
+    bag.push_gradients(0, dp::RemoteGradients::Push);
     if (!counted) continue;
     times.push_back(seconds_since(t0));
     pull_ns += traffic.pull_ns - pull0;
@@ -112,7 +112,7 @@ ZipfRun zipf_run(const std::vector<kernels::Tensor>& batches, int dim, std::int6
     wait_ns += traffic.lookup_wait_ns - wait0;
     unique += models::unique_bag_ids(batches[i]).ids.numel();
   }
-  bag.flush_remote();
+  bag.flush();
   const auto n = static_cast<double>(times.size());
   return {median(times), static_cast<double>(unique) / n, static_cast<double>(pull_ns) * 1e-9 / n,
           static_cast<double>(push_ns) * 1e-9 / n, static_cast<double>(wait_ns) * 1e-9 / n};

@@ -196,40 +196,6 @@ void Layer::zero_grad() {
   for (auto* p : parameters()) p->grad.zero_();
 }
 
-void Layer::push_remote_gradients(int replica, RemoteGradients what) {
-  push_remote_gradients_impl(replica, what);
-  for (auto& [name, child] : children_) child->push_remote_gradients(replica, what);
-}
-
-double Layer::remote_gradient_sum_of_squares() {
-  double sum = remote_gradient_sum_of_squares_impl();
-  for (auto& [name, child] : children_) sum += child->remote_gradient_sum_of_squares();
-  return sum;
-}
-
-void Layer::scale_remote_gradients(double factor) {
-  scale_remote_gradients_impl(factor);
-  for (auto& [name, child] : children_) child->scale_remote_gradients(factor);
-}
-
-void Layer::reconnect_remote() {
-  reconnect_remote_impl();
-  for (auto& [name, child] : children_) child->reconnect_remote();
-}
-
-// Not recursive: only a container knows which children read its input.
-void Layer::prefetch_remote(const std::vector<Tensor>& next_micro_batches) { prefetch_remote_impl(next_micro_batches); }
-
-void Layer::flush_remote() {
-  flush_remote_impl();
-  for (auto& [name, child] : children_) child->flush_remote();
-}
-
-void Layer::set_remote_worker(int worker) {
-  set_remote_worker_impl(worker);
-  for (auto& [name, child] : children_) child->set_remote_worker(worker);
-}
-
 Parameter& Layer::add_parameter(const std::string& name, const Shape& shape, Init init) {
   auto p = std::make_unique<Parameter>();
   p->name = name;

@@ -31,8 +31,8 @@ enum class Mode { Train, Eval, Recompute };
 
 // How a parameter is initialised; drawn from an RNG seeded by (model seed, full parameter name).
 struct Init {
-  // KeyedRows: row r of a 2-D parameter is keyed_uniform_row(seed, r, ...) (models/rng.h), the
-  // rows an embedding table on parameter servers starts from.
+  // KeyedRows: row r of a 2-D parameter is keyed_uniform_row(seed, r, ...) (models/rng.h): a row
+  // depends on its key alone, so a table built row by row elsewhere starts from the same rows.
   enum class Kind { Zeros, Ones, Uniform, Normal, KeyedRows };
   Kind kind = Kind::Zeros;
   double a = 0.0;   // Uniform: bound (values in [-a, a)); Normal: standard deviation
@@ -63,9 +63,6 @@ struct Buffer {
 // The device new layers put their parameters on: cpu:0 unless a LayerDeviceScope on this thread
 // names another, so a pipeline stage builds its layers straight onto its own (capped) device.
 Device default_layer_device();
-
-// What a step sends to the servers holding remote rows: its gradients, or nothing (a skipped step).
-enum class RemoteGradients { Push, Discard };
 
 class LayerDeviceScope {
  public:
@@ -135,28 +132,6 @@ class Layer {
   void to(Device device);
   Device device() const { return device_; }
   void zero_grad();
-  // Once per optimizer step, after the local optimizer's update: layers whose rows live elsewhere
-  // (parameter servers) send the gradients this step accumulated. `replica` says which replica of
-  // the stage is stepping (the server counts each replica's pushes as one worker's). A skipped
-  // step (non-finite gradients) sends none of them but still counts as the worker's step.
-  void push_remote_gradients(int replica, RemoteGradients what = RemoteGradients::Push);
-  // The sum of squares of the gradients waiting to be pushed (0 for layers with none), and a
-  // scale applied to them: remote rows count in the step's finiteness check and in clipping.
-  double remote_gradient_sum_of_squares();
-  void scale_remote_gradients(double factor);
-  // After the servers holding remote rows were restored from a checkpoint: such layers forget
-  // the step they were at and read it from the servers again.
-  void reconnect_remote();
-  // The inputs of the next step's micro-batches (what this layer's forward will get), given
-  // while the current step still runs: layers whose rows live elsewhere start fetching the rows
-  // those inputs will look up. Containers pass them to the layers that read the same input.
-  void prefetch_remote(const std::vector<Tensor>& next_micro_batches);
-  // Waits until every push this layer (and its children) sent has been acknowledged (pushes
-  // leave in the background); errors of a push surface here or at the next push.
-  void flush_remote();
-  // Which worker of the servers holding remote rows this copy of the layer is (its replica);
-  // set before the first forward. Default 0.
-  void set_remote_worker(int worker);
 
  protected:
   virtual Output forward_impl(const Tensor& x, Mode mode) = 0;
@@ -166,13 +141,6 @@ class Layer {
   // backward in turn, so no layer holds its output gradient longer than needed.
   virtual Tensor backward_impl(Context& ctx, const Tensor& grad_y);
   virtual Shape output_shape_impl(const Shape& input) const = 0;
-  virtual void push_remote_gradients_impl(int /*replica*/, RemoteGradients /*what*/) {}
-  virtual void reconnect_remote_impl() {}
-  virtual void prefetch_remote_impl(const std::vector<Tensor>& /*next_micro_batches*/) {}
-  virtual void flush_remote_impl() {}
-  virtual void set_remote_worker_impl(int /*worker*/) {}
-  virtual double remote_gradient_sum_of_squares_impl() { return 0.0; }
-  virtual void scale_remote_gradients_impl(double /*factor*/) {}
   // Layers whose forward_impl/backward_*_impl take only F32/F64 floats say No: under mixed
   // precision the base class hands them F32 inputs (and converts their outputs to the activation
   // dtype), as autocast runs its fp32 ops.

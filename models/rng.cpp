@@ -4,7 +4,7 @@
 
 namespace pw::models {
 
-// A parameter server computes this for every row it has not stored yet.
+// Computed for every row a table builds on first touch.
 PW_CPU_CLONES
 void keyed_uniform_row(std::uint64_t seed, std::int64_t key, int dim, double scale, float* out) {
   const std::uint64_t base = splitmix64(seed ^ splitmix64(static_cast<std::uint64_t>(key)));

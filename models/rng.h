@@ -22,7 +22,7 @@ inline std::uint64_t hash_name(std::uint64_t seed, std::string_view name) {
 }
 
 // Row `key` of an embedding table: uniform in [-scale, scale), each value a function of (seed,
-// key, j) alone, so a local table and one sharded over parameter servers (rows created on first
+// key, j) alone, so a local table and one sharded elsewhere (rows created on first
 // touch, in any order) start from the same rows.
 void keyed_uniform_row(std::uint64_t seed, std::int64_t key, int dim, double scale, float* out);  // rng.cpp
 

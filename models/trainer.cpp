@@ -19,7 +19,6 @@ StepResult Trainer::train_step(const data::Batch& batch) {
   auto loss = compute_loss(objective_, out.y, labels, 1.0 / static_cast<double>(n));
   model_.backward(*out.ctx, loss.grad_logits);
   optimizer_.step();
-  model_.push_remote_gradients(0);
   return {loss.loss, loss.correct, n};
 }
 

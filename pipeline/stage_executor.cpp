@@ -56,7 +56,6 @@ StageExecutor::StageExecutor(StageConfig config, std::vector<std::unique_ptr<mod
       transport_(transport),
       tied_(std::move(tied)) {
   validate(config_.spec);
-  for (auto& chunk : chunks_) chunk->set_remote_worker(config_.replica);
   PW_CHECK(static_cast<int>(chunks_.size()) == config_.spec.chunks,
            "stage " << config_.stage << " has " << chunks_.size() << " chunks, the schedule needs " << config_.spec.chunks);
   auto& program = config_.program;
@@ -336,11 +335,11 @@ void StageExecutor::reduce_grads(const Instruction&) {
 }
 
 void StageExecutor::prefetch_remote(const std::vector<kernels::Tensor>& next_micro_batches) {
-  if (config_.stage == 0 && !chunks_.empty()) chunks_.front()->prefetch_remote(next_micro_batches);
+  if (config_.stage == 0 && config_.remote_rows != nullptr) config_.remote_rows->prefetch(next_micro_batches);
 }
 
 void StageExecutor::flush_remote() {
-  for (auto& chunk : chunks_) chunk->flush_remote();
+  if (config_.remote_rows != nullptr) config_.remote_rows->flush();
 }
 
 void StageExecutor::optimizer_step(const Instruction&) {
@@ -357,22 +356,21 @@ void StageExecutor::optimizer_step(const Instruction&) {
     std::vector<models::Parameter*> counted;
     for (auto* p : parameters())
       if (!not_counted.count(p)) counted.push_back(p);
-    double remote_squares = 0.0;
-    for (auto& chunk : chunks_) remote_squares += chunk->remote_gradient_sum_of_squares();
+    const double remote_squares = config_.remote_rows ? config_.remote_rows->gradient_sum_of_squares() : 0.0;
     last_update_ = update_check_->before_update(step_, counted, remote_squares, result_.loss_sum);
   }
   if (last_update_.action == UpdateAction::Skip) {
     optimizer_->zero_grad();
-    for (auto& chunk : chunks_) chunk->push_remote_gradients(config_.replica, models::RemoteGradients::Discard);
+    if (config_.remote_rows) config_.remote_rows->finish_step(RemoteGradients::Discard);
     return;
   }
   if (last_update_.gradient_scale != 1.0) {
     for (auto* p : parameters()) kernels::scale_inplace(p->grad, last_update_.gradient_scale);
-    for (auto& chunk : chunks_) chunk->scale_remote_gradients(last_update_.gradient_scale);
+    if (config_.remote_rows) config_.remote_rows->scale_gradients(last_update_.gradient_scale);
   }
   optimizer_->step();
   optimizer_->zero_grad();
-  for (auto& chunk : chunks_) chunk->push_remote_gradients(config_.replica);
+  if (config_.remote_rows) config_.remote_rows->finish_step(RemoteGradients::Push);
 }
 
 }  // namespace pw::pipeline

@@ -14,6 +14,7 @@
 #include "models/optimizer.h"
 #include "pipeline/gradient_sync.h"
 #include "pipeline/recompute.h"
+#include "pipeline/remote_rows_sync.h"
 #include "pipeline/schedule.h"
 #include "pipeline/stage_tracer.h"
 #include "pipeline/update_check.h"
@@ -40,6 +41,7 @@ struct StageConfig {
   RecomputeMode recompute = RecomputeMode::None;
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
   GradientSync* gradient_sync = nullptr;   // replicas of this stage to average gradients with, if any
+  RemoteRowsSync* remote_rows = nullptr;   // this stage's rows on parameter servers, if any
   int replica = 0;                         // for trace spans
   models::Loss loss;   // the last stage's
 };
@@ -75,6 +77,9 @@ class StageExecutor {
   const StageConfig& config() const { return config_; }   // config().program: what each step runs
   // Replicas to average this stage's gradients with (nullptr: none). Set between steps.
   void set_gradient_sync(GradientSync* sync) { config_.gradient_sync = sync; }
+  // Rows of this stage that live on parameter servers (nullptr: none); the optimizer step sends
+  // their gradients. Set between steps.
+  void set_remote_rows(RemoteRowsSync* rows) { config_.remote_rows = rows; }
   // Who decides whether each step updates (nullptr: every step does, unscaled). Set between steps.
   void set_update_check(UpdateCheck* check) { update_check_ = check; }
   // fp16 loss scaling: the loss gradient is multiplied by `scale` (the update check unscales).
@@ -84,10 +89,9 @@ class StageExecutor {
   UpdateDecision last_update() const { return last_update_; }
   std::vector<models::Parameter*> parameters();   // every chunk's, in model order
   // The next step's inputs (the first stage's micro-batches), given before run_step of the
-  // current one: layers whose rows live on parameter servers start pulling them. Other stages
-  // ignore it.
+  // current one: the remote rows they will look up start coming. Other stages ignore it.
   void prefetch_remote(const std::vector<kernels::Tensor>& next_micro_batches);
-  // Waits for every push of remote gradients still in flight (models::Layer::flush_remote).
+  // Waits for every send of remote gradients still in flight (RemoteRowsSync::flush).
   void flush_remote();
 
  private:

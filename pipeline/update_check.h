@@ -22,7 +22,8 @@ class UpdateCheck {
   virtual ~UpdateCheck() = default;
   // Called by every stage of every replica once per step. `counted`: this stage's parameters
   // whose gradients make up its share of the model's norm (a tied weight on its first owner only);
-  // `remote_squares`: the sum of squares of the gradients its layers push to parameter servers;
+  // `remote_squares`: the sum of squares of the gradients it sends to parameter servers
+  // (RemoteRowsSync::gradient_sum_of_squares);
   // `loss_sum`: this stage's summed loss (0 where no loss is computed).
   virtual UpdateDecision before_update(std::int64_t step, const std::vector<models::Parameter*>& counted,
                                        double remote_squares, double loss_sum) = 0;

@@ -1,6 +1,6 @@
 #include "tools/ps_bound_flags.h"
 
-#include "dataparallel/ps_bounds.h"
+#include "dataparallel/ps/bounds.h"
 
 namespace pw::tools {
 

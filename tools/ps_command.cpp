@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "core/error.h"
-#include "dataparallel/ps_server.h"
+#include "dataparallel/ps/server.h"
 #include "rpc/host_port.h"
 #include "rpc/job_token.h"
 #include "tools/ps_bound_flags.h"

@@ -125,6 +125,7 @@ Engine::~Engine() {
   if (executor_) {
     executor_->set_gradient_sync(nullptr);
     executor_->set_update_check(nullptr);
+    executor_->set_remote_rows(nullptr);
   }
 }
 
@@ -183,8 +184,10 @@ void Engine::build_stage() {
   pipeline_ = std::make_unique<rpc::SubgroupTransport>(links_.transport(), members, s);
 
   std::vector<std::unique_ptr<models::Sequential>> chunks;
+  remote_rows_ = std::make_unique<dp::RemoteRowsRegistry>(replica());
   for (int chunk = 0; chunk < V; ++chunk) {
     models::LayerDeviceScope on_device(device_);
+    dp::RemoteRowsRegistry::BuildScope registering(*remote_rows_);
     chunks.push_back(partition::build_stage(model, partition_[static_cast<std::size_t>(chunk * P + s)], plan_.config.seed));
   }
   // Tied weights: this stage's members of each group, the stages holding one, and the first
@@ -228,6 +231,7 @@ void Engine::build_stage() {
   config.timeout = millis(plan_.config.timeouts.stage_seconds);
   config.replica = replica();
   config.loss = {plan_.objective, plan_.model.loss};
+  config.remote_rows = remote_rows_.get();
   if (!plan_.programs.empty()) config.program = plan_.programs.at(static_cast<std::size_t>(s));
   executor_ = std::make_unique<pipeline::StageExecutor>(config, std::move(chunks), plan_.optimizer, *pipeline_,
                                                         std::move(tied));
@@ -608,7 +612,7 @@ void Engine::restore(const CheckpointManifest& m) {
   if (loss_scale) loss_scaler_.restore(loss_scale->first, loss_scale->second);
   set_lr(m.lr);
   step_ = m.step;
-  for (auto* layer : layers()) layer->reconnect_remote();
+  remote_rows_->reconnect();
 }
 
 void Engine::set_lr(double lr) { executor_->optimizer().set_lr(lr); }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "dataparallel/bucket_reducer.h"
+#include "dataparallel/ps/remote_rows_registry.h"
 #include "pipewright/fit.h"
 #include "kernels/safetensors.h"
 #include "models/data/dataset.h"
@@ -99,6 +100,9 @@ class Engine {
   kernels::Device device_;
   partition::Partition partition_;
   std::unique_ptr<rpc::SubgroupTransport> pipeline_;   // this replica's stages as ranks 0..P-1
+  // The stage's layers whose rows live on parameter servers (registered as they are built); the
+  // executor sends their gradients, so it is declared after (and destroyed before) this.
+  std::unique_ptr<dp::RemoteRowsRegistry> remote_rows_;
   std::unique_ptr<pipeline::StageExecutor> executor_;
   std::shared_ptr<dp::Collective> collective_;          // this stage's replicas
   std::shared_ptr<dp::Collective> batch_norm_group_;    // --sync-batch-norm: the same, for statistics

@@ -133,8 +133,9 @@ JobPlan plan_job(const JobConfig& c, bool multi_process) {
     mo.clicks = click_features(c);
     mo.embedding_dim = c.model.embedding_dim;
     plan.parameter_servers = ParameterServers::open(c, multi_process);
-    if (plan.parameter_servers) plan.parameter_servers->plug_into(mo, c, c.model.name);
+    if (plan.parameter_servers) plan.parameter_servers->plug_into(mo, c);
     spec = models::make_model_spec(c.model.name, mo);
+    if (plan.parameter_servers) plan.parameter_servers->hold_tables(spec, c.model.name);
     plan.model = partition::describe(spec);
   }
   plan.objective = spec.objective;

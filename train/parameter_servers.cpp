@@ -5,8 +5,9 @@
 #include <filesystem>
 
 #include "core/error.h"
-#include "dataparallel/ps_client.h"
-#include "dataparallel/ps_server.h"
+#include "dataparallel/ps/client.h"
+#include "dataparallel/ps/remote_rows_registry.h"
+#include "dataparallel/ps/server.h"
 #include "models/layers/embedding_bag.h"
 #include "models/rng.h"
 #include "rpc/job_token.h"
@@ -33,8 +34,6 @@ std::vector<rpc::HostPort> parse_addresses(const std::string& list, const char* 
   }
   return out;
 }
-
-std::string table_name(int feature) { return "features.emb." + std::to_string(feature); }
 
 }  // namespace
 
@@ -104,9 +103,7 @@ std::unique_ptr<ParameterServers> ParameterServers::open(const JobConfig& c, boo
 
 ParameterServers::~ParameterServers() = default;
 
-void ParameterServers::plug_into(models::ModelOptions& mo, const JobConfig& c, const std::string& model) {
-  PW_INPUT_CHECK(model == "dlrm", "parameter servers hold embedding tables; --model " << model
-                                  << " has none (use --model dlrm, or leave out --ps/--ps-servers)");
+void ParameterServers::plug_into(models::ModelOptions& mo, const JobConfig& c) {
   const auto& o = c.ps;
   // Without its own, the sparse optimizer is the dense one of the same name (sgd, adam, adagrad).
   const auto optimizer = o.optimizer ? *o.optimizer : parse_enum<dp::SparseOptimizerKind>(enum_name(c.optimizer.kind));
@@ -125,19 +122,27 @@ void ParameterServers::plug_into(models::ModelOptions& mo, const JobConfig& c, c
   base.table.lr = lr;
   base.table.bounds = bounds_;
   const std::uint64_t seed = c.seed;
-  tables_.clear();
-  for (int f = 0; f < mo.clicks.sparse(); ++f) tables_.push_back(table_name(f));
-  mo.make_embedding_bag = [base, seed](int feature, std::int64_t rows, int dim, int bag_size) {
+  mo.make_embedding_bag = [base, seed](const models::EmbeddingTableSpec& t) {
     dp::PsBagOptions b = base;
-    b.table.name = table_name(feature);
-    b.table.dim = dim;
+    b.table.name = t.name;
+    b.table.dim = t.dim;
     // The rows a local EmbeddingBag of this model would start from (Init::keyed_rows).
-    b.table.init_seed = models::hash_name(seed, b.table.name + ".weight");
-    b.table.init_scale = models::embedding_bag_init_scale(rows);
-    b.bag_size = bag_size;
-    b.mode = models::BagMode::Sum;
-    return std::unique_ptr<models::Layer>(std::make_unique<dp::PsEmbeddingBag>(std::move(b)));
+    b.table.init_seed = models::hash_name(seed, t.name + ".weight");
+    b.table.init_scale = models::embedding_bag_init_scale(t.rows);
+    b.bag_size = t.bag_size;
+    b.mode = t.mode;
+    auto bag = std::make_unique<dp::PsEmbeddingBag>(std::move(b));
+    if (auto* registry = dp::RemoteRowsRegistry::building()) registry->add(*bag, t.ids_from_model_input);
+    return std::unique_ptr<models::Layer>(std::move(bag));
   };
+}
+
+void ParameterServers::hold_tables(const models::ModelSpec& spec, const std::string& model) {
+  PW_INPUT_CHECK(!spec.embedding_tables.empty(),
+                 "parameter servers hold embedding tables; --model " << model << " has none (use a model with "
+                 "embedding tables, e.g. --model dlrm, or leave out --ps/--ps-servers)");
+  tables_.clear();
+  for (const auto& t : spec.embedding_tables) tables_.push_back(t.name);
 }
 
 std::string ParameterServers::describe() const {

@@ -1,7 +1,7 @@
 #pragma once
 // The parameter servers of a training job: where they are (given addresses, the ones
-// `pipewright launch --ps K` started, or servers run in this process as threads), how DLRM's tables
-// are put on them, and what the summary says about them.
+// `pipewright launch --ps K` started, or servers run in this process as threads), how a model's
+// embedding tables are put on them, and what the summary says about them.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dataparallel/ps_embedding_bag.h"
+#include "dataparallel/ps/embedding_bag.h"
 #include "models/zoo/model_spec.h"
 #include "rpc/host_port.h"
 #include "train/job_config.h"
@@ -41,8 +41,13 @@ class ParameterServers {
   static std::unique_ptr<ParameterServers> open(const JobConfig& c, bool multi_process);
   ~ParameterServers();
 
-  // Makes the model's embedding bags server-backed (dlrm only; InputError for other models).
-  void plug_into(models::ModelOptions& mo, const JobConfig& c, const std::string& model);
+  // Makes a zoo model's embedding bags server-backed: `mo.make_embedding_bag` builds a
+  // PsEmbeddingBag and registers it with the stage's RemoteRowsRegistry being built on this
+  // thread (dataparallel/ps/remote_rows_registry.h), if any.
+  void plug_into(models::ModelOptions& mo, const JobConfig& c);
+  // The tables of the model built from those options go to the servers; InputError when it has
+  // none ("--model resnet18 has none").
+  void hold_tables(const models::ModelSpec& spec, const std::string& model);
   std::string describe() const;   // "2 parameter servers (sync, embedded)"
   // ps_shards, ps_mode, ps_staleness, ps_rows, traffic; with bounds also ps_admit_after, ps_max_rows,
   // ps_row_ttl, ps_admissions, ps_dropped_rows, ps_evictions, ps_expirations, ps_peak_table_rows.

@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dataparallel/ps_shard.h"
+#include "dataparallel/ps/shard.h"
 #include "pipewright/job_config.h"
 
 namespace pw::train {

@@ -60,7 +60,7 @@ struct ParameterServerConfig {
   std::optional<dp::SparseOptimizerKind> optimizer;   // default: the dense optimizer's kind
   double lr = 0.0;                // 0: the dense learning rate
   std::string dir;                // servers run here keep their shards in this folder
-  // Bounded tables (dataparallel/ps_bounds.h): a row on an id's N-th sighting, at most max_rows
+  // Bounded tables (dataparallel/ps/bounds.h): a row on an id's N-th sighting, at most max_rows
   // rows per table and shard (0: no cap), rows expire after row_ttl steps without an update (0: never).
   int admit_after = 1;
   std::int64_t max_rows = 0;

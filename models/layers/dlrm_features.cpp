@@ -58,15 +58,6 @@ std::int64_t DlrmFeatures::activation_elements(const Shape& input) const {
   return children_[0].second->activation_elements({n, features_.dense}) + shape_numel(output_shape_impl(input));
 }
 
-void DlrmFeatures::prefetch_remote_impl(const std::vector<Tensor>& next_micro_batches) {
-  for (int f = 0; f < features_.sparse(); ++f) {
-    std::vector<Tensor> ids;
-    ids.reserve(next_micro_batches.size());
-    for (const Tensor& x : next_micro_batches) ids.push_back(unpack_bag_ids(on_host(x).to(DType::F32), features_, f));
-    children_[static_cast<std::size_t>(f + 1)].second->prefetch_remote(ids);
-  }
-}
-
 Layer::Output DlrmFeatures::forward_impl(const Tensor& x, Mode mode) {
   PW_INPUT_CHECK(x.dtype() == DType::F32, "DLRM expects F32 packed click rows, got " << x.describe());
   const std::int64_t n = x.dim(0), width = x.dim(1);

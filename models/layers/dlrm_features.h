@@ -3,8 +3,8 @@
 // columns through the bottom MLP and each sparse feature's id columns through its embedding bag,
 // and concatenates the results: [N, width] -> [N, (1 + S) * dim], the bottom output first.
 //
-// The bags are any layers mapping I64 ids [N, bag] to [N, dim] (a local EmbeddingBag, or one whose
-// rows live on parameter servers). The packed input carries no gradient: backward returns zeros.
+// The bags are any layers mapping I64 ids [N, bag] to [N, dim] (a local EmbeddingBag, or one a job
+// builds in its place, ModelOptions::make_embedding_bag). The packed input carries no gradient: backward returns zeros.
 #include <memory>
 #include <vector>
 
@@ -27,7 +27,6 @@ class DlrmFeatures : public Layer {
   void backward_weight_impl(Context& ctx, const Tensor& grad_y) override;
   Tensor backward_impl(Context& ctx, const Tensor& grad_y) override;
   Shape output_shape_impl(const Shape& input) const override;
-  void prefetch_remote_impl(const std::vector<Tensor>& next_micro_batches) override;   // each bag its ids
 
  private:
   void children_backward(Context& ctx, const Tensor& grad_y);

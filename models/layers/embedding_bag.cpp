@@ -129,7 +129,7 @@ EmbeddingBag::EmbeddingBag(std::int64_t num_embeddings, int dim, int bag_size, B
                  "EmbeddingBag needs positive rows, dim and bag size, got " << num_embeddings << " x " << dim
                                                                              << ", bag " << bag_size);
   // DLRM's reference initialisation, uniform in +-sqrt(1/rows), drawn per row from (seed, id) so a
-  // table on parameter servers starting from the same seed holds the same rows.
+  // table built row by row elsewhere from the same seed holds the same rows.
   weight_ = &add_parameter("weight", {num_embeddings, dim}, Init::keyed_rows(embedding_bag_init_scale(num_embeddings)));
 }
 

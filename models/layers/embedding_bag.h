@@ -1,10 +1,10 @@
 #pragma once
 // EmbeddingBag: each sample looks up a fixed-size bag of ids and pools the rows (sum or mean).
 //
-// The math is factored so a parameter-server version can reuse it on the rows it pulled:
+// The math is factored so a bag whose table is kept elsewhere can reuse it on the rows it fetched:
 //   unique_bag_ids(ids)              -> the batch's distinct ids [U] and an index [B, bag] into them
 //   bag_pool_forward(rows, index)    -> [B, D] from rows [U, D]
-//   bag_pool_backward(grad, index)   -> per-unique-row gradients [U, D] (what a worker pushes)
+//   bag_pool_backward(grad, index)   -> per-unique-row gradients [U, D] (what such a bag sends back)
 // The local EmbeddingBag below runs exactly these three steps against its own table.
 #include <cstdint>
 

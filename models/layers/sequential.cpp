@@ -77,10 +77,6 @@ std::int64_t Sequential::activation_elements(const Shape& input) const {
   return total;
 }
 
-void Sequential::prefetch_remote_impl(const std::vector<Tensor>& next_micro_batches) {
-  if (!children_.empty()) children_.front().second->prefetch_remote(next_micro_batches);
-}
-
 Layer::Output Sequential::forward_impl(const Tensor& x, Mode mode) {
   auto ctx = std::make_unique<ChainContext>();
   Tensor y = run_chain(children_, children_.size(), x, mode, ctx->children);

@@ -31,7 +31,6 @@ class Sequential : public Layer {
   void backward_weight_impl(Context& ctx, const Tensor& grad_y) override;
   Tensor backward_impl(Context& ctx, const Tensor& grad_y) override;
   Shape output_shape_impl(const Shape& input) const override;
-  void prefetch_remote_impl(const std::vector<Tensor>& next_micro_batches) override;   // the first child's
 
  private:
   BackwardHook backward_hook_;

@@ -39,14 +39,23 @@ ModelSpec make_dlrm_spec(const ModelOptions& o) {
   const int dim = o.embedding_dim;
   const auto bottom_widths = o.bottom_mlp;
   const auto make_bag = o.make_embedding_bag;
-  m.layers.push_back({"features", [=] {
+  for (int f = 0; f < clicks.sparse(); ++f) {
+    EmbeddingTableSpec table;
+    table.name = "features.emb." + std::to_string(f);
+    table.rows = clicks.table_sizes[static_cast<std::size_t>(f)];
+    table.dim = dim;
+    table.bag_size = clicks.bag_size;
+    table.mode = BagMode::Sum;
+    // "features" is the model's first layer: its input is the model's.
+    table.ids_from_model_input = [clicks, f](const Tensor& x) {
+      return unpack_bag_ids(x.to(Device::cpu()).to(kernels::DType::F32), clicks, f);
+    };
+    m.embedding_tables.push_back(std::move(table));
+  }
+  m.layers.push_back({"features", [=, tables = m.embedding_tables] {
                         std::vector<std::unique_ptr<Layer>> bags;
-                        for (int f = 0; f < clicks.sparse(); ++f) {
-                          const std::int64_t rows = clicks.table_sizes[static_cast<std::size_t>(f)];
-                          bags.push_back(make_bag ? make_bag(f, rows, dim, clicks.bag_size)
-                                                  : std::make_unique<EmbeddingBag>(rows, dim, clicks.bag_size,
-                                                                                   BagMode::Sum));
-                        }
+                        for (const auto& t : tables)
+                          bags.push_back(make_bag ? make_bag(t) : std::make_unique<EmbeddingBag>(t.rows, t.dim, t.bag_size, t.mode));
                         return std::unique_ptr<Layer>(std::make_unique<DlrmFeatures>(
                             clicks, dim, mlp(clicks.dense, bottom_widths, dim), std::move(bags)));
                       }});

@@ -9,12 +9,25 @@
 
 #include "models/data/click_features.h"
 #include "models/layer.h"
+#include "models/layers/embedding_bag.h"
 #include "models/layers/sequential.h"
 #include "models/loss.h"
 
 namespace pw::models {
 
 // LayerSpec: pipewright/model.h.
+
+// An embedding table of a zoo model, built through ModelOptions::make_embedding_bag.
+struct EmbeddingTableSpec {
+  std::string name;        // the bag layer's dotted name in the model: "features.emb.0"
+  std::int64_t rows = 0;
+  int dim = 0;
+  int bag_size = 1;
+  BagMode mode = BagMode::Sum;
+  // The bag's ids [N, bag] (I64) from a micro-batch of the model's input, where the model can say
+  // (the bag reads the input of the model's first layer): lets a job fetch a step's rows ahead.
+  std::function<Tensor(const Tensor& model_input)> ids_from_model_input;
+};
 
 struct ModelOptions {
   int width = 64;                 // ResNet base width (w, 2w, 4w, 8w); VGG widths scale by width/64
@@ -28,9 +41,9 @@ struct ModelOptions {
   int embedding_dim = 8;
   std::vector<int> bottom_mlp = {16};   // hidden widths; a final Linear to embedding_dim follows
   std::vector<int> top_mlp = {16};      // hidden widths; a final Linear to one logit follows
-  // Builds sparse feature f's bag layer (I64 ids [N, bag] -> [N, dim]); empty: a local
-  // EmbeddingBag (sum). A parameter-server job plugs its server-backed layer in here.
-  std::function<std::unique_ptr<Layer>(int feature, std::int64_t rows, int dim, int bag_size)> make_embedding_bag;
+  // Builds the bag layer of a table the model looks rows up in (I64 ids [N, bag] -> [N, dim]);
+  // empty: a local EmbeddingBag. A job that keeps the tables elsewhere plugs its own layer in here.
+  std::function<std::unique_ptr<Layer>(const EmbeddingTableSpec& table)> make_embedding_bag;
 };
 
 struct ModelSpec {
@@ -39,6 +52,8 @@ struct ModelSpec {
   int num_classes = 0;
   std::vector<LayerSpec> layers;
   Objective objective = Objective::SoftmaxCrossEntropy;   // dlrm: BinaryCrossEntropy on one logit
+  // The tables its layers build through ModelOptions::make_embedding_bag (none for most models).
+  std::vector<EmbeddingTableSpec> embedding_tables;
 };
 
 // "seed-cnn", "resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "vgg16", "dlrm".

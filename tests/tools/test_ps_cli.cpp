@@ -8,12 +8,12 @@
 
 #include <boost/test/unit_test.hpp>
 
-#include "dataparallel/ps_client.h"
-#include "dataparallel/ps_limits.h"
-#include "dataparallel/ps_table.h"
+#include "dataparallel/ps/client.h"
+#include "dataparallel/ps/limits.h"
+#include "dataparallel/ps/table.h"
 #include "tests/tools/background_command.h"
 #include "tests/tools/cli_runner.h"
-#include "tests/dataparallel/ps_test_servers.h"
+#include "tests/dataparallel/ps/test_servers.h"
 
 using namespace pw;
 using pw::test::BackgroundCommand;

@@ -13,7 +13,7 @@
 #include <boost/test/unit_test.hpp>
 #include <nlohmann/json.hpp>
 
-#include "dataparallel/ps_client.h"
+#include "dataparallel/ps/client.h"
 #include "tests/tools/background_command.h"
 #include "tests/tools/cli_runner.h"
 #include "train/fault_injection.h"

@@ -1,4 +1,4 @@
-#include "dataparallel/ps_embedding_bag.h"
+#include "dataparallel/ps/embedding_bag.h"
 
 #include <algorithm>
 #include <limits>
@@ -7,7 +7,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/trace.h"
-#include "dataparallel/ps_client.h"
+#include "dataparallel/ps/client.h"
 
 namespace pw::dp {
 
@@ -121,7 +121,7 @@ std::vector<float> PsEmbeddingBag::rows_of(const std::vector<std::int64_t>& keys
   return rows;
 }
 
-void PsEmbeddingBag::prefetch_remote_impl(const std::vector<Tensor>& next_micro_batches) {
+void PsEmbeddingBag::prefetch(const std::vector<Tensor>& next_micro_batches) {
   start();
   const std::int64_t step = step_ + 1;   // the current step pushes before the next one's forward
   // Kept: the current step's own prefetch (made during the step before). Dropped: older ones, and
@@ -203,7 +203,7 @@ void PsEmbeddingBag::wait_for_push(const char* why) {
                                         std::to_string(step_ - 1) + " (waited for by " + why + ")");
 }
 
-void PsEmbeddingBag::flush_remote_impl() {
+void PsEmbeddingBag::flush() {
   if (push_.pending()) wait_for_push("flush");
 }
 
@@ -253,19 +253,19 @@ void PsEmbeddingBag::backward_weight_impl(models::Context& ctx, const Tensor& gi
   c.grad_y = Tensor();
 }
 
-double PsEmbeddingBag::remote_gradient_sum_of_squares_impl() {
+double PsEmbeddingBag::gradient_sum_of_squares() const {
   double sum = 0.0;
   for (const auto& [key, g] : pending_)
     for (float v : g) sum += static_cast<double>(v) * static_cast<double>(v);
   return sum;
 }
 
-void PsEmbeddingBag::scale_remote_gradients_impl(double factor) {
+void PsEmbeddingBag::scale_gradients(double factor) {
   for (auto& [key, g] : pending_)
     for (float& v : g) v = static_cast<float>(static_cast<double>(v) * factor);
 }
 
-void PsEmbeddingBag::reconnect_remote_impl() {
+void PsEmbeddingBag::reconnect() {
   // The servers were restored: calls still under way belong to steps that no longer count.
   abandon_background_calls();
   client_.reset();
@@ -275,9 +275,9 @@ void PsEmbeddingBag::reconnect_remote_impl() {
   pending_.clear();
 }
 
-void PsEmbeddingBag::push_remote_gradients_impl(int replica, models::RemoteGradients what) {
+void PsEmbeddingBag::push_gradients(int worker, RemoteGradients what) {
   start();
-  if (what == models::RemoteGradients::Discard) pending_.clear();
+  if (what == RemoteGradients::Discard) pending_.clear();
   const auto dim = static_cast<std::size_t>(o_.table.dim);
   std::vector<std::int64_t> keys;
   std::vector<float> grads;
@@ -299,10 +299,10 @@ void PsEmbeddingBag::push_remote_gradients_impl(int replica, models::RemoteGradi
   ++o_.traffic->pushes;
   // Every step is pushed, with or without rows, so the servers can count each worker's steps.
   push_ = BackgroundCall<int>([client = push_client_, traffic = o_.traffic, table = o_.table.name, dim = o_.table.dim,
-                               keys = std::move(keys), grads = std::move(grads), step = step_, replica] {
-    trace::ScopedSpan span(trace::SpanKind::PsPush, -1, replica, step, -1, 0, 1);
+                               keys = std::move(keys), grads = std::move(grads), step = step_, worker] {
+    trace::ScopedSpan span(trace::SpanKind::PsPush, -1, worker, step, -1, 0, 1);
     const auto t0 = Clock::now();
-    client->push(table, dim, keys, grads, step, replica);
+    client->push(table, dim, keys, grads, step, worker);
     traffic->push_ns += nanoseconds_since(t0);
     return 0;
   });

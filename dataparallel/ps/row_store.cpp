@@ -1,4 +1,4 @@
-#include "dataparallel/ps_row_store.h"
+#include "dataparallel/ps/row_store.h"
 
 #include <sys/mman.h>
 

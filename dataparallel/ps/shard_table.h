@@ -16,9 +16,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dataparallel/ps_shard.h"
-#include "dataparallel/ps_table.h"
-#include "dataparallel/ps_wal.h"
+#include "dataparallel/ps/shard.h"
+#include "dataparallel/ps/table.h"
+#include "dataparallel/ps/wal.h"
 
 namespace pw::dp {
 

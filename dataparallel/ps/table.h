@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "pipewright/enums.h"
-#include "dataparallel/ps_admission.h"
-#include "dataparallel/ps_bounds.h"
-#include "dataparallel/ps_row_store.h"
+#include "dataparallel/ps/admission.h"
+#include "dataparallel/ps/bounds.h"
+#include "dataparallel/ps/row_store.h"
 
 namespace pw::dp {
 

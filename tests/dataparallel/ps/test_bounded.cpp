@@ -9,11 +9,11 @@
 #include <boost/test/unit_test.hpp>
 
 #include "core/error.h"
-#include "dataparallel/ps_admission.h"
-#include "dataparallel/ps_shard.h"
-#include "dataparallel/ps_table.h"
-#include "dataparallel/ps_wal.h"
-#include "tests/dataparallel/ps_test_servers.h"
+#include "dataparallel/ps/admission.h"
+#include "dataparallel/ps/shard.h"
+#include "dataparallel/ps/table.h"
+#include "dataparallel/ps/wal.h"
+#include "tests/dataparallel/ps/test_servers.h"
 
 using namespace pw;
 using pw::test::error_of;

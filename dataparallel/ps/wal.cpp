@@ -1,4 +1,4 @@
-#include "dataparallel/ps_wal.h"
+#include "dataparallel/ps/wal.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -13,13 +13,13 @@
 
 #include "core/clock.h"
 #include "core/error.h"
-#include "dataparallel/ps_client.h"
-#include "dataparallel/ps_embedding_bag.h"
-#include "dataparallel/ps_server.h"
+#include "dataparallel/ps/client.h"
+#include "dataparallel/ps/embedding_bag.h"
+#include "dataparallel/ps/server.h"
 #include "models/layers/embedding_bag.h"
 #include "models/rng.h"
 #include "rpc/transport.h"
-#include "tests/dataparallel/ps_test_servers.h"
+#include "tests/dataparallel/ps/test_servers.h"
 
 using namespace pw;
 using namespace std::chrono_literals;
@@ -92,7 +92,7 @@ bool close(const Tensor& a, const Tensor& b, double rel = 1e-6) {
 void train_step(dp::PsEmbeddingBag& bag, const Tensor& x, const Tensor& grad, int replica = 0) {
   auto out = bag.forward(x, Mode::Train);
   bag.backward(*out.ctx, grad);
-  bag.push_remote_gradients(replica);
+  bag.push_gradients(replica, dp::RemoteGradients::Push);
 }
 
 }  // namespace
@@ -132,7 +132,7 @@ BOOST_AUTO_TEST_CASE(sync_mode_computes_what_a_local_embedding_bag_computes) {
         const float* gv = w_grad.data<float>();
         for (std::int64_t i = 0; i < w.numel(); ++i) wv[i] -= 0.5f * gv[i];
         local.zero_grad();
-        remote.push_remote_gradients(0);
+        remote.push_gradients(0, dp::RemoteGradients::Push);
         BOOST_TEST(remote.next_step() == step + 1);
       }
     }
@@ -150,7 +150,7 @@ BOOST_AUTO_TEST_CASE(repeated_ids_are_pulled_once_and_the_next_step_sees_the_ser
   bag.forward(ids({4, 9, 30}), Mode::Train);   // another micro-batch of the step: pulled again
   BOOST_TEST(bag.traffic().pulled_rows == 6);
   bag.backward(*first.ctx, g);
-  bag.push_remote_gradients(0);
+  bag.push_gradients(0, dp::RemoteGradients::Push);
   auto next = bag.forward(x, Mode::Train);
   BOOST_TEST(bag.traffic().pulled_rows == 9);
   dp::PsClient client(ps.addresses, kToken, 0, 5000ms);
@@ -279,7 +279,7 @@ BOOST_AUTO_TEST_CASE(prefetched_sync_steps_compute_what_a_local_embedding_bag_co
     (step == 0 ? first_unique : later_unique) += static_cast<std::int64_t>(unique.size());
   }
   for (int step = 0; step < kSteps; ++step) {
-    if (step + 1 < kSteps) remote.prefetch_remote({steps[step + 1][0].first, steps[step + 1][1].first});
+    if (step + 1 < kSteps) remote.prefetch({steps[step + 1][0].first, steps[step + 1][1].first});
     for (const auto& [x, g] : steps[step]) {
       auto want = local.forward(x, Mode::Train);
       auto got = remote.forward(x, Mode::Train);
@@ -291,7 +291,7 @@ BOOST_AUTO_TEST_CASE(prefetched_sync_steps_compute_what_a_local_embedding_bag_co
     const float* gv = w_grad.data<float>();
     for (std::int64_t i = 0; i < w.numel(); ++i) wv[i] -= 0.5f * gv[i];
     local.zero_grad();
-    remote.push_remote_gradients(0);
+    remote.push_gradients(0, dp::RemoteGradients::Push);
   }
   // Step 0 pulled its rows in its forward (once per micro-batch); every later step's came ahead.
   BOOST_TEST(remote.traffic().prefetched_rows.load() == later_unique);
@@ -320,11 +320,11 @@ BOOST_AUTO_TEST_CASE(bounded_staleness_holds_exactly_and_async_runs_ahead_with_p
           errors[static_cast<std::size_t>(w)] = error_of([&] {
             auto& bag = *bags[static_cast<std::size_t>(w)];
             for (int step = 0; step < kSteps; ++step) {
-              bag.prefetch_remote({batches[static_cast<std::size_t>(step + 1)]});
+              bag.prefetch({batches[static_cast<std::size_t>(step + 1)]});
               std::this_thread::sleep_for(w == 1 ? 60ms : 25ms);   // this step's compute
               train_step(bag, batches[static_cast<std::size_t>(step)], g, w);
             }
-            bag.flush_remote();
+            bag.flush();
           });
         });
       for (auto& th : workers) th.join();
@@ -367,7 +367,7 @@ BOOST_AUTO_TEST_CASE(a_layer_continues_after_the_servers_restart_from_their_fold
     BOOST_TEST(bag.next_step() == 3);
     BOOST_TEST(close(out.y, before));
     bag.backward(*out.ctx, g);
-    BOOST_CHECK_NO_THROW(bag.push_remote_gradients(0));
+    BOOST_CHECK_NO_THROW(bag.push_gradients(0, dp::RemoteGradients::Push));
     BOOST_TEST(bag.next_step() == 4);
   }
   std::filesystem::remove_all(dir);
@@ -385,11 +385,11 @@ BOOST_AUTO_TEST_CASE(split_backward_pushes_what_a_full_backward_pushes) {
     auto out = split.forward(x, Mode::Train);
     split.backward_input(*out.ctx, g);
     split.backward_weight(*out.ctx);
-    split.push_remote_gradients(0);
+    split.push_gradients(0, dp::RemoteGradients::Push);
   });
   BOOST_TEST(error == "(no error)");
-  full.flush_remote();   // pushes leave in the background
-  split.flush_remote();
+  full.flush();   // pushes leave in the background
+  split.flush();
   const std::vector<std::int64_t> keys = {1, 2, 3, 4, 5};
   BOOST_TEST(dp::PsClient(split_ps.addresses, kToken, 0, 5000ms).pull("emb", kDim, keys, 1, -1) ==
              dp::PsClient(full_ps.addresses, kToken, 0, 5000ms).pull("emb", kDim, keys, 1, -1));

@@ -1,8 +1,8 @@
-#include "dataparallel/ps_server.h"
+#include "dataparallel/ps/server.h"
 
 #include <cstring>
 
-#include "dataparallel/ps_limits.h"
+#include "dataparallel/ps/limits.h"
 #include "pw_thrift/ParameterServer.h"
 #include "rpc/frame_check.h"
 #include "rpc/job_token.h"

@@ -12,11 +12,11 @@
 #include <boost/test/unit_test.hpp>
 
 #include "core/durable_file.h"
-#include "dataparallel/ps_client.h"
-#include "dataparallel/ps_server.h"
-#include "dataparallel/ps_shard.h"
+#include "dataparallel/ps/client.h"
+#include "dataparallel/ps/server.h"
+#include "dataparallel/ps/shard.h"
 #include "rpc/transport.h"
-#include "tests/dataparallel/ps_test_servers.h"
+#include "tests/dataparallel/ps/test_servers.h"
 
 using namespace pw;
 using namespace std::chrono_literals;

@@ -1,4 +1,4 @@
-#include "dataparallel/ps_admission.h"
+#include "dataparallel/ps/admission.h"
 
 #include <algorithm>
 

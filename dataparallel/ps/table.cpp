@@ -1,4 +1,4 @@
-#include "dataparallel/ps_table.h"
+#include "dataparallel/ps/table.h"
 
 #include "models/rng.h"
 

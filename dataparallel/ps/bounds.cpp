@@ -1,4 +1,4 @@
-#include "dataparallel/ps_bounds.h"
+#include "dataparallel/ps/bounds.h"
 
 #include "core/error.h"
 

@@ -6,7 +6,7 @@
 
 #include <boost/test/unit_test.hpp>
 
-#include "dataparallel/ps_shard.h"
+#include "dataparallel/ps/shard.h"
 
 using namespace pw;
 

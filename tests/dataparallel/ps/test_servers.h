@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "dataparallel/ps_server.h"
+#include "dataparallel/ps/server.h"
 
 namespace pw::test {
 

@@ -10,7 +10,7 @@
 #include "kernels/tensor.h"
 #include "models/layer.h"
 #include "models/zoo/model_spec.h"
-#include "tests/dataparallel/ps_test_servers.h"
+#include "tests/dataparallel/ps/test_servers.h"
 #include "train/job_config.h"
 #include "train/parameter_servers.h"
 
@@ -42,11 +42,17 @@ struct Layers {
     mo.clicks.table_sizes.assign(kFeatures, kTableRows);
     mo.clicks.bag_size = kBag;
     mo.embedding_dim = kDim;
-    ps.plug_into(mo, c, "dlrm");
+    ps.plug_into(mo, c);
+    const auto spec = models::make_model_spec("dlrm", mo);
+    ps.hold_tables(spec, "dlrm");
     for (int r = 0; r < kReplicas; ++r)
-      for (int f = 0; f < kFeatures; ++f) bags[r][f] = mo.make_embedding_bag(f, kTableRows, kDim, kBag);
+      for (int f = 0; f < kFeatures; ++f) {
+        layers[r][f] = mo.make_embedding_bag(spec.embedding_tables.at(static_cast<std::size_t>(f)));
+        bags[r][f] = &dynamic_cast<dp::PsEmbeddingBag&>(*layers[r][f]);
+      }
   }
-  std::unique_ptr<models::Layer> bags[kReplicas][kFeatures];
+  std::unique_ptr<models::Layer> layers[kReplicas][kFeatures];
+  dp::PsEmbeddingBag* bags[kReplicas][kFeatures];
 };
 
 Tensor ids_of(std::int64_t step, int replica, int feature) {
@@ -65,7 +71,7 @@ void train_step(Layers& l, std::int64_t step) {
       auto& bag = *l.bags[r][f];
       auto out = bag.forward(ids_of(step, r, f), Mode::Train);
       bag.backward(*out.ctx, Tensor::full({kBatch, kDim}, 0.1 * static_cast<double>(f + 1) - 0.03 * static_cast<double>(step)));
-      bag.push_remote_gradients(r);
+      bag.push_gradients(r, dp::RemoteGradients::Push);
     }
 }
 
@@ -73,7 +79,7 @@ void train_step(Layers& l, std::int64_t step) {
 // (which leave in the background) are answered, as Engine::evaluate does.
 std::vector<std::vector<float>> rows(Layers& l) {
   for (auto& replica : l.bags)
-    for (auto& bag : replica) bag->flush_remote();
+    for (auto* bag : replica) bag->flush();
   std::vector<std::vector<float>> out;
   for (int f = 0; f < kFeatures; ++f) {
     std::vector<std::int64_t> all(kTableRows);

@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "dataparallel/ps_bounds.h"
+#include "dataparallel/ps/bounds.h"
 
 namespace pw::dp {
 

@@ -3,7 +3,7 @@
 // checked for the job token; bad requests come back to the caller as PsError and never stop it.
 #include <memory>
 
-#include "dataparallel/ps_shard.h"
+#include "dataparallel/ps/shard.h"
 #include "rpc/host_port.h"
 
 namespace pw::rpc {

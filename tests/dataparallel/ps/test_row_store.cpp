@@ -7,7 +7,7 @@
 
 #include <boost/test/unit_test.hpp>
 
-#include "dataparallel/ps_row_store.h"
+#include "dataparallel/ps/row_store.h"
 
 using pw::dp::RowStore;
 

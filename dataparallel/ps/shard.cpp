@@ -1,4 +1,4 @@
-#include "dataparallel/ps_shard.h"
+#include "dataparallel/ps/shard.h"
 
 #include <algorithm>
 #include <cstring>
@@ -11,7 +11,7 @@
 #include "core/durable_file.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "dataparallel/ps_shard_table.h"
+#include "dataparallel/ps/shard_table.h"
 #include "rpc/transport.h"
 
 namespace pw::dp {

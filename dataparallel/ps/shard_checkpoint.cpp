@@ -11,8 +11,8 @@
 
 #include "core/durable_file.h"
 #include "core/error.h"
-#include "dataparallel/ps_shard.h"
-#include "dataparallel/ps_shard_table.h"
+#include "dataparallel/ps/shard.h"
+#include "dataparallel/ps/shard_table.h"
 #include "rpc/transport.h"
 
 namespace pw::dp {

@@ -1,4 +1,4 @@
-#include "dataparallel/ps_client.h"
+#include "dataparallel/ps/client.h"
 
 #include <algorithm>
 #include <cstring>
@@ -13,8 +13,8 @@
 #include <thrift/transport/TSocket.h>
 
 #include "core/error.h"
-#include "dataparallel/ps_client_wire.h"
-#include "dataparallel/ps_limits.h"
+#include "dataparallel/ps/client_wire.h"
+#include "dataparallel/ps/limits.h"
 #include "pw_thrift/ParameterServer.h"
 #include "rpc/streaming_framed_transport.h"
 #include "rpc/transport.h"

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "dataparallel/ps_shard.h"
-#include "dataparallel/ps_table.h"
+#include "dataparallel/ps/shard.h"
+#include "dataparallel/ps/table.h"
 #include "rpc/host_port.h"
 
 namespace pw::dp {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "dataparallel/ps_bounds.h"
+#include "dataparallel/ps/bounds.h"
 
 namespace pw::dp {
 

@@ -2,17 +2,17 @@
 // An EmbeddingBag whose table lives on the parameter servers (the worker side of issue 6).
 //
 // forward:  the batch's ids are de-duplicated (unique_bag_ids) and their rows looked up: from the
-//           step's prefetch when one was started (prefetch_remote), else pulled from their
+//           step's prefetch when one was started (prefetch), else pulled from their
 //           shards in parallel (PsClient); then pooled.
 // backward: per-unique-row gradients (bag_pool_backward) are added into this step's pending
 //           gradients; nothing goes to the servers yet, so every micro-batch of a step sees the
 //           same rows, as a local table would.
-// push_remote_gradients (once per optimizer step): the step's gradients, scaled (1/replicas, so
+// push_gradients (once per optimizer step): the step's gradients, scaled (1/replicas, so
 //           the replicas' pushes add up to the mean gradient), leave for the servers in key order
 //           on a background thread; the step goes on without waiting for the answer. The next
 //           push waits for this one (each worker's steps reach the servers in order), and so do
-//           evaluation and flush_remote.
-// prefetch_remote (the engine gives the next step's inputs while the current step runs): the
+//           evaluation and flush.
+// prefetch (the engine gives the next step's inputs while the current step runs): the
 //           next step's rows are pulled on a background thread, so with async or bounded updates
 //           a worker's embedding traffic overlaps its compute and the dense all-reduce is the
 //           only per-step barrier.
@@ -32,9 +32,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "dataparallel/ps_background_call.h"
-#include "dataparallel/ps_shard.h"
-#include "dataparallel/ps_table.h"
+#include "dataparallel/ps/background_call.h"
+#include "dataparallel/ps/shard.h"
+#include "dataparallel/ps/table.h"
+#include "dataparallel/ps/remote_rows.h"
 #include "models/layer.h"
 #include "models/layers/embedding_bag.h"
 #include "rpc/host_port.h"
@@ -52,7 +53,7 @@ struct PsTraffic {
   std::atomic<std::int64_t> prefetched_rows{0};       // of pulled_rows, fetched ahead of their step
   // Time the training thread stood still for the servers: a forward whose rows were not there
   // yet (a pull without prefetch, or a prefetch still under way) and a push that found the
-  // previous one still unanswered (not counted: waits of flush_remote and evaluation).
+  // previous one still unanswered (not counted: waits of flush and evaluation).
   // `lookup_waits`/`push_waits` count those that waited at all.
   std::atomic<std::int64_t> lookup_wait_ns{0}, push_wait_ns{0};
   std::atomic<std::int64_t> lookup_waits{0}, push_waits{0};
@@ -74,7 +75,7 @@ struct PsBagOptions {
 // What a pull of step t asks the server to wait for (PsShard::pull's staleness; -1: nothing).
 int server_staleness(UpdateMode update, int staleness);
 
-class PsEmbeddingBag : public models::Layer {
+class PsEmbeddingBag : public models::Layer, public RemoteRows {
  public:
   explicit PsEmbeddingBag(PsBagOptions options);
   ~PsEmbeddingBag() override;
@@ -84,18 +85,19 @@ class PsEmbeddingBag : public models::Layer {
   const PsTraffic& traffic() const { return *o_.traffic; }
   std::int64_t next_step() const { return step_; }
 
+  void set_worker(int worker) override { worker_ = worker; }
+  double gradient_sum_of_squares() const override;
+  void scale_gradients(double factor) override;
+  void push_gradients(int worker, RemoteGradients what) override;
+  void prefetch(const std::vector<kernels::Tensor>& next_micro_batches) override;
+  void flush() override;
+  void reconnect() override;
+
  protected:
   Output forward_impl(const kernels::Tensor& ids, models::Mode mode) override;
   kernels::Tensor backward_input_impl(models::Context& ctx, const kernels::Tensor& grad_y) override;
   void backward_weight_impl(models::Context& ctx, const kernels::Tensor& grad_y) override;
   kernels::Shape output_shape_impl(const kernels::Shape& input) const override;
-  void push_remote_gradients_impl(int replica, models::RemoteGradients what) override;
-  void reconnect_remote_impl() override;
-  void prefetch_remote_impl(const std::vector<kernels::Tensor>& next_micro_batches) override;
-  void flush_remote_impl() override;
-  void set_remote_worker_impl(int worker) override { worker_ = worker; }
-  double remote_gradient_sum_of_squares_impl() override;
-  void scale_remote_gradients_impl(double factor) override;
 
  private:
   // Connects, creates the table, continues after the servers' last applied step. A step this

@@ -7,12 +7,12 @@
 
 #include <boost/test/unit_test.hpp>
 
-#include "dataparallel/ps_client.h"
-#include "dataparallel/ps_limits.h"
-#include "dataparallel/ps_server.h"
-#include "dataparallel/ps_shard.h"
+#include "dataparallel/ps/client.h"
+#include "dataparallel/ps/limits.h"
+#include "dataparallel/ps/server.h"
+#include "dataparallel/ps/shard.h"
 #include "rpc/transport.h"
-#include "tests/dataparallel/ps_test_servers.h"
+#include "tests/dataparallel/ps/test_servers.h"
 
 using namespace pw;
 using namespace std::chrono_literals;

@@ -1,4 +1,4 @@
-#include "dataparallel/ps_client_wire.h"
+#include "dataparallel/ps/client_wire.h"
 
 #include <algorithm>
 #include <memory>

@@ -26,8 +26,8 @@
 
 #include "pipewright/enums.h"
 #include "core/error.h"
-#include "dataparallel/ps_limits.h"
-#include "dataparallel/ps_table.h"
+#include "dataparallel/ps/limits.h"
+#include "dataparallel/ps/table.h"
 
 namespace pw::dp {
 

@@ -1,0 +1,41 @@
+#pragma once
+// A layer whose rows live on the parameter servers (PsEmbeddingBag): what a training step asks of
+// it beside forward and backward. Such layers register with their stage's RemoteRowsRegistry
+// (remote_rows_registry.h) when they are built, and the stage executor drives them through it;
+// models::Layer knows nothing of servers.
+#include <vector>
+
+#include "kernels/tensor.h"
+#include "pipeline/remote_rows_sync.h"
+
+namespace pw::dp {
+
+using pipeline::RemoteGradients;
+
+class RemoteRows {
+ public:
+  virtual ~RemoteRows() = default;
+
+  // Which worker of the servers this copy of the layer is (its replica); set before the first
+  // forward. Default 0.
+  virtual void set_worker(int worker) = 0;
+  // The sum of squares of the gradients waiting to be pushed (0 with none), and a scale applied
+  // to them: remote rows count in the step's finiteness check and in clipping.
+  virtual double gradient_sum_of_squares() const = 0;
+  virtual void scale_gradients(double factor) = 0;
+  // Once per optimizer step, after the local update: the gradients this step accumulated leave
+  // for the servers as `worker`'s pushes (each replica of a stage is one worker). Discard (a
+  // skipped step) sends none of them, but the step still counts as the worker's.
+  virtual void push_gradients(int worker, RemoteGradients what) = 0;
+  // This layer's own inputs for the next step's micro-batches, given while the current step
+  // still runs: the rows they will look up start coming.
+  virtual void prefetch(const std::vector<kernels::Tensor>& next_micro_batches) = 0;
+  // Returns once every push sent has been answered (pushes leave in the background); a push's
+  // error surfaces here or at the next push.
+  virtual void flush() = 0;
+  // After the servers were restored from a checkpoint: forget the step this layer was at and
+  // read it from the servers again.
+  virtual void reconnect() = 0;
+};
+
+}  // namespace pw::dp
