@@ -114,4 +114,12 @@ BOOST_AUTO_TEST_CASE(the_losss_name_is_part_of_the_identity) {
              "/program_model/loss: absent in the checkpoint, \"smoothing-0.1\" now");
 }
 
+BOOST_AUTO_TEST_CASE(a_program_model_with_parameter_servers_is_refused_rather_than_ignored) {
+  auto job = two_stage_job(test::tied_mlp());
+  job.ps.servers = 2;
+  BOOST_CHECK_EXCEPTION(losses(job), InputError, [](const InputError& e) {
+    return std::string(e.what()).find("a program's own model cannot put its tables on them yet") != std::string::npos;
+  });
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "tests/tools/cli_runner.h"
+#include "tests/tools/job_outputs.h"
 #include "train/launcher/output_forwarder.h"
 #include "train/launcher/rank_process.h"
 
@@ -25,12 +26,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using pw::test::read_file;
 
 ChildCommand shell(const std::string& script) { return ChildCommand{"/bin/sh", {"-c", script}, {}}; }
 

@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "rpc/launch_env.h"
 #include "tests/tools/cli_runner.h"
+#include "tests/tools/job_outputs.h"
 #include "train/launcher/supervisor.h"
 
 using namespace pw::launcher;
@@ -27,12 +28,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using pw::test::read_file;
 
 LaunchSpec shell_job(int ranks, const std::string& script) {
   LaunchSpec spec;
