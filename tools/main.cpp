@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "kernels/allocator.h"
 #include "rpc/transport.h"
+#include "tools/fault_env.h"
 #include "tools/info_command.h"
 #include "tools/launch_command.h"
 #include "tools/prof/prof_command.h"
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
   pw::tools::PsServeOptions ps;
   pw::tools::add_ps_command(app, ps);
   try {
+    pw::tools::install_fault_hooks_from_environment();   // tests only: PW_INJECT_FAULT, PW_INJECT_STEP_DELAY
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);

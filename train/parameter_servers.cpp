@@ -63,11 +63,9 @@ dp::PsShardConfig ps_shard_config(const ParameterServerConfig& ps, int workers, 
 }
 
 std::unique_ptr<ParameterServers> ParameterServers::open(const JobConfig& c, bool multi_process) {
-  const char* from_launcher = std::getenv(kPsServersEnv);
-  const bool launched = multi_process && from_launcher != nullptr && *from_launcher != '\0';
   const auto& o = c.ps;
   const auto bounds = ps_table_bounds(c);
-  if (o.servers == 0 && o.addresses.empty() && !launched) {
+  if (o.servers == 0 && o.addresses.empty()) {
     PW_INPUT_CHECK(!bounds.any(), "--ps-admit-after, --ps-max-rows and --ps-row-ttl bound the tables on parameter "
                                   "servers; give --ps K or --ps-servers too");
     return nullptr;
@@ -77,9 +75,8 @@ std::unique_ptr<ParameterServers> ParameterServers::open(const JobConfig& c, boo
   ps->bounds_ = bounds;
   ps->staleness_ = o.staleness;
   ps->timeout_seconds_ = c.timeouts.stage_seconds;
-  if (!o.addresses.empty() || launched) {
-    ps->addresses_ = o.addresses.empty() ? parse_addresses(from_launcher, kPsServersEnv)
-                                         : parse_addresses(o.addresses, "--ps-servers");
+  if (!o.addresses.empty()) {
+    ps->addresses_ = parse_addresses(o.addresses, "--ps-servers");
     PW_INPUT_CHECK(o.servers == 0 || o.servers == static_cast<int>(ps->addresses_.size()),
                    "--ps " << o.servers << " but " << ps->addresses_.size() << " server addresses were given");
     const auto token = rpc::job_token_from_env();

@@ -21,9 +21,6 @@ class PsServer;
 
 namespace pw::train {
 
-// The launcher tells its ranks where the servers it started listen: "HOST:PORT,HOST:PORT".
-inline constexpr const char* kPsServersEnv = "PW_PS_SERVERS";
-
 // The server side of a training job's flags: `workers` = --replicas, the update mode, and the
 // table bounds when the job sets any (the servers then refuse tables with other bounds).
 dp::PsShardConfig ps_shard_config(const JobConfig& c, int shard, int shards);

@@ -16,7 +16,7 @@
 #include "dataparallel/ps/client.h"
 #include "tests/tools/background_command.h"
 #include "tests/tools/cli_runner.h"
-#include "train/fault_injection.h"
+#include "tools/fault_env.h"
 
 using pw::test::BackgroundCommand;
 using pw::test::run_pipewright;
@@ -93,7 +93,7 @@ BOOST_AUTO_TEST_CASE(a_slow_replica_adds_no_embedding_waits_to_the_other_in_asyn
   const std::string args = "train --model dlrm --dataset synthetic-clicks --synthetic-size 20000 --threads 1 "
                            "--replicas 2 --ps 2 --steps 40 ";
   const auto run = [&](const std::string& name, const std::string& mode) {
-    const auto r = pw::test::run_command(std::string(pw::train::kInjectStepDelayEnv) + "=1:50 " +
+    const auto r = pw::test::run_command(std::string(pw::tools::kInjectStepDelayEnv) + "=1:50 " +
                                          pw::test::pipewright_binary() + " " + args + mode + " --summary " +
                                          dir.file(name));
     BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);

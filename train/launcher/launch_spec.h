@@ -12,7 +12,7 @@ namespace pw::launcher {
 
 // Parameter servers the launcher starts on this node, one shard each on a free loopback port,
 // before the first rank; each gets its configuration as JSON (train/ps_serve_config.h) through
-// `<program> ps serve --config FILE.json`, and the ranks get their addresses in PW_PS_SERVERS.
+// `<program> ps serve --config FILE.json`, and the ranks get their addresses as --ps-servers after their arguments.
 struct ServerLaunch {
   int count = 0;                          // 0: none
   int workers = 1;                        // workers that push every step: the job's replicas

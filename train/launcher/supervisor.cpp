@@ -184,6 +184,8 @@ void Supervisor::start_ranks(int attempt, const std::vector<std::string>& causes
   ChildCommand command;
   command.program = spec_.program;
   command.args = spec_.args;
+  // The job's servers of this attempt, as the train flag that names running servers.
+  if (servers_) command.args.insert(command.args.end(), {"--ps-servers", servers_->addresses()});
   const auto& s = spec_;
   command.env = {{rpc::kJobTokenEnv, s.job_token},
                  {rpc::kRestartCountEnv, std::to_string(attempt)},
@@ -194,7 +196,6 @@ void Supervisor::start_ranks(int attempt, const std::vector<std::string>& causes
                  {"WORLD_SIZE", std::to_string(s.nnodes * s.nproc_per_node)},
                  {"LOCAL_WORLD_SIZE", std::to_string(s.nproc_per_node)},
                  {"GROUP_RANK", std::to_string(s.node_rank)}};
-  if (servers_) command.env.emplace_back(train::kPsServersEnv, servers_->addresses());
   const std::size_t per_rank = command.env.size();
   for (int local = 0; local < s.nproc_per_node; ++local) {
     const int rank = s.node_rank * s.nproc_per_node + local;

@@ -3,7 +3,7 @@
 // under torchrun): starts the node's ranks of a job, each in its own process group with the rank
 // environment (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR,
 // MASTER_PORT, PW_JOB_TOKEN, PW_RESTART_COUNT, PW_RESTART_CAUSES, PW_MAX_RESTARTS, and
-// PW_PS_SERVERS when it runs parameter servers), forwards their output with a "[rank N] " prefix,
+// --ps-servers when it runs parameter servers), forwards their output with a "[rank N] " prefix,
 // and when one fails stops the others (a grace period, then SIGTERM, then SIGKILL of their groups).
 // With max_restarts K it then starts every rank again, at most K times; with nnodes > 1 every
 // node's launcher restarts together, coordinated by node 0's launcher (node_agent.h).

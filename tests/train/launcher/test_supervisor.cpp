@@ -188,7 +188,8 @@ BOOST_AUTO_TEST_CASE(a_missing_program_or_a_bad_spec_is_a_one_line_input_error) 
 BOOST_AUTO_TEST_CASE(parameter_servers_get_their_json_config_and_the_ranks_their_addresses) {
   pw::test::ScratchDir dir("sup_ps");
   Recorder said;
-  LaunchSpec spec = shell_job(2, "echo \"$PW_PS_SERVERS\" > " + dir.file("servers") + "$RANK");
+  // sh -c SCRIPT --ps-servers ADDRS: the flag is $0, the addresses $1.
+  LaunchSpec spec = shell_job(2, "echo \"$0 $1\" > " + dir.file("servers") + "$RANK");
   spec.servers.count = 2;
   spec.servers.workers = 2;
   spec.servers.config.mode = pw::dp::UpdateMode::Async;
@@ -196,8 +197,10 @@ BOOST_AUTO_TEST_CASE(parameter_servers_get_their_json_config_and_the_ranks_their
   spec.servers.program = pw::test::pipewright_binary();
   const LaunchResult r = Supervisor(spec, said.hooks()).run();
   BOOST_TEST(r.exit_code == 0, said.all());
-  const std::string servers = read_file(dir.file("servers0"));
+  std::string servers = read_file(dir.file("servers0"));
+  BOOST_REQUIRE(servers.rfind("--ps-servers ", 0) == 0);
   BOOST_TEST(servers == read_file(dir.file("servers1")));
+  servers = servers.substr(std::string("--ps-servers ").size());
   BOOST_TEST(servers.rfind("127.0.0.1:", 0) == 0, servers);
   BOOST_TEST(servers.find(",127.0.0.1:") != std::string::npos, servers);
   BOOST_TEST(said.said("2 parameter servers (async, 2 workers) at " + servers.substr(0, servers.size() - 1)), said.all());
