@@ -101,7 +101,7 @@ Engine::Engine(const JobPlan& plan, RankLinks& links) : plan_(plan), links_(link
   if (s > 0) neighbours.insert(base + s - 1);
   if (s + 1 < P) neighbours.insert(base + s + 1);
   if (plan_.schedule.chunks > 1) neighbours.insert({base + (s + 1) % P, base + (s + P - 1) % P});
-  links_.connect(device_, neighbours, std::string(enum_name(c.transport)), startup);
+  links_.connect(device_, neighbours, c.transport, startup);
   agree_on_config(startup);
   choose_partition(startup);
   build_stage();

@@ -189,6 +189,17 @@ void read_value(const nlohmann::json& j, const std::string& path, ByteSize out) 
   }
 }
 
+// ConfigError for the first key of `j` not in `known`: "PATH/KEY: unknown field; <owner>a, b, c".
+void refuse_unknown_fields(const nlohmann::json& j, const std::string& path, const std::vector<std::string>& known,
+                           const std::string& owner) {
+  for (const auto& [key, value] : j.items())
+    if (std::find(known.begin(), known.end(), key) == known.end()) {
+      std::string accepted;
+      for (const auto& k : known) accepted += (accepted.empty() ? "" : ", ") + k;
+      bad(path + "/" + key, "unknown field; " + owner + accepted);
+    }
+}
+
 template <typename Section>
 void read_section(const nlohmann::json& j, const std::string& path, Section& section) {
   if (!j.is_object()) bad(path, kind_of(j) + "; expected an object");
@@ -197,12 +208,7 @@ void read_section(const nlohmann::json& j, const std::string& path, Section& sec
     known.emplace_back(name);
     if (const auto it = j.find(name); it != j.end()) read_value(*it, path + "/" + name, value);
   });
-  for (const auto& [key, value] : j.items())
-    if (std::find(known.begin(), known.end(), key) == known.end()) {
-      std::string accepted;
-      for (const auto& k : known) accepted += (accepted.empty() ? "" : ", ") + k;
-      bad(path + "/" + key, "unknown field; " + path.substr(1) + " has " + accepted);
-    }
+  refuse_unknown_fields(j, path, known, path.substr(1) + " has ");
 }
 
 template <typename T>
@@ -261,12 +267,7 @@ JobConfig job_config_from_json(const nlohmann::json& j) {
     if (const auto it = j.find(name); it != j.end()) read_section_or_value(*it, std::string("/") + name, value);
   });
   if (const auto it = j.find("resources"); it != j.end()) read_section(*it, "/resources", c.resources);
-  for (const auto& [key, value] : j.items())
-    if (std::find(known.begin(), known.end(), key) == known.end()) {
-      std::string accepted;
-      for (const auto& k : known) accepted += (accepted.empty() ? "" : ", ") + k;
-      bad("/" + key, "unknown field; a job config has " + accepted);
-    }
+  refuse_unknown_fields(j, "", known, "a job config has ");
   return c;
 }
 

@@ -116,9 +116,10 @@ JobPlan plan_job(const JobConfig& c, bool multi_process) {
 
   models::ModelSpec spec;
   if (c.program_model && !c.program_model->layers.empty()) {
-    PW_INPUT_CHECK(c.ps.servers == 0 && c.ps.addresses.empty(),
-                   "parameter servers hold the embedding tables of zoo models (--model dlrm); a program's own model "
-                   "cannot put its tables on them yet: leave out --ps/--ps-servers");
+    if (c.ps.servers != 0 || !c.ps.addresses.empty())
+      throw ConfigError(c.ps.servers != 0 ? "/ps/servers" : "/ps/addresses",
+                        "parameter servers hold the embedding tables of zoo models (dlrm); a program's own model "
+                        "cannot put its tables on them yet");
     plan.model = *c.program_model;
     if (plan.model.sample_shape.empty()) plan.model.sample_shape = plan.data.sample_shape;
     if (plan.model.num_classes == 0) plan.model.num_classes = plan.data.num_classes;

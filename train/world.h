@@ -61,7 +61,7 @@ class RankLinks {
 
   // Opens the links to this rank's pipeline neighbours once its device is known (NCCL between
   // two GPUs when `transport` allows). Every rank calls it, before transport().
-  virtual void connect(kernels::Device device, const std::set<int>& neighbours, const std::string& transport,
+  virtual void connect(kernels::Device device, const std::set<int>& neighbours, TransportKind transport,
                        rpc::Deadline deadline) = 0;
   // To every rank of the job: activations, gradients and the job's control messages.
   virtual rpc::Transport& transport() = 0;

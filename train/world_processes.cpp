@@ -29,10 +29,10 @@ enum class LinkKind { Thrift, Nccl };
 // The transport of the link between this rank (on `self`) and a peer (on `peer`): NCCL when both
 // ends are distinct physical GPUs (auto), Thrift otherwise; --transport forces one for every link.
 // `same_gpu`: both ends are the same physical GPU (by UUID, whatever CUDA_VISIBLE_DEVICES says).
-LinkKind link_kind(const std::string& flag, kernels::Device self, kernels::Device peer, int peer_rank,
+LinkKind link_kind(TransportKind flag, kernels::Device self, kernels::Device peer, int peer_rank,
                    bool same_gpu) {
-  if (flag == "thrift") return LinkKind::Thrift;
-  if (flag == "nccl") {
+  if (flag == TransportKind::Thrift) return LinkKind::Thrift;
+  if (flag == TransportKind::Nccl) {
     PW_INPUT_CHECK(self.is_cuda() && peer.is_cuda(),
                    "--transport nccl moves tensors between GPUs, but the link to rank "
                        << peer_rank << " joins " << self.str() << " and " << peer.str()
@@ -42,7 +42,7 @@ LinkKind link_kind(const std::string& flag, kernels::Device self, kernels::Devic
                                                      "own GPU or use --transport auto or thrift");
     return LinkKind::Nccl;
   }
-  PW_INPUT_CHECK(flag == "auto", "--transport " << flag << " is not available in a multi-process job (ranks are "
+  PW_INPUT_CHECK(flag == TransportKind::Auto, "--transport " << enum_name(flag) << " is not available in a multi-process job (ranks are "
                                                 << "separate processes); use auto, thrift or nccl");
   // NCCL refuses two ranks of one communicator on one GPU ("Duplicate GPU"): Thrift then.
   return self.is_cuda() && peer.is_cuda() && !same_gpu ? LinkKind::Nccl : LinkKind::Thrift;
@@ -95,7 +95,7 @@ class ProcessRank : public RankLinks {
     if (rendezvous_ && !finished_) rendezvous_->wait_until_all_left(std::min(milliseconds(3000), timeouts_.heartbeat));
   }
 
-  void connect(kernels::Device device, const std::set<int>& neighbours, const std::string& flag,
+  void connect(kernels::Device device, const std::set<int>& neighbours, TransportKind flag,
                rpc::Deadline deadline) override {
     client_->set("device/" + std::to_string(rank()), device.str());
     client_->set("gpu/" + std::to_string(rank()),
@@ -112,8 +112,8 @@ class ProcessRank : public RankLinks {
       if (kind == LinkKind::Nccl) nccl_peers.push_back(peer);
     }
     if (link_names_.empty()) {
-      PW_INPUT_CHECK(flag == "auto" || flag == "thrift" || flag == "nccl",
-                     "--transport " << flag << " is not available in a multi-process job (ranks are separate "
+      PW_INPUT_CHECK(flag != TransportKind::InProcess,
+                     "--transport " << enum_name(flag) << " is not available in a multi-process job (ranks are separate "
                                     << "processes); use auto, thrift or nccl");
       link_names_.insert("thrift");
     }

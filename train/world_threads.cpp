@@ -20,9 +20,9 @@ class ThreadRank : public RankLinks {
              const char* links)
       : RankLinks(rank, shape), transport_(transport), store_(store), token_(token), links_(links) {}
 
-  void connect(kernels::Device, const std::set<int>&, const std::string& transport, rpc::Deadline) override {
-    PW_INPUT_CHECK(transport == "auto" || transport == "inprocess" || transport == "thrift",
-                   "--transport " << transport << ": the stages of this job share one process, where auto, inprocess "
+  void connect(kernels::Device, const std::set<int>&, TransportKind transport, rpc::Deadline) override {
+    PW_INPUT_CHECK(transport != TransportKind::Nccl,
+                   "--transport " << enum_name(transport) << ": the stages of this job share one process, where auto, inprocess "
                                   "or thrift work; NCCL links need one process per GPU (pipewright launch)");
   }
   WorldKind world_kind() const override { return WorldKind::Threads; }
