@@ -190,7 +190,7 @@ int main(int argc, char** argv) {
       }
       const double reduce = s.replicas > 1 ? plain * stage_bytes / bytes : 0.0;
       train::EmbeddedJob trainer(
-          train::plan_job(job_for(model_name, width, split, s.stages, m, s.replicas, batch_size), false));
+          train::plan_job(job_for(model_name, width, split, s.stages, m, s.replicas, batch_size)));
       std::vector<double> times;
       for (int i = 0; i < steps + 2; ++i) {
         const auto t0 = Clock::now();

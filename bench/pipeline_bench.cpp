@@ -61,7 +61,7 @@ Measured run(const partition::ModelDescription& model, const partition::Partitio
     rt.allocator().release_cache();
     rt.allocator().reset_peak();
   }
-  train::EmbeddedJob job(train::plan_job(bench_job(model, split, spec, devices, recompute, batch.labels.dim(0)), false));
+  train::EmbeddedJob job(train::plan_job(bench_job(model, split, spec, devices, recompute, batch.labels.dim(0))));
   std::vector<double> times;
   Measured m;
   train::StepOutcome last;
@@ -168,7 +168,7 @@ int main(int argc, char** argv) {
 
       {
         train::EmbeddedJob trainer(train::plan_job(
-            bench_job(model, split2, two, {kernels::Device::cpu(0), kernels::Device::cpu(1)}, "none", batch_size), false));
+            bench_job(model, split2, two, {kernels::Device::cpu(0), kernels::Device::cpu(1)}, "none", batch_size)));
         auto& recorder = trace::Recorder::global();
         std::vector<double> off, on;
         for (int i = 0; i < 2 * steps + 2; ++i) {

@@ -8,8 +8,10 @@
 #include "models/layers/batch_norm.h"
 #include "models/layers/conv2d.h"
 #include "models/layers/embedding.h"
+#include "models/layers/embedding_bag.h"
 #include "models/layers/linear.h"
 #include "models/layers/simple.h"
+#include "models/remote_table.h"
 #include "models/zoo/model_spec.h"
 
 namespace pw::layers {
@@ -81,6 +83,24 @@ LayerSpec embedding(std::string name, std::int64_t rows, int dim) {
   check_positive(name, "rows", rows);
   check_positive(name, "dim", dim);
   return make<models::Embedding>(std::move(name), rows, dim);
+}
+
+LayerSpec embedding_bag(std::string name, std::int64_t rows, int dim, EmbeddingBagOptions options) {
+  PW_INPUT_CHECK(!name.empty(), "a layer needs a name (it prefixes its parameters' names)");
+  check_positive(name, "rows", rows);
+  check_positive(name, "dim", dim);
+  check_positive(name, "bag_size", options.bag_size);
+  models::EmbeddingTableSpec table;
+  table.name = name;
+  table.rows = rows;
+  table.dim = dim;
+  table.bag_size = options.bag_size;
+  table.mode = options.mode;
+  if (options.placement == TablePlacement::Local)
+    return make<models::EmbeddingBag>(std::move(name), rows, dim, options.bag_size, options.mode);
+  LayerSpec spec{name, [table] { return models::make_server_backed_bag(table); }};
+  spec.server_tables.push_back(std::move(name));
+  return spec;
 }
 
 LayerSpec basic_block(std::string name, int in_channels, int channels, int stride) {

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 
+#include "pipewright/metrics.h"
 #include "models/data/data_loader.h"
 #include "models/layers/sequential.h"
 #include "models/loss.h"
@@ -17,12 +18,7 @@ struct StepResult {
   std::int64_t samples = 0;
 };
 
-struct EvalResult {
-  double loss = 0.0;   // mean over samples
-  double accuracy = 0.0;
-  std::int64_t samples = 0;
-  double auc = -1.0;   // BinaryCrossEntropy only: ROC AUC of the logits
-};
+// EvalResult: pipewright/metrics.h.
 
 // Scores `logits_of` (CPU images -> logits on any device) over the loader's batches in order.
 EvalResult evaluate_classifier(data::DataLoader& loader, std::int64_t max_batches,

@@ -344,7 +344,7 @@ void StageExecutor::flush_remote() {
 
 void StageExecutor::optimizer_step(const Instruction&) {
   last_update_ = UpdateDecision{};
-  if (update_check_ != nullptr) {
+  if (config_.update_check != nullptr) {
     // A tied weight's gradient is held (equal) by every member: the first member on the first
     // owner counts it once.
     std::set<models::Parameter*> not_counted;
@@ -357,7 +357,7 @@ void StageExecutor::optimizer_step(const Instruction&) {
     for (auto* p : parameters())
       if (!not_counted.count(p)) counted.push_back(p);
     const double remote_squares = config_.remote_rows ? config_.remote_rows->gradient_sum_of_squares() : 0.0;
-    last_update_ = update_check_->before_update(step_, counted, remote_squares, result_.loss_sum);
+    last_update_ = config_.update_check->before_update(step_, counted, remote_squares, result_.loss_sum);
   }
   if (last_update_.action == UpdateAction::Skip) {
     optimizer_->zero_grad();

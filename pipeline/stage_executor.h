@@ -40,8 +40,11 @@ struct StageConfig {
   std::vector<Instruction> program;
   RecomputeMode recompute = RecomputeMode::None;
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
+  // What the executor calls in its optimizer step, owned by its builder, which keeps them alive
+  // while the executor lives (declare them before it).
   GradientSync* gradient_sync = nullptr;   // replicas of this stage to average gradients with, if any
   RemoteRowsSync* remote_rows = nullptr;   // this stage's rows on parameter servers, if any
+  UpdateCheck* update_check = nullptr;     // whether each step updates; none: every step does, unscaled
   int replica = 0;                         // for trace spans
   models::Loss loss;   // the last stage's
 };
@@ -75,13 +78,6 @@ class StageExecutor {
   models::Sequential& chunk(int c) { return *chunks_.at(static_cast<std::size_t>(c)); }
   int chunk_count() const { return static_cast<int>(chunks_.size()); }
   const StageConfig& config() const { return config_; }   // config().program: what each step runs
-  // Replicas to average this stage's gradients with (nullptr: none). Set between steps.
-  void set_gradient_sync(GradientSync* sync) { config_.gradient_sync = sync; }
-  // Rows of this stage that live on parameter servers (nullptr: none); the optimizer step sends
-  // their gradients. Set between steps.
-  void set_remote_rows(RemoteRowsSync* rows) { config_.remote_rows = rows; }
-  // Who decides whether each step updates (nullptr: every step does, unscaled). Set between steps.
-  void set_update_check(UpdateCheck* check) { update_check_ = check; }
   // fp16 loss scaling: the loss gradient is multiplied by `scale` (the update check unscales).
   void set_loss_scale(double scale) { loss_scale_ = scale; }
   models::Optimizer& optimizer() { return *optimizer_; }
@@ -137,7 +133,6 @@ class StageExecutor {
   std::unique_ptr<models::Optimizer> optimizer_;
   rpc::Transport& transport_;
   std::vector<TiedGroup> tied_;
-  UpdateCheck* update_check_ = nullptr;
   double loss_scale_ = 1.0;
   UpdateDecision last_update_;
   std::set<std::pair<int, int>> recomputed_;     // (micro_batch, chunk) with a Recompute in the program

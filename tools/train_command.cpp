@@ -379,7 +379,7 @@ int run_train(const TrainCommand& t) {
     std::fprintf(stderr, "pipewright train: %s (%lld parameters, %s activations/sample) on %s%s, %s, batch %lld, %lld steps\n",
                  plan.model.name.c_str(), static_cast<long long>(plan.stats.parameters),
                  format_bytes(plan.stats.activation_bytes_per_sample).c_str(), describe_job(engine).c_str(),
-                 plan.parameter_servers ? (" with " + plan.parameter_servers->describe()).c_str() : "",
+                 engine.parameter_servers() ? (" with " + engine.parameter_servers()->describe()).c_str() : "",
                  plan.data.name.c_str(), static_cast<long long>(plan.config.data.batch_size),
                  static_cast<long long>(total_steps));
     if (plan.precision != models::Precision::Fp32) {

@@ -79,13 +79,13 @@ void Checkpointer::save(const TrainingPosition& position) {
     manifest.rollbacks = position.rollbacks;
     manifest.epoch = position.epoch;
     manifest.batch_in_epoch = position.batch_in_epoch;
-    if (plan.parameter_servers) {
+    if (engine_.parameter_servers()) {
       // At the boundary, before any rank starts the next step: the servers hold exactly the
       // pushes of the steps made.
       try {
         fs::create_directories(folder);
         manifest.ps_folder = "ps";
-        for (const auto& f : plan.parameter_servers->checkpoint((fs::path(folder) / "ps").string(), position.steps))
+        for (const auto& f : engine_.parameter_servers()->checkpoint((fs::path(folder) / "ps").string(), position.steps))
           manifest.ps_files.push_back(CheckpointFile{"ps/" + f.path, f.bytes, f.checksum, {}});
       } catch (const std::exception& e) {
         snapshot_error = std::string("rank 0: parameter-server snapshot: ") + e.what();

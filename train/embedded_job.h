@@ -3,7 +3,7 @@
 // programs that feed their own batches, tests and benchmarks. The ranks are the same Engines
 // run_job builds, on the same world of threads; only the loop is the caller's.
 //
-//   pw::train::EmbeddedJob job(pw::train::plan_job(config, false));
+//   pw::train::EmbeddedJob job(pw::train::plan_job(config));
 //   for (auto& batch : my_batches) job.step(batch);   // the global batch, on the CPU
 #include <memory>
 #include <string>
@@ -13,7 +13,7 @@
 #include "models/data/dataset.h"
 #include "train/engine.h"
 #include "train/job_plan.h"
-#include "train/world.h"
+#include "train/job_session.h"
 
 namespace pw::train {
 
@@ -33,20 +33,14 @@ class EmbeddedJob {
   // Evaluates on `test` in batches of `batch` samples (at most `max_batches`, -1: all).
   models::EvalResult evaluate(const models::data::Dataset& test, std::int64_t batch, std::int64_t max_batches = -1);
 
-  const JobPlan& plan() const { return *plan_; }
-  int world_size() const { return static_cast<int>(engines_.size()); }
-  Engine& engine(int rank) { return *engines_.at(static_cast<std::size_t>(rank)); }
+  const JobPlan& plan() const { return session_.plan(); }
+  int world_size() const { return session_.local_ranks(); }
+  Engine& engine(int rank) { return session_.engine_of_rank(rank); }
   // Replica `replica`'s parameters by whole-model name (tied copies once per holder).
   std::vector<std::pair<std::string, models::Parameter*>> named_parameters(int replica = 0);
 
  private:
-  std::unique_ptr<JobPlan> plan_;   // engines keep a reference: it must not move
-  std::unique_ptr<World> world_;
-  // Runs `body` on every rank, recovering first from an earlier failure where that is possible.
-  void run(const std::function<void(RankLinks&)>& body);
-
-  std::vector<std::unique_ptr<Engine>> engines_;
-  bool failed_ = false;
+  JobSession session_;
 };
 
 }  // namespace pw::train

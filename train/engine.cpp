@@ -80,7 +80,11 @@ constexpr const char* kOptimizerPrefix = "optimizer/";
 
 }  // namespace
 
-Engine::Engine(const JobPlan& plan, RankLinks& links) : plan_(plan), links_(links) {
+Engine::Engine(std::shared_ptr<const JobPlan> plan, RankLinks& links, ParameterServers* servers)
+    : shared_plan_(std::move(plan)), plan_(*shared_plan_), links_(links), servers_(servers) {
+  PW_CHECK(plan_.uses_parameter_servers() == (servers_ != nullptr),
+           "the job's model keeps " << plan_.server_tables.size() << " tables on parameter servers, but the engine was "
+                                    << (servers_ ? "given" : "not given") << " servers");
   const auto& c = plan_.config;
   const auto startup = Clock::now() + millis(c.timeouts.startup_seconds);
   device_ = device_of_rank(c, links_.rank(), links_.world_size(), links_.world_kind(), links_.local_rank());
@@ -104,30 +108,34 @@ Engine::Engine(const JobPlan& plan, RankLinks& links) : plan_(plan), links_(link
   links_.connect(device_, neighbours, c.transport, startup);
   agree_on_config(startup);
   choose_partition(startup);
-  build_stage();
-  for (auto* layer : layers()) layer->set_precision(plan_.precision);
+  auto built = build_stage();
+  std::vector<models::Layer*> stage_layers;
+  for (auto& chunk : built.chunks) {
+    chunk->to(device_);
+    chunk->set_precision(plan_.precision);
+    stage_layers.push_back(chunk.get());
+  }
   loss_scaler_ = loss_scaler_of(plan_);
   // Loaded before the broadcast, so replica 0's weights are everybody's.
   // One piece holds the whole model: the file must match it exactly, as on one device.
   const bool whole = plan_.schedule.stages * plan_.schedule.chunks == 1;
   if (!c.load_path.empty())
-    models::load_weights(layers(), c.load_path, whole ? models::WeightCoverage::Whole : models::WeightCoverage::Part);
-  if (plan_.replicas() > 1) join_replicas();
-  if (c.replicas.sync_batch_norm) synchronise_batch_norm();
+    models::load_weights(stage_layers, c.load_path, whole ? models::WeightCoverage::Whole : models::WeightCoverage::Part);
+  if (plan_.replicas() > 1) join_replicas(stage_layers);
+  if (c.replicas.sync_batch_norm) synchronise_batch_norm(stage_layers);
   step_guard_ = std::make_unique<StepGuard>(
       rank(), P, c.recovery.clip_grad_norm,
       [this](const std::vector<double>& values, std::int64_t round) { return exchange(values, kUpdateCheck, round); });
-  executor_->set_update_check(step_guard_.get());
+  // The executor is made last, with every object it calls: they are members declared before it.
+  built.config.gradient_sync = reducer_.get();
+  built.config.update_check = step_guard_.get();
+  built.config.remote_rows = remote_rows_.get();
+  executor_ = std::make_unique<pipeline::StageExecutor>(std::move(built.config), std::move(built.chunks),
+                                                        plan_.optimizer, *pipeline_, std::move(built.tied));
   links_.barrier("built", startup);
 }
 
-Engine::~Engine() {
-  if (executor_) {
-    executor_->set_gradient_sync(nullptr);
-    executor_->set_update_check(nullptr);
-    executor_->set_remote_rows(nullptr);
-  }
-}
+Engine::~Engine() = default;
 
 // Ranks prove they run the same job: rank 0 publishes its config, the others compare hashes and,
 // on a mismatch, name the first field that differs (and tell rank 0, which names it too).
@@ -163,6 +171,9 @@ void Engine::agree_on_config(rpc::Deadline deadline) {
 void Engine::choose_partition(rpc::Deadline deadline) {
   // Rank 0 chooses the split (the profile method measures layers once) and tells the others.
   if (rank() == 0) {
+    // Profiling builds the layers, server-backed tables too.
+    std::optional<models::RemoteTableScope> server_tables;
+    if (servers_) server_tables.emplace(servers_->table_maker(plan_.config));
     partition_ = choose_split(plan_, device_);
     links_.store().set("job/split", split_text(partition_));
     return;
@@ -172,7 +183,7 @@ void Engine::choose_partition(rpc::Deadline deadline) {
                                    text.empty() ? std::vector<int>{} : partition::parse_split_points(text));
 }
 
-void Engine::build_stage() {
+Engine::BuiltStage Engine::build_stage() {
   const auto& model = plan_.model;
   const int P = plan_.schedule.stages;
   const int V = plan_.schedule.chunks;
@@ -185,6 +196,8 @@ void Engine::build_stage() {
 
   std::vector<std::unique_ptr<models::Sequential>> chunks;
   remote_rows_ = std::make_unique<dp::RemoteRowsRegistry>(replica());
+  std::optional<models::RemoteTableScope> server_tables;
+  if (servers_) server_tables.emplace(servers_->table_maker(plan_.config));
   for (int chunk = 0; chunk < V; ++chunk) {
     models::LayerDeviceScope on_device(device_);
     dp::RemoteRowsRegistry::BuildScope registering(*remote_rows_);
@@ -231,25 +244,24 @@ void Engine::build_stage() {
   config.timeout = millis(plan_.config.timeouts.stage_seconds);
   config.replica = replica();
   config.loss = {plan_.objective, plan_.model.loss};
-  config.remote_rows = remote_rows_.get();
   if (!plan_.programs.empty()) config.program = plan_.programs.at(static_cast<std::size_t>(s));
-  executor_ = std::make_unique<pipeline::StageExecutor>(config, std::move(chunks), plan_.optimizer, *pipeline_,
-                                                        std::move(tied));
+  return {std::move(config), std::move(chunks), std::move(tied)};
 }
 
 // This stage's replicas average their gradients (Gloo on CPU, NCCL on GPU) and start from
 // replica 0's weights.
-void Engine::join_replicas() {
+void Engine::join_replicas(const std::vector<models::Layer*>& stage_layers) {
   const auto group = dp::Topology(plan_.schedule.stages, plan_.replicas()).stage_group(stage());
   collective_ = links_.make_collective(group, device_, "dp/stage" + std::to_string(stage()) + "/",
                                        millis(plan_.config.timeouts.stage_seconds));
-  for (auto* layer : layers()) {
+  std::vector<models::Parameter*> parameters;   // in model order, as the executor's
+  for (auto* layer : stage_layers) {
     for (auto& [name, p] : layer->named_parameters()) collective_->broadcast(p->value, 0);
     for (auto& [name, b] : layer->named_buffers()) collective_->broadcast(b->value, 0);
+    for (auto* p : layer->parameters()) parameters.push_back(p);
   }
-  reducer_ = std::make_unique<dp::BucketReducer>(executor_->parameters(), collective_, plan_.buckets,
+  reducer_ = std::make_unique<dp::BucketReducer>(std::move(parameters), collective_, plan_.buckets,
                                                  dp::TraceTrack{stage(), replica()});
-  executor_->set_gradient_sync(reducer_.get());
   reducer_cancel_ = CancelSubscription(links_.cancel_token(), [r = reducer_.get()](const std::string& why) {
     r->abort(why);
   });
@@ -257,9 +269,9 @@ void Engine::join_replicas() {
 
 // Batch-norm layers take their statistics over the stage's replicas (a group of one: this rank's
 // own, through the same code). Its own collective: the gradient reducer's runs on another thread.
-void Engine::synchronise_batch_norm() {
+void Engine::synchronise_batch_norm(const std::vector<models::Layer*>& stage_layers) {
   std::vector<models::BatchNorm2d*> layers_with_statistics;
-  for (auto* layer : layers()) {
+  for (auto* layer : stage_layers) {
     auto found = models::batch_norms_in(*layer);
     layers_with_statistics.insert(layers_with_statistics.end(), found.begin(), found.end());
   }
@@ -404,7 +416,7 @@ models::EvalResult Engine::evaluate(EvalFeed& feed) {
   double loss_sum = 0.0, correct = 0.0, samples = 0.0;
   const bool scored = plan_.objective == models::Objective::BinaryCrossEntropy;
   std::vector<double> scores, score_labels;   // binary objective: for the AUC, gathered at rank 0
-  if (plan_.parameter_servers) {
+  if (servers_) {
     // Pushes leave in the background: every rank's must be answered before any rank reads the
     // tables, so evaluation sees every trained step (sync: applied) whatever the threads' timing.
     executor_->flush_remote();
@@ -625,7 +637,7 @@ void Engine::synchronize() {
 }
 
 void Engine::prefetch(const models::data::Batch& next_local) {
-  if (!plan_.parameter_servers || !next_local.images.defined()) return;
+  if (!servers_ || !next_local.images.defined()) return;
   executor_->prefetch_remote(pipeline::split_batch(next_local.images, plan_.schedule.micro_batches));
 }
 

@@ -21,6 +21,7 @@
 #include "train/data_feed.h"
 #include "train/job_plan.h"
 #include "train/loss_scaler.h"
+#include "train/parameter_servers.h"
 #include "train/step_guard.h"
 #include "train/world.h"
 
@@ -31,7 +32,9 @@ namespace pw::train {
 class Engine {
  public:
   // Builds this rank's stage; every rank of the job constructs its engine at the same time.
-  Engine(const JobPlan& plan, RankLinks& links);
+  // `links` (the world's) and `servers` (the job's parameter servers; nullptr: none) outlive the
+  // engine: a JobSession (job_session.h) owns all three in that order.
+  Engine(std::shared_ptr<const JobPlan> plan, RankLinks& links, ParameterServers* servers);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -43,6 +46,7 @@ class Engine {
   kernels::Device device() const { return device_; }
   const partition::Partition& split() const { return partition_; }
   const JobPlan& plan() const { return plan_; }
+  ParameterServers* parameter_servers() const { return servers_; }
   RankLinks& links() { return links_; }
   const RankLinks& links() const { return links_; }
   // What of the data this rank reads: inputs (first stage), labels (last), both, or none.
@@ -85,9 +89,15 @@ class Engine {
  private:
   void agree_on_config(rpc::Deadline deadline);
   void choose_partition(rpc::Deadline deadline);
-  void build_stage();
-  void join_replicas();
-  void synchronise_batch_norm();
+  // This stage's chunks, its tied groups and its executor's config, before the executor is made.
+  struct BuiltStage {
+    pipeline::StageConfig config;
+    std::vector<std::unique_ptr<models::Sequential>> chunks;
+    std::vector<pipeline::TiedGroup> tied;
+  };
+  BuiltStage build_stage();
+  void join_replicas(const std::vector<models::Layer*>& stage_layers);
+  void synchronise_batch_norm(const std::vector<models::Layer*>& stage_layers);
   void sync_buffers();
   std::vector<std::vector<double>> exchange(const std::vector<double>& values, int message, std::int64_t round);
   double gather_auc(const std::vector<std::vector<double>>& figures, std::vector<double> scores,
@@ -95,21 +105,23 @@ class Engine {
   kernels::NamedTensors gather_weights();
   rpc::Deadline deadline() const;
 
-  const JobPlan& plan_;
+  std::shared_ptr<const JobPlan> shared_plan_;
+  const JobPlan& plan_;   // *shared_plan_
   RankLinks& links_;
+  ParameterServers* servers_;
   kernels::Device device_;
   partition::Partition partition_;
   std::unique_ptr<rpc::SubgroupTransport> pipeline_;   // this replica's stages as ranks 0..P-1
-  // The stage's layers whose rows live on parameter servers (registered as they are built); the
-  // executor sends their gradients, so it is declared after (and destroyed before) this.
+  // The stage's layers whose rows live on parameter servers (registered as they are built).
   std::unique_ptr<dp::RemoteRowsRegistry> remote_rows_;
-  std::unique_ptr<pipeline::StageExecutor> executor_;
   std::shared_ptr<dp::Collective> collective_;          // this stage's replicas
   std::shared_ptr<dp::Collective> batch_norm_group_;    // --sync-batch-norm: the same, for statistics
   CancelSubscription batch_norm_cancel_;
   std::unique_ptr<dp::BucketReducer> reducer_;
   CancelSubscription reducer_cancel_;
   std::unique_ptr<StepGuard> step_guard_;
+  // Calls the registry, the reducer and the step guard: declared after them, so it goes first.
+  std::unique_ptr<pipeline::StageExecutor> executor_;
   LossScaler loss_scaler_;
   pipeline::StageStepResult last_;
   std::int64_t step_ = 0;

@@ -21,6 +21,7 @@
 #include "rpc/launch_env.h"
 #include "train/checkpointer.h"
 #include "train/fault_injection.h"
+#include "train/job_session.h"
 #include "train/parameter_servers.h"
 #include "train/progress.h"
 #include "train/trace_file.h"
@@ -136,15 +137,15 @@ CheckpointManifest restore_checkpoint(Engine& engine, const std::string& folder,
   PW_INPUT_CHECK(why.empty(), "cannot resume from " << folder << ": " << why
                                                     << "; a checkpoint resumes the same model, data, seed and optimizer "
                                                        "(the stages, split, replicas and steps may change)");
-  PW_INPUT_CHECK(!plan.parameter_servers || !m.ps_folder.empty(),
+  PW_INPUT_CHECK(!engine.parameter_servers() || !m.ps_folder.empty(),
                  "cannot resume from " << folder << ": it holds no parameter-server snapshot and this job uses "
                                                     "parameter servers");
   // Every rank checks and loads its dense part first; only then are the servers' tables replaced.
   engine.restore(m);
   engine.links().barrier(barrier + "/dense", deadline);
-  if (engine.is_primary() && plan.parameter_servers) {
+  if (engine.is_primary() && engine.parameter_servers()) {
     for (const auto& f : m.ps_files) verify_file(folder, f);
-    plan.parameter_servers->restore((std::filesystem::path(folder) / m.ps_folder).string());
+    engine.parameter_servers()->restore((std::filesystem::path(folder) / m.ps_folder).string());
   }
   engine.links().barrier(barrier, deadline);
   return m;
@@ -353,7 +354,7 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
   StepOutcome last;
   ProgressLine progress(primary && o.progress ? ProgressOutput::Log : ProgressOutput::None, total_steps, o.log_every);
   UtilisationLine utilisation(o.log_every);
-  const bool prefetching = plan.parameter_servers != nullptr;
+  const bool prefetching = engine.parameter_servers() != nullptr;
   const auto step_delay = injected_step_delay(engine.rank());   // tests only
   while (step < total_steps) {
     feed.start_epoch(epoch, first_batch);
@@ -466,7 +467,7 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
   std::vector<double> fraction;
   for (double b : stage_busy) fraction.push_back(train_seconds > 0 ? b / train_seconds : 0.0);
   j["stage_busy_fraction"] = fraction;
-  if (plan.parameter_servers) plan.parameter_servers->add_summary(j);
+  if (engine.parameter_servers()) engine.parameter_servers()->add_summary(j);
   if (callbacks.on_summary) callbacks.on_summary(j);
   if (!o.summary_path.empty()) write_json_file(o.summary_path, j);
   return j;
@@ -476,35 +477,24 @@ nlohmann::json run_job(const JobConfig& config, const FitOptions& options, const
   check_writable(options.summary_path, "--summary");
   check_writable(options.save_path, "--save");
   check_writable(options.trace_path, "--trace");
-  const auto launch = rpc::launch_env();
-  const JobPlan plan = plan_job(config, launch.has_value());
-  check_devices(config, plan.shape().world_size());
-  std::unique_ptr<World> world;
-  if (launch) {
-    WorldTimeouts timeouts;
-    timeouts.heartbeat = std::chrono::milliseconds(static_cast<std::int64_t>(config.timeouts.heartbeat_seconds * 1000));
-    timeouts.startup = std::chrono::milliseconds(static_cast<std::int64_t>(config.timeouts.startup_seconds * 1000));
-    world = make_process_world(plan.shape(), *launch, timeouts);
-  } else {
-    world = make_thread_world(plan.shape(), config.transport == TransportKind::Thrift ? ThreadLinks::Thrift : ThreadLinks::InProcess);
-  }
+  JobPlan plan = plan_job(config);
   if (!options.trace_path.empty()) {
     trace::Recorder::global().clear();
     trace::Recorder::global().enable(options.trace_first, options.trace_last);
   }
+  JobSession session(std::move(plan), rpc::launch_env());
   nlohmann::json summary = nlohmann::json::object();
-  world->run([&](RankLinks& links) {
-    Engine engine(plan, links);
-    if (links.rank() == 0 && plan.replicas() > 1)
-      {
-        auto grid = dp::Topology(plan.schedule.stages, plan.replicas()).grid();
-        if (!grid.empty() && grid.back() == '\n') grid.pop_back();
-        log::output(grid);
-      }
+  session.run([&](Engine& engine) {
+    const auto& p = engine.plan();
+    if (engine.rank() == 0 && p.replicas() > 1) {
+      auto grid = dp::Topology(p.schedule.stages, p.replicas()).grid();
+      if (!grid.empty() && grid.back() == '\n') grid.pop_back();
+      log::output(grid);
+    }
     auto result = fit(engine, options, callbacks);
-    if (links.rank() == 0) summary = std::move(result);
+    if (engine.rank() == 0) summary = std::move(result);
   });
-  world->finish();
+  session.finish();
   return summary;
 }
 

@@ -1,10 +1,9 @@
 #include "train/job_plan.h"
 
-#include <filesystem>
-
 #include <cmath>
 #include <cstdio>
 #include <thread>
+#include <tuple>
 
 #include "core/log.h"
 #include "core/units.h"
@@ -78,17 +77,30 @@ void check_checkpoint_settings(const JobConfig& c) {
   const auto& k = c.checkpoints;
   PW_INPUT_CHECK(!k.dir.empty() || (k.every_steps == 0 && k.every_seconds == 0),
                  "--checkpoint-every" << (k.every_steps == 0 ? "-seconds" : "") << " needs --checkpoint-dir D");
-  if (!k.dir.empty()) {
-    std::error_code error;
-    std::filesystem::create_directories(k.dir, error);
-    PW_INPUT_CHECK(!error && std::filesystem::is_directory(k.dir),
-                   "--checkpoint-dir " << k.dir << ": cannot create this folder (" << error.message() << ")");
+}
+
+bool has_parameter_servers(const JobConfig& c) { return c.ps.servers != 0 || !c.ps.addresses.empty(); }
+
+// The model's tables on servers against the job's servers: each needs the other.
+void check_server_tables(const JobConfig& c, const std::vector<std::string>& tables, const std::string& model) {
+  if (has_parameter_servers(c)) {
+    if (tables.empty())
+      throw ConfigError(c.ps.servers != 0 ? "/ps/servers" : "/ps/addresses",
+                        "parameter servers hold embedding tables, and model " + model +
+                            " keeps none on them (use a model with such tables, e.g. dlrm or a program's "
+                            "layers::embedding_bag with TablePlacement::ParameterServers, or give no servers)");
+    return;
   }
+  PW_INPUT_CHECK(!ps_table_bounds(c).any(), "--ps-admit-after, --ps-max-rows and --ps-row-ttl bound the tables on "
+                                            "parameter servers; give --ps K or --ps-servers too");
+  if (!tables.empty())
+    throw ConfigError("/ps/servers", "model " + model + " keeps embedding table '" + tables.front() +
+                                         "' on parameter servers; give the job servers (/ps/servers or /ps/addresses)");
 }
 
 }  // namespace
 
-JobPlan plan_job(const JobConfig& c, bool multi_process) {
+JobPlan plan_job(const JobConfig& c) {
   JobPlan plan;
   plan.config = c;
   validate(c);
@@ -115,11 +127,7 @@ JobPlan plan_job(const JobConfig& c, bool multi_process) {
                  "--initial-loss-scale " << c.numerics.initial_loss_scale << "; expected at least 1");
 
   models::ModelSpec spec;
-  if (c.program_model && !c.program_model->layers.empty()) {
-    if (c.ps.servers != 0 || !c.ps.addresses.empty())
-      throw ConfigError(c.ps.servers != 0 ? "/ps/servers" : "/ps/addresses",
-                        "parameter servers hold the embedding tables of zoo models (dlrm); a program's own model "
-                        "cannot put its tables on them yet");
+  if (program_model) {
     plan.model = *c.program_model;
     if (plan.model.sample_shape.empty()) plan.model.sample_shape = plan.data.sample_shape;
     if (plan.model.num_classes == 0) plan.model.num_classes = plan.data.num_classes;
@@ -128,6 +136,7 @@ JobPlan plan_job(const JobConfig& c, bool multi_process) {
                             << " but " << plan.data.name << " has " << kernels::shape_str(plan.data.sample_shape));
     spec = {plan.model.name, plan.model.sample_shape, plan.model.num_classes, plan.model.layers,
             models::Objective::SoftmaxCrossEntropy};
+    plan.server_tables = models::server_tables_of(plan.model.layers);
   } else {
     models::ModelOptions mo;
     mo.width = c.model.width;
@@ -136,12 +145,12 @@ JobPlan plan_job(const JobConfig& c, bool multi_process) {
     mo.seed = c.seed;
     mo.clicks = click_features(c);
     mo.embedding_dim = c.model.embedding_dim;
-    plan.parameter_servers = ParameterServers::open(c, multi_process);
-    if (plan.parameter_servers) plan.parameter_servers->plug_into(mo, c);
+    if (has_parameter_servers(c)) mo.embedding_tables = models::TablePlacement::ParameterServers;
     spec = models::make_model_spec(c.model.name, mo);
-    if (plan.parameter_servers) plan.parameter_servers->hold_tables(spec, c.model.name);
     plan.model = partition::describe(spec);
+    plan.server_tables = models::server_tables_of(plan.model.layers);
   }
+  check_server_tables(c, plan.server_tables, plan.model.name);
   plan.objective = spec.objective;
   plan.stats = models::model_stats(spec);
 
@@ -209,6 +218,24 @@ kernels::Device device_of_rank(const JobConfig& c, int rank, int world_size, Wor
   if (base.is_cpu()) return kernels::Device::cpu(rank);
   const int gpus = kernels::cuda_device_count();
   return kernels::Device::cuda(gpus > 0 ? rank % gpus : 0);
+}
+
+bool operator==(const JobPlan& a, const JobPlan& b) {
+  const auto layer_names = [](const JobPlan& p) {
+    std::vector<std::string> names;
+    for (const auto& l : p.model.layers) names.push_back(l.name);
+    return names;
+  };
+  const auto schedule = [](const JobPlan& p) {
+    return std::tuple(p.schedule.kind, p.schedule.stages, p.schedule.micro_batches, p.schedule.chunks);
+  };
+  return to_full_json(a.config) == to_full_json(b.config) && layer_names(a) == layer_names(b) &&
+         a.model.split_points == b.model.split_points && schedule(a) == schedule(b) &&
+         (a.programs.empty() ? b.programs.empty()
+                             : !b.programs.empty() && pipeline::schedule_file_text(a.schedule, a.programs) ==
+                                                          pipeline::schedule_file_text(b.schedule, b.programs)) &&
+         a.data.name == b.data.name && a.data.sample_shape == b.data.sample_shape &&
+         a.data.num_classes == b.data.num_classes && a.server_tables == b.server_tables;
 }
 
 partition::Partition choose_split(const JobPlan& plan, kernels::Device profile_on) {

@@ -2,6 +2,8 @@
 // A JobConfig resolved into what the ranks build: the model description, its objective, the
 // schedule, the optimizer, the gradient buckets, the data's shape. Every rank computes the same
 // plan from the same config; only the split (which may be profiled) is chosen once, by rank 0.
+// A plan is a value: making one starts nothing and writes nothing (a JobSession, job_session.h,
+// opens what it needs).
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,8 +21,6 @@
 #include "train/world.h"
 
 namespace pw::train {
-
-class ParameterServers;
 
 struct DataShape {
   std::string name;
@@ -41,17 +41,24 @@ struct JobPlan {
   models::OptimizerConfig optimizer;
   models::Precision precision = models::Precision::Fp32;
   dp::BucketOptions buckets;
-  std::shared_ptr<ParameterServers> parameter_servers;   // null when the job has none
+  // The model's embedding tables on parameter servers (empty: the job has no servers).
+  std::vector<std::string> server_tables;
 
   int replicas() const { return config.replicas.replicas; }
   WorldShape shape() const { return {schedule.stages, config.replicas.replicas}; }
   // Micro-batches per global batch, over every replica: evaluation batches are this fraction.
   int eval_fraction() const { return schedule.micro_batches * replicas(); }
+
+  bool uses_parameter_servers() const { return !server_tables.empty(); }
 };
 
-// Checks the config (one-line InputErrors naming the flag) and resolves it. `multi_process`: a
-// rank of a launched job (parameter servers then cannot be threads of this process).
-JobPlan plan_job(const JobConfig& config, bool multi_process);
+// Equal plans run the same job: the same config (in its full JSON form), model layers, resolved
+// schedule and programs, data shape and server tables.
+bool operator==(const JobPlan& a, const JobPlan& b);
+
+// Checks the config (ConfigError naming the field, InputError for what the data says) and
+// resolves it, with no side effects (it reads the data set's header for its shape).
+JobPlan plan_job(const JobConfig& config);
 
 // The shape and classes of the data set without reading it.
 DataShape data_shape(const JobConfig& config);

@@ -62,15 +62,13 @@ dp::PsShardConfig ps_shard_config(const ParameterServerConfig& ps, int workers, 
   return c;
 }
 
-std::unique_ptr<ParameterServers> ParameterServers::open(const JobConfig& c, bool multi_process) {
+std::unique_ptr<ParameterServers> ParameterServers::open(const JobConfig& c, std::vector<std::string> tables,
+                                                         bool multi_process) {
   const auto& o = c.ps;
   const auto bounds = ps_table_bounds(c);
-  if (o.servers == 0 && o.addresses.empty()) {
-    PW_INPUT_CHECK(!bounds.any(), "--ps-admit-after, --ps-max-rows and --ps-row-ttl bound the tables on parameter "
-                                  "servers; give --ps K or --ps-servers too");
-    return nullptr;
-  }
+  if (o.servers == 0 && o.addresses.empty()) return nullptr;
   std::unique_ptr<ParameterServers> ps(new ParameterServers);
+  ps->tables_ = std::move(tables);
   ps->mode_ = o.mode;
   ps->bounds_ = bounds;
   ps->staleness_ = o.staleness;
@@ -100,7 +98,7 @@ std::unique_ptr<ParameterServers> ParameterServers::open(const JobConfig& c, boo
 
 ParameterServers::~ParameterServers() = default;
 
-void ParameterServers::plug_into(models::ModelOptions& mo, const JobConfig& c) {
+models::RemoteTableMaker ParameterServers::table_maker(const JobConfig& c) const {
   const auto& o = c.ps;
   // Without its own, the sparse optimizer is the dense one of the same name (sgd, adam, adagrad).
   const auto optimizer = o.optimizer ? *o.optimizer : parse_enum<dp::SparseOptimizerKind>(enum_name(c.optimizer.kind));
@@ -119,7 +117,7 @@ void ParameterServers::plug_into(models::ModelOptions& mo, const JobConfig& c) {
   base.table.lr = lr;
   base.table.bounds = bounds_;
   const std::uint64_t seed = c.seed;
-  mo.make_embedding_bag = [base, seed](const models::EmbeddingTableSpec& t) {
+  return [base, seed](const models::EmbeddingTableSpec& t) {
     dp::PsBagOptions b = base;
     b.table.name = t.name;
     b.table.dim = t.dim;
@@ -132,14 +130,6 @@ void ParameterServers::plug_into(models::ModelOptions& mo, const JobConfig& c) {
     if (auto* registry = dp::RemoteRowsRegistry::building()) registry->add(*bag, t.ids_from_model_input);
     return std::unique_ptr<models::Layer>(std::move(bag));
   };
-}
-
-void ParameterServers::hold_tables(const models::ModelSpec& spec, const std::string& model) {
-  PW_INPUT_CHECK(!spec.embedding_tables.empty(),
-                 "parameter servers hold embedding tables; --model " << model << " has none (use a model with "
-                 "embedding tables, e.g. --model dlrm, or leave out --ps/--ps-servers)");
-  tables_.clear();
-  for (const auto& t : spec.embedding_tables) tables_.push_back(t.name);
 }
 
 std::string ParameterServers::describe() const {

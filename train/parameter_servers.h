@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dataparallel/ps/embedding_bag.h"
-#include "models/zoo/model_spec.h"
+#include "models/remote_table.h"
 #include "rpc/host_port.h"
 #include "train/job_config.h"
 
@@ -33,18 +33,17 @@ dp::TableBounds ps_table_bounds(const ParameterServerConfig& ps);
 
 class ParameterServers {
  public:
-  // nullptr when the job uses none. `multi_process`: a rank of a launched job (servers cannot
-  // be threads of one rank).
-  static std::unique_ptr<ParameterServers> open(const JobConfig& c, bool multi_process);
+  // The servers of a job whose model keeps `tables` on them: started here as threads (JobConfig
+  // ps.servers), or reached at ps.addresses; nullptr when the job has none. `multi_process`: a rank
+  // of a launched job (servers cannot be threads of one rank).
+  static std::unique_ptr<ParameterServers> open(const JobConfig& c, std::vector<std::string> tables,
+                                                bool multi_process);
   ~ParameterServers();
 
-  // Makes a zoo model's embedding bags server-backed: `mo.make_embedding_bag` builds a
-  // PsEmbeddingBag and registers it with the stage's RemoteRowsRegistry being built on this
-  // thread (dataparallel/ps/remote_rows_registry.h), if any.
-  void plug_into(models::ModelOptions& mo, const JobConfig& c);
-  // The tables of the model built from those options go to the servers; InputError when it has
-  // none ("--model resnet18 has none").
-  void hold_tables(const models::ModelSpec& spec, const std::string& model);
+  // What builds the model's server-backed tables on a rank (open it as a models::RemoteTableScope
+  // while the stage is built): a PsEmbeddingBag on these servers, registered with the stage's
+  // RemoteRowsRegistry being built on this thread (dataparallel/ps/remote_rows_registry.h), if any.
+  models::RemoteTableMaker table_maker(const JobConfig& c) const;
   std::string describe() const;   // "2 parameter servers (sync, embedded)"
   // ps_shards, ps_mode, ps_staleness, ps_rows, traffic; with bounds also ps_admit_after, ps_max_rows,
   // ps_row_ttl, ps_admissions, ps_dropped_rows, ps_evictions, ps_expirations, ps_peak_table_rows.

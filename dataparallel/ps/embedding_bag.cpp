@@ -18,6 +18,7 @@ using kernels::Tensor;
 
 struct PsBagContext : models::Context {
   models::UniqueIds unique;
+  DType input_dtype = DType::I64;   // the input gradient's (zeros)
   Tensor grad_y;   // kept by the input half for the weight half (Layer keeps it only for layers with parameters)
 };
 
@@ -213,13 +214,12 @@ void PsEmbeddingBag::abandon_background_calls() {
   push_.abandon(parked_);
 }
 
-models::Layer::Output PsEmbeddingBag::forward_impl(const Tensor& ids, models::Mode mode) {
-  PW_INPUT_CHECK(ids.ndim() == 2 && ids.dtype() == DType::I64 && ids.dim(1) == o_.bag_size,
-                 "PsEmbeddingBag '" << o_.table.name << "' expects I64 ids [batch, " << o_.bag_size << "], got "
-                                    << ids.describe());
+models::Layer::Output PsEmbeddingBag::forward_impl(const Tensor& input, models::Mode mode) {
+  const Tensor ids = models::bag_ids_of(input, o_.bag_size, "PsEmbeddingBag '" + o_.table.name + "'");
   start();
   auto ctx = std::make_unique<PsBagContext>();
-  ctx->unique = models::unique_bag_ids(on_host(ids));
+  ctx->input_dtype = input.dtype();
+  ctx->unique = models::unique_bag_ids(ids);
   const Tensor& unique = ctx->unique.ids;
   const std::vector<std::int64_t> keys(unique.data<std::int64_t>(), unique.data<std::int64_t>() + unique.numel());
   const auto u = static_cast<std::int64_t>(keys.size());
@@ -229,8 +229,9 @@ models::Layer::Output PsEmbeddingBag::forward_impl(const Tensor& ids, models::Mo
 }
 
 Tensor PsEmbeddingBag::backward_input_impl(models::Context& ctx, const Tensor& grad_y) {
-  static_cast<PsBagContext&>(ctx).grad_y = grad_y;
-  return Tensor::zeros(ctx.input_shape, DType::I64, device_);
+  auto& bag = static_cast<PsBagContext&>(ctx);
+  bag.grad_y = grad_y;
+  return Tensor::zeros(ctx.input_shape, bag.input_dtype, device_);
 }
 
 void PsEmbeddingBag::backward_weight_impl(models::Context& ctx, const Tensor& given) {

@@ -11,8 +11,10 @@
 
 namespace pw::layers {
 
+using models::BagMode;
 using models::Bias;
 using models::LayerSpec;
+using models::TablePlacement;
 using models::WeightInit;
 
 // [N, C, H, W] -> [N, out_channels, H', W'], a square kernel.
@@ -32,6 +34,17 @@ LayerSpec linear(std::string name, int in_features, int out_features, Bias bias 
 LayerSpec dropout(std::string name, double p, std::uint64_t seed = 0);
 // I64 ids [N] -> [N, dim].
 LayerSpec embedding(std::string name, std::int64_t rows, int dim);
+// Ids [N, bag_size] (I64, or F32 whole numbers such as a model's input) -> [N, dim]: each sample's
+// rows pooled (DLRM's EmbeddingBag; rows start uniform in ±sqrt(1/rows)). With
+// TablePlacement::ParameterServers the table lives on the job's parameter servers as
+// `name`, its rows pulled for each batch's distinct ids and updated there by the sparse optimizer
+// (JobConfig::ps); the job then needs servers, and a job with servers needs such a table.
+struct EmbeddingBagOptions {
+  int bag_size = 1;
+  BagMode mode = BagMode::Sum;
+  TablePlacement placement = TablePlacement::Local;
+};
+LayerSpec embedding_bag(std::string name, std::int64_t rows, int dim, EmbeddingBagOptions options = {});
 // ResNet's blocks (torchvision's BasicBlock and Bottleneck), with a 1x1 projection shortcut when
 // the stride or the channel count changes. basic_block outputs `channels`, bottleneck 4 x `width`.
 LayerSpec basic_block(std::string name, int in_channels, int channels, int stride = 1);

@@ -27,11 +27,23 @@ enum class Bias { No, Yes };
 // TorchDefault: weights and biases uniform in ±1/sqrt(fan_in) (PyTorch's nn.Conv2d / nn.Linear).
 // GlorotUniform: weights uniform in ±sqrt(6/(fan_in+fan_out)), biases zero (Keras' default).
 enum class WeightInit { TorchDefault, GlorotUniform };
+// How an embedding bag pools the rows of one sample's ids.
+enum class BagMode { Sum, Mean };
+// Where an embedding table's rows live: in the layer (a parameter like any other), or on the job's
+// parameter servers (sharded by id, updated there by the sparse optimizer; the job must have them).
+enum class TablePlacement { Local, ParameterServers };
 
 struct LayerSpec {
   std::string name;   // top-level name, the prefix of its parameters ("layer2.1" -> "layer2.1.conv1.weight")
   std::function<std::unique_ptr<Layer>()> build;
+  // The dotted names of the embedding tables this layer keeps on parameter servers (filled by
+  // pw::layers::embedding_bag and the zoo): the job checks them against its servers before
+  // anything is built.
+  std::vector<std::string> server_tables = {};
 };
+
+// Every table the model keeps on parameter servers, in layer order.
+std::vector<std::string> server_tables_of(const std::vector<LayerSpec>& layers);
 
 }  // namespace pw::models
 

@@ -4,7 +4,7 @@
 // and concatenates the results: [N, width] -> [N, (1 + S) * dim], the bottom output first.
 //
 // The bags are any layers mapping I64 ids [N, bag] to [N, dim] (a local EmbeddingBag, or one a job
-// builds in its place, ModelOptions::make_embedding_bag). The packed input carries no gradient: backward returns zeros.
+// builds in its place, a server-backed bag, models/remote_table.h). The packed input carries no gradient: backward returns zeros.
 #include <memory>
 #include <vector>
 

@@ -53,6 +53,7 @@ double bag_scale(BagMode mode, std::int64_t bag) { return mode == BagMode::Mean 
 
 struct EmbeddingBagContext : Context {
   UniqueIds unique;
+  DType input_dtype = DType::I64;   // the input gradient's (zeros)
 };
 
 }  // namespace
@@ -108,6 +109,26 @@ Tensor bag_pool_backward(const Tensor& grad_out, const Tensor& index, std::int64
   return out.to(grad_out.device());
 }
 
+Tensor bag_ids_of(const Tensor& input, std::int64_t bag_size, const std::string& layer) {
+  PW_INPUT_CHECK(input.ndim() == 2 && input.dim(1) == bag_size,
+                 layer << " expects ids [batch, " << bag_size << "], got " << input.describe());
+  const Tensor host = on_host(input);
+  if (host.dtype() == DType::I64) return host;
+  PW_INPUT_CHECK(host.dtype() == DType::F32 || host.dtype() == DType::F64,
+                 layer << " expects ids as I64, or as F32/F64 whole numbers; got " << input.describe());
+  const auto values = host.to_double_vector();
+  std::vector<std::int64_t> ids(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const double v = values[i];
+    // F32 holds every whole number up to 2^24 exactly; larger ids must come as I64.
+    PW_INPUT_CHECK(std::isfinite(v) && v == std::floor(v) && std::fabs(v) <= 9007199254740992.0,
+                   layer << ": input " << v << " at [" << static_cast<std::int64_t>(i) / bag_size << ", "
+                         << static_cast<std::int64_t>(i) % bag_size << "] is not a whole number (an id)");
+    ids[i] = static_cast<std::int64_t>(v);
+  }
+  return Tensor::from_vector(ids, input.shape(), host_device_for(input));
+}
+
 void check_bag_ids(const Tensor& ids, std::int64_t num_embeddings, std::int64_t bag_size) {
   PW_INPUT_CHECK(ids.ndim() == 2 && ids.dtype() == DType::I64 && ids.dim(1) == bag_size,
                  "EmbeddingBag expects I64 ids [batch, " << bag_size << "], got " << ids.describe());
@@ -139,9 +160,11 @@ Shape EmbeddingBag::output_shape_impl(const Shape& input) const {
   return {input[0], dim_};
 }
 
-Layer::Output EmbeddingBag::forward_impl(const Tensor& ids, Mode) {
+Layer::Output EmbeddingBag::forward_impl(const Tensor& input, Mode) {
+  const Tensor ids = bag_ids_of(input, bag_size_, "EmbeddingBag");
   check_bag_ids(ids, num_embeddings_, bag_size_);
   auto ctx = std::make_unique<EmbeddingBagContext>();
+  ctx->input_dtype = input.dtype();
   ctx->unique = unique_bag_ids(ids);
   const Tensor rows = kernels::embedding_gather(weight_->value, ctx->unique.ids);
   Tensor y = bag_pool_forward(rows, ctx->unique.index, mode_);
@@ -149,7 +172,7 @@ Layer::Output EmbeddingBag::forward_impl(const Tensor& ids, Mode) {
 }
 
 Tensor EmbeddingBag::backward_input_impl(Context& ctx, const Tensor&) {
-  return Tensor::zeros(ctx.input_shape, DType::I64, device_);
+  return Tensor::zeros(ctx.input_shape, static_cast<EmbeddingBagContext&>(ctx).input_dtype, device_);
 }
 
 void EmbeddingBag::backward_weight_impl(Context& ctx, const Tensor& grad_y) {

@@ -38,7 +38,7 @@ ModelSpec make_dlrm_spec(const ModelOptions& o) {
   const data::ClickFeatures clicks = o.clicks;
   const int dim = o.embedding_dim;
   const auto bottom_widths = o.bottom_mlp;
-  const auto make_bag = o.make_embedding_bag;
+  const bool on_servers = o.embedding_tables == TablePlacement::ParameterServers;
   for (int f = 0; f < clicks.sparse(); ++f) {
     EmbeddingTableSpec table;
     table.name = "features.emb." + std::to_string(f);
@@ -55,10 +55,13 @@ ModelSpec make_dlrm_spec(const ModelOptions& o) {
   m.layers.push_back({"features", [=, tables = m.embedding_tables] {
                         std::vector<std::unique_ptr<Layer>> bags;
                         for (const auto& t : tables)
-                          bags.push_back(make_bag ? make_bag(t) : std::make_unique<EmbeddingBag>(t.rows, t.dim, t.bag_size, t.mode));
+                          bags.push_back(on_servers ? make_server_backed_bag(t)
+                                                    : std::make_unique<EmbeddingBag>(t.rows, t.dim, t.bag_size, t.mode));
                         return std::unique_ptr<Layer>(std::make_unique<DlrmFeatures>(
                             clicks, dim, mlp(clicks.dense, bottom_widths, dim), std::move(bags)));
                       }});
+  if (on_servers)
+    for (const auto& t : m.embedding_tables) m.layers.back().server_tables.push_back(t.name);
   const int vectors = 1 + clicks.sparse();
   m.layers.push_back({"interaction", [=] { return std::unique_ptr<Layer>(std::make_unique<DotInteraction>(vectors, dim)); }});
   int in = dim + vectors * (vectors - 1) / 2;

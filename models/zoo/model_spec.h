@@ -12,22 +12,13 @@
 #include "models/layers/embedding_bag.h"
 #include "models/layers/sequential.h"
 #include "models/loss.h"
+#include "models/remote_table.h"
 
 namespace pw::models {
 
 // LayerSpec: pipewright/model.h.
 
-// An embedding table of a zoo model, built through ModelOptions::make_embedding_bag.
-struct EmbeddingTableSpec {
-  std::string name;        // the bag layer's dotted name in the model: "features.emb.0"
-  std::int64_t rows = 0;
-  int dim = 0;
-  int bag_size = 1;
-  BagMode mode = BagMode::Sum;
-  // The bag's ids [N, bag] (I64) from a micro-batch of the model's input, where the model can say
-  // (the bag reads the input of the model's first layer): lets a job fetch a step's rows ahead.
-  std::function<Tensor(const Tensor& model_input)> ids_from_model_input;
-};
+// EmbeddingTableSpec: models/remote_table.h.
 
 struct ModelOptions {
   int width = 64;                 // ResNet base width (w, 2w, 4w, 8w); VGG widths scale by width/64
@@ -41,9 +32,9 @@ struct ModelOptions {
   int embedding_dim = 8;
   std::vector<int> bottom_mlp = {16};   // hidden widths; a final Linear to embedding_dim follows
   std::vector<int> top_mlp = {16};      // hidden widths; a final Linear to one logit follows
-  // Builds the bag layer of a table the model looks rows up in (I64 ids [N, bag] -> [N, dim]);
-  // empty: a local EmbeddingBag. A job that keeps the tables elsewhere plugs its own layer in here.
-  std::function<std::unique_ptr<Layer>(const EmbeddingTableSpec& table)> make_embedding_bag;
+  // Where its tables live: local EmbeddingBags, or server-backed (made by the job's
+  // RemoteTableScope when the model is built).
+  TablePlacement embedding_tables = TablePlacement::Local;
 };
 
 struct ModelSpec {
@@ -52,7 +43,7 @@ struct ModelSpec {
   int num_classes = 0;
   std::vector<LayerSpec> layers;
   Objective objective = Objective::SoftmaxCrossEntropy;   // dlrm: BinaryCrossEntropy on one logit
-  // The tables its layers build through ModelOptions::make_embedding_bag (none for most models).
+  // Its embedding tables (none for most models); on servers when ModelOptions said so.
   std::vector<EmbeddingTableSpec> embedding_tables;
 };
 

@@ -39,7 +39,7 @@ struct Run {
 Run train_job(const partition::ModelDescription& model, ScheduleSpec spec, std::vector<int> split,
           const std::string& recompute = "none", int steps = 3) {
   JobShape shape{spec.kind, spec.stages, spec.micro_batches, spec.chunks, split, recompute};
-  train::EmbeddedJob trainer(train::plan_job(job_of(model, shape, 16), false));
+  train::EmbeddedJob trainer(train::plan_job(job_of(model, shape, 16)));
   auto data = models::data::make_synthetic_images(256, {1, 12, 12}, 10, 5);
   models::data::DataLoader loader(*data, 16, models::data::Shuffle::Yes, 3, models::data::LastBatch::Drop);
   loader.start_epoch(0);
@@ -123,7 +123,7 @@ BOOST_AUTO_TEST_CASE(a_model_too_big_for_one_capped_device_trains_over_four) {
     auto config = job_of(model, shape, 16);
     config.optimizer.kind = models::OptimizerKind::Adam;
     config.optimizer.lr = 0;
-    train::EmbeddedJob trainer(train::plan_job(config, false));
+    train::EmbeddedJob trainer(train::plan_job(config));
     trainer.step(batch);
     return trainer.step(batch).stage_peak_memory;
   };
@@ -142,7 +142,7 @@ BOOST_AUTO_TEST_CASE(one_failing_stage_stops_the_others_at_once) {
   const auto model = seed_cnn();
   auto config = job_of(model, JobShape{ScheduleKind::OneFOneB, 2, 2, 1, {3}}, 4);
   config.timeouts.stage_seconds = 30;
-  train::EmbeddedJob trainer(train::plan_job(config, false));
+  train::EmbeddedJob trainer(train::plan_job(config));
   models::data::Batch bad{kernels::Tensor::zeros({4, 1, 12, 12}),
                           kernels::Tensor::from_vector(std::vector<std::int64_t>{0, 1, 2, 99}, {4})};
   const auto start = std::chrono::steady_clock::now();
@@ -170,7 +170,7 @@ BOOST_AUTO_TEST_CASE(tied_weights_listed_twice_are_rejected) {
 
 BOOST_AUTO_TEST_CASE(batch_must_split_into_equal_micro_batches) {
   const auto model = seed_cnn();
-  train::EmbeddedJob trainer(train::plan_job(job_of(model, JobShape{ScheduleKind::GPipe, 2, 3, 1, {3}}, 12), false));
+  train::EmbeddedJob trainer(train::plan_job(job_of(model, JobShape{ScheduleKind::GPipe, 2, 3, 1, {3}}, 12)));
   models::data::Batch batch{kernels::Tensor::zeros({8, 1, 12, 12}), kernels::Tensor::zeros({8}, kernels::DType::I64)};
   BOOST_CHECK_THROW(trainer.step(batch), InputError);
 }
@@ -215,10 +215,10 @@ BOOST_AUTO_TEST_CASE(two_replicas_of_two_stages_follow_one_stage_with_the_global
   // Micro-batch 2m + r of the single pipeline holds the rows of replica r's micro-batch m.
   for (std::int64_t bucket : {std::int64_t{1} << 10, std::int64_t{25} << 20}) {
     BOOST_TEST_CONTEXT("bucket " << bucket << " bytes") {
-      train::EmbeddedJob reference(train::plan_job(hybrid_job(model, 1, 4, 1, 0), false));
+      train::EmbeddedJob reference(train::plan_job(hybrid_job(model, 1, 4, 1, 0)));
       auto config = hybrid_job(model, 2, 2, 2, 1);
       config.replicas.bucket_bytes = bucket;
-      train::EmbeddedJob hybrid(train::plan_job(config, false));
+      train::EmbeddedJob hybrid(train::plan_job(config));
       train::StepOutcome b;
       for (unsigned step = 0; step < 4; ++step) {
         const auto batch = random_batch(32, 100 + step);
@@ -246,7 +246,7 @@ BOOST_AUTO_TEST_CASE(two_replicas_of_two_stages_follow_one_stage_with_the_global
 BOOST_AUTO_TEST_CASE(a_global_batch_that_does_not_split_is_refused) {
   models::ModelOptions mo;
   const auto model = partition::describe(models::make_model_spec("seed-cnn", mo));
-  train::EmbeddedJob hybrid(train::plan_job(hybrid_job(model, 2, 2, 2, 0), false));
+  train::EmbeddedJob hybrid(train::plan_job(hybrid_job(model, 2, 2, 2, 0)));
   BOOST_CHECK_THROW(hybrid.step(random_batch(6, 1)), InputError);   // 3 per micro-batch, 2 replicas
 }
 
@@ -258,7 +258,7 @@ BOOST_AUTO_TEST_CASE(replicas_keep_batch_norm_statistics_equal) {
   const auto model = partition::describe(models::make_model_spec("resnet18", mo));
   JobShape shape{ScheduleKind::OneFOneB, 2, 2, 1, {}};
   shape.replicas = 2;
-  train::EmbeddedJob job(train::plan_job(job_of(model, shape, 16), false));
+  train::EmbeddedJob job(train::plan_job(job_of(model, shape, 16)));
   for (unsigned step = 0; step < 3; ++step) job.step(random_batch(16, 7 + step));
   bool any = false;
   for (int s = 0; s < 2; ++s) {
@@ -289,7 +289,7 @@ BOOST_AUTO_TEST_CASE(synchronised_batch_norm_makes_two_replicas_equal_one) {
     shape.first_device = first_device;
     auto config = job_of(model, shape, 16);
     config.replicas.sync_batch_norm = true;
-    train::EmbeddedJob job(train::plan_job(config, false));
+    train::EmbeddedJob job(train::plan_job(config));
     std::vector<double> losses;
     for (unsigned step = 0; step < 3; ++step) losses.push_back(job.step(random_batch(16, 21 + step)).loss);
     std::vector<double> weights;
@@ -331,7 +331,7 @@ BOOST_AUTO_TEST_CASE(under_a_launcher_it_refuses_rather_than_run_a_whole_job_per
   env.set("PW_JOB_TOKEN", "0123456789abcdef");
   JobShape shape;
   try {
-    train::EmbeddedJob job(train::plan_job(job_of(tied_mlp(), shape, 16), false));
+    train::EmbeddedJob job(train::plan_job(job_of(tied_mlp(), shape, 16)));
     BOOST_FAIL("expected an error");
   } catch (const InputError& e) {
     BOOST_TEST(std::string(e.what()).find("this process is rank 1 of 2 started by torchrun-style; run it without a "

@@ -4,6 +4,7 @@
 // files.
 #include <cmath>
 #include <filesystem>
+#include <regex>
 #include <fstream>
 
 #include <boost/test/unit_test.hpp>
@@ -57,6 +58,37 @@ BOOST_AUTO_TEST_CASE(a_users_own_cnn_trains_the_same_embedded_and_as_four_proces
   BOOST_TEST(four["stages"] == 4);
   BOOST_TEST(four["model"] == "custom-cnn");
   check_same(dir, "one", "four");
+}
+
+// The step-by-step API in processes: each process feeds the same batches to its stage, and the
+// losses are those of the job run as threads, bitwise; with the table on parameter servers too
+// (threads of the program, or a server pipewright launch --ps starts).
+BOOST_AUTO_TEST_CASE(a_program_feeding_its_own_batches_trains_the_same_embedded_and_as_two_processes) {
+  ScratchDir dir("own_batches");
+  const std::string program = binary("example_own_batches") + " --steps 8";
+  auto r = run(program + " --losses " + dir.file("threads.json"));
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+  r = run_pipewright("launch --nproc-per-node 2 -- " + program + " --losses " + dir.file("procs.json"));
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+  const auto threads = read_json(dir.file("threads.json"));
+  BOOST_REQUIRE_EQUAL(threads.size(), 8u);
+  BOOST_TEST(threads == read_json(dir.file("procs.json")));
+  BOOST_TEST(threads.back().get<double>() < threads.front().get<double>());
+
+  // The table on a server: one the program runs as a thread, or one it reaches at its address.
+  r = run(program + " --ps 1 --losses " + dir.file("ps_threads.json"));
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+  BackgroundCommand server("env PW_JOB_TOKEN=ownbatches1 " + pw::test::pipewright_binary() +
+                               " ps serve --mode sync --bind 127.0.0.1:0",
+                           dir.file("server.log"));
+  BOOST_REQUIRE_MESSAGE(server.wait_for_output("listening on", std::chrono::seconds(30)), server.output());
+  std::smatch m;
+  const auto log = server.output();
+  BOOST_REQUIRE_MESSAGE(std::regex_search(log, m, std::regex("listening on ([0-9.]+:[0-9]+)")), log);
+  r = run("env PW_JOB_TOKEN=ownbatches1 " + pw::test::pipewright_binary() + " launch --nproc-per-node 2 -- " + program +
+          " --ps-servers " + m[1].str() + " --losses " + dir.file("ps_procs.json"));
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+  BOOST_TEST(read_json(dir.file("ps_threads.json")) == read_json(dir.file("ps_procs.json")));
 }
 
 BOOST_AUTO_TEST_CASE(ranks_of_different_jobs_name_the_first_differing_field) {

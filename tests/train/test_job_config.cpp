@@ -162,7 +162,7 @@ BOOST_AUTO_TEST_CASE(validate_names_the_first_field_out_of_range_by_its_path) {
   BOOST_TEST(bad([](auto& c) { c.model.embedding_rows = {10, 0}; }) == "/model/embedding_rows/1: 0; must be in [1, 16777216]");
   // plan_job validates first.
   c.recovery.max_bad_steps = 0;
-  BOOST_CHECK_THROW(train::plan_job(c, false), train::ConfigError);
+  BOOST_CHECK_THROW(train::plan_job(c), train::ConfigError);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -61,7 +61,7 @@ Run train_steps(train::EmbeddedJob& trainer, int steps) {
 }
 
 Run train_job(const train::JobConfig& c, int steps) {
-  train::EmbeddedJob trainer(train::plan_job(c, false));
+  train::EmbeddedJob trainer(train::plan_job(c));
   return train_steps(trainer, steps);
 }
 
@@ -97,7 +97,7 @@ BOOST_AUTO_TEST_CASE(a_four_stage_bf16_pipeline_trains_as_one_bf16_stage) {
   // gradients to 8 significant bits, so a bias gradient (a sum over the batch that mostly cancels)
   // can be off by several percent while the losses agree closely.
   const Run fp32 = train_job(job({pipeline::ScheduleKind::OneFOneB, 1, 4}, "fp32"), 4);
-  train::EmbeddedJob untrained(train::plan_job(job({pipeline::ScheduleKind::OneFOneB, 1, 4}, "fp32"), false));
+  train::EmbeddedJob untrained(train::plan_job(job({pipeline::ScheduleKind::OneFOneB, 1, 4}, "fp32")));
   const Weights start = weights_of(untrained);
   auto update = [&](const Weights& w) {
     Weights d;
@@ -139,7 +139,7 @@ BOOST_AUTO_TEST_CASE(an_fp16_overflow_skips_the_step_on_every_rank_and_halves_th
   auto c = job(shape, "fp16");
   c.numerics.initial_loss_scale = 16777216;
   c.numerics.loss_scale_window = 1000;
-  train::EmbeddedJob trainer(train::plan_job(c, false));
+  train::EmbeddedJob trainer(train::plan_job(c));
   auto data = models::data::make_synthetic_images(256, {1, 12, 12}, 10, 5);
   models::data::DataLoader loader(*data, 16, models::data::Shuffle::Yes, 3, models::data::LastBatch::Drop);
   loader.start_epoch(0);
@@ -202,7 +202,7 @@ BOOST_AUTO_TEST_CASE(fp16_unscales_its_gradients_and_grows_the_scale_after_a_win
 BOOST_AUTO_TEST_CASE(checkpoints_hold_fp32_master_weights) {
   for (const std::string precision : {"bf16", "fp16"}) {
     BOOST_TEST_CONTEXT(precision) {
-      train::EmbeddedJob trainer(train::plan_job(job({pipeline::ScheduleKind::OneFOneB, 2, 2, 1, {3}}, precision), false));
+      train::EmbeddedJob trainer(train::plan_job(job({pipeline::ScheduleKind::OneFOneB, 2, 2, 1, {3}}, precision)));
       train_steps(trainer, 2);
       int tensors = 0;
       for (int rank = 0; rank < trainer.world_size(); ++rank)
@@ -227,12 +227,12 @@ BOOST_AUTO_TEST_CASE(bad_precision_settings_get_one_line_errors) {
   });
   auto c = job({}, "bf16");
   c.numerics.loss_scale = 128;
-  BOOST_CHECK_EXCEPTION(train::plan_job(c, false), InputError, [](const InputError& e) {
+  BOOST_CHECK_EXCEPTION(train::plan_job(c), InputError, [](const InputError& e) {
     return std::string(e.what()).find("apply to --precision fp16 only") != std::string::npos;
   });
   c = job({}, "fp16");
   c.numerics.initial_loss_scale = 0.5;
-  BOOST_CHECK_THROW(train::plan_job(c, false), InputError);
+  BOOST_CHECK_THROW(train::plan_job(c), InputError);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -35,19 +35,29 @@ train::JobConfig job(int servers) {
   return c;
 }
 
+models::ModelSpec dlrm_spec() {
+  models::ModelOptions mo;
+  mo.clicks.table_sizes.assign(kFeatures, kTableRows);
+  mo.clicks.bag_size = kBag;
+  mo.embedding_dim = kDim;
+  mo.embedding_tables = models::TablePlacement::ParameterServers;
+  return models::make_model_spec("dlrm", mo);
+}
+
+std::vector<std::string> table_names() {
+  std::vector<std::string> names;
+  for (const auto& t : dlrm_spec().embedding_tables) names.push_back(t.name);
+  return names;
+}
+
 // Each replica's bag layer for every feature, as the job's first stage builds them.
 struct Layers {
   Layers(train::ParameterServers& ps, const train::JobConfig& c) {
-    models::ModelOptions mo;
-    mo.clicks.table_sizes.assign(kFeatures, kTableRows);
-    mo.clicks.bag_size = kBag;
-    mo.embedding_dim = kDim;
-    ps.plug_into(mo, c);
-    const auto spec = models::make_model_spec("dlrm", mo);
-    ps.hold_tables(spec, "dlrm");
+    const auto spec = dlrm_spec();
+    const auto make_bag = ps.table_maker(c);
     for (int r = 0; r < kReplicas; ++r)
       for (int f = 0; f < kFeatures; ++f) {
-        layers[r][f] = mo.make_embedding_bag(spec.embedding_tables.at(static_cast<std::size_t>(f)));
+        layers[r][f] = make_bag(spec.embedding_tables.at(static_cast<std::size_t>(f)));
         bags[r][f] = &dynamic_cast<dp::PsEmbeddingBag&>(*layers[r][f]);
       }
   }
@@ -98,7 +108,7 @@ BOOST_AUTO_TEST_CASE(embedded_servers_come_back_to_the_checkpointed_step_and_the
   const auto folder = fs::temp_directory_path() / ("pw_ps_job_ckpt_" + std::to_string(::getpid()));
   fs::remove_all(folder);
   const auto c = job(2);
-  auto ps = train::ParameterServers::open(c, false);
+  auto ps = train::ParameterServers::open(c, table_names(), false);
   BOOST_REQUIRE(ps);
   std::vector<std::vector<float>> at_3, at_5;
   {
@@ -122,7 +132,7 @@ BOOST_AUTO_TEST_CASE(embedded_servers_come_back_to_the_checkpointed_step_and_the
   BOOST_TEST(rows(resumed) == at_5);
 
   // Three servers cannot take a checkpoint of two.
-  auto three = train::ParameterServers::open(job(3), false);
+  auto three = train::ParameterServers::open(job(3), table_names(), false);
   const auto message = error_of([&] { three->restore((folder / "step-3").string()); });
   BOOST_TEST(message.find((folder / "step-3").string() + " holds a parameter-server checkpoint of 2 shards; this job has 3") !=
                  std::string::npos,

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "dataparallel/ps/remote_rows_registry.h"
@@ -95,9 +96,12 @@ Tensor first_column(const Tensor& x) {
 
 // One stage holding: "registered" (built under the registry's scope, with ids from the input),
 // "quiet" (registered, no ids), "unregistered" (built outside any scope), then a Linear to two
-// classes.
+// classes. The executor's update check is `check`; its remote rows the registry, unless `rows`
+// names others (nullptr: none).
 struct Stage {
-  explicit Stage(int worker, int stage = 0, int stages = 1) : registry(worker), hub(stages) {
+  explicit Stage(int worker, int stage = 0, int stages = 1, pipeline::UpdateCheck* check = nullptr,
+                 std::optional<pipeline::RemoteRowsSync*> rows = std::nullopt)
+      : registry(worker), hub(stages) {
     auto chunk = std::make_unique<models::Sequential>();
     {
       dp::RemoteRowsRegistry::BuildScope scope(registry);
@@ -122,7 +126,8 @@ struct Stage {
     config.stage = stage;
     config.device = kernels::Device::cpu();
     config.replica = worker;
-    config.remote_rows = &registry;
+    config.remote_rows = rows ? *rows : &registry;
+    config.update_check = check;
     std::vector<std::unique_ptr<models::Sequential>> chunks;
     chunks.push_back(std::move(chunk));
     executor = std::make_unique<pipeline::StageExecutor>(config, std::move(chunks), models::OptimizerConfig{}, *transport);
@@ -167,9 +172,8 @@ BOOST_AUTO_TEST_CASE(registration_gives_each_layer_the_stage_worker) {
 }
 
 BOOST_AUTO_TEST_CASE(the_update_step_counts_and_pushes_exactly_the_registered_layers) {
-  Stage s(1);
   FixedCheck check({pipeline::UpdateAction::Apply, 1.0});
-  s.executor->set_update_check(&check);
+  Stage s(1, 0, 1, &check);
   s.step(0);
   BOOST_REQUIRE_EQUAL(s.registered->pushes.size(), 1u);
   BOOST_REQUIRE_EQUAL(s.quiet->pushes.size(), 1u);
@@ -186,13 +190,10 @@ BOOST_AUTO_TEST_CASE(the_update_step_counts_and_pushes_exactly_the_registered_la
 }
 
 BOOST_AUTO_TEST_CASE(a_clipped_step_scales_the_registered_gradients_and_a_skipped_one_discards_them) {
-  Stage unscaled(0), clipped(0), skipped(0);
   FixedCheck apply({pipeline::UpdateAction::Apply, 1.0});
   FixedCheck half({pipeline::UpdateAction::Apply, 0.5});
   FixedCheck skip({pipeline::UpdateAction::Skip, 1.0});
-  unscaled.executor->set_update_check(&apply);
-  clipped.executor->set_update_check(&half);
-  skipped.executor->set_update_check(&skip);
+  Stage unscaled(0, 0, 1, &apply), clipped(0, 0, 1, &half), skipped(0, 0, 1, &skip);
   unscaled.step(0);
   clipped.step(0);
   skipped.step(0);
@@ -203,17 +204,17 @@ BOOST_AUTO_TEST_CASE(a_clipped_step_scales_the_registered_gradients_and_a_skippe
 }
 
 BOOST_AUTO_TEST_CASE(a_stage_with_no_registered_layers_pushes_nothing) {
-  Stage s(0);
   dp::RemoteRowsRegistry empty(0);
   FixedCheck check({pipeline::UpdateAction::Apply, 1.0});
-  s.executor->set_update_check(&check);
-  s.executor->set_remote_rows(&empty);
-  s.step(0);
-  s.executor->set_remote_rows(nullptr);
-  s.step(1);
-  BOOST_TEST(s.registered->pushes.empty());
-  BOOST_TEST(s.quiet->pushes.empty());
-  BOOST_TEST(s.unregistered->pushes.empty());
+  Stage with_empty(0, 0, 1, &check, &empty);
+  with_empty.step(0);
+  Stage with_none(0, 0, 1, &check, nullptr);
+  with_none.step(1);
+  for (const Stage* s : {&with_empty, &with_none}) {
+    BOOST_TEST(s->registered->pushes.empty());
+    BOOST_TEST(s->quiet->pushes.empty());
+    BOOST_TEST(s->unregistered->pushes.empty());
+  }
   BOOST_TEST(check.reported == std::vector<double>({0.0, 0.0}));
 }
 

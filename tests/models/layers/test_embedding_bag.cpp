@@ -135,8 +135,22 @@ BOOST_AUTO_TEST_CASE(bad_ids_are_one_line_input_errors) {
                      "id 10 at [1, 0] is outside the table of 10 rows");
   expect_input_error([&] { layer.forward(ids_tensor({1, -1}, 1, 2), Mode::Train); }, "id -1");
   expect_input_error([&] { layer.forward(ids_tensor({1, 2, 3}, 1, 3), Mode::Train); }, "expects ids [batch, 2]");
-  expect_input_error([&] { layer.forward(Tensor::zeros({2, 2}), Mode::Train); }, "expects I64 ids");
+  expect_input_error([&] { layer.forward(Tensor::from_vector(std::vector<float>{1, 2, 3, 1.5f}, {2, 2}), Mode::Train); },
+                     "input 1.5 at [1, 1] is not a whole number");
   expect_input_error([] { EmbeddingBag(0, 4, 2, BagMode::Sum); }, "positive rows");
+}
+
+// A model's input (or a stage's activation) is F32: whole numbers in it are ids, and the input
+// gradient (zeros: ids carry none) comes back in the input's type.
+BOOST_AUTO_TEST_CASE(float_ids_look_up_the_same_rows_as_integer_ids) {
+  EmbeddingBag layer(10, 4, 2, BagMode::Mean);
+  layer.initialize(3);
+  const auto as_ints = layer.forward(ids_tensor({1, 2, 9, 3}, 2, 2), Mode::Train);
+  auto as_floats = layer.forward(Tensor::from_vector(std::vector<float>{1, 2, 9, 3}, {2, 2}), Mode::Train);
+  BOOST_TEST(as_floats.y.to_double_vector() == as_ints.y.to_double_vector());
+  const Tensor grad_in = layer.backward(*as_floats.ctx, Tensor::full({2, 4}, 1.0));
+  BOOST_TEST((grad_in.dtype() == kernels::DType::F32));
+  BOOST_TEST(grad_in.to_double_vector() == std::vector<double>(4, 0.0));
 }
 
 BOOST_AUTO_TEST_CASE(dot_interaction_matches_reference_and_finite_differences) {

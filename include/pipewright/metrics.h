@@ -1,0 +1,14 @@
+#pragma once
+// What an evaluation measured.
+#include <cstdint>
+
+namespace pw::models {
+
+struct EvalResult {
+  double loss = 0.0;   // mean over samples
+  double accuracy = 0.0;
+  std::int64_t samples = 0;
+  double auc = -1.0;   // binary cross-entropy (one logit) only: ROC AUC of the logits
+};
+
+}  // namespace pw::models

@@ -1,0 +1,95 @@
+#include "train/job_session.h"
+
+#include <exception>
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/log.h"
+
+namespace pw::train {
+namespace {
+
+void make_checkpoint_folder(const JobConfig& c) {
+  const auto& dir = c.checkpoints.dir;
+  if (dir.empty()) return;
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  PW_INPUT_CHECK(!error && std::filesystem::is_directory(dir),
+                 "--checkpoint-dir " << dir << ": cannot create this folder (" << error.message() << ")");
+}
+
+std::unique_ptr<World> make_world(const JobPlan& plan, const std::optional<rpc::LaunchEnv>& launch) {
+  const auto& c = plan.config;
+  if (!launch)
+    return make_thread_world(plan.shape(), c.transport == TransportKind::Thrift ? ThreadLinks::Thrift : ThreadLinks::InProcess);
+  WorldTimeouts timeouts;
+  timeouts.heartbeat = std::chrono::milliseconds(static_cast<std::int64_t>(c.timeouts.heartbeat_seconds * 1000));
+  timeouts.startup = std::chrono::milliseconds(static_cast<std::int64_t>(c.timeouts.startup_seconds * 1000));
+  return make_process_world(plan.shape(), *launch, timeouts);
+}
+
+}  // namespace
+
+JobSession::JobSession(JobPlan plan, std::optional<rpc::LaunchEnv> launch)
+    : plan_(std::make_shared<const JobPlan>(std::move(plan))) {
+  check_devices(plan_->config, plan_->shape().world_size());
+  make_checkpoint_folder(plan_->config);
+  servers_ = ParameterServers::open(plan_->config, plan_->server_tables, launch.has_value());
+  world_ = make_world(*plan_, launch);
+  engines_.resize(static_cast<std::size_t>(world_->local_ranks()));
+  try {
+    world_->run([this](RankLinks& links) {
+      engines_[local_index(links.rank())] = std::make_unique<Engine>(plan_, links, servers_.get());
+    });
+  } catch (...) {
+    failed_ = true;
+    throw;
+  }
+}
+
+JobSession::~JobSession() {
+  if (!finished_ && !failed_ && std::uncaught_exceptions() == 0) {
+    try {
+      finish();
+    } catch (const std::exception& e) {
+      PW_LOG(Warn, "finishing the job: " << e.what());
+    }
+  }
+  // Members go in reverse: the engines (on this thread; their rank threads are idle), the world
+  // that joins the rank threads, then the servers.
+}
+
+std::size_t JobSession::local_index(int rank) const {
+  for (int i = 0; i < world_->local_ranks(); ++i)
+    if (world_->local(i).rank() == rank) return static_cast<std::size_t>(i);
+  PW_CHECK(false, "rank " << rank << " does not run in this process");
+  return 0;
+}
+
+Engine& JobSession::engine_of_rank(int rank) { return *engines_.at(local_index(rank)); }
+
+void JobSession::run(const std::function<void(Engine&)>& body) {
+  PW_CHECK(!finished_, "the job has finished; make a new one");
+  if (failed_) {
+    PW_CHECK(plan_->replicas() == 1 && world_->recover(),
+             "the job cannot go on after a failed step: "
+                 << (world_->kind() == WorldKind::Processes ? "its ranks are processes, and the others stopped"
+                                                            : "its replicas' collectives were cancelled")
+                 << "; make a new one");
+    failed_ = false;
+  }
+  try {
+    world_->run([&](RankLinks& links) { body(*engines_[local_index(links.rank())]); });
+  } catch (...) {
+    failed_ = true;
+    throw;
+  }
+}
+
+void JobSession::finish() {
+  if (finished_) return;
+  finished_ = true;
+  world_->finish();
+}
+
+}  // namespace pw::train
