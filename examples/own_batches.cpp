@@ -5,7 +5,9 @@
 //   build/bin/example_own_batches --steps 40
 //   build/bin/example_own_batches --steps 40 --ps 2          # the table on 2 servers (threads)
 //   build/bin/pipewright launch --nproc-per-node 2 -- build/bin/example_own_batches --steps 40
-//   build/bin/pipewright launch --nproc-per-node 2 --ps 1 -- build/bin/example_own_batches --steps 40
+//   PW_JOB_TOKEN=t build/bin/pipewright ps serve --bind 127.0.0.1:7000 &     # a server of its own
+//   PW_JOB_TOKEN=t build/bin/pipewright launch --nproc-per-node 2 -- build/bin/example_own_batches \
+//       --steps 40 --ps-servers 127.0.0.1:7000
 //
 // Each process makes the same global batch and calls step() with it; the engine hands the first
 // stage the ids and the last stage the labels. --losses FILE writes the step losses as JSON.
@@ -70,7 +72,7 @@ int main(int argc, char** argv) {
   CLI::App app{"a click model trained on the program's own batches, a step at a time"};
   app.add_option("--steps", steps, "optimizer steps")->check(CLI::PositiveNumber);
   app.add_option("--ps", servers, "parameter servers to start as threads of this process");
-  app.add_option("--ps-servers", server_addresses, "HOST:PORT,... of running servers (pipewright launch --ps gives it)");
+  app.add_option("--ps-servers", server_addresses, "HOST:PORT,... of running servers (pipewright ps serve)");
   app.add_option("--losses", losses_path, "write the step losses here (JSON)");
   CLI11_PARSE(app, argc, argv);
 

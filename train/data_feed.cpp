@@ -14,12 +14,8 @@ namespace pw::train {
 using models::data::Batch;
 using models::data::DataParts;
 
-namespace {
-
-bool reads_inputs(DataParts p) { return p == DataParts::Both || p == DataParts::Inputs; }
-bool reads_labels(DataParts p) { return p == DataParts::Both || p == DataParts::Labels; }
-
-}  // namespace
+using models::data::reads_inputs;
+using models::data::reads_labels;
 
 Batch gather_rows(const models::data::Dataset* dataset, const kernels::Shape& sample_shape, DataParts parts,
                   const std::vector<std::int64_t>& indices, tbb::task_group_context& context) {

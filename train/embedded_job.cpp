@@ -14,7 +14,7 @@ JobPlan refuse_under_launcher(JobPlan plan) {
     throw InputError("EmbeddedJob runs every rank of a job as a thread of this process, but this process is rank " +
                      std::to_string(launch->rank) + " of " + std::to_string(launch->world_size) + " started by " +
                      launch->launcher + "; run it without a launcher, or train with run_job (pipewright/fit.h) "
-                     "or pipewright::Job (pipewright/job.h), which run this process's rank of the job");
+                     "or pw::train::Job (pipewright/job.h), which run this process's rank of the job");
   return plan;
 }
 
@@ -25,26 +25,18 @@ EmbeddedJob::EmbeddedJob(JobPlan plan) : session_(refuse_under_launcher(std::mov
 EmbeddedJob::~EmbeddedJob() = default;
 
 StepOutcome EmbeddedJob::step(const models::data::Batch& global) {
-  std::vector<StepOutcome> outcomes(static_cast<std::size_t>(world_size()));
   const auto& plan = this->plan();
-  session_.run([&](Engine& engine) {
-    const auto local = local_part(global, plan.schedule.micro_batches, plan.replicas(), engine.replica(),
-                                  engine.data_parts());
-    outcomes[static_cast<std::size_t>(engine.rank())] = engine.step(local);
-  });
-  return outcomes.front();
+  return session_
+      .on_each_rank<StepOutcome>([&](Engine& engine) {
+        return engine.step(local_part(global, plan.schedule.micro_batches, plan.replicas(), engine.replica(),
+                                      engine.data_parts()));
+      })
+      .front();
 }
 
 models::EvalResult EmbeddedJob::evaluate(const models::data::Dataset& test, std::int64_t batch,
                                          std::int64_t max_batches) {
-  std::vector<models::EvalResult> results(static_cast<std::size_t>(world_size()));
-  const int replicas = plan().replicas();
-  session_.run([&](Engine& engine) {
-    FeedShape shape{test.size(), test.sample_shape(), engine.data_parts(), replicas, engine.replica()};
-    EvalFeed feed(&test, shape, batch, max_batches);
-    results[static_cast<std::size_t>(engine.rank())] = engine.evaluate(feed);
-  });
-  return results.front();
+  return session_.evaluate(test, batch, max_batches);
 }
 
 std::vector<std::pair<std::string, models::Parameter*>> EmbeddedJob::named_parameters(int replica) {

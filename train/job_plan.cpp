@@ -229,7 +229,9 @@ bool operator==(const JobPlan& a, const JobPlan& b) {
   const auto schedule = [](const JobPlan& p) {
     return std::tuple(p.schedule.kind, p.schedule.stages, p.schedule.micro_batches, p.schedule.chunks);
   };
-  return to_full_json(a.config) == to_full_json(b.config) && layer_names(a) == layer_names(b) &&
+  // to_full_json leaves out a program's model; to_json holds its identity (layers, ties, loss).
+  return to_full_json(a.config) == to_full_json(b.config) && to_json(a.config) == to_json(b.config) &&
+         layer_names(a) == layer_names(b) &&
          a.model.split_points == b.model.split_points && schedule(a) == schedule(b) &&
          (a.programs.empty() ? b.programs.empty()
                              : !b.programs.empty() && pipeline::schedule_file_text(a.schedule, a.programs) ==

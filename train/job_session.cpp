@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "train/data_feed.h"
 
 namespace pw::train {
 namespace {
@@ -66,10 +67,17 @@ std::size_t JobSession::local_index(int rank) const {
   return 0;
 }
 
-Engine& JobSession::engine_of_rank(int rank) { return *engines_.at(local_index(rank)); }
+Engine& JobSession::engine(int local_index) {
+  const auto& engine = engines_.at(static_cast<std::size_t>(local_index));
+  PW_CHECK(engine != nullptr, "the job has finished; its engines are gone");
+  return *engine;
+}
+
+Engine& JobSession::engine_of_rank(int rank) { return engine(static_cast<int>(local_index(rank))); }
 
 void JobSession::run(const std::function<void(Engine&)>& body) {
   PW_CHECK(!finished_, "the job has finished; make a new one");
+  for (const auto& engine : engines_) PW_CHECK(engine != nullptr, "the job's engines are gone; make a new one");
   if (failed_) {
     PW_CHECK(plan_->replicas() == 1 && world_->recover(),
              "the job cannot go on after a failed step: "
@@ -86,8 +94,20 @@ void JobSession::run(const std::function<void(Engine&)>& body) {
   }
 }
 
+models::EvalResult JobSession::evaluate(const models::data::Dataset& test, std::int64_t batch,
+                                        std::int64_t max_batches) {
+  const int replicas = plan_->replicas();
+  return on_each_rank<models::EvalResult>([&](Engine& engine) {
+           FeedShape shape{test.size(), test.sample_shape(), engine.data_parts(), replicas, engine.replica()};
+           EvalFeed feed(&test, shape, batch, max_batches);
+           return engine.evaluate(feed);
+         })
+      .front();
+}
+
 void JobSession::finish() {
   if (finished_) return;
+  run([&](Engine& engine) { engines_[local_index(engine.rank())].reset(); });
   finished_ = true;
   world_->finish();
 }

@@ -29,21 +29,33 @@ class JobSession {
   const JobPlan& plan() const { return *plan_; }
   World& world() { return *world_; }
   int local_ranks() const { return static_cast<int>(engines_.size()); }
-  Engine& engine(int local_index) { return *engines_.at(static_cast<std::size_t>(local_index)); }
+  Engine& engine(int local_index);
   // The engine of world rank `rank`; it must run in this process.
   Engine& engine_of_rank(int rank);
+
+  // The local index of world rank `rank` (it must run in this process).
+  std::size_t local_index(int rank) const;
 
   // Runs body(engine) for every local rank, each on its rank's thread; the first failure is
   // rethrown once every rank stopped. After a failure the next run starts clean where that is
   // possible (ranks as threads, no replicas); otherwise it refuses, saying why.
   void run(const std::function<void(Engine&)>& body);
-  // Every rank is done: a world of processes meets at a last barrier and leaves the rendezvous.
-  // Called by the destructor when it was not, unless a run failed.
+  // run() that returns each local rank's result, by local index.
+  template <typename T>
+  std::vector<T> on_each_rank(const std::function<T(Engine&)>& body) {
+    std::vector<T> results(engines_.size());
+    run([&](Engine& engine) { results[local_index(engine.rank())] = body(engine); });
+    return results;
+  }
+  // Forward only over `test` in batches of `batch` samples (at most `max_batches`; -1: all), split
+  // over the replicas; rank 0's figures (every rank has them).
+  models::EvalResult evaluate(const models::data::Dataset& test, std::int64_t batch, std::int64_t max_batches);
+  // Every rank is done: each engine goes on its rank's thread (its collectives are released while
+  // every rank still takes part), then a world of processes meets at a last barrier and leaves
+  // the rendezvous. Called by the destructor when it was not, unless a run failed.
   void finish();
 
  private:
-  std::size_t local_index(int rank) const;
-
   std::shared_ptr<const JobPlan> plan_;
   std::unique_ptr<ParameterServers> servers_;
   std::unique_ptr<World> world_;

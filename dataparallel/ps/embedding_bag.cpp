@@ -219,7 +219,7 @@ models::Layer::Output PsEmbeddingBag::forward_impl(const Tensor& input, models::
   start();
   auto ctx = std::make_unique<PsBagContext>();
   ctx->input_dtype = input.dtype();
-  ctx->unique = models::unique_bag_ids(ids);
+  ctx->unique = models::unique_bag_ids(on_host(ids));
   const Tensor& unique = ctx->unique.ids;
   const std::vector<std::int64_t> keys(unique.data<std::int64_t>(), unique.data<std::int64_t>() + unique.numel());
   const auto u = static_cast<std::int64_t>(keys.size());

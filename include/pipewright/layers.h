@@ -38,7 +38,9 @@ LayerSpec embedding(std::string name, std::int64_t rows, int dim);
 // rows pooled (DLRM's EmbeddingBag; rows start uniform in ±sqrt(1/rows)). With
 // TablePlacement::ParameterServers the table lives on the job's parameter servers as
 // `name`, its rows pulled for each batch's distinct ids and updated there by the sparse optimizer
-// (JobConfig::ps); the job then needs servers, and a job with servers needs such a table.
+// (JobConfig::ps); the job then needs servers, and a job with servers needs such a table. A local
+// table refuses ids outside [0, rows); a server-backed one takes any id (rows sets the starting
+// values' scale). F32 ids must be whole numbers up to 2^24.
 struct EmbeddingBagOptions {
   int bag_size = 1;
   BagMode mode = BagMode::Sum;

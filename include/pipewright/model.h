@@ -36,9 +36,9 @@ enum class TablePlacement { Local, ParameterServers };
 struct LayerSpec {
   std::string name;   // top-level name, the prefix of its parameters ("layer2.1" -> "layer2.1.conv1.weight")
   std::function<std::unique_ptr<Layer>()> build;
-  // The dotted names of the embedding tables this layer keeps on parameter servers (filled by
-  // pw::layers::embedding_bag and the zoo): the job checks them against its servers before
-  // anything is built.
+  // The dotted names of the embedding tables this layer keeps on parameter servers, filled by
+  // pw::layers::embedding_bag and the zoo (not by hand): the job checks them against its servers
+  // before anything is built, and the servers' summary reports these tables.
   std::vector<std::string> server_tables = {};
 };
 

@@ -21,6 +21,8 @@ struct Batch {
 // What of a data set a rank reads: a pipeline's first stage the inputs, its last the labels, a
 // middle stage nothing (it learns the shapes only). Data sets made on the fly ignore it.
 enum class DataParts { Both, Inputs, Labels, None };
+inline bool reads_inputs(DataParts p) { return p == DataParts::Both || p == DataParts::Inputs; }
+inline bool reads_labels(DataParts p) { return p == DataParts::Both || p == DataParts::Labels; }
 
 
 // Fashion-MNIST from `dir` holding {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] (the .gz form

@@ -112,21 +112,22 @@ Tensor bag_pool_backward(const Tensor& grad_out, const Tensor& index, std::int64
 Tensor bag_ids_of(const Tensor& input, std::int64_t bag_size, const std::string& layer) {
   PW_INPUT_CHECK(input.ndim() == 2 && input.dim(1) == bag_size,
                  layer << " expects ids [batch, " << bag_size << "], got " << input.describe());
-  const Tensor host = on_host(input);
-  if (host.dtype() == DType::I64) return host;
-  PW_INPUT_CHECK(host.dtype() == DType::F32 || host.dtype() == DType::F64,
+  if (input.dtype() == DType::I64) return input;
+  PW_INPUT_CHECK(input.dtype() == DType::F32 || input.dtype() == DType::F64,
                  layer << " expects ids as I64, or as F32/F64 whole numbers; got " << input.describe());
-  const auto values = host.to_double_vector();
+  // Every whole number up to 2^24 (F32) or 2^53 (F64) is exact; larger ids must come as I64.
+  const double exact = input.dtype() == DType::F32 ? 16777216.0 : 9007199254740992.0;
+  const auto values = on_host(input).to_double_vector();
   std::vector<std::int64_t> ids(values.size());
   for (std::size_t i = 0; i < values.size(); ++i) {
     const double v = values[i];
-    // F32 holds every whole number up to 2^24 exactly; larger ids must come as I64.
-    PW_INPUT_CHECK(std::isfinite(v) && v == std::floor(v) && std::fabs(v) <= 9007199254740992.0,
+    PW_INPUT_CHECK(std::isfinite(v) && v == std::floor(v) && std::fabs(v) <= exact,
                    layer << ": input " << v << " at [" << static_cast<std::int64_t>(i) / bag_size << ", "
-                         << static_cast<std::int64_t>(i) % bag_size << "] is not a whole number (an id)");
+                         << static_cast<std::int64_t>(i) % bag_size << "] is not a whole number of at most " << exact
+                         << " (an id; larger ids come as I64)");
     ids[i] = static_cast<std::int64_t>(v);
   }
-  return Tensor::from_vector(ids, input.shape(), host_device_for(input));
+  return Tensor::from_vector(ids, input.shape(), host_device_for(input)).to(input.device());
 }
 
 void check_bag_ids(const Tensor& ids, std::int64_t num_embeddings, std::int64_t bag_size) {

@@ -28,9 +28,9 @@ Tensor bag_pool_forward(const Tensor& rows, const Tensor& index, BagMode mode);
 // grad_out [B, D], index [B, bag] -> gradient of every row [U, D] (rows used twice add up).
 Tensor bag_pool_backward(const Tensor& grad_out, const Tensor& index, std::int64_t unique_rows, BagMode mode);
 
-// The ids of a bag layer's input [B, bag] as I64 on the CPU: I64 as it is, or F32/F64 holding
-// whole numbers (a model's input, or an activation from the stage before). InputError naming
-// `layer`, the first value that is not a whole number, or the shape.
+// The ids of a bag layer's input [B, bag] as I64 on the input's device: I64 as it is, or F32/F64
+// holding whole numbers (a model's input, or an activation from the stage before; F32 is exact up
+// to 2^24). InputError naming `layer`, the first value that is not such a number, or the shape.
 Tensor bag_ids_of(const Tensor& input, std::int64_t bag_size, const std::string& layer);
 
 // Checks ids [B, bag] (I64) against a table of `num_embeddings` rows; an InputError names the

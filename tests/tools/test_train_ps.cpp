@@ -188,7 +188,7 @@ BOOST_AUTO_TEST_CASE(two_servers_and_two_worker_processes_match_the_embedded_job
 BOOST_AUTO_TEST_CASE(bad_parameter_server_flags_get_one_line_errors) {
   const std::string dlrm = "train --model dlrm --dataset synthetic-clicks --steps 2 ";
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"train --model seed-cnn --dataset synthetic --steps 1 --ps 2", "--model seed-cnn has none"},
+      {"train --model seed-cnn --dataset synthetic --steps 1 --ps 2", "model seed-cnn keeps none on them"},
       {dlrm + "--ps 2 --ps-mode eventually", "unknown update mode 'eventually'; accepted: sync, async, bounded"},
       {dlrm + "--ps 2 --ps-mode bounded --staleness 0", "bounded staleness needs --staleness >= 1"},
       {dlrm + "--ps 2 --ps-optimizer rmsprop", "rmsprop"},

@@ -62,7 +62,7 @@ BOOST_AUTO_TEST_CASE(a_users_own_cnn_trains_the_same_embedded_and_as_four_proces
 
 // The step-by-step API in processes: each process feeds the same batches to its stage, and the
 // losses are those of the job run as threads, bitwise; with the table on parameter servers too
-// (threads of the program, or a server pipewright launch --ps starts).
+// (a server run as a thread of the program, or one `pipewright ps serve` runs, reached by address).
 BOOST_AUTO_TEST_CASE(a_program_feeding_its_own_batches_trains_the_same_embedded_and_as_two_processes) {
   ScratchDir dir("own_batches");
   const std::string program = binary("example_own_batches") + " --steps 8";

@@ -154,6 +154,19 @@ BOOST_AUTO_TEST_CASE(a_plan_is_a_value_that_starts_nothing_and_writes_nothing) {
   other = c;
   other.program_model->split_points = {};
   BOOST_TEST(!(train::plan_job(other) == plan));
+  other = c;
+  other.program_model->tied = {{"both", {"fc1.weight", "fc2.weight"}}};
+  BOOST_TEST(!(train::plan_job(other) == plan));
+  other = c;
+  other.program_model->loss_name = "my-loss";
+  BOOST_TEST(!(train::plan_job(other) == plan));
+}
+
+BOOST_AUTO_TEST_CASE(a_step_driven_job_refuses_checkpoint_settings_it_would_ignore) {
+  auto c = click_job(L::TablePlacement::Local, 1, 1, 0);
+  c.checkpoints.dir = "/tmp/never-made";
+  const auto why = message_of<train::ConfigError>([&] { train::Job job(c); });
+  BOOST_TEST(why.find("/checkpoints/dir") != std::string::npos, why);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -114,11 +114,14 @@ BOOST_AUTO_TEST_CASE(the_losss_name_is_part_of_the_identity) {
              "/program_model/loss: absent in the checkpoint, \"smoothing-0.1\" now");
 }
 
-BOOST_AUTO_TEST_CASE(a_program_model_with_parameter_servers_is_refused_rather_than_ignored) {
+// Servers hold embedding tables; a program model with none on them is refused, not trained
+// beside servers nobody uses (tests/train/test_job.cpp trains one that has such a table).
+BOOST_AUTO_TEST_CASE(a_program_model_without_server_tables_is_refused_servers) {
   auto job = two_stage_job(test::tied_mlp());
   job.ps.servers = 2;
-  BOOST_CHECK_EXCEPTION(losses(job), InputError, [](const InputError& e) {
-    return std::string(e.what()).find("a program's own model cannot put its tables on them yet") != std::string::npos;
+  BOOST_CHECK_EXCEPTION(losses(job), train::ConfigError, [](const train::ConfigError& e) {
+    return std::string(e.what()).find("/ps/servers") != std::string::npos &&
+           std::string(e.what()).find("model tied-mlp keeps none on them") != std::string::npos;
   });
 }
 
