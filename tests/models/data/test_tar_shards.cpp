@@ -6,6 +6,7 @@
 #include <fstream>
 #include <set>
 #include <stdexcept>
+#include <thread>
 
 #include <boost/test/unit_test.hpp>
 
@@ -129,6 +130,21 @@ BOOST_AUTO_TEST_CASE(reads_return_the_original_bytes_and_labels) {
   const ShardCheck check = train->verify();
   BOOST_CHECK_EQUAL(check.samples, 10);
   BOOST_CHECK_EQUAL(check.shards, 1);
+}
+
+BOOST_AUTO_TEST_CASE(reads_from_several_threads_at_once_agree) {
+  Packed p(4 * 1024);
+  const auto source = open_shard_source(p.out, Split::Train);
+  std::vector<std::thread> threads;
+  std::vector<int> mismatches(4, 0);
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 20; ++round)
+        for (std::int64_t i = (t + round) % source->size(), n = 0; n < source->size(); ++n, i = (i + 1) % source->size())
+          if (source->read(i).bytes != p.files.train()[static_cast<std::size_t>(i)].bytes) ++mismatches[static_cast<std::size_t>(t)];
+    });
+  for (auto& thread : threads) thread.join();
+  BOOST_CHECK((mismatches == std::vector<int>(4, 0)));
 }
 
 BOOST_AUTO_TEST_CASE(shards_roll_over_at_the_shard_size) {
