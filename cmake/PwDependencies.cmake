@@ -14,6 +14,7 @@ find_package(Boost REQUIRED COMPONENTS unit_test_framework)
 
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(THRIFT REQUIRED IMPORTED_TARGET thrift)   # PkgConfig::THRIFT
+pkg_check_modules(LIBARCHIVE REQUIRED IMPORTED_TARGET libarchive)   # PkgConfig::LIBARCHIVE (tar shards)
 find_program(THRIFT_COMPILER thrift REQUIRED)
 find_path(GLOO_INCLUDE_DIR gloo/allreduce.h REQUIRED)
 find_library(GLOO_LIBRARY gloo REQUIRED)

@@ -8,6 +8,7 @@ packages=(
   libthrift-dev thrift-compiler
   libtbb-dev
   zlib1g-dev
+  libturbojpeg0-dev libpng-dev libarchive-dev
   libboost-test-dev
   libdnnl-dev
   libgloo-dev

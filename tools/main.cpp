@@ -1,4 +1,4 @@
-// The pipewright command: train, plan, launch, prof, ps and info.
+// The pipewright command: train, plan, launch, prof, ps, data and info.
 #include <cstdio>
 #include <cstdlib>
 
@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "kernels/allocator.h"
 #include "rpc/transport.h"
+#include "tools/data_command.h"
 #include "tools/fault_env.h"
 #include "tools/info_command.h"
 #include "tools/launch_command.h"
@@ -29,6 +30,8 @@ int main(int argc, char** argv) {
   pw::tools::add_prof_command(app, prof);
   pw::tools::PsServeOptions ps;
   pw::tools::add_ps_command(app, ps);
+  pw::tools::DataOptions data;
+  pw::tools::add_data_command(app, data);
   try {
     pw::tools::install_fault_hooks_from_environment();   // tests only: PW_INJECT_FAULT, PW_INJECT_STEP_DELAY
     app.parse(argc, argv);
