@@ -16,12 +16,23 @@ constexpr std::int64_t kMaxPixels = std::int64_t{1} << 28;
 struct HandleDeleter {
   void operator()(void* h) const { tjDestroy(h); }
 };
+using Handle = std::unique_ptr<void, HandleDeleter>;
 
 // One decompressor per thread: a handle is not safe to share, and making one per image costs.
-tjhandle decompressor() {
-  thread_local std::unique_ptr<void, HandleDeleter> handle(tjInitDecompress());
-  PW_CHECK(handle != nullptr, "tjInitDecompress failed: " << tjGetErrorStr2(nullptr));
-  return handle.get();
+// After a failure the handle is replaced: TurboJPEG 2.1 can leave it unusable for the next file.
+Handle& thread_handle() {
+  thread_local Handle handle;
+  if (!handle) {
+    handle.reset(tjInitDecompress());
+    PW_CHECK(handle != nullptr, "tjInitDecompress failed: " << tjGetErrorStr2(nullptr));
+  }
+  return handle;
+}
+
+[[noreturn]] void fail(const EncodedSample& sample, const std::string& what) {
+  const std::string message = one_line(tjGetErrorStr2(thread_handle().get()));
+  thread_handle().reset();
+  throw InputError(sample.name + ": " + what + " (" + message + ")");
 }
 
 struct Header {
@@ -32,7 +43,7 @@ Header read_header(tjhandle h, const EncodedSample& sample) {
   Header hd;
   const int rc = tjDecompressHeader3(h, sample.bytes.data(), static_cast<unsigned long>(sample.bytes.size()),
                                      &hd.width, &hd.height, &hd.subsampling, &hd.colorspace);
-  PW_INPUT_CHECK(rc == 0, sample.name << ": corrupt JPEG header (" << one_line(tjGetErrorStr2(h)) << ")");
+  if (rc != 0) fail(sample, "corrupt JPEG header");
   // A header cut short can still "parse" (libjpeg inserts a fake end of file), with no frame.
   PW_INPUT_CHECK(hd.width > 0 && hd.height > 0, sample.name << ": corrupt JPEG header (no frame size)");
   PW_INPUT_CHECK(std::int64_t{hd.width} * hd.height <= kMaxPixels,
@@ -75,12 +86,12 @@ bool is_only_a_warning(tjhandle h) {
 }  // namespace
 
 ImageSize jpeg_size(const EncodedSample& sample) {
-  const Header hd = read_header(decompressor(), sample);
+  const Header hd = read_header(thread_handle().get(), sample);
   return {hd.width, hd.height};
 }
 
 RgbImage decode_jpeg(const EncodedSample& sample, double min_scale) {
-  tjhandle h = decompressor();
+  tjhandle h = thread_handle().get();
   const Header hd = read_header(h, sample);
   const tjscalingfactor scale = scale_for(min_scale);
   RgbImage image;
@@ -91,8 +102,7 @@ RgbImage decode_jpeg(const EncodedSample& sample, double min_scale) {
   std::vector<std::uint8_t> decoded(static_cast<std::size_t>(image.width) * image.height * channels);
   const int rc = tjDecompress2(h, sample.bytes.data(), static_cast<unsigned long>(sample.bytes.size()), decoded.data(),
                                image.width, image.width * channels, image.height, cmyk ? TJPF_CMYK : TJPF_RGB, 0);
-  PW_INPUT_CHECK(rc == 0 || is_only_a_warning(h),
-                 sample.name << ": cannot decode JPEG (" << one_line(tjGetErrorStr2(h)) << ")");
+  if (rc != 0 && !is_only_a_warning(h)) fail(sample, "cannot decode JPEG");
   if (!cmyk) {
     image.pixels = std::move(decoded);
     return image;
