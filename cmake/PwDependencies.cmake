@@ -15,6 +15,8 @@ find_package(Boost REQUIRED COMPONENTS unit_test_framework)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(THRIFT REQUIRED IMPORTED_TARGET thrift)   # PkgConfig::THRIFT
 pkg_check_modules(LIBARCHIVE REQUIRED IMPORTED_TARGET libarchive)   # PkgConfig::LIBARCHIVE (tar shards)
+pkg_check_modules(TURBOJPEG REQUIRED IMPORTED_TARGET libturbojpeg)   # PkgConfig::TURBOJPEG (JPEG decoding)
+pkg_check_modules(PNG REQUIRED IMPORTED_TARGET libpng)               # PkgConfig::PNG
 find_program(THRIFT_COMPILER thrift REQUIRED)
 find_path(GLOO_INCLUDE_DIR gloo/allreduce.h REQUIRED)
 find_library(GLOO_LIBRARY gloo REQUIRED)

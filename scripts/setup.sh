@@ -15,7 +15,7 @@ packages=(
   nlohmann-json3-dev
   libcli11-dev
   dataset-fashion-mnist
-  python3 python3-torch python3-numpy
+  python3 python3-torch python3-numpy python3-torchvision
   clang libclang-rt-14-dev
 )
 

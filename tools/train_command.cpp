@@ -66,6 +66,7 @@ const std::vector<std::pair<std::string, std::string>>& flag_of_path() {
       {"/model/name", "--model"}, {"/model/width", "--width"}, {"/model/embedding_rows", "--embedding-rows"},
       {"/model/embedding_dim", "--embedding-dim"}, {"/data/dataset", "--dataset"},
       {"/data/synthetic_shape", "--synthetic-shape"}, {"/data/synthetic_size", "--synthetic-size"},
+      {"/data/image_size", "--image-size"}, {"/data/augment", "--augment"},
       {"/data/batch_size", "--batch-size"}, {"/data/epochs", "--epochs"}, {"/data/steps", "--steps"},
       {"/data/eval_batches", "--eval-batches"}, {"/pipeline/stages", "--stages"},
       {"/pipeline/micro_batches", "--micro-batches"}, {"/pipeline/schedule", "--schedule"},
@@ -188,11 +189,20 @@ void add_train_command(CLI::App& app, TrainCommand& t) {
   cmd->add_option("--load", job.load_path, "start from these weights (safetensors)")->group(model);
 
   const std::string data = "Data";
-  cmd->add_option("--dataset", job.data.dataset, "fashion-mnist, synthetic or synthetic-clicks (for dlrm)")
+  cmd->add_option("--dataset", job.data.dataset,
+                  "fashion-mnist, synthetic, synthetic-clicks (for dlrm), image-folder, shards or cifar10")
       ->capture_default_str()->group(data);
   cmd->add_option("--data-dir", job.resources.data_dir,
-                  "folder with the Fashion-MNIST IDX files (default $PW_FASHION_MNIST_DIR or "
-                  "/usr/share/datasets/fashion-mnist)")->group(data);
+                  "fashion-mnist: folder with the IDX files (default $PW_FASHION_MNIST_DIR or "
+                  "/usr/share/datasets/fashion-mnist); image-folder: ROOT of ROOT/train/CLASS/*.jpg and "
+                  "ROOT/val/CLASS/*.jpg; shards: what pipewright data pack wrote (the folder, or a brace pattern "
+                  "such as DIR/train-{000000..000031}.tar); cifar10: folder with data_batch_1.bin ... test_batch.bin")->group(data);
+  cmd->add_option("--image-size", job.data.image_size, "image-folder, shards: samples are 3 x S x S")->capture_default_str()
+      ->check(CLI::Range(1, 8192))->group(data);
+  cmd->add_option("--augment", job.data.augment,
+                  "image-folder, shards: imagenet (RandomResizedCrop + flip in training) or none (Resize + "
+                  "CenterCrop)")
+      ->capture_default_str()->check(CLI::IsMember({"imagenet", "none"}))->group(data);
   add_parsed(*cmd, "--synthetic-shape", job.data.synthetic_shape, models::data::parse_sample_shape,
              "CxHxW of synthetic samples")->default_str("1x28x28")->group(data);
   cmd->add_option("--synthetic-size", job.data.synthetic_size, "training samples of the synthetic data set")

@@ -18,7 +18,8 @@ using models::data::reads_inputs;
 using models::data::reads_labels;
 
 Batch gather_rows(const models::data::Dataset* dataset, const kernels::Shape& sample_shape, DataParts parts,
-                  const std::vector<std::int64_t>& indices, tbb::task_group_context& context) {
+                  const std::vector<std::int64_t>& indices, tbb::task_group_context& context,
+                  std::optional<std::int64_t> epoch) {
   const auto count = static_cast<std::int64_t>(indices.size());
   Batch batch;
   if (parts == DataParts::None) return batch;
@@ -41,9 +42,16 @@ Batch gather_rows(const models::data::Dataset* dataset, const kernels::Shape& sa
       [&](const tbb::blocked_range<std::int64_t>& range) {
         for (std::int64_t i = range.begin(); i != range.end(); ++i) {
           const auto index = indices[static_cast<std::size_t>(i)];
-          if (images != nullptr && labels != nullptr) dataset->fill(index, images + i * sample_numel, labels[i]);
-          else if (images != nullptr) dataset->fill_image(index, images + i * sample_numel);
-          else labels[i] = dataset->fill_label(index);
+          float* image = images != nullptr ? images + i * sample_numel : nullptr;
+          if (image != nullptr && labels != nullptr) {
+            if (epoch) dataset->fill_in_epoch(*epoch, index, image, labels[i]);
+            else dataset->fill(index, image, labels[i]);
+          } else if (image != nullptr) {
+            if (epoch) dataset->fill_image_in_epoch(*epoch, index, image);
+            else dataset->fill_image(index, image);
+          } else {
+            labels[i] = dataset->fill_label(index);
+          }
         }
       },
       context);
@@ -107,6 +115,7 @@ TrainFeed::TrainFeed(const models::data::Dataset* dataset, FeedShape shape, std:
 
 void TrainFeed::start_epoch(std::int64_t epoch, std::int64_t first_batch) {
   prefetcher_.reset();
+  epoch_ = epoch;
   // The order a single replica's DataLoader reads: the same batches whatever the job's shape.
   order_ = models::data::shard_epoch_indices(shape_.dataset_size, models::data::Shuffle::Yes, seed_, epoch, {0, 1});
   PW_CHECK(first_batch >= 0 && first_batch <= batches_per_epoch(),
@@ -127,7 +136,7 @@ Batch TrainFeed::assemble(std::int64_t batch, tbb::task_group_context& context) 
     const std::int64_t begin = batch * global_batch_ + m * micro + shape_.replica * slice;
     rows.insert(rows.end(), order_.begin() + begin, order_.begin() + begin + slice);
   }
-  return gather_rows(dataset_, shape_.sample_shape, shape_.parts, rows, context);
+  return gather_rows(dataset_, shape_.sample_shape, shape_.parts, rows, context, epoch_);
 }
 
 std::optional<Batch> TrainFeed::next() {

@@ -45,6 +45,7 @@ class TrainFeed {
   std::uint64_t seed_;
   int prefetch_;
   std::vector<std::int64_t> order_;
+  std::int64_t epoch_ = 0;
   std::int64_t next_ = 0;
   std::unique_ptr<models::data::BatchPrefetcher> prefetcher_;
 };
@@ -71,9 +72,10 @@ class EvalFeed {
 models::data::Batch local_part(const models::data::Batch& global, int micro_batches, int replicas, int replica,
                                models::data::DataParts parts);
 
-// Fills rows `indices` of `dataset` into a batch holding the parts `parts` asks for.
+// Fills rows `indices` of `dataset` into a batch holding the parts `parts` asks for; with a
+// training `epoch`, as that epoch's augmentation draws them (Dataset::fill_in_epoch).
 models::data::Batch gather_rows(const models::data::Dataset* dataset, const kernels::Shape& sample_shape,
                                 models::data::DataParts parts, const std::vector<std::int64_t>& indices,
-                                tbb::task_group_context& context);
+                                tbb::task_group_context& context, std::optional<std::int64_t> epoch = std::nullopt);
 
 }  // namespace pw::train

@@ -23,6 +23,14 @@ struct ShapeText {
   std::vector<std::int64_t>& shape;
 };
 
+// A field added after identities were first hashed: written only when it differs from its
+// default, so the identity (and the hash) of a config that leaves it alone is as before.
+template <typename T>
+struct WrittenUnlessDefault {
+  T& value;
+  T fallback;
+};
+
 std::string shape_text(const std::vector<std::int64_t>& shape) {
   std::string out;
   for (const auto d : shape) out += (out.empty() ? "" : "x") + std::to_string(d);
@@ -39,6 +47,8 @@ template <typename F>
 void fields(DataConfig& c, F&& f) {
   f("dataset", c.dataset), f("synthetic_shape", ShapeText{c.synthetic_shape}), f("synthetic_size", c.synthetic_size);
   f("batch_size", c.batch_size), f("epochs", c.epochs), f("steps", c.steps), f("eval_batches", c.eval_batches);
+  f("image_size", WrittenUnlessDefault<std::int64_t>{c.image_size, 224});
+  f("augment", WrittenUnlessDefault<std::string>{c.augment, "imagenet"});
 }
 template <typename F>
 void fields(PipelineConfig& c, F&& f) {
@@ -104,10 +114,19 @@ nlohmann::json value_json(const std::optional<dp::SparseOptimizerKind>& v) {
   return v ? std::string(enum_name(*v)) : std::string();
 }
 
+template <typename T>
+bool left_out(const T&) { return false; }
+template <typename T>
+bool left_out(const WrittenUnlessDefault<T>& v) { return v.value == v.fallback; }
+template <typename T>
+nlohmann::json value_json(const WrittenUnlessDefault<T>& v) { return value_json(v.value); }
+
 template <typename Section>
 nlohmann::json section_json(const Section& section) {
   nlohmann::json j = nlohmann::json::object();
-  fields(const_cast<Section&>(section), [&](const char* name, const auto& value) { j[name] = value_json(value); });
+  fields(const_cast<Section&>(section), [&](const char* name, const auto& value) {
+    if (!left_out(value)) j[name] = value_json(value);
+  });
   return j;
 }
 
@@ -187,6 +206,11 @@ void read_value(const nlohmann::json& j, const std::string& path, ByteSize out) 
   } catch (const InputError& e) {
     bad(path, e.what());
   }
+}
+
+template <typename T>
+void read_value(const nlohmann::json& j, const std::string& path, WrittenUnlessDefault<T> out) {
+  read_value(j, path, out.value);
 }
 
 // ConfigError for the first key of `j` not in `known`: "PATH/KEY: unknown field; <owner>a, b, c".

@@ -41,6 +41,9 @@ models::data::DatasetOptions dataset_options(const JobConfig& c, models::data::D
   d.parts = parts;
   if (c.data.dataset == "synthetic" || c.data.dataset == "synthetic-clicks") d.synthetic_size = c.data.synthetic_size;
   if (c.data.dataset == "synthetic") d.synthetic_shape = c.data.synthetic_shape;
+  d.data_dir = c.resources.data_dir;
+  d.image_size = static_cast<int>(c.data.image_size);
+  d.augment = c.data.augment;
   return d;
 }
 

@@ -25,6 +25,10 @@ class Dataset {
   // the labels (its last). The defaults fill the whole sample.
   virtual void fill_image(std::int64_t index, float* image_out) const;
   virtual std::int64_t fill_label(std::int64_t index) const;
+  // The sample as training epoch `epoch` sees it, for a data set whose augmentation draws anew each
+  // epoch (the training loader calls these). The defaults ignore the epoch.
+  virtual void fill_in_epoch(std::int64_t epoch, std::int64_t index, float* image_out, std::int64_t& label_out) const;
+  virtual void fill_image_in_epoch(std::int64_t epoch, std::int64_t index, float* image_out) const;
 };
 
 }  // namespace pw::models::data

@@ -25,13 +25,17 @@ struct ModelConfig {
 };
 
 struct DataConfig {
-  std::string dataset = "fashion-mnist";   // fashion-mnist, synthetic or synthetic-clicks
+  std::string dataset = "fashion-mnist";   // fashion-mnist, synthetic, synthetic-clicks, image-folder or cifar10
   std::vector<std::int64_t> synthetic_shape{1, 28, 28};   // {C, H, W}; "1x28x28" in JSON
   std::int64_t synthetic_size = 60000;
   std::int64_t batch_size = 64;   // the global batch, split over replicas and micro-batches
   std::int64_t epochs = 1;
   std::int64_t steps = -1;        // overrides epochs when > 0
   std::int64_t eval_batches = -1; // evaluate on at most this many test batches (-1: all)
+  // image-folder: samples are 3 x image_size x image_size; augment "imagenet" (RandomResizedCrop +
+  // flip in training) or "none" (the evaluation Resize + CenterCrop for training too).
+  std::int64_t image_size = 224;
+  std::string augment = "imagenet";
 };
 
 struct PipelineConfig {
@@ -114,7 +118,7 @@ struct Resources {
   std::vector<std::string> devices;  // one per rank (replica-major), overriding `device`
   int threads = 0;                   // CPU threads per rank; 0: this machine's share
   std::int64_t device_memory = 0;    // cap per device in bytes ("512MiB" in JSON); 0: no cap
-  std::string data_dir;              // fashion-mnist files here; empty: $PW_FASHION_MNIST_DIR or the default
+  std::string data_dir;              // fashion-mnist files (empty: $PW_FASHION_MNIST_DIR or the default), an image folder's root, or CIFAR-10's .bin files
 };
 
 struct JobConfig {

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "core/error.h"
+#include "models/data/shards/shard_source.h"
+#include "models/data/image_dataset.h"
 #include "models/data/synthetic_clicks.h"
 
 namespace pw::models::data {
@@ -24,6 +26,14 @@ std::int64_t Dataset::fill_label(std::int64_t index) const {
   return label;
 }
 
+void Dataset::fill_in_epoch(std::int64_t, std::int64_t index, float* image_out, std::int64_t& label_out) const {
+  fill(index, image_out, label_out);
+}
+
+void Dataset::fill_image_in_epoch(std::int64_t, std::int64_t index, float* image_out) const {
+  fill_image(index, image_out);
+}
+
 namespace {
 
 std::string fashion_mnist_dir(const DatasetOptions& options) {
@@ -31,6 +41,11 @@ std::string fashion_mnist_dir(const DatasetOptions& options) {
   const char* env = std::getenv("PW_FASHION_MNIST_DIR");
   if (env != nullptr && *env != '\0') return env;
   return kFashionMnistDefaultDir;
+}
+
+std::string required_data_dir(const std::string& name, const DatasetOptions& options) {
+  PW_INPUT_CHECK(!options.data_dir.empty(), "data set '" << name << "' needs its folder: --data-dir DIR");
+  return options.data_dir;
 }
 
 std::int64_t default_synthetic_size(Split split) { return split == Split::Train ? 60000 : 10000; }
@@ -49,7 +64,19 @@ std::unique_ptr<Dataset> open_dataset(const std::string& name, Split split, cons
     const std::int64_t size = split == Split::Train ? train : std::max<std::int64_t>(1, train / 6);
     return make_synthetic_clicks(options.clicks, size, options.seed, split);
   }
-  throw InputError("unknown data set '" + name + "'; accepted: fashion-mnist, synthetic, synthetic-clicks");
+  if (name == "image-folder" || name == "shards") {
+    ImageOptions image;
+    image.size = options.image_size;
+    image.augment = parse_augment(options.augment);
+    image.seed = options.seed;
+    const auto dir = required_data_dir(name, options);
+    // Even a rank that reads nothing opens the listing or the index: the class count is in it.
+    if (name == "shards") return make_image_dataset(shards::open_shard_source(dir, split), image, split);
+    return make_image_dataset(open_image_folder(dir, split), image, split);
+  }
+  if (name == "cifar10") return open_cifar10(required_data_dir(name, options), split, options.parts);
+  throw InputError("unknown data set '" + name +
+                   "'; accepted: fashion-mnist, synthetic, synthetic-clicks, image-folder, shards, cifar10");
 }
 
 kernels::Shape parse_sample_shape(const std::string& text) {

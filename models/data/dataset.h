@@ -54,9 +54,14 @@ struct DatasetOptions {
   // synthetic-clicks (synthetic_clicks.h): synthetic_size training samples (0: 60000) and a sixth as many test samples:
   ClickFeatures clicks;
   DataParts parts = DataParts::Both;   // which files a file-backed set opens
+  // image-folder (ROOT/train/CLASS/*, ROOT/val/CLASS/*) and cifar10: the folder, required.
+  std::string data_dir;
+  // image-folder: samples are 3 x image_size x image_size; augment "imagenet" or "none".
+  int image_size = 224;
+  std::string augment = "imagenet";
 };
 
-// "fashion-mnist", "synthetic" or "synthetic-clicks"; any other name is an InputError listing these.
+// "fashion-mnist", "synthetic", "synthetic-clicks", "image-folder" or "cifar10"; any other name is an InputError listing these.
 std::unique_ptr<Dataset> open_dataset(const std::string& name, Split split, const DatasetOptions& options = {});
 
 // Parses "CxHxW" (e.g. "1x28x28", "3x224x224"); anything else is an InputError showing the form.

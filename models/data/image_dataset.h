@@ -1,0 +1,42 @@
+#pragma once
+// Data sets of real images: encoded images (an image folder, shards) decoded and transformed by
+// torchvision's ImageNet recipe into 3 x S x S floats, and CIFAR-10's binary batches.
+#include <memory>
+#include <string>
+
+#include "models/data/dataset.h"
+#include "models/data/encoded_images.h"
+#include "models/data/image_resample.h"
+
+namespace pw::models::data {
+
+enum class Augment { ImageNet, None };   // none: the evaluation transform for training too
+
+struct ImageOptions {
+  int size = 224;   // S
+  Augment augment = Augment::ImageNet;
+  Normalization normalization = kImageNetNormalization;
+  std::uint64_t seed = 0;
+};
+
+// Augment "imagenet" or "none"; anything else is an InputError listing them.
+Augment parse_augment(const std::string& name);
+
+// Split::Train with Augment::ImageNet draws RandomResizedCrop + flip per (seed, epoch, index)
+// (fill() is epoch 0); otherwise every sample gets Resize + CenterCrop. Labels come from the
+// source without decoding. `source` may be null for a rank that reads nothing (size() is then 0).
+std::unique_ptr<Dataset> make_image_dataset(std::unique_ptr<EncodedSource> source, ImageOptions options, Split split,
+                                            int num_classes = 0);
+
+// ROOT/train/CLASS/* or ROOT/val/CLASS/* (.jpg, .jpeg, .png in any case), as torchvision's
+// ImageFolder: classes are the sorted folder names, files in sorted order.
+std::unique_ptr<EncodedSource> open_image_folder(const std::string& root, Split split);
+
+// CIFAR-10's binary form in `dir`: data_batch_1.bin ... data_batch_5.bin (train) or test_batch.bin,
+// each record a label byte and 3072 bytes of 32x32 planes R, G, B. Samples are 3x32x32, normalised
+// with CIFAR-10's mean and std unless `normalization` is given.
+inline constexpr Normalization kCifar10Normalization{{0.4914f, 0.4822f, 0.4465f}, {0.2470f, 0.2435f, 0.2616f}};
+std::unique_ptr<Dataset> open_cifar10(const std::string& dir, Split split, DataParts parts = DataParts::Both,
+                                      const Normalization& normalization = kCifar10Normalization);
+
+}  // namespace pw::models::data

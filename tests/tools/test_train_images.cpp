@@ -1,0 +1,107 @@
+// Real files through `pipewright train`: an image folder of PNG and JPEG files, and CIFAR-10
+// binary batches, written by the test from generated Fashion-MNIST-like content (a class is a
+// pattern, samples add noise), train resnet18 and the loss falls.
+#include <turbojpeg.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <random>
+
+#include <boost/test/unit_test.hpp>
+#include <nlohmann/json.hpp>
+
+#include "tests/models/data/image_test_files.h"
+#include "tests/tools/cli_runner.h"
+
+namespace {
+
+using pw::test::Bytes;
+
+// A 64x64 grey garment-like silhouette per class (its width and stripes), with noise.
+Bytes class_image(int cls, std::mt19937& rng) {
+  std::normal_distribution<double> noise(0.0, 12.0);
+  Bytes grey(64 * 64);
+  for (int y = 0; y < 64; ++y)
+    for (int x = 0; x < 64; ++x) {
+      const double half_width = 8 + 5 * cls;
+      const bool inside = std::abs(x - 32) < half_width && y > 8 && y < 56;
+      const double stripes = cls % 2 == 0 ? 40 * std::sin(y * 0.5 * (cls + 1)) : 40 * std::sin(x * 0.4 * cls);
+      grey[y * 64 + x] = static_cast<std::uint8_t>(std::clamp((inside ? 160 + stripes : 30) + noise(rng), 0.0, 255.0));
+    }
+  return grey;
+}
+
+void write(const std::filesystem::path& path, const Bytes& bytes) {
+  std::filesystem::create_directories(path.parent_path());
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+
+double mean(const nlohmann::json& losses, std::size_t first, std::size_t count) {
+  double sum = 0;
+  for (std::size_t i = first; i < first + count; ++i) sum += losses.at(i).get<double>();
+  return sum / static_cast<double>(count);
+}
+
+void check_loss_falls(const std::string& summary) {
+  const auto j = nlohmann::json::parse(std::ifstream(summary));
+  const auto& losses = j.at("loss_history");
+  BOOST_REQUIRE_GE(losses.size(), 12u);
+  const double early = mean(losses, 0, 4), late = mean(losses, losses.size() - 4, 4);
+  BOOST_TEST_MESSAGE("loss " << early << " -> " << late << ", test accuracy " << j["test_accuracy"]);
+  BOOST_TEST(late < 0.8 * early);
+}
+
+BOOST_AUTO_TEST_CASE(resnet18_trains_from_an_image_folder_of_png_and_jpeg_files) {
+  pw::test::ScratchDir dir("image_folder");
+  std::mt19937 rng(3);
+  const int classes = 4;
+  for (const auto& [split, count] : {std::pair<std::string, int>{"train", 64}, {"val", 8}})
+    for (int c = 0; c < classes; ++c)
+      for (int i = 0; i < count; ++i) {
+        const Bytes grey = class_image(c, rng);
+        const auto stem = dir.path / "images" / split / ("class" + std::to_string(c)) / ("img" + std::to_string(i));
+        if (i % 2 == 0) {
+          write(stem.string() + ".png", pw::test::encode_png(grey.data(), 64, 64, PNG_FORMAT_GRAY));
+        } else {
+          Bytes rgb;
+          for (auto v : grey) rgb.insert(rgb.end(), {v, v, v});
+          write(stem.string() + ".JPG", pw::test::encode_jpeg(rgb, 64, 64, TJPF_RGB, 90));
+        }
+      }
+  const auto summary = dir.file("s.json");
+  const auto r = pw::test::run_pipewright(
+      "train --model resnet18 --width 8 --dataset image-folder --data-dir " + (dir.path / "images").string() +
+      " --image-size 32 --epochs 3 --batch-size 16 --optimizer adam --lr 0.003 --threads 2 --seed 1 --summary " + summary);
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+  check_loss_falls(summary);
+}
+
+BOOST_AUTO_TEST_CASE(resnet18_trains_from_cifar10_binary_batches) {
+  pw::test::ScratchDir dir("cifar10");
+  std::mt19937 rng(4);
+  auto batch = [&](int records) {
+    Bytes out;
+    for (int r = 0; r < records; ++r) {
+      const int c = r % 4;
+      out.push_back(static_cast<std::uint8_t>(c));
+      const Bytes grey = class_image(c, rng);
+      for (int ch = 0; ch < 3; ++ch)   // 32x32 planes: every other pixel of the 64x64 image
+        for (int y = 0; y < 32; ++y)
+          for (int x = 0; x < 32; ++x) out.push_back(grey[(2 * y) * 64 + 2 * x]);
+    }
+    return out;
+  };
+  for (int i = 1; i <= 5; ++i) write(dir.path / ("data_batch_" + std::to_string(i) + ".bin"), batch(48));
+  write(dir.path / "test_batch.bin", batch(32));
+  const auto summary = dir.file("s.json");
+  const auto r = pw::test::run_pipewright("train --model resnet18 --width 8 --dataset cifar10 --data-dir " + dir.path.string() +
+                                          " --epochs 1 --batch-size 16 --optimizer adam --lr 0.003 --threads 2 --seed 1 --summary " +
+                                          summary);
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+  check_loss_falls(summary);
+}
+
+}  // namespace
