@@ -26,8 +26,8 @@ namespace pw::train {
 dp::PsShardConfig ps_shard_config(const JobConfig& c, int shard, int shards);
 // The same from the job's "ps" block and its replica count (a server's own config file).
 dp::PsShardConfig ps_shard_config(const ParameterServerConfig& ps, int workers, int shard, int shards);
-// The bounds --ps-admit-after, --ps-max-rows and --ps-row-ttl give every table (InputError naming
-// the flag for a bad value).
+// The bounds /ps/admit_after, /ps/max_rows and /ps/row_ttl give every table (ConfigError naming
+// the field for a bad value).
 dp::TableBounds ps_table_bounds(const JobConfig& c);
 dp::TableBounds ps_table_bounds(const ParameterServerConfig& ps);
 
@@ -42,8 +42,8 @@ class ParameterServers {
   // PsEmbeddingBag and registers it with the stage's RemoteRowsRegistry being built on this
   // thread (dataparallel/ps/remote_rows_registry.h), if any.
   void plug_into(models::ModelOptions& mo, const JobConfig& c);
-  // The tables of the model built from those options go to the servers; InputError when it has
-  // none ("--model resnet18 has none").
+  // The tables of the model built from those options go to the servers; ConfigError at /model/name
+  // when it has none.
   void hold_tables(const models::ModelSpec& spec, const std::string& model);
   std::string describe() const;   // "2 parameter servers (sync, embedded)"
   // ps_shards, ps_mode, ps_staleness, ps_rows, traffic; with bounds also ps_admit_after, ps_max_rows,

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cstdlib>
 #include <vector>
 
 #include "core/error.h"
@@ -27,10 +26,7 @@ std::int64_t Dataset::fill_label(std::int64_t index) const {
 namespace {
 
 std::string fashion_mnist_dir(const DatasetOptions& options) {
-  if (!options.fashion_mnist_dir.empty()) return options.fashion_mnist_dir;
-  const char* env = std::getenv("PW_FASHION_MNIST_DIR");
-  if (env != nullptr && *env != '\0') return env;
-  return kFashionMnistDefaultDir;
+  return options.fashion_mnist_dir.empty() ? kFashionMnistDefaultDir : options.fashion_mnist_dir;
 }
 
 std::int64_t default_synthetic_size(Split split) { return split == Split::Train ? 60000 : 10000; }

@@ -68,7 +68,7 @@ BOOST_AUTO_TEST_CASE(cpu_device_gives_input_error) {
 #ifdef PW_WITH_CUDA
   BOOST_CHECK_MESSAGE(contains(msg, "needs a CUDA device") && contains(msg, "cpu:0"), msg);
 #else
-  BOOST_CHECK_EQUAL(msg, "this build has no CUDA/NCCL; use --transport thrift");
+  BOOST_CHECK_EQUAL(msg, "this build has no CUDA/NCCL; use the thrift transport");
 #endif
 }
 
