@@ -74,6 +74,9 @@ std::unique_ptr<ParameterServers> ParameterServers::open(const JobConfig& c, boo
                         "bounds the tables on parameter servers; give /ps/servers or /ps/addresses too");
     return nullptr;
   }
+  if (o.mode == dp::UpdateMode::Bounded && o.staleness < 1)
+    throw ConfigError("/ps/staleness", std::to_string(o.staleness) + "; bounded staleness needs 1 or more (a pull of "
+                                       "step t waits for step t - s; with s = 0 a worker would wait for its own push)");
   std::unique_ptr<ParameterServers> ps(new ParameterServers);
   ps->mode_ = o.mode;
   ps->bounds_ = bounds;

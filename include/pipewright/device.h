@@ -21,7 +21,9 @@ struct Device {
   bool is_cpu() const { return type == DeviceType::CPU; }
   bool is_cuda() const { return type == DeviceType::CUDA; }
   std::string str() const;   // "cpu:0", "cuda:1"
-  friend bool operator==(const Device&, const Device&) = default;
+  // Spelled out: the public headers also compile as C++17 (a parent project's default standard).
+  friend bool operator==(const Device& a, const Device& b) { return a.type == b.type && a.index == b.index; }
+  friend bool operator!=(const Device& a, const Device& b) { return !(a == b); }
 };
 
 }  // namespace pw::kernels

@@ -88,7 +88,7 @@ BOOST_AUTO_TEST_CASE(pipeline_weights_save_and_load_like_single_device_ones) {
 BOOST_AUTO_TEST_CASE(bad_pipeline_flags_get_one_line_errors) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"--stages 20", "--stages: 20 stages: seed-cnn has only 7 layers, so at most 7 stages"},
-      {"--split 5,3", "--split 5,3: split points must be strictly increasing layer indices in 1..6"},
+      {"--split 5,3", "--split: 5,3: split points must be strictly increasing layer indices in 1..6"},
       {"--split 2,99", "--split: 2,99: split points must be strictly increasing"},
       {"--stages 2 --schedule zigzag", "unknown schedule 'zigzag'; accepted: gpipe, 1f1b, interleaved, zb-h1"},
       {"--stages 4 --micro-batches 2", "2 micro-batches for 4 stages"},
