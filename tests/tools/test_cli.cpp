@@ -75,7 +75,7 @@ BOOST_AUTO_TEST_CASE(bad_flags_and_inputs_get_one_line_errors) {
   check_error(kQuick + "--steps 2 --device-memory 256KiB", 1, "out of memory on cpu:0: asked for");
   // The weights fit the cap, one batch's activations do not.
   check_error(kQuick + "--steps 2 --batch-size 64 --device-memory 8MiB", 1,
-              "free of a 8.00 MiB cap; raise --device-memory or lower --batch-size");
+              "free of a 8.00 MiB cap; raise the device's memory cap or lower the batch size");
   check_error(kQuick + "--synthetic-shape 1x28", 2, "expected CxHxW");
   check_error(kQuick + "--batch-size 100000", 2, "larger than the 256 training samples");
   check_error("train --data-dir " + dir.path.string(), 2, dir.path.string());
