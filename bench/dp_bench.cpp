@@ -75,7 +75,7 @@ train::JobConfig job_for(const std::string& model_name, int width, const partiti
   c.pipeline.micro_batches = micro_batches;
   for (std::size_t i = 1; i < split.size(); ++i) c.pipeline.split.push_back(split[i].begin);
   c.replicas.replicas = replicas;
-  for (int d = 0; d < stages * replicas; ++d) c.resources.devices.push_back("cpu:" + std::to_string(d));
+  for (int d = 0; d < stages * replicas; ++d) c.resources.devices.push_back(kernels::Device::cpu(d));
   c.resources.threads = 1;
   c.optimizer.kind = models::OptimizerKind::Sgd;
   return c;

@@ -47,7 +47,7 @@ train::JobConfig bench_job(const partition::ModelDescription& model, const parti
   c.pipeline.chunks = spec.chunks;
   for (std::size_t i = 1; i < split.size(); ++i) c.pipeline.split.push_back(split[i].begin);
   c.pipeline.recompute = parse_enum<partition::Recompute>(recompute);
-  for (const auto& d : devices) c.resources.devices.push_back(d.str());
+  c.resources.devices.assign(devices.begin(), devices.end());
   c.resources.threads = 1;
   c.optimizer.kind = models::OptimizerKind::Sgd;
   return c;

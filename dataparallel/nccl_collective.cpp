@@ -27,7 +27,7 @@ class NcclCollective : public Collective {
   void allreduce_sum(kernels::Tensor& data, Compression compression) override {
     check(data, "all-reduce");
     PW_INPUT_CHECK(compression == Compression::None,
-                   "16-bit gradient compression runs on the CPU (Gloo) path only; drop --grad-compression on GPUs");
+                   "16-bit gradient compression runs on the CPU (Gloo) path only; turn gradient compression off on GPUs");
     PW_CHECK(data.dtype() == kernels::DType::F32, "all-reduce of " << data.describe() << "; expected F32");
     run("all-reduce", [&](cudaStream_t stream) {
       return ncclAllReduce(data.raw(), data.raw(), static_cast<std::size_t>(data.numel()), ncclFloat, ncclSum,

@@ -13,6 +13,7 @@
 // stage the ids and the last stage the labels. --losses FILE writes the step losses as JSON.
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <fstream>
 #include <random>
@@ -88,6 +89,8 @@ int main(int argc, char** argv) {
   job.optimizer.lr = 0.1;
   job.ps.servers = servers;
   job.ps.addresses = server_addresses;
+  // Servers at given addresses admit the job by the token they were started with.
+  if (const char* token = std::getenv("PW_JOB_TOKEN")) job.ps.token = token;
   job.seed = 5;
   job.resources.threads = 1;
   try {

@@ -13,7 +13,7 @@ std::string oom_message(Device device, std::int64_t requested, std::int64_t free
   std::ostringstream out;
   out << "out of memory on " << device.str() << ": asked for " << format_bytes(requested) << " ("
       << requested << " bytes), " << format_bytes(free_bytes) << " (" << free_bytes << " bytes) free";
-  if (cap > 0) out << " of a " << format_bytes(cap) << " cap; raise --device-memory or lower --batch-size";
+  if (cap > 0) out << " of a " << format_bytes(cap) << " cap; raise the device's memory cap or lower the batch size";
   return out.str();
 }
 }  // namespace

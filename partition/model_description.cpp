@@ -25,14 +25,14 @@ std::string format_split_points(const std::vector<int>& split_points) {
 }
 
 void check_stage_count(int layer_count, int stages, const std::string& model_name) {
-  PW_INPUT_CHECK(stages >= 1, "--stages " << stages << ": need at least 1 stage");
-  PW_INPUT_CHECK(stages <= layer_count, "--stages " << stages << ": " << model_name << " has only " << layer_count
-                                                    << " layers, so at most " << layer_count << " stages");
+  PW_INPUT_CHECK(stages >= 1, stages << " stages; need at least 1");
+  PW_INPUT_CHECK(stages <= layer_count, stages << " stages: " << model_name << " has only " << layer_count
+                                               << " layers, so at most " << layer_count << " stages");
 }
 
 Partition split_at(int layer_count, const std::vector<int>& split_points, const SplitLabels& labels) {
   PW_CHECK(layer_count >= 1, "a model needs layers");
-  const std::string given = labels.label + " " + format_split_points(split_points);
+  const std::string given = (labels.label.empty() ? "" : labels.label + " ") + format_split_points(split_points);
   const auto stages = static_cast<int>(split_points.size()) + 1;
   PW_INPUT_CHECK(stages <= layer_count, given << ": " << stages << " stages but " << labels.model << " has only "
                                               << layer_count << " layers; give at most " << layer_count - 1
@@ -61,7 +61,7 @@ Partition explicit_partition(const ModelDescription& model) {
 std::vector<int> parse_split_points(std::string_view text) {
   std::vector<int> points;
   const auto bad = [&] {
-    return InputError("bad --split '" + std::string(text) + "'; expected comma-separated layer indices, e.g. 3,7,12");
+    return InputError("bad split points '" + std::string(text) + "'; expected comma-separated layer indices, e.g. 3,7,12");
   };
   std::size_t pos = 0;
   while (pos <= text.size()) {

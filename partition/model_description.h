@@ -25,8 +25,8 @@ struct StageRange {
 };
 using Partition = std::vector<StageRange>;
 
-// How split errors name their source: `label` is what the user wrote ("--split"), `model` the
-// model's name.
+// How split errors name their source: `label` is what was given ("split points"; empty: only the
+// points), `model` the model's name.
 struct SplitLabels {
   std::string label = "split";
   std::string model = "the model";

@@ -43,10 +43,10 @@ std::string bytes_like(std::int64_t bytes, std::int64_t reference) {
   out << " (" << bytes_like(worst->memory_bytes - worst->memory_cap, cap) << " over";
   if (worst->weight_bytes > worst->memory_cap) {
     out << "; its weights, gradients and optimizer state alone take " << bytes_like(worst->weight_bytes, cap)
-        << "); use more stages or a larger --device-memory";
+        << "); use more stages or a larger memory cap";
   } else {
-    out << "); use more stages, a larger --device-memory, more (smaller) micro-batches";
-    out << (cost.recompute == Recompute::All ? "" : " or --recompute all");
+    out << "); use more stages, a larger memory cap, more (smaller) micro-batches";
+    out << (cost.recompute == Recompute::All ? "" : " or recompute all");
   }
   throw InputError(out.str());
 }

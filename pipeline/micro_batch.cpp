@@ -8,9 +8,9 @@ namespace pw::pipeline {
 
 std::vector<kernels::Tensor> split_batch(const kernels::Tensor& t, int count) {
   PW_CHECK(t.device().is_cpu(), "split_batch expects a CPU tensor, got " << t.describe());
-  PW_INPUT_CHECK(count >= 1, "--micro-batches must be >= 1, got " << count);
+  PW_INPUT_CHECK(count >= 1, count << " micro-batches; expected 1 or more");
   const std::int64_t batch = t.dim(0);
-  PW_INPUT_CHECK(batch % count == 0, "--batch-size " << batch << " does not split into " << count
+  PW_INPUT_CHECK(batch % count == 0, "a batch of " << batch << " does not split into " << count
                                                      << " equal micro-batches; use a batch size divisible by "
                                                      << count);
   const std::int64_t rows = batch / count;

@@ -12,7 +12,7 @@ partition::Partition choose_partition(const partition::ModelDescription& model, 
                                       const partition::CostModel& cost,
                                       const std::vector<partition::LayerProfile>& profiles) {
   const int layers = model.layer_count();
-  if (!choice.split_points.empty()) return partition::split_at(layers, choice.split_points, {"--split", model.name});
+  if (!choice.split_points.empty()) return partition::split_at(layers, choice.split_points, {"split points", model.name});
   partition::check_stage_count(layers, cost.pieces(), model.name);
   switch (choice.method) {
     case partition::PartitionMethod::Uniform: return partition::partition_uniform(layers, cost.pieces());

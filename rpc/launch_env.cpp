@@ -124,6 +124,7 @@ std::optional<LaunchEnv> launch_env_from(const EnvLookup& lookup) {
     check_job_token(env.job_token, kJobTokenEnv);
     const char* advertise = lookup("PW_ADVERTISE_ADDR");
     env.advertise_host = advertise != nullptr && *advertise != '\0' ? advertise : "";
+    env.restarts = restart_env_from(lookup);
     return env;
   }
   return std::nullopt;

@@ -16,21 +16,6 @@
 
 namespace pw::rpc {
 
-struct LaunchEnv {
-  int rank = 0;
-  int world_size = 1;
-  int local_rank = 0;
-  int local_world_size = 1;
-  HostPort master;            // the rendezvous service of rank 0
-  std::string job_token;
-  std::string advertise_host;  // the address peers reach this rank at
-  std::string launcher;        // "torchrun-style", "torchrun", "Open MPI" or "Slurm"
-};
-
-inline constexpr int kDefaultMasterPort = 29500;
-
-using EnvLookup = std::function<const char*(const char*)>;   // getenv, or a map in tests
-
 // Automatic restarts (`pipewright launch --max-restarts K`, torchrun's TORCHELASTIC_RESTART_COUNT
 // and TORCHELASTIC_MAX_RESTARTS). The launcher sets all three on every rank of every attempt:
 // how many restarts came before this attempt (0 on the first; then 1, 2, ...; absent when another
@@ -48,6 +33,22 @@ struct RestartEnv {
   int max_restarts = 0;              // PW_MAX_RESTARTS
   std::vector<std::string> causes;   // PW_RESTART_CAUSES, oldest first
 };
+
+struct LaunchEnv {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_world_size = 1;
+  HostPort master;            // the rendezvous service of rank 0
+  std::string job_token;
+  std::string advertise_host;  // the address peers reach this rank at
+  std::string launcher;        // "torchrun-style", "torchrun", "Open MPI" or "Slurm"
+  RestartEnv restarts;         // the launcher's restarts before this attempt
+};
+
+inline constexpr int kDefaultMasterPort = 29500;
+
+using EnvLookup = std::function<const char*(const char*)>;   // getenv, or a map in tests
 
 // Zeros and no causes for unset variables; InputError naming the variable when one is malformed.
 RestartEnv restart_env_from(const EnvLookup& lookup);

@@ -147,12 +147,12 @@ NcclTransport::NcclTransport(int rank, int world_size, Device device, Store& sto
                  "NCCL transport: rank " << rank << " is outside a world of " << world_size << " ranks");
   PW_INPUT_CHECK(device.is_cuda(), "the NCCL transport needs a CUDA device, but rank "
                                        << rank << " runs on " << device.str()
-                                       << "; use --transport thrift for CPU ranks");
+                                       << "; use the thrift transport for CPU ranks");
   const int count = kernels::cuda_device_count();
   PW_INPUT_CHECK(device.index >= 0 && device.index < count,
                  "rank " << rank << " asks for " << device.str() << " but this machine has " << count
                          << " CUDA device(s); pick cuda:0..cuda:" << count - 1
-                         << " or use --transport thrift");
+                         << " or use the thrift transport");
   PW_INPUT_CHECK(!prefix_.empty(), "the NCCL transport needs a non-empty job id prefix for its store keys");
 }
 

@@ -27,7 +27,7 @@
 namespace pw::rpc {
 
 // An NcclTransport; InputError for a CPU device, a device this machine lacks, or a build without
-// CUDA/NCCL ("use --transport thrift").
+// CUDA/NCCL ("use the thrift transport").
 std::unique_ptr<Transport> make_nccl_transport(int rank, int world_size, kernels::Device device, Store& store,
                                                std::string job_id_prefix);
 

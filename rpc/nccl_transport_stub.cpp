@@ -4,7 +4,7 @@
 namespace pw::rpc {
 
 std::unique_ptr<Transport> make_nccl_transport(int, int, kernels::Device, Store&, std::string) {
-  throw InputError("this build has no CUDA/NCCL; use --transport thrift");
+  throw InputError("this build has no CUDA/NCCL; use the thrift transport");
 }
 
 }  // namespace pw::rpc

@@ -1,6 +1,7 @@
 #include "tools/launch_command.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <iterator>
 
 #include "core/error.h"
@@ -27,31 +28,37 @@ void add_launch_command(CLI::App& app, LaunchOptions& o) {
   auto* cmd = app.add_subcommand("launch", "start this node's ranks of a multi-process job: pipewright launch "
                                            "--nproc-per-node N [--nnodes K --node-rank I --master HOST:PORT] "
                                            "[--max-restarts R] -- <train arguments>");
-  cmd->add_option("--nproc-per-node", o.nproc_per_node, "ranks on this node")->capture_default_str()
+  // Each flag records the LaunchSpec field it sets, so that messages naming fields name flags.
+  const auto bind = [cmd, &o](const std::string& flag, const std::string& path, auto& field, const std::string& help) {
+    o.flags.add(path, flag);
+    return cmd->add_option(flag, field, help);
+  };
+  bind("--nproc-per-node", "/nproc_per_node", o.nproc_per_node, "ranks on this node")->capture_default_str()
       ->check(CLI::Range(1, 1024));
-  cmd->add_option("--nnodes", o.nnodes, "nodes in the job")->capture_default_str()->check(CLI::Range(1, 65536));
-  cmd->add_option("--node-rank", o.node_rank, "this node's index, 0 to nnodes-1")->capture_default_str()
+  bind("--nnodes", "/nnodes", o.nnodes, "nodes in the job")->capture_default_str()->check(CLI::Range(1, 65536));
+  bind("--node-rank", "/node_rank", o.node_rank, "this node's index, 0 to nnodes-1")->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--master", o.master,
-                  "HOST:PORT of node 0, where rank 0 serves the rendezvous (default 127.0.0.1 and a free port; "
-                  "required with --nnodes > 1)");
-  cmd->add_option("--grace", o.grace_seconds,
-                  "seconds the other ranks get to stop by themselves after one fails, before they are killed")
+  bind("--master", "/master", o.master,
+       "HOST:PORT of node 0, where rank 0 serves the rendezvous (default 127.0.0.1 and a free port; "
+       "required with --nnodes > 1)");
+  bind("--grace", "/grace_seconds", o.grace_seconds,
+       "seconds the other ranks get to stop by themselves after one fails, before they are killed")
       ->capture_default_str()->check(CLI::Range(0.0, 3600.0));
-  cmd->add_option("--max-restarts", o.max_restarts,
-                  "after a rank fails and the others stopped, start every rank again, at most this many times "
-                  "(each attempt sees PW_RESTART_COUNT and PW_RESTART_CAUSES); with --nnodes > 1 every node restarts "
-                  "together")
+  bind("--max-restarts", "/max_restarts", o.max_restarts,
+       "after a rank fails and the others stopped, start every rank again, at most this many times "
+       "(each attempt sees PW_RESTART_COUNT and PW_RESTART_CAUSES); with --nnodes > 1 every node restarts "
+       "together")
       ->capture_default_str()->check(CLI::Range(0, 1000000));
-  cmd->add_option("--node-timeout", o.node_timeout_seconds,
-                  "with --nnodes > 1 and --max-restarts: seconds a launcher waits for the other nodes' launchers "
-                  "(to join, and to end an attempt)")
+  bind("--node-timeout", "/node_timeout_seconds", o.node_timeout_seconds,
+       "with --nnodes > 1 and --max-restarts: seconds a launcher waits for the other nodes' launchers "
+       "(to join, and to end an attempt)")
       ->capture_default_str()->check(CLI::Range(1.0, 86400.0));
-  cmd->add_option("--ps", o.ps, "parameter servers to start (pipewright ps serve, one shard each, on loopback) "
-                                "for the embedding tables of a --model dlrm job; single-node jobs")
+  bind("--ps", "/servers/count", o.ps, "parameter servers to start (pipewright ps serve, one shard each, on loopback) "
+       "for the embedding tables of a --model dlrm job; single-node jobs")
       ->capture_default_str()->check(CLI::Range(0, 64));
-  cmd->add_option("--ps-dir", o.ps_dir, "with --ps: the servers keep their shards here (snapshots and logs) and "
-                                        "resume from them");
+  bind("--ps-dir", "/servers/config/dir", o.ps_dir, "with --ps: the servers keep their shards here (snapshots and logs) and "
+       "resume from them");
+  o.flags.add("/job_token", rpc::kJobTokenEnv);   // read from the environment by run_launch
   cmd->add_option("command", o.command, "after --: pipewright arguments (-- train --model seed-cnn --stages 4) or any program "
                                     "and its arguments (-- build/bin/example_custom_cnn --steps 50)")
       ->required();
@@ -93,9 +100,20 @@ int run_launch(const LaunchOptions& o) {
     spec.servers.config = job.ps;
     spec.servers.config.dir = o.ps_dir;
   }
-  launcher::Supervisor supervisor(spec);
-  launcher::install_stop_signal_handlers();
-  return supervisor.run().exit_code;
+  // The launcher library names LaunchSpec fields by their paths; this command's user gave flags.
+  launcher::SupervisorHooks hooks;
+  hooks.report = [&o](const std::string& line) {
+    std::fprintf(stderr, "pipewright launch: %s\n", o.flags.translate(line).c_str());
+  };
+  try {
+    launcher::Supervisor supervisor(spec, hooks);
+    launcher::install_stop_signal_handlers();
+    return supervisor.run().exit_code;
+  } catch (const train::ConfigError& e) {
+    throw InputError(o.flags.message_of(e));
+  } catch (const InputError& e) {
+    throw InputError(o.flags.translate(e.what()));
+  }
 }
 
 }  // namespace pw::tools

@@ -9,6 +9,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "tools/flag_names.h"
+
 namespace pw::tools {
 
 struct LaunchOptions {
@@ -22,6 +24,7 @@ struct LaunchOptions {
   int max_restarts = 0;          // restarts of every local rank after a failure (0: a failure ends the job)
   double node_timeout_seconds = 300.0;   // nnodes > 1 with restarts: how long launchers wait for each other
   std::vector<std::string> command;   // the pipewright arguments after "--" ("train" may be left out)
+  FlagNames flags;                    // the LaunchSpec field each flag sets, filled as the flags are added
 };
 
 void add_launch_command(CLI::App& app, LaunchOptions& options);

@@ -99,7 +99,12 @@ Plan make_plan(const PlanOptions& o) {
   mo.num_classes = 10;
   mo.seed = o.seed;
   plan.model = partition::describe(models::make_model_spec(o.model, mo));
-  const auto split_points = o.split.empty() ? std::vector<int>{} : partition::parse_split_points(o.split);
+  std::vector<int> split_points;
+  try {
+    if (!o.split.empty()) split_points = partition::parse_split_points(o.split);
+  } catch (const InputError& e) {
+    throw InputError(std::string("--split: ") + e.what());
+  }
   if (o.split.empty()) partition::parse_partition_method(o.partition);
   plan.schedule = schedule_of(o, split_points);
   // Fail on a bad split or too many stages before the (slow) profiling.

@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "pipewright/fit.h"
+#include "tools/flag_names.h"
 #include "train/job_config.h"
 
 namespace pw::tools {
@@ -16,6 +17,7 @@ struct TrainCommand {
   train::JobConfig job;
   train::FitOptions fit;
   bool print_config = false;
+  FlagNames flags;   // filled as the flags are added
 };
 
 void add_train_command(CLI::App& app, TrainCommand& command);
@@ -24,9 +26,5 @@ int run_train(const TrainCommand& command);
 // The job that `pipewright train ARGS` would run (ARGS starting with "train"), for the launcher;
 // InputError naming what it cannot parse.
 train::JobConfig job_config_of_train_args(const std::vector<std::string>& args);
-
-// A ConfigError's message with the flag that sets its field in place of the field's path
-// ("--lr: -1; must be >= 0"), or the message as it is when no flag sets that field.
-std::string with_flag_names(const train::ConfigError& error);
 
 }  // namespace pw::tools

@@ -10,6 +10,7 @@
 #include "core/durable_file.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "train/job_config.h"
 
 namespace pw::train {
 namespace fs = std::filesystem;
@@ -119,15 +120,15 @@ std::optional<std::string> newest_checkpoint(const std::string& dir) {
 }
 
 std::string resolve_resume(const std::string& path) {
-  PW_INPUT_CHECK(fs::is_directory(path), "--resume " << path << ": no such folder; give a checkpoint folder "
-                                                     "(D/step-N) or the --checkpoint-dir that holds them");
+  const auto bad = [&](const std::string& problem) { return ConfigError("/checkpoints/resume", path + ": " + problem); };
+  if (!fs::is_directory(path))
+    throw bad("no such folder; give a checkpoint folder (D/step-N) or the /checkpoints/dir that holds them");
   if (complete(path)) return path;
-  PW_INPUT_CHECK(fs::path(path).filename().string().rfind("step-", 0) != 0,
-                 "--resume " << path << ": this checkpoint is unfinished (no " << kManifestName
-                             << "); give an older one or its folder");
+  if (fs::path(path).filename().string().rfind("step-", 0) == 0)
+    throw bad(std::string("this checkpoint is unfinished (no ") + kManifestName + "); give an older one or its folder");
   const auto newest = newest_checkpoint(path);
-  PW_INPUT_CHECK(newest.has_value(), "--resume " << path << ": no complete checkpoint in this folder "
-                                                 "(expected step-N folders holding " << kManifestName << ")");
+  if (!newest)
+    throw bad(std::string("no complete checkpoint in this folder (expected step-N folders holding ") + kManifestName + ")");
   return *newest;
 }
 

@@ -38,7 +38,7 @@ bool Checkpointer::due(std::int64_t steps_made, const StepOutcome& outcome) {
   if (flags & kStopForCheckpointError) {
     if (engine_.is_primary()) {
       std::lock_guard<std::mutex> lock(mutex_);
-      throw InputError(failure_ + " (the job stops: --on-checkpoint-error stop)");
+      throw InputError(failure_ + " (the job stops: /checkpoints/on_error stop)");
     }
     throw rpc::AbortedError("rank " + std::to_string(engine_.rank()) + ": rank 0 stopped the job after step " +
                             std::to_string(steps_made) + " because a checkpoint could not be written");
@@ -53,7 +53,7 @@ void Checkpointer::fail(const std::string& why) {
   failure_ = why;
   ++failures_;
   log::outputf("checkpoint failed: %s%s", why.c_str(),
-               stop_on_error_ ? "" : " (continuing: --on-checkpoint-error continue)");
+               stop_on_error_ ? "" : " (continuing: the checkpoint error policy is continue)");
 }
 
 void Checkpointer::save(const TrainingPosition& position) {
@@ -159,7 +159,7 @@ void Checkpointer::finish() {
                               std::to_string(blocked_seconds_));
   if (!engine_.is_primary()) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!failure_.empty() && stop_on_error_) throw InputError(failure_ + " (the job stops: --on-checkpoint-error stop)");
+  if (!failure_.empty() && stop_on_error_) throw InputError(failure_ + " (the job stops: /checkpoints/on_error stop)");
 }
 
 std::string Checkpointer::newest(rpc::Deadline deadline) {

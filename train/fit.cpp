@@ -34,12 +34,12 @@ using models::data::DataParts;
 void write_json_file(const std::string& path, const nlohmann::json& j) { write_file_durably(path, j.dump(2) + "\n"); }
 
 // Fails before training when an output file could not be written later.
-void check_writable(const std::string& path, const char* flag) {
+void check_writable(const std::string& path, const char* what) {
   if (path.empty()) return;
   const auto parent = std::filesystem::absolute(path).parent_path();
   PW_INPUT_CHECK(std::filesystem::is_directory(parent),
-                 flag << " " << path << ": folder " << parent.string() << " does not exist");
-  PW_INPUT_CHECK(!std::filesystem::is_directory(path), flag << " " << path << " is a folder; give a file name");
+                 what << " path " << path << ": folder " << parent.string() << " does not exist");
+  PW_INPUT_CHECK(!std::filesystem::is_directory(path), what << " path " << path << " is a folder; give a file name");
 }
 
 struct Throughput {
@@ -84,15 +84,14 @@ RankData open_rank_data(Engine& engine, models::data::Split split, const char* k
   return d;
 }
 
-// A launcher's restarts of this job (pipewright launch --max-restarts), for the summary.
-void add_restarts(nlohmann::json& j) {
-  const auto restarts = rpc::restart_env();
+// A launcher's restarts of this job, for the summary.
+void add_restarts(nlohmann::json& j, const rpc::RestartEnv& restarts) {
   j["restarts"] = restarts.count;
   j["restart_causes"] = restarts.causes;
 }
 
-// What to resume from: --resume, or after a launcher's restart the newest checkpoint of
-// --checkpoint-dir (none yet: from the start). Rank 0 decides and tells the others.
+// What to resume from: /checkpoints/resume, or after a launcher's restart the newest checkpoint
+// of /checkpoints/dir (none yet: from the start). Rank 0 decides and tells the others.
 std::string resume_folder_of(Engine& engine, rpc::Deadline deadline) {
   const auto& c = engine.plan().config;
   const std::string key = "fit/resume";
@@ -106,8 +105,8 @@ std::string resume_folder_of(Engine& engine, rpc::Deadline deadline) {
   try {
     const auto& dir = c.checkpoints.dir;
     if (!c.checkpoints.resume.empty()) folder = resolve_resume(c.checkpoints.resume);
-    // A restarted job goes on from its own newest checkpoint, when that is later than --resume.
-    if (rpc::restart_env().count > 0 && !dir.empty()) {
+    // A restarted job goes on from its own newest checkpoint, when that is later than the one resumed.
+    if (engine.links().restarts().count > 0 && !dir.empty()) {
       const auto newest = newest_checkpoint(dir);
       if (newest && (folder.empty() || read_manifest(*newest).step > read_manifest(folder).step)) folder = *newest;
     }
@@ -115,9 +114,10 @@ std::string resume_folder_of(Engine& engine, rpc::Deadline deadline) {
     if (!dir.empty()) {
       const std::int64_t from = folder.empty() ? -1 : read_manifest(folder).step;
       if (const auto later = newest_checkpoint(dir); later && read_manifest(*later).step > from)
-        throw InputError("--checkpoint-dir " + dir + " holds checkpoints of another run (newest " + *later + ")" +
-                         (folder.empty() ? "; resume it with --resume " + dir : "; later than the one resumed from") +
-                         ", or give an empty folder");
+        throw ConfigError("/checkpoints/dir", dir + " holds checkpoints of another run (newest " + *later + ")" +
+                                                  (folder.empty() ? "; resume it with /checkpoints/resume " + dir
+                                                                  : "; later than the one resumed from") +
+                                                  ", or give an empty folder");
     }
   } catch (const std::exception& e) {
     engine.links().store().set(key, std::string("error:") + e.what());
@@ -151,7 +151,7 @@ CheckpointManifest restore_checkpoint(Engine& engine, const std::string& folder,
   return m;
 }
 
-// After --max-bad-steps non-finite steps in a row: every rank goes back to the newest checkpoint
+// After /recovery/max_bad_steps non-finite steps in a row: every rank goes back to the newest checkpoint
 // and continues with a lower learning rate.
 CheckpointManifest roll_back(Engine& engine, Checkpointer& checkpointer, std::int64_t step, std::int64_t bad,
                              std::int64_t rollbacks) {
@@ -162,7 +162,7 @@ CheckpointManifest roll_back(Engine& engine, Checkpointer& checkpointer, std::in
   const auto folder = checkpointer.newest(deadline);
   PW_INPUT_CHECK(!folder.empty(), bad << " steps in a row (up to step " << step
                                       << ") had a non-finite loss or gradients and there is no checkpoint to roll back "
-                                         "to; lower --lr, clip with --clip-grad-norm, or give --checkpoint-dir");
+                                         "to; lower /optimizer/lr, clip with /recovery/clip_grad_norm, or give /checkpoints/dir");
   const auto m = restore_checkpoint(engine, folder, "rollback/" + std::to_string(rollbacks), deadline);
   // The checkpoints after it belong to the trajectory given up.
   if (engine.is_primary()) remove_checkpoints_after(c.checkpoints.dir, m.step);
@@ -261,7 +261,7 @@ std::pair<std::int64_t, std::int64_t> parse_trace_steps(const std::string& text)
   } catch (const std::exception&) {
     a = b = -1;
   }
-  PW_INPUT_CHECK(a >= 0 && b > a, "--trace-steps '" << text << "': expected A:B with 0 <= A < B, e.g. 10:20");
+  PW_INPUT_CHECK(a >= 0 && b > a, "'" << text << "': expected trace steps A:B with 0 <= A < B, e.g. 10:20");
   return {a, b};
 }
 
@@ -318,14 +318,15 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
 
   const FeedShape train_shape{train_data.size, sample_shape, parts, plan.replicas(), engine.replica()};
   TrainFeed feed(train_data.set.get(), train_shape, c.data.batch_size, plan.schedule.micro_batches, c.seed);
-  PW_INPUT_CHECK(feed.batches_per_epoch() > 0, "--batch-size " << c.data.batch_size << " is larger than the "
-                                                               << train_data.size << " training samples");
+  if (feed.batches_per_epoch() == 0)
+    throw ConfigError("/data/batch_size", std::to_string(c.data.batch_size) + " is larger than the " +
+                                              std::to_string(train_data.size) + " training samples");
   const std::int64_t total_steps = c.data.steps > 0 ? c.data.steps : c.data.epochs * feed.batches_per_epoch();
   Checkpointer checkpointer(engine, total_steps);
   std::vector<double> loss_history;
   loss_history.reserve(static_cast<std::size_t>(total_steps));
   std::int64_t step = 0, epoch = 0, first_batch = 0, skipped_steps = 0, rollbacks = 0, bad_in_a_row = 0;
-  // Resuming: the newest checkpoint of --resume, or of --checkpoint-dir when a launcher restarted us.
+  // Resuming: the newest checkpoint of /checkpoints/resume, or of /checkpoints/dir when a launcher restarted us.
   const std::string resume_folder = resume_folder_of(engine, startup);
   std::optional<std::int64_t> resumed_from;
   if (!resume_folder.empty()) {
@@ -463,7 +464,7 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
   j["rollbacks"] = rollbacks;
   j["lr"] = engine.lr();
   if (checkpointer.enabled()) j["checkpoints"] = checkpointer.summary();
-  add_restarts(j);
+  add_restarts(j, engine.links().restarts());
   std::vector<double> fraction;
   for (double b : stage_busy) fraction.push_back(train_seconds > 0 ? b / train_seconds : 0.0);
   j["stage_busy_fraction"] = fraction;
@@ -474,15 +475,18 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
 }
 
 nlohmann::json run_job(const JobConfig& config, const FitOptions& options, const FitCallbacks& callbacks) {
-  check_writable(options.summary_path, "--summary");
-  check_writable(options.save_path, "--save");
-  check_writable(options.trace_path, "--trace");
+  check_writable(options.summary_path, "summary");
+  check_writable(options.save_path, "save");
+  check_writable(options.trace_path, "trace");
   JobPlan plan = plan_job(config);
   if (!options.trace_path.empty()) {
     trace::Recorder::global().clear();
     trace::Recorder::global().enable(options.trace_first, options.trace_last);
   }
-  JobSession session(std::move(plan), rpc::launch_env());
+  // The launcher's ranks and restarts, read once here; a launcher may restart a world of one rank
+  // too (pipewright launch --nproc-per-node 1), whose ranks are then threads.
+  const auto launch = rpc::launch_env();
+  JobSession session(std::move(plan), launch, launch ? rpc::RestartEnv{} : rpc::restart_env());
   nlohmann::json summary = nlohmann::json::object();
   session.run([&](Engine& engine) {
     const auto& p = engine.plan();

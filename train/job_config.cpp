@@ -110,6 +110,12 @@ nlohmann::json value_json(const T& v) {
 }
 nlohmann::json value_json(const ShapeText& v) { return shape_text(v.shape); }
 nlohmann::json value_json(const ByteSize& v) { return v.bytes; }
+nlohmann::json value_json(const kernels::Device& v) { return v.str(); }
+nlohmann::json value_json(const std::vector<kernels::Device>& v) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& d : v) j.push_back(d.str());
+  return j;
+}
 nlohmann::json value_json(const std::optional<dp::SparseOptimizerKind>& v) {
   return v ? std::string(enum_name(*v)) : std::string();
 }
@@ -183,6 +189,14 @@ void read_value(const nlohmann::json& j, const std::string& path, std::optional<
   dp::SparseOptimizerKind kind{};
   read_value(j, path, kind);
   out = kind;
+}
+void read_value(const nlohmann::json& j, const std::string& path, kernels::Device& out) {
+  if (!j.is_string()) bad(path, kind_of(j) + "; expected a device such as \"cpu:0\" or \"cuda:1\"");
+  try {
+    out = kernels::Device::parse(j.get<std::string>());
+  } catch (const InputError& e) {
+    bad(path, e.what());
+  }
 }
 template <typename T>
 void read_value(const nlohmann::json& j, const std::string& path, std::vector<T>& out) {

@@ -22,13 +22,23 @@ namespace {
 
 models::data::ClickFeatures click_features(const JobConfig& c) {
   models::data::ClickFeatures clicks;
-  for (auto rows : c.model.embedding_rows)
-    PW_INPUT_CHECK(rows >= 1 && rows <= models::data::kMaxPackedId,
-                   "--embedding-rows " << rows << ": expected 1 to " << models::data::kMaxPackedId
-                                       << " rows per table (ids travel as exact F32 integers)");
+  for (std::size_t i = 0; i < c.model.embedding_rows.size(); ++i) {
+    const auto rows = c.model.embedding_rows[i];
+    if (rows < 1 || rows > models::data::kMaxPackedId)
+      throw ConfigError("/model/embedding_rows/" + std::to_string(i),
+                        std::to_string(rows) + "; expected 1 to " + std::to_string(models::data::kMaxPackedId) +
+                            " rows per table (ids travel as exact F32 integers)");
+  }
   if (!c.model.embedding_rows.empty()) clicks.table_sizes = c.model.embedding_rows;
   models::data::check_click_features(clicks);
   return clicks;
+}
+
+// A split given in the config, or the model's own.
+const char* split_path(const PipelineConfig& p) { return p.split.empty() ? "/pipeline/stages" : "/pipeline/split"; }
+std::string split_text(const PipelineConfig& p, int pieces) {
+  return (p.split.empty() ? std::string("the model's own split points make ")
+                          : partition::format_split_points(p.split) + " makes ") + std::to_string(pieces);
 }
 
 }  // namespace
@@ -56,17 +66,19 @@ DataShape data_shape(const JobConfig& c) {
 pipeline::ScheduleSpec schedule_of(const PipelineConfig& p, int model_split_pieces) {
   pipeline::ScheduleSpec s;
   s.kind = p.schedule;
-  PW_INPUT_CHECK(p.chunks >= 0, "--chunks " << p.chunks << "; expected 1 or more");
+  if (p.chunks < 0) throw ConfigError("/pipeline/chunks", std::to_string(p.chunks) + "; expected 1 or more");
   s.chunks = p.chunks > 0 ? p.chunks : (s.kind == pipeline::ScheduleKind::Interleaved ? 2 : 1);
   const int pieces = !p.split.empty() ? static_cast<int>(p.split.size()) + 1 : model_split_pieces;
   if (p.stages > 0) {
     s.stages = p.stages;
-    PW_INPUT_CHECK(pieces == 0 || pieces == s.stages * s.chunks,
-                   "--split " << partition::format_split_points(p.split) << " makes " << pieces << " pieces but --stages "
-                              << s.stages << " x --chunks " << s.chunks << " needs " << s.stages * s.chunks);
+    if (pieces != 0 && pieces != s.stages * s.chunks)
+      throw ConfigError(split_path(p), split_text(p, pieces) + " pieces but /pipeline/stages " +
+                                               std::to_string(s.stages) + " x /pipeline/chunks " +
+                                               std::to_string(s.chunks) + " needs " + std::to_string(s.stages * s.chunks));
   } else {
-    PW_INPUT_CHECK(pieces % s.chunks == 0, "--split " << partition::format_split_points(p.split) << " makes " << pieces
-                                                      << " pieces, not a multiple of --chunks " << s.chunks);
+    if (pieces % s.chunks != 0)
+      throw ConfigError(split_path(p), split_text(p, pieces) + " pieces, not a multiple of /pipeline/chunks " +
+                                               std::to_string(s.chunks));
     s.stages = pieces > 0 ? pieces / s.chunks : 1;
   }
   s.micro_batches = p.micro_batches > 0 ? p.micro_batches : s.stages;
@@ -78,24 +90,31 @@ namespace {
 
 void check_checkpoint_settings(const JobConfig& c) {
   const auto& k = c.checkpoints;
-  PW_INPUT_CHECK(!k.dir.empty() || (k.every_steps == 0 && k.every_seconds == 0),
-                 "--checkpoint-every" << (k.every_steps == 0 ? "-seconds" : "") << " needs --checkpoint-dir D");
+  if (k.dir.empty() && (k.every_steps != 0 || k.every_seconds != 0))
+    throw ConfigError(k.every_steps != 0 ? "/checkpoints/every_steps" : "/checkpoints/every_seconds",
+                      "needs /checkpoints/dir D");
 }
 
 bool has_parameter_servers(const JobConfig& c) { return c.ps.servers != 0 || !c.ps.addresses.empty(); }
 
 // The model's tables on servers against the job's servers: each needs the other.
 void check_server_tables(const JobConfig& c, const std::vector<std::string>& tables, const std::string& model) {
+  const auto& o = c.ps;
   if (has_parameter_servers(c)) {
     if (tables.empty())
-      throw ConfigError(c.ps.servers != 0 ? "/ps/servers" : "/ps/addresses",
+      throw ConfigError(o.servers != 0 ? "/ps/servers" : "/ps/addresses",
                         "parameter servers hold embedding tables, and model " + model +
                             " keeps none on them (use a model with such tables, e.g. dlrm or a program's "
                             "layers::embedding_bag with TablePlacement::ParameterServers, or give no servers)");
+    if (o.mode == dp::UpdateMode::Bounded && o.staleness < 1)
+      throw ConfigError("/ps/staleness", std::to_string(o.staleness) + "; bounded staleness needs 1 or more (a pull "
+                                         "of step t waits for step t - s; with s = 0 a worker would wait for its own "
+                                         "push)");
     return;
   }
-  PW_INPUT_CHECK(!ps_table_bounds(c).any(), "--ps-admit-after, --ps-max-rows and --ps-row-ttl bound the tables on "
-                                            "parameter servers; give --ps K or --ps-servers too");
+  if (ps_table_bounds(c).any())
+    throw ConfigError(o.admit_after != 1 ? "/ps/admit_after" : o.max_rows != 0 ? "/ps/max_rows" : "/ps/row_ttl",
+                      "bounds the tables on parameter servers; give /ps/servers or /ps/addresses too");
   if (!tables.empty())
     throw ConfigError("/ps/servers", "model " + model + " keeps embedding table '" + tables.front() +
                                          "' on parameter servers; give the job servers (/ps/servers or /ps/addresses)");
@@ -109,9 +128,9 @@ JobPlan plan_job(const JobConfig& c) {
   validate(c);
   check_checkpoint_settings(c);
   const bool program_model = c.program_model && !c.program_model->layers.empty();
-  PW_INPUT_CHECK(program_model || c.model.name != "dlrm" || c.data.dataset == "synthetic-clicks",
-                 "--model dlrm reads click data; use --dataset synthetic-clicks (got " << c.data.dataset
-                                                                                   << "); it accepts no other data set");
+  if (!program_model && c.model.name == "dlrm" && c.data.dataset != "synthetic-clicks")
+    throw ConfigError("/data/dataset", c.data.dataset + ": /model/name dlrm reads click data; use synthetic-clicks, "
+                                       "it accepts no other data set");
   plan.data = data_shape(c);
   plan.optimizer.kind = c.optimizer.kind;
   plan.optimizer.lr = effective_lr(c.optimizer);
@@ -122,12 +141,16 @@ JobPlan plan_job(const JobConfig& c) {
   plan.recompute = c.pipeline.recompute;
   plan.precision = c.numerics.precision;
   const bool fp16 = plan.precision == models::Precision::Fp16;
-  PW_INPUT_CHECK(fp16 || (c.numerics.loss_scale == 0.0 && c.numerics.initial_loss_scale == 65536 &&
-                          c.numerics.loss_scale_window == 2000),
-                 "--loss-scale, --initial-loss-scale and --loss-scale-window apply to --precision fp16 only ("
-                     << enum_name(c.numerics.precision) << " needs no loss scaling)");
-  PW_INPUT_CHECK(std::isfinite(c.numerics.initial_loss_scale) && c.numerics.initial_loss_scale >= 1.0,
-                 "--initial-loss-scale " << c.numerics.initial_loss_scale << "; expected at least 1");
+  if (!fp16 && (c.numerics.loss_scale != 0.0 || c.numerics.initial_loss_scale != 65536 ||
+                c.numerics.loss_scale_window != 2000))
+    throw ConfigError(c.numerics.loss_scale != 0.0            ? "/numerics/loss_scale"
+                      : c.numerics.initial_loss_scale != 65536 ? "/numerics/initial_loss_scale"
+                                                               : "/numerics/loss_scale_window",
+                      "applies to /numerics/precision fp16 only (" + std::string(enum_name(c.numerics.precision)) +
+                          " needs no loss scaling)");
+  if (!std::isfinite(c.numerics.initial_loss_scale) || c.numerics.initial_loss_scale < 1.0)
+    throw ConfigError("/numerics/initial_loss_scale",
+                      nlohmann::json(c.numerics.initial_loss_scale).dump() + "; expected at least 1");
 
   models::ModelSpec spec;
   if (program_model) {
@@ -159,23 +182,35 @@ JobPlan plan_job(const JobConfig& c) {
 
   const int model_pieces = plan.model.split_points.empty() ? 0 : static_cast<int>(plan.model.split_points.size()) + 1;
   plan.schedule = schedule_of(c.pipeline, c.pipeline.split.empty() ? model_pieces : 0);
-  partition::check_stage_count(plan.model.layer_count(), plan.schedule.stages * plan.schedule.chunks, plan.model.name);
-  if (!c.pipeline.split.empty())
-    partition::split_at(plan.model.layer_count(), c.pipeline.split, {"--split", plan.model.name});
+  try {
+    partition::check_stage_count(plan.model.layer_count(), plan.schedule.stages * plan.schedule.chunks, plan.model.name);
+  } catch (const InputError& e) {
+    throw ConfigError("/pipeline/stages", e.what());
+  }
+  if (!c.pipeline.split.empty()) {
+    try {
+      partition::split_at(plan.model.layer_count(), c.pipeline.split, {"", plan.model.name});
+    } catch (const InputError& e) {
+      throw ConfigError("/pipeline/split", e.what());
+    }
+  }
   const std::int64_t replicas = c.replicas.replicas;
-  PW_INPUT_CHECK(c.data.batch_size % replicas == 0, "--batch-size " << c.data.batch_size << " (the global batch) does "
-                                                    "not split evenly over " << replicas << " replicas; use a multiple of "
-                                                    << replicas);
+  const std::string batch = std::to_string(c.data.batch_size);
+  if (c.data.batch_size % replicas != 0)
+    throw ConfigError("/data/batch_size", batch + " (the global batch) does not split evenly over " +
+                                              std::to_string(replicas) + " replicas; use a multiple of " +
+                                              std::to_string(replicas));
   const std::int64_t local = c.data.batch_size / replicas;
-  PW_INPUT_CHECK(local % plan.schedule.micro_batches == 0,
-                 "--batch-size " << c.data.batch_size << (replicas > 1 ? " (" + std::to_string(local) + " per replica)" : "")
-                                 << " does not split into " << plan.schedule.micro_batches
-                                 << " equal micro-batches; use a batch size divisible by "
-                                 << replicas * plan.schedule.micro_batches);
+  if (local % plan.schedule.micro_batches != 0)
+    throw ConfigError("/data/batch_size", batch + (replicas > 1 ? " (" + std::to_string(local) + " per replica)" : "") +
+                                              " does not split into " + std::to_string(plan.schedule.micro_batches) +
+                                              " equal micro-batches; use a batch size divisible by " +
+                                              std::to_string(replicas * plan.schedule.micro_batches));
   if (!c.pipeline.schedule_file.empty()) {
-    PW_INPUT_CHECK(plan.recompute == pipeline::RecomputeMode::None,
-                   "--recompute " << enum_name(c.pipeline.recompute) << " with --schedule-file: a schedule file says where it "
-                                  "recomputes with its own R instructions; leave out --recompute");
+    if (plan.recompute != pipeline::RecomputeMode::None)
+      throw ConfigError("/pipeline/recompute", std::string(enum_name(c.pipeline.recompute)) +
+                                                   " with /pipeline/schedule_file: a schedule file says where it "
+                                                   "recomputes with its own R instructions; leave out /pipeline/recompute");
     plan.programs = pipeline::load_schedule_file(c.pipeline.schedule_file, plan.schedule);
   }
   return plan;
@@ -183,34 +218,35 @@ JobPlan plan_job(const JobConfig& c) {
 
 void check_devices(const JobConfig& c, int world_size) {
   // CUDA is asked only when a CUDA device is named, so a CPU job runs where CUDA is broken.
-  if (!c.resources.devices.empty()) {
+  const auto& devices = c.resources.devices;
+  if (!devices.empty()) {
     const int replicas = c.replicas.replicas;
-    PW_INPUT_CHECK(static_cast<int>(c.resources.devices.size()) == world_size,
-                   "--devices lists " << c.resources.devices.size() << " devices for " << world_size / replicas
-                                      << " stages"
-                                      << (replicas > 1 ? " x " + std::to_string(replicas) + " replicas" : std::string())
-                                      << "; give one per " << (replicas > 1 ? "rank (replica-major)" : "stage")
-                                      << ", e.g. cpu:0,cpu:1");
-    for (const auto& text : c.resources.devices) {
-      const auto d = kernels::Device::parse(text);
-      if (d.is_cpu()) continue;
+    if (static_cast<int>(devices.size()) != world_size)
+      throw ConfigError("/resources/devices",
+                        std::to_string(devices.size()) + " devices for " + std::to_string(world_size / replicas) +
+                            " stages" + (replicas > 1 ? " x " + std::to_string(replicas) + " replicas" : std::string()) +
+                            "; give one per " + (replicas > 1 ? "rank (replica-major)" : "stage") + ", e.g. cpu:0,cpu:1");
+    for (std::size_t i = 0; i < devices.size(); ++i) {
+      if (devices[i].is_cpu()) continue;
       const int gpus = kernels::cuda_device_count();
-      PW_INPUT_CHECK(d.index < gpus, "device " << d.str() << ": this machine has " << gpus << " CUDA device(s)"
-                                               << (gpus == 0 ? "; use cpu:N devices" : ""));
+      if (devices[i].index >= gpus)
+        throw ConfigError("/resources/devices/" + std::to_string(i),
+                          devices[i].str() + ": this machine has " + std::to_string(gpus) + " CUDA device(s)" +
+                              (gpus == 0 ? "; use cpu:N devices" : ""));
     }
     return;
   }
-  const auto base = kernels::Device::parse(c.resources.device);
+  const auto base = c.resources.device;
   if (base.is_cpu()) return;
   const int gpus = kernels::cuda_device_count();
-  PW_INPUT_CHECK(gpus > 0 && (world_size > 1 || base.index < gpus),
-                 "--device " << c.resources.device << ": this machine has " << gpus << " CUDA device(s)"
-                             << (gpus == 0 ? "; use --device cpu:0" : ""));
+  if (gpus == 0 || (world_size == 1 && base.index >= gpus))
+    throw ConfigError("/resources/device", base.str() + ": this machine has " + std::to_string(gpus) +
+                                               " CUDA device(s)" + (gpus == 0 ? "; use cpu:0" : ""));
 }
 
 kernels::Device device_of_rank(const JobConfig& c, int rank, int world_size, WorldKind world, int local_rank) {
-  if (!c.resources.devices.empty()) return kernels::Device::parse(c.resources.devices.at(static_cast<std::size_t>(rank)));
-  const auto base = kernels::Device::parse(c.resources.device);
+  if (!c.resources.devices.empty()) return c.resources.devices.at(static_cast<std::size_t>(rank));
+  const auto base = c.resources.device;
   // Ranks as processes: one CPU device each, or the host's GPUs in turn by local rank. Ranks as
   // threads: a world of one keeps the device it was given, more take cpu:0..N-1 or the GPUs in turn.
   if (world == WorldKind::Processes) {

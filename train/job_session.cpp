@@ -15,14 +15,16 @@ void make_checkpoint_folder(const JobConfig& c) {
   if (dir.empty()) return;
   std::error_code error;
   std::filesystem::create_directories(dir, error);
-  PW_INPUT_CHECK(!error && std::filesystem::is_directory(dir),
-                 "--checkpoint-dir " << dir << ": cannot create this folder (" << error.message() << ")");
+  if (error || !std::filesystem::is_directory(dir))
+    throw ConfigError("/checkpoints/dir", dir + ": cannot create this folder (" + error.message() + ")");
 }
 
-std::unique_ptr<World> make_world(const JobPlan& plan, const std::optional<rpc::LaunchEnv>& launch) {
+std::unique_ptr<World> make_world(const JobPlan& plan, const std::optional<rpc::LaunchEnv>& launch,
+                                  rpc::RestartEnv thread_world_restarts) {
   const auto& c = plan.config;
   if (!launch)
-    return make_thread_world(plan.shape(), c.transport == TransportKind::Thrift ? ThreadLinks::Thrift : ThreadLinks::InProcess);
+    return make_thread_world(plan.shape(), c.transport == TransportKind::Thrift ? ThreadLinks::Thrift : ThreadLinks::InProcess,
+                             std::move(thread_world_restarts));
   WorldTimeouts timeouts;
   timeouts.heartbeat = std::chrono::milliseconds(static_cast<std::int64_t>(c.timeouts.heartbeat_seconds * 1000));
   timeouts.startup = std::chrono::milliseconds(static_cast<std::int64_t>(c.timeouts.startup_seconds * 1000));
@@ -31,12 +33,12 @@ std::unique_ptr<World> make_world(const JobPlan& plan, const std::optional<rpc::
 
 }  // namespace
 
-JobSession::JobSession(JobPlan plan, std::optional<rpc::LaunchEnv> launch)
+JobSession::JobSession(JobPlan plan, std::optional<rpc::LaunchEnv> launch, rpc::RestartEnv thread_world_restarts)
     : plan_(std::make_shared<const JobPlan>(std::move(plan))) {
   check_devices(plan_->config, plan_->shape().world_size());
   make_checkpoint_folder(plan_->config);
   servers_ = ParameterServers::open(plan_->config, plan_->server_tables, launch.has_value());
-  world_ = make_world(*plan_, launch);
+  world_ = make_world(*plan_, launch, std::move(thread_world_restarts));
   engines_.resize(static_cast<std::size_t>(world_->local_ranks()));
   try {
     world_->run([this](RankLinks& links) {

@@ -20,8 +20,9 @@ namespace pw::train {
 class JobSession {
  public:
   // `launch`: this process's place in a launched job (rpc::launch_env()); none: every rank runs
-  // here as a thread. Builds every local rank's engine, each on its rank's thread.
-  JobSession(JobPlan plan, std::optional<rpc::LaunchEnv> launch);
+  // here as a thread, restarted `thread_world_restarts` times by a launcher (a world of one rank).
+  // Builds every local rank's engine, each on its rank's thread.
+  JobSession(JobPlan plan, std::optional<rpc::LaunchEnv> launch, rpc::RestartEnv thread_world_restarts = {});
   ~JobSession();
   JobSession(const JobSession&) = delete;
   JobSession& operator=(const JobSession&) = delete;

@@ -11,24 +11,26 @@
 #include "models/layers/embedding_bag.h"
 #include "models/rng.h"
 #include "rpc/job_token.h"
+#include "train/job_config.h"
 
 namespace pw::train {
 
 namespace {
 
-std::vector<rpc::HostPort> parse_addresses(const std::string& list, const char* where) {
+std::vector<rpc::HostPort> parse_addresses(const std::string& list) {
+  const auto bad = [&](const std::string& problem) { return ConfigError("/ps/addresses", "'" + list + "': " + problem); };
   std::vector<rpc::HostPort> out;
   std::size_t at = 0;
   while (at <= list.size()) {
     const auto comma = list.find(',', at);
     const std::string item = list.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
-    PW_INPUT_CHECK(!item.empty(), where << " '" << list << "': expected HOST:PORT[,HOST:PORT...]");
+    if (item.empty()) throw bad("expected HOST:PORT[,HOST:PORT...]");
     try {
       out.push_back(rpc::parse_host_port(item));
     } catch (const InputError& e) {
-      throw InputError(std::string(where) + " '" + list + "': " + e.what());
+      throw bad(e.what());
     }
-    PW_INPUT_CHECK(out.back().port > 0, where << " '" << list << "': " << item << " needs a port other than 0");
+    if (out.back().port == 0) throw bad(item + " needs a port other than 0");
     if (comma == std::string::npos) break;
     at = comma + 1;
   }
@@ -40,11 +42,12 @@ std::vector<rpc::HostPort> parse_addresses(const std::string& list, const char* 
 dp::TableBounds ps_table_bounds(const JobConfig& job) { return ps_table_bounds(job.ps); }
 
 dp::TableBounds ps_table_bounds(const ParameterServerConfig& o) {
-  PW_INPUT_CHECK(o.admit_after >= 1 && o.admit_after <= dp::kMaxAdmitAfter,
-                 "--ps-admit-after " << o.admit_after << "; expected 1 to " << dp::kMaxAdmitAfter
-                                     << " sightings (1: every id at once)");
-  PW_INPUT_CHECK(o.max_rows >= 0, "--ps-max-rows " << o.max_rows << "; expected a positive row count per table and shard");
-  PW_INPUT_CHECK(o.row_ttl >= 0, "--ps-row-ttl " << o.row_ttl << "; expected a positive number of steps");
+  if (o.admit_after < 1 || o.admit_after > dp::kMaxAdmitAfter)
+    throw ConfigError("/ps/admit_after", std::to_string(o.admit_after) + "; expected 1 to " +
+                                             std::to_string(dp::kMaxAdmitAfter) + " sightings (1: every id at once)");
+  if (o.max_rows < 0)
+    throw ConfigError("/ps/max_rows", std::to_string(o.max_rows) + "; expected a positive row count per table and shard");
+  if (o.row_ttl < 0) throw ConfigError("/ps/row_ttl", std::to_string(o.row_ttl) + "; expected a positive number of steps");
   return {o.admit_after, o.max_rows, o.row_ttl};
 }
 
@@ -74,18 +77,21 @@ std::unique_ptr<ParameterServers> ParameterServers::open(const JobConfig& c, std
   ps->staleness_ = o.staleness;
   ps->timeout_seconds_ = c.timeouts.stage_seconds;
   if (!o.addresses.empty()) {
-    ps->addresses_ = parse_addresses(o.addresses, "--ps-servers");
-    PW_INPUT_CHECK(o.servers == 0 || o.servers == static_cast<int>(ps->addresses_.size()),
-                   "--ps " << o.servers << " but " << ps->addresses_.size() << " server addresses were given");
-    const auto token = rpc::job_token_from_env();
-    PW_INPUT_CHECK(token.has_value(), "parameter servers at given addresses need the job's token in "
-                                          << rpc::kJobTokenEnv << " (the one they were started with)");
-    ps->token_ = *token;
+    ps->addresses_ = parse_addresses(o.addresses);
+    if (o.servers != 0 && o.servers != static_cast<int>(ps->addresses_.size()))
+      throw ConfigError("/ps/servers", std::to_string(o.servers) + " but /ps/addresses gives " +
+                                           std::to_string(ps->addresses_.size()) + " server addresses");
+    if (o.token.empty())
+      throw ConfigError("/ps/token", "parameter servers at /ps/addresses need the job token they were started with");
+    ps->token_ = o.token;
     return ps;
   }
-  PW_INPUT_CHECK(!multi_process, "--ps " << o.servers << " in a multi-process job: start the servers with pipewright "
-                                 "launch --ps " << o.servers << " (or pipewright ps serve, and give --ps-servers)");
-  PW_INPUT_CHECK(o.servers >= 1 && o.servers <= 64, "--ps " << o.servers << "; expected 1 to 64 servers");
+  if (multi_process)
+    throw ConfigError("/ps/servers", std::to_string(o.servers) + " in a multi-process job, whose ranks cannot share "
+                                     "servers run in one of them; start the servers with the launcher, or on their "
+                                     "own, and give their /ps/addresses");
+  if (o.servers < 1 || o.servers > 64)
+    throw ConfigError("/ps/servers", std::to_string(o.servers) + "; expected 1 to 64 servers");
   ps->token_ = rpc::make_job_token();
   for (int s = 0; s < o.servers; ++s) {
     dp::PsShardConfig shard = ps_shard_config(c, s, o.servers);

@@ -26,8 +26,8 @@ namespace pw::train {
 dp::PsShardConfig ps_shard_config(const JobConfig& c, int shard, int shards);
 // The same from the job's "ps" block and its replica count (a server's own config file).
 dp::PsShardConfig ps_shard_config(const ParameterServerConfig& ps, int workers, int shard, int shards);
-// The bounds --ps-admit-after, --ps-max-rows and --ps-row-ttl give every table (InputError naming
-// the flag for a bad value).
+// The bounds /ps/admit_after, /ps/max_rows and /ps/row_ttl give every table (ConfigError naming
+// the field for a bad value).
 dp::TableBounds ps_table_bounds(const JobConfig& c);
 dp::TableBounds ps_table_bounds(const ParameterServerConfig& ps);
 

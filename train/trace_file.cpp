@@ -121,7 +121,7 @@ void write_chrome_trace(const std::string& path, const TraceMeta& meta, const st
   try {
     write_file_durably(path, doc.dump() + "\n");
   } catch (const InputError& e) {
-    throw InputError(std::string("--trace: ") + e.what());
+    throw InputError(std::string("trace: ") + e.what());
   }
 }
 
@@ -143,7 +143,7 @@ TraceData read_traces(const std::vector<std::string>& paths) {
                            ? &doc["otherData"]["pipewright"]
                            : nullptr;
     PW_INPUT_CHECK(mine != nullptr, path << ": a Chrome trace, but not one pipewright wrote (no otherData.pipewright); "
-                                            "pipewright prof reads the files of `pipewright train --trace`");
+                                            "give the trace files a pipewright job writes");
     TraceMeta meta;
     try {
       meta = meta_from(*mine);

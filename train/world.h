@@ -58,6 +58,9 @@ class RankLinks {
   virtual int local_rank() const = 0;        // among the ranks on this host
   virtual int ranks_on_host() const = 0;     // they share its CPU threads
   virtual std::string launcher() const = 0;  // "threads", "torchrun-style", "Slurm", "Open MPI", ...
+  // The launcher's restarts of the job before this attempt (count, causes): from the launch
+  // environment, read once when the world was made.
+  virtual const rpc::RestartEnv& restarts() const = 0;
 
   // Opens the links to this rank's pipeline neighbours once its device is known (NCCL between
   // two GPUs when `transport` allows). Every rank calls it, before transport().
@@ -118,7 +121,9 @@ class World {
   WorldShape shape_;
 };
 
-std::unique_ptr<World> make_thread_world(WorldShape shape, ThreadLinks links = ThreadLinks::InProcess);
+// `restarts`: none, unless a launcher restarted this process as a world of one rank.
+std::unique_ptr<World> make_thread_world(WorldShape shape, ThreadLinks links = ThreadLinks::InProcess,
+                                         rpc::RestartEnv restarts = {});
 // Throws InputError when the environment's world size is not shape.world_size().
 std::unique_ptr<World> make_process_world(WorldShape shape, const rpc::LaunchEnv& env, WorldTimeouts timeouts);
 

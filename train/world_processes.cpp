@@ -17,6 +17,7 @@
 #include "rpc/rendezvous_server.h"
 #include "rpc/routing_transport.h"
 #include "rpc/thrift_transport.h"
+#include "train/job_config.h"
 #include "train/world.h"
 
 namespace pw::train {
@@ -26,24 +27,29 @@ using std::chrono::milliseconds;
 
 enum class LinkKind { Thrift, Nccl };
 
+ConfigError not_across_processes(TransportKind transport) {
+  return ConfigError("/transport", std::string(enum_name(transport)) + " is not available in a multi-process job "
+                                   "(ranks are separate processes); use auto, thrift or nccl");
+}
+
 // The transport of the link between this rank (on `self`) and a peer (on `peer`): NCCL when both
-// ends are distinct physical GPUs (auto), Thrift otherwise; --transport forces one for every link.
+// ends are distinct physical GPUs (auto), Thrift otherwise; the config's /transport forces one for every link.
 // `same_gpu`: both ends are the same physical GPU (by UUID, whatever CUDA_VISIBLE_DEVICES says).
 LinkKind link_kind(TransportKind flag, kernels::Device self, kernels::Device peer, int peer_rank,
                    bool same_gpu) {
   if (flag == TransportKind::Thrift) return LinkKind::Thrift;
   if (flag == TransportKind::Nccl) {
-    PW_INPUT_CHECK(self.is_cuda() && peer.is_cuda(),
-                   "--transport nccl moves tensors between GPUs, but the link to rank "
-                       << peer_rank << " joins " << self.str() << " and " << peer.str()
-                       << "; use --transport auto (Thrift for links with a CPU end) or thrift");
-    PW_INPUT_CHECK(!same_gpu, "--transport nccl: rank " << peer_rank << " uses the same physical GPU as this rank ("
-                                                     << self.str() << "), which NCCL refuses; give each rank its "
-                                                     "own GPU or use --transport auto or thrift");
+    if (!self.is_cuda() || !peer.is_cuda())
+      throw ConfigError("/transport", "nccl moves tensors between GPUs, but the link to rank " +
+                                          std::to_string(peer_rank) + " joins " + self.str() + " and " + peer.str() +
+                                          "; use auto (Thrift for links with a CPU end) or thrift");
+    if (same_gpu)
+      throw ConfigError("/transport", "nccl: rank " + std::to_string(peer_rank) +
+                                          " uses the same physical GPU as this rank (" + self.str() +
+                                          "), which NCCL refuses; give each rank its own GPU or use auto or thrift");
     return LinkKind::Nccl;
   }
-  PW_INPUT_CHECK(flag == TransportKind::Auto, "--transport " << enum_name(flag) << " is not available in a multi-process job (ranks are "
-                                                << "separate processes); use auto, thrift or nccl");
+  if (flag != TransportKind::Auto) throw not_across_processes(flag);
   // NCCL refuses two ranks of one communicator on one GPU ("Duplicate GPU"): Thrift then.
   return self.is_cuda() && peer.is_cuda() && !same_gpu ? LinkKind::Nccl : LinkKind::Thrift;
 }
@@ -112,9 +118,7 @@ class ProcessRank : public RankLinks {
       if (kind == LinkKind::Nccl) nccl_peers.push_back(peer);
     }
     if (link_names_.empty()) {
-      PW_INPUT_CHECK(flag != TransportKind::InProcess,
-                     "--transport " << enum_name(flag) << " is not available in a multi-process job (ranks are separate "
-                                    << "processes); use auto, thrift or nccl");
+      if (flag == TransportKind::InProcess) throw not_across_processes(flag);
       link_names_.insert("thrift");
     }
     if (!nccl_peers.empty()) {
@@ -141,6 +145,7 @@ class ProcessRank : public RankLinks {
   int local_rank() const override { return env_.local_rank; }
   int ranks_on_host() const override { return std::max(1, env_.local_world_size); }
   std::string launcher() const override { return env_.launcher; }
+  const rpc::RestartEnv& restarts() const override { return env_.restarts; }
   rpc::Transport& transport() override {
     PW_CHECK(routes_ != nullptr, name() << ": transport() before connect()");
     return *routes_;
@@ -251,8 +256,8 @@ class ProcessWorld : public World {
   ProcessWorld(WorldShape shape, const rpc::LaunchEnv& env, WorldTimeouts timeouts)
       : World(shape), launcher_(env.launcher) {
     PW_INPUT_CHECK(env.world_size == shape.world_size(),
-                   "this job has " << env.world_size << " ranks (" << env.launcher << " environment) but --stages "
-                                   << shape.stages << " x --replicas " << shape.replicas << " needs "
+                   "this job has " << env.world_size << " ranks (" << env.launcher << " environment) but /pipeline/stages "
+                                   << shape.stages << " x /replicas/replicas " << shape.replicas << " needs "
                                    << shape.world_size() << "; a multi-process job runs one stage of one replica per rank");
     rank_ = std::make_unique<ProcessRank>(env, shape, timeouts, token_);
   }

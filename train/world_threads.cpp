@@ -9,6 +9,7 @@
 #include "rpc/in_process_transport.h"
 #include "rpc/job_token.h"
 #include "rpc/thrift_transport.h"
+#include "train/job_config.h"
 #include "train/world.h"
 
 namespace pw::train {
@@ -17,18 +18,21 @@ namespace {
 class ThreadRank : public RankLinks {
  public:
   ThreadRank(int rank, WorldShape shape, rpc::Transport& transport, rpc::Store& store, CancelToken& token,
-             const char* links)
-      : RankLinks(rank, shape), transport_(transport), store_(store), token_(token), links_(links) {}
+             const char* links, const rpc::RestartEnv& restarts)
+      : RankLinks(rank, shape), transport_(transport), store_(store), token_(token), links_(links),
+        restarts_(restarts) {}
 
   void connect(kernels::Device, const std::set<int>&, TransportKind transport, rpc::Deadline) override {
-    PW_INPUT_CHECK(transport != TransportKind::Nccl,
-                   "--transport " << enum_name(transport) << ": the stages of this job share one process, where auto, inprocess "
-                                  "or thrift work; NCCL links need one process per GPU (pipewright launch)");
+    if (transport == TransportKind::Nccl)
+      throw ConfigError("/transport", std::string(enum_name(transport)) + ": the stages of this job share one process, "
+                                      "where auto, inprocess or thrift work; NCCL links need one process per GPU "
+                                      "(a launcher's ranks)");
   }
   WorldKind world_kind() const override { return WorldKind::Threads; }
   int local_rank() const override { return rank(); }
   int ranks_on_host() const override { return world_size(); }
   std::string launcher() const override { return "threads"; }
+  const rpc::RestartEnv& restarts() const override { return restarts_; }
   rpc::Transport& transport() override { return transport_; }
   rpc::Store& store() override { return store_; }
   CancelToken& cancel_token() override { return token_; }
@@ -39,11 +43,13 @@ class ThreadRank : public RankLinks {
   rpc::Store& store_;
   CancelToken& token_;
   const char* links_;
+  const rpc::RestartEnv& restarts_;
 };
 
 class ThreadWorld : public World {
  public:
-  ThreadWorld(WorldShape shape, ThreadLinks links) : World(shape), hub_(shape.world_size()) {
+  ThreadWorld(WorldShape shape, ThreadLinks links, rpc::RestartEnv restarts)
+      : World(shape), restarts_(std::move(restarts)), hub_(shape.world_size()) {
     const int n = shape.world_size();
     if (links == ThreadLinks::Thrift) {
       const std::string token = rpc::make_job_token();
@@ -63,7 +69,8 @@ class ThreadWorld : public World {
     }
     for (int r = 0; r < n; ++r) {
       ranks_.push_back(std::make_unique<ThreadRank>(r, shape, *transports_[static_cast<std::size_t>(r)], store_,
-                                                    token_, links == ThreadLinks::Thrift ? "thrift" : "inprocess"));
+                                                    token_, links == ThreadLinks::Thrift ? "thrift" : "inprocess",
+                                                    restarts_));
       workers_.push_back(std::make_unique<pipeline::StageWorker>());
     }
     links_ = links;
@@ -109,6 +116,7 @@ class ThreadWorld : public World {
   }
 
  private:
+  rpc::RestartEnv restarts_;
   CancelToken token_;
   rpc::InProcessHub hub_;
   rpc::InMemoryStore store_;
@@ -121,10 +129,10 @@ class ThreadWorld : public World {
 
 }  // namespace
 
-std::unique_ptr<World> make_thread_world(WorldShape shape, ThreadLinks links) {
+std::unique_ptr<World> make_thread_world(WorldShape shape, ThreadLinks links, rpc::RestartEnv restarts) {
   PW_INPUT_CHECK(shape.stages >= 1 && shape.replicas >= 1,
                  "a world needs at least one stage and one replica, got " << shape.stages << " x " << shape.replicas);
-  return std::make_unique<ThreadWorld>(shape, links);
+  return std::make_unique<ThreadWorld>(shape, links, std::move(restarts));
 }
 
 }  // namespace pw::train

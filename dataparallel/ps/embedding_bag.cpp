@@ -46,10 +46,10 @@ PsEmbeddingBag::PsEmbeddingBag(PsBagOptions options)
   PW_INPUT_CHECK(o_.bag_size >= 1, "embedding table '" << o_.table.name << "': bag size " << o_.bag_size
                                                        << "; expected >= 1");
   PW_INPUT_CHECK(o_.update != UpdateMode::Bounded || o_.staleness >= 1,
-                 "bounded staleness needs --staleness >= 1 (a pull of step t waits for step t - s; with s = 0 a "
+                 "bounded staleness needs a staleness >= 1 (a pull of step t waits for step t - s; with s = 0 a "
                  "worker would wait for its own push), got "
                      << o_.staleness);
-  PW_INPUT_CHECK(o_.staleness >= 0, "--staleness " << o_.staleness << "; expected >= 0");
+  PW_INPUT_CHECK(o_.staleness >= 0, "staleness " << o_.staleness << "; expected >= 0");
   if (!o_.traffic) o_.traffic = std::make_shared<PsTraffic>();
 }
 

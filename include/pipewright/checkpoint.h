@@ -49,7 +49,7 @@ nlohmann::json to_json(const CheckpointManifest& m);
 CheckpointManifest read_manifest(const std::string& folder);
 // The newest folder in `dir` holding a readable manifest (nullopt: none).
 std::optional<std::string> newest_checkpoint(const std::string& dir);
-// `path` as --resume names it: a checkpoint folder (with a manifest) or a folder of them (its newest
-// complete one). InputError saying what was found otherwise.
+// `path` as /checkpoints/resume names it: a checkpoint folder (with a manifest) or a folder of them
+// (its newest complete one). ConfigError at /checkpoints/resume saying what was found otherwise.
 std::string resolve_resume(const std::string& path);
 }  // namespace pw::train

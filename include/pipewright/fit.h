@@ -75,7 +75,7 @@ struct FitCallbacks {
 // rank 0 (an empty object elsewhere).
 nlohmann::json run_job(const JobConfig& config, const FitOptions& options, const FitCallbacks& callbacks = {});
 
-// "A:B" -> [A, B); every step when empty. InputError naming --trace-steps otherwise.
+// "A:B" -> [A, B); every step when empty. InputError saying what is accepted otherwise.
 std::pair<std::int64_t, std::int64_t> parse_trace_steps(const std::string& text);
 
 }  // namespace pw::train

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "pipewright/device.h"
 #include "pipewright/enums.h"
 #include "pipewright/model.h"
 
@@ -59,6 +60,9 @@ struct ReplicaConfig {
 struct ParameterServerConfig {
   int servers = 0;                // run in this process as threads unless addresses are given
   std::string addresses;          // HOST:PORT,... of servers started elsewhere
+  // The job token those servers were started with. A secret: never written to JSON, so neither
+  // checkpoints, the identity hash nor a printed config hold it.
+  std::string token;
   dp::UpdateMode mode = dp::UpdateMode::Sync;
   int staleness = 1;
   std::optional<dp::SparseOptimizerKind> optimizer;   // default: the dense optimizer's kind
@@ -114,11 +118,11 @@ struct NumericsConfig {
 
 // Where this process's ranks run: not part of the job's identity (ranks may differ).
 struct Resources {
-  std::string device = "cpu:0";      // cpu:N or cuda:N; a pipeline puts its stages on cpu:0..N-1 or the GPUs
-  std::vector<std::string> devices;  // one per rank (replica-major), overriding `device`
+  kernels::Device device;                // a pipeline puts its stages on cpu:0..N-1 or the GPUs
+  std::vector<kernels::Device> devices;  // one per rank (replica-major), overriding `device`
   int threads = 0;                   // CPU threads per rank; 0: this machine's share
   std::int64_t device_memory = 0;    // cap per device in bytes ("512MiB" in JSON); 0: no cap
-  std::string data_dir;              // fashion-mnist files (empty: $PW_FASHION_MNIST_DIR or the default), an image folder's root, or CIFAR-10's .bin files
+  std::string data_dir;              // fashion-mnist's IDX files (empty: /usr/share/datasets/fashion-mnist), an image folder's root, shards, or CIFAR-10's .bin files
 };
 
 struct JobConfig {

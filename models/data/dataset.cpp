@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cstdlib>
 #include <vector>
 
 #include "core/error.h"
@@ -37,10 +36,7 @@ void Dataset::fill_image_in_epoch(std::int64_t, std::int64_t index, float* image
 namespace {
 
 std::string fashion_mnist_dir(const DatasetOptions& options) {
-  if (!options.fashion_mnist_dir.empty()) return options.fashion_mnist_dir;
-  const char* env = std::getenv("PW_FASHION_MNIST_DIR");
-  if (env != nullptr && *env != '\0') return env;
-  return kFashionMnistDefaultDir;
+  return options.fashion_mnist_dir.empty() ? kFashionMnistDefaultDir : options.fashion_mnist_dir;
 }
 
 std::string required_data_dir(const std::string& name, const DatasetOptions& options) {

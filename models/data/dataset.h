@@ -44,7 +44,7 @@ std::unique_ptr<Dataset> make_synthetic_images(std::int64_t size, kernels::Shape
                                                std::uint64_t seed, Split split = Split::Train);
 
 struct DatasetOptions {
-  // fashion-mnist: empty means $PW_FASHION_MNIST_DIR when set, else kFashionMnistDefaultDir.
+  // fashion-mnist: empty means kFashionMnistDefaultDir.
   std::string fashion_mnist_dir;
   // synthetic:
   kernels::Shape synthetic_shape = {1, 28, 28};

@@ -71,7 +71,7 @@ std::unique_ptr<Layer> resnet_block(BlockKind kind, int in, int width, int strid
 namespace {
 
 ModelSpec resnet(const std::string& name, const ModelOptions& o, BlockKind kind, std::vector<int> blocks) {
-  PW_INPUT_CHECK(o.width >= 1, "--width must be >= 1, got " << o.width);
+  PW_INPUT_CHECK(o.width >= 1, name << ": width " << o.width << "; expected 1 or more");
   const int c = static_cast<int>(o.sample_shape[0]);
   const int w = o.width;
   ModelSpec m{name, o.sample_shape, o.num_classes, {}};
@@ -102,7 +102,7 @@ ModelSpec resnet(const std::string& name, const ModelOptions& o, BlockKind kind,
 }
 
 ModelSpec vgg16(const ModelOptions& o) {
-  PW_INPUT_CHECK(o.width >= 1, "--width must be >= 1, got " << o.width);
+  PW_INPUT_CHECK(o.width >= 1, "vgg16: width " << o.width << "; expected 1 or more");
   const std::vector<int> config = {64, 64, 0, 128, 128, 0, 256, 256, 256, 0, 512, 512, 512, 0, 512, 512, 512, 0};
   const Form form = form_of(o.sample_shape);
   ModelSpec m{"vgg16", o.sample_shape, o.num_classes, {}};

@@ -88,16 +88,16 @@ BOOST_AUTO_TEST_CASE(parse_split_points_reads_comma_separated_indices) {
   BOOST_CHECK_EQUAL(format_split_points({3, 7, 12}), "3,7,12");
   for (const char* bad : {"", "3,,7", "3,x", "3.5", "3,", ",3", "3 7", "99999999999"}) {
     check_input_error([&] { parse_split_points(bad); },
-                      "bad --split '" + std::string(bad) + "'; expected comma-separated layer indices, e.g. 3,7,12");
+                      "bad split points '" + std::string(bad) + "'; expected comma-separated layer indices, e.g. 3,7,12");
   }
 }
 
 BOOST_AUTO_TEST_CASE(stage_count_must_be_between_one_and_the_layer_count) {
   check_stage_count(14, 1, "resnet18");
   check_stage_count(14, 14, "resnet18");
-  check_input_error([] { check_stage_count(14, 0, "resnet18"); }, "--stages 0: need at least 1 stage");
+  check_input_error([] { check_stage_count(14, 0, "resnet18"); }, "0 stages; need at least 1");
   check_input_error([] { check_stage_count(14, 15, "resnet18"); },
-                    "--stages 15: resnet18 has only 14 layers, so at most 14 stages");
+                    "15 stages: resnet18 has only 14 layers, so at most 14 stages");
 }
 
 BOOST_AUTO_TEST_CASE(stages_built_alone_have_the_whole_models_weights) {

@@ -254,7 +254,7 @@ BOOST_AUTO_TEST_CASE(no_split_that_fits_says_by_how_much) {
   BOOST_CHECK_EXCEPTION(partition_by_profile(layers, cost, "toy"), InputError, [](const InputError& e) {
     const std::string expected =
         "no split of toy into 2 stages fits a 1.50 GiB cap: the best puts 2.00 GiB on stage 0 (0.50 GiB over; its "
-        "weights, gradients and optimizer state alone take 2.00 GiB); use more stages or a larger --device-memory";
+        "weights, gradients and optimizer state alone take 2.00 GiB); use more stages or a larger memory cap";
     BOOST_CHECK_EQUAL(e.what(), expected);
     return true;
   });
@@ -272,7 +272,7 @@ BOOST_AUTO_TEST_CASE(no_split_that_fits_says_by_how_much) {
   BOOST_CHECK_EXCEPTION(partition_by_profile(layers, cost, "toy"), InputError, [](const InputError& e) {
     const std::string expected =
         "no split of toy into 2 stages fits a 1.00 GiB cap: the best puts 1.17 GiB on stage 1 (0.17 GiB over); use more "
-        "stages, a larger --device-memory, more (smaller) micro-batches or --recompute all";
+        "stages, a larger memory cap, more (smaller) micro-batches or recompute all";
     BOOST_CHECK_EQUAL(e.what(), expected);
     return true;
   });

@@ -64,11 +64,11 @@ BOOST_AUTO_TEST_CASE(cpu_device_gives_input_error) {
   rpc::InMemoryStore store;
   const std::string msg =
       error_of<InputError>([&] { rpc::make_nccl_transport(0, 2, Device::cpu(0), store, "job"); });
-  BOOST_CHECK_MESSAGE(contains(msg, "--transport thrift"), msg);
+  BOOST_CHECK_MESSAGE(contains(msg, "the thrift transport"), msg);
 #ifdef PW_WITH_CUDA
   BOOST_CHECK_MESSAGE(contains(msg, "needs a CUDA device") && contains(msg, "cpu:0"), msg);
 #else
-  BOOST_CHECK_EQUAL(msg, "this build has no CUDA/NCCL; use --transport thrift");
+  BOOST_CHECK_EQUAL(msg, "this build has no CUDA/NCCL; use the thrift transport");
 #endif
 }
 
@@ -76,7 +76,7 @@ BOOST_AUTO_TEST_CASE(missing_gpu_and_bad_rank_give_input_errors) {
   rpc::InMemoryStore store;
   const Device absent = Device::cuda(kernels::cuda_device_count());
   const std::string msg = error_of<InputError>([&] { rpc::make_nccl_transport(0, 2, absent, store, "job"); });
-  BOOST_CHECK_MESSAGE(contains(msg, "--transport thrift"), msg);
+  BOOST_CHECK_MESSAGE(contains(msg, "the thrift transport"), msg);
   const std::string rank = error_of<InputError>([&] { rpc::make_nccl_transport(2, 2, absent, store, "job"); });
 #ifdef PW_WITH_CUDA
   BOOST_CHECK_MESSAGE(contains(msg, absent.str()), msg);

@@ -198,6 +198,19 @@ BOOST_AUTO_TEST_CASE(torchrun_slurm_and_open_mpi_variables) {
   BOOST_TEST(both->launcher == "torchrun-style");
 }
 
+BOOST_AUTO_TEST_CASE(the_launchers_restarts_come_with_the_rank_environment) {
+  const auto first = env_of(with({{"WORLD_SIZE", "2"}, {"RANK", "1"}}));
+  BOOST_REQUIRE(first.has_value());
+  BOOST_TEST(first->restarts.count == 0);
+  BOOST_TEST(first->restarts.causes.empty());
+  const auto again = env_of(with({{"WORLD_SIZE", "2"}, {"RANK", "1"}, {"PW_RESTART_COUNT", "2"},
+                                  {"PW_RESTART_CAUSES", R"(["attempt 0: rank 1 failed", "attempt 1: rank 0 failed"])"}}));
+  BOOST_REQUIRE(again.has_value());
+  BOOST_TEST(again->restarts.count == 2);
+  BOOST_TEST(again->restarts.causes.size() == 2u);
+  BOOST_TEST(again->restarts.causes.back() == "attempt 1: rank 0 failed");
+}
+
 BOOST_AUTO_TEST_CASE(malformed_environments_are_named) {
   const auto message = [](const std::map<std::string, std::string>& vars) {
     try {

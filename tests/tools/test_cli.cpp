@@ -75,7 +75,7 @@ BOOST_AUTO_TEST_CASE(bad_flags_and_inputs_get_one_line_errors) {
   check_error(kQuick + "--steps 2 --device-memory 256KiB", 1, "out of memory on cpu:0: asked for");
   // The weights fit the cap, one batch's activations do not.
   check_error(kQuick + "--steps 2 --batch-size 64 --device-memory 8MiB", 1,
-              "free of a 8.00 MiB cap; raise --device-memory or lower --batch-size");
+              "free of a 8.00 MiB cap; raise the device's memory cap or lower the batch size");
   check_error(kQuick + "--synthetic-shape 1x28", 2, "expected CxHxW");
   check_error(kQuick + "--batch-size 100000", 2, "larger than the 256 training samples");
   check_error("train --data-dir " + dir.path.string(), 2, dir.path.string());
@@ -83,7 +83,7 @@ BOOST_AUTO_TEST_CASE(bad_flags_and_inputs_get_one_line_errors) {
   std::ofstream(dir.file("junk.safetensors")) << "junk";
   check_error(kQuick + "--load " + dir.file("junk.safetensors"), 2, "junk.safetensors");
   check_error("", kAnyFailure, "subcommand");
-  if (!pw::test::has_cuda()) check_error(kQuick + "--device cuda:0", 2, "this machine has 0 CUDA device(s); use --device cpu:0");
+  if (!pw::test::has_cuda()) check_error(kQuick + "--device cuda:0", 2, "--device: cuda:0: this machine has 0 CUDA device(s); use cpu:0");
 }
 
 BOOST_AUTO_TEST_CASE(a_failed_run_keeps_the_summary_already_written) {
@@ -131,6 +131,25 @@ BOOST_AUTO_TEST_CASE(a_job_runs_from_its_json_config_and_flags_beside_it_overrid
   std::ofstream(dir.file("broken.json")) << "{";
   check_error("train --config " + dir.file("broken.json"), 2, "--config " + dir.file("broken.json") + ": not JSON");
   check_error("train --config " + dir.file("missing.json"), 2, "cannot read this file");
+}
+
+// The library reads neither variable; the command line gives it the folder and the token.
+BOOST_AUTO_TEST_CASE(the_data_folder_and_the_servers_token_come_from_the_environment_through_the_cli) {
+  ScratchDir dir("cli_env");
+  const std::string binary = pw::test::pipewright_binary();
+  auto r = pw::test::run_command("env PW_FASHION_MNIST_DIR=" + dir.file("nowhere") + " " + binary +
+                                 " train --steps 1 --batch-size 16 --threads 1");
+  BOOST_TEST(r.status == 2, r.output);
+  BOOST_TEST(r.output.find(dir.file("nowhere")) != std::string::npos, r.output);
+  const std::string dlrm = " train --model dlrm --dataset synthetic-clicks --steps 1 --ps-servers 127.0.0.1:9 ";
+  r = pw::test::run_command("env PW_JOB_TOKEN=s3cr3t0123 " + binary + dlrm + "--print-config");
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+  BOOST_TEST(r.output.find("127.0.0.1:9") != std::string::npos, r.output);
+  BOOST_TEST(r.output.find("s3cr3t") == std::string::npos, r.output);
+  r = pw::test::run_command("env -u PW_JOB_TOKEN " + binary + dlrm);
+  BOOST_TEST(r.status == 2, r.output);
+  BOOST_TEST(r.output.find("PW_JOB_TOKEN: parameter servers at --ps-servers need the job token") != std::string::npos,
+             r.output);
 }
 
 BOOST_AUTO_TEST_CASE(train_help_is_grouped_and_fits_100_columns) {

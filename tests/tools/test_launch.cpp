@@ -231,7 +231,7 @@ BOOST_AUTO_TEST_CASE(a_hung_rank_stops_the_job_after_the_heartbeat_timeout) {
 BOOST_AUTO_TEST_CASE(bad_launch_input_gets_one_line_errors) {
   auto r = run_pipewright("launch --nnodes 2 --node-rank 2 -- " + kJob);
   BOOST_TEST(r.status == 2);
-  BOOST_TEST(r.output.find("--node-rank 2 outside --nnodes 2") != std::string::npos, r.output);
+  BOOST_TEST(r.output.find("--node-rank: 2 outside --nnodes 2") != std::string::npos, r.output);
   r = run_pipewright("launch --nnodes 2 --node-rank 0 -- " + kJob);
   BOOST_TEST(r.status == 2);
   BOOST_TEST(r.output.find("needs the same job token on every node") != std::string::npos, r.output);

@@ -97,7 +97,7 @@ BOOST_AUTO_TEST_CASE(bad_inputs_get_one_line_errors) {
               "pipewright: error: --stages 15: resnet18 has only 14 layers, so at most 14 stages");
   check_error(kSmall + "--split 7,3",
               "pipewright: error: --split 7,3: split points must be strictly increasing layer indices in 1..13 (resnet18 has 14 layers)");
-  check_error(kSmall + "--split 3,x", "pipewright: error: bad --split '3,x'; expected comma-separated layer indices");
+  check_error(kSmall + "--split 3,x", "pipewright: error: --split: bad split points '3,x'; expected comma-separated layer indices");
   check_error(kSmall + "--split 3,7 --stages 2", "pipewright: error: --split 3,7 makes 3 pieces but --stages 2 needs 2");
   check_error(kSmall + "--stages 2 --partition greedy",
               "pipewright: error: unknown partition method 'greedy'; accepted: uniform, params, profile");

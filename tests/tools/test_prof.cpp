@@ -188,7 +188,7 @@ BOOST_AUTO_TEST_CASE(foreign_or_truncated_files_get_one_line_errors) {
   const auto r = run_pipewright("train --stages 2 --steps 1 --dataset synthetic --trace-steps 5:2 --trace " +
                                 dir.file("x.json"));
   BOOST_TEST(r.status == 2);
-  BOOST_TEST(r.output.find("--trace-steps '5:2': expected A:B") != std::string::npos, r.output);
+  BOOST_TEST(r.output.find("--trace-steps: '5:2': expected trace steps A:B") != std::string::npos, r.output);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

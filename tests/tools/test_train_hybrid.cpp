@@ -104,7 +104,7 @@ BOOST_AUTO_TEST_CASE(a_lost_rank_ends_a_hybrid_job_naming_it) {
 BOOST_AUTO_TEST_CASE(bad_replica_flags_get_one_line_errors) {
   auto r = run_pipewright("train " + kJob + "--replicas 3");
   BOOST_TEST(r.status == 2);
-  BOOST_TEST(r.output.find("--batch-size 32 (the global batch) does not split evenly over 3 replicas") !=
+  BOOST_TEST(r.output.find("--batch-size: 32 (the global batch) does not split evenly over 3 replicas") !=
                  std::string::npos,
              r.output);
   r = run_pipewright("train " + kJob + "--replicas 2 --grad-compression zip");

@@ -87,19 +87,19 @@ BOOST_AUTO_TEST_CASE(pipeline_weights_save_and_load_like_single_device_ones) {
 
 BOOST_AUTO_TEST_CASE(bad_pipeline_flags_get_one_line_errors) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"--stages 20", "--stages 20: seed-cnn has only 7 layers, so at most 7 stages"},
-      {"--split 5,3", "--split 5,3: split points must be strictly increasing layer indices in 1..6"},
-      {"--split 2,99", "--split 2,99: split points must be strictly increasing"},
+      {"--stages 20", "--stages: 20 stages: seed-cnn has only 7 layers, so at most 7 stages"},
+      {"--split 5,3", "--split: 5,3: split points must be strictly increasing layer indices in 1..6"},
+      {"--split 2,99", "--split: 2,99: split points must be strictly increasing"},
       {"--stages 2 --schedule zigzag", "unknown schedule 'zigzag'; accepted: gpipe, 1f1b, interleaved, zb-h1"},
       {"--stages 4 --micro-batches 2", "2 micro-batches for 4 stages"},
-      {"--stages 2 --micro-batches 3", "--batch-size 32 does not split into 3 equal micro-batches"},
-      {"--stages 2 --devices cpu:0", "--devices lists 1 devices for 2 stages"},
+      {"--stages 2 --micro-batches 3", "--batch-size: 32 does not split into 3 equal micro-batches"},
+      {"--stages 2 --devices cpu:0", "--devices: 1 devices for 2 stages"},
       {"--stages 2 --recompute some", "--recompute: unknown recompute mode 'some'; accepted: none, all, except-last"},
       {"--stages 2 --partition magic", "--partition: unknown partition method 'magic'; accepted: uniform, params, profile"},
-      {"--stages 3 --split 3", "--split 3 makes 2 pieces but --stages 3"},
+      {"--stages 3 --split 3", "--split: 3 makes 2 pieces but --stages 3"},
       {"--stages 2 --schedule interleaved --chunks 1", "interleaved"},
-      {"--stages 2 --save /tmp", "--save /tmp is a folder; give a file name"},
-      {"--stages 2 --transport nccl", "--transport nccl: the stages of this job share one process"},
+      {"--stages 2 --save /tmp", "save path /tmp is a folder; give a file name"},
+      {"--stages 2 --transport nccl", "--transport: nccl: the stages of this job share one process"},
       {"--stages 2 --transport pigeon", "--transport: unknown transport 'pigeon'; accepted: auto, inprocess, thrift, nccl"},
   };
   // CLI11 checks ranges itself, with its own exit code.

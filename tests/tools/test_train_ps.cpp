@@ -190,9 +190,9 @@ BOOST_AUTO_TEST_CASE(bad_parameter_server_flags_get_one_line_errors) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"train --model seed-cnn --dataset synthetic --steps 1 --ps 2", "model seed-cnn keeps none on them"},
       {dlrm + "--ps 2 --ps-mode eventually", "unknown update mode 'eventually'; accepted: sync, async, bounded"},
-      {dlrm + "--ps 2 --ps-mode bounded --staleness 0", "bounded staleness needs --staleness >= 1"},
+      {dlrm + "--ps 2 --ps-mode bounded --staleness 0", "--staleness: 0; bounded staleness needs 1 or more"},
       {dlrm + "--ps 2 --ps-optimizer rmsprop", "rmsprop"},
-      {dlrm + "--ps-servers nohost", "--ps-servers 'nohost'"},
+      {dlrm + "--ps-servers nohost", "--ps-servers: 'nohost'"},
       {dlrm + "--embedding-rows 0", "--embedding-rows: 0; must be in [1, 16777216]"},
       {"launch --ps 2 -- --model dlrm --dataset synthetic-clicks --ps-mode eventually", "unknown update mode 'eventually'"},
       {"launch --ps 2 -- --model dlrm --dataset synthetic-clicks --no-such-flag", "the train arguments after --"},

@@ -57,7 +57,7 @@ inline train::JobConfig job_of(const partition::ModelDescription& model, const J
   c.pipeline.recompute = parse_enum<partition::Recompute>(shape.recompute);
   c.replicas.replicas = shape.replicas;
   for (int r = 0; r < shape.stages * shape.replicas; ++r)
-    c.resources.devices.push_back("cpu:" + std::to_string(shape.first_device + r));
+    c.resources.devices.push_back(kernels::Device::cpu(shape.first_device + r));
   c.resources.threads = 1;
   c.optimizer.kind = models::OptimizerKind::Sgd;
   c.optimizer.lr = 0.05;

@@ -34,7 +34,7 @@ JobConfig resnet18_job(const std::string& device) {
   c.optimizer.lr = 0.01;
   c.optimizer.momentum = 0.9;
   c.seed = 1;
-  c.resources.device = device;
+  c.resources.device = pw::kernels::Device::parse(device);
   c.resources.threads = 2;
   return c;
 }
@@ -51,7 +51,7 @@ JobConfig seed_cnn_job() {
   c.optimizer.kind = pw::models::OptimizerKind::Sgd;
   c.optimizer.lr = 0.05;
   c.seed = 3;
-  c.resources.device = "cuda:0";
+  c.resources.device = pw::kernels::Device::cuda(0);
   return c;
 }
 
@@ -113,7 +113,7 @@ BOOST_AUTO_TEST_CASE(two_stages_sharing_the_gpu_match_one_stage) {
   auto two = seed_cnn_job();
   two.pipeline.stages = 2;
   two.pipeline.micro_batches = 4;
-  two.resources.devices = {"cuda:0", "cuda:0"};
+  two.resources.devices = {pw::kernels::Device::cuda(0), pw::kernels::Device::cuda(0)};
   check_losses_close(losses_of(two), losses_of(one), 1e-5, "2 stages on cuda:0 against 1 stage");
 }
 
@@ -121,7 +121,7 @@ BOOST_AUTO_TEST_CASE(replicas_sharing_the_gpu_reduce_on_the_host) {
   auto one = seed_cnn_job();
   auto two = seed_cnn_job();
   two.replicas.replicas = 2;
-  two.resources.devices = {"cuda:0", "cuda:0"};   // NCCL would refuse: "Duplicate GPU"
+  two.resources.devices = {pw::kernels::Device::cuda(0), pw::kernels::Device::cuda(0)};   // NCCL would refuse: "Duplicate GPU"
   check_losses_close(losses_of(two), losses_of(one), 1e-5, "2 replicas on cuda:0 against 1 replica");
 }
 

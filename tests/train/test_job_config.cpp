@@ -40,7 +40,7 @@ BOOST_AUTO_TEST_CASE(json_round_trips_and_hashes_what_defines_the_job) {
 
   // Where a rank runs is its own business.
   auto elsewhere = c;
-  elsewhere.resources.device = "cuda:1";
+  elsewhere.resources.device = kernels::Device::cuda(1);
   elsewhere.resources.threads = 7;
   elsewhere.resources.data_dir = "/mnt/data";
   BOOST_TEST(train::config_hash(train::to_json(elsewhere)) == train::config_hash(j));
@@ -110,6 +110,21 @@ BOOST_AUTO_TEST_CASE(bad_json_is_a_config_error_naming_the_field_by_its_path) {
   BOOST_TEST(config_error(parse(R"({"replicas": {"replicas": 4294967296}})")) == "/replicas/replicas: 4294967296; out of range");
   BOOST_TEST(config_error(parse(R"({"pipeline": {"split": [3, "x"]}})")) == "/pipeline/split/1: the text \"x\"; expected a whole number");
   BOOST_TEST(config_error(parse("[1, 2]")) == "/: [1,2]; a job config is a JSON object");
+  BOOST_TEST(config_error(parse(R"({"resources": {"device": "gpu0"}})")) ==
+             "/resources/device: bad device 'gpu0'; expected cpu, cpu:N, cuda or cuda:N (N >= 0)");
+  BOOST_TEST(config_error(parse(R"({"resources": {"devices": ["cpu:0", "cuda:x"]}})")).find("/resources/devices/1: ") == 0u);
+}
+
+// The token of given parameter servers is a secret: no JSON form holds it, so neither a
+// checkpoint's config, the identity hash nor a printed config does.
+BOOST_AUTO_TEST_CASE(the_parameter_servers_token_is_never_written) {
+  train::JobConfig c;
+  c.ps.addresses = "127.0.0.1:9000";
+  const auto hash = train::config_hash(train::to_json(c));
+  c.ps.token = "s3cr3t-token";
+  BOOST_TEST(train::config_hash(train::to_json(c)) == hash);
+  BOOST_TEST(train::to_full_json(c).dump().find("s3cr3t") == std::string::npos);
+  BOOST_TEST(train::ps_config_to_json(c.ps).dump().find("s3cr3t") == std::string::npos);   // what servers get
 }
 
 BOOST_AUTO_TEST_CASE(the_identity_is_the_same_json_as_before_the_config_was_typed) {
@@ -137,11 +152,14 @@ BOOST_AUTO_TEST_CASE(the_identity_is_the_same_json_as_before_the_config_was_type
   BOOST_TEST(j["ps"]["optimizer"] == "adagrad");
   // The full form carries the resources too and reads back to the same job.
   c.resources.device_memory = std::int64_t{512} << 20;
-  c.resources.devices = {"cpu:0", "cpu:1"};
-  const auto back = train::job_config_from_json(train::to_full_json(c));
+  c.resources.devices = {kernels::Device::cpu(0), kernels::Device::cuda(1)};
+  const auto full = train::to_full_json(c);
+  BOOST_TEST(full["resources"]["devices"] == nlohmann::json({"cpu:0", "cuda:1"}));
+  BOOST_TEST(full["resources"]["device"] == "cpu:0");
+  const auto back = train::job_config_from_json(full);
   BOOST_TEST(train::to_json(back) == j);
   BOOST_TEST(back.resources.device_memory == std::int64_t{512} << 20);
-  BOOST_TEST(back.resources.devices == c.resources.devices);
+  BOOST_TEST((back.resources.devices == c.resources.devices));
   BOOST_TEST(train::job_config_from_json({{"resources", {{"device_memory", "2GiB"}}}}).resources.device_memory ==
              std::int64_t{2} << 30);
 }

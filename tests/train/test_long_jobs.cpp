@@ -151,7 +151,7 @@ BOOST_AUTO_TEST_CASE(another_model_or_a_damaged_file_is_a_one_line_error_and_not
   auto r = run_pipewright(other + "--steps 8 --resume " + ckpt + " --checkpoint-dir " + ckpt +
                           " --checkpoint-every 1");
   BOOST_TEST(r.status != 0);
-  BOOST_TEST(r.output.find("cannot resume from " + folder + ": /model/name: \"seed-cnn\" in the checkpoint, "
+  BOOST_TEST(r.output.find("cannot resume from " + folder + ": --model: \"seed-cnn\" in the checkpoint, "
                            "\"resnet18\" now") != std::string::npos, r.output);
 
   // One byte flipped in a tensor file: the checksum names it.
@@ -172,13 +172,13 @@ BOOST_AUTO_TEST_CASE(another_model_or_a_damaged_file_is_a_one_line_error_and_not
   // A new run pointed at a folder of an earlier run's checkpoints would mix with them.
   r = run_pipewright(kJob + "--stages 2 --steps 8 --checkpoint-dir " + ckpt + " --checkpoint-every 1");
   BOOST_TEST(r.status != 0);
-  BOOST_TEST(r.output.find("--checkpoint-dir " + ckpt + " holds checkpoints of another run (newest " + folder +
+  BOOST_TEST(r.output.find("--checkpoint-dir: " + ckpt + " holds checkpoints of another run (newest " + folder +
                            "); resume it with --resume " + ckpt) != std::string::npos, r.output);
   BOOST_TEST(!fs::exists(ckpt + "/step-0000001"));
 
   r = run_pipewright(kJob + "--steps 8 --resume " + dir.file("nothing-here"));
   BOOST_TEST(r.status != 0);
-  BOOST_TEST(r.output.find("--resume " + dir.file("nothing-here") + ": no such folder") != std::string::npos, r.output);
+  BOOST_TEST(r.output.find("--resume: " + dir.file("nothing-here") + ": no such folder") != std::string::npos, r.output);
   r = run_command("PW_INJECT_FAULT=boom@x:0 " + pw::test::pipewright_binary() + " " + kJob + "--steps 2");
   BOOST_TEST(r.status != 0);
   BOOST_TEST(r.output.find("PW_INJECT_FAULT: 'boom@x:0' is not KIND@STEP:RANK[/ATTEMPT]") != std::string::npos, r.output);
@@ -188,7 +188,7 @@ BOOST_AUTO_TEST_CASE(another_model_or_a_damaged_file_is_a_one_line_error_and_not
                  std::string::npos,
              r.output);
   r = run_pipewright(kJob + "--steps 8 --checkpoint-every 2");
-  BOOST_TEST(r.output.find("--checkpoint-every needs --checkpoint-dir D") != std::string::npos, r.output);
+  BOOST_TEST(r.output.find("--checkpoint-every: needs --checkpoint-dir D") != std::string::npos, r.output);
 }
 
 BOOST_AUTO_TEST_CASE(a_non_finite_step_is_skipped_by_every_rank_and_changes_no_weight) {

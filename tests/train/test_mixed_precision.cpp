@@ -228,7 +228,7 @@ BOOST_AUTO_TEST_CASE(bad_precision_settings_get_one_line_errors) {
   auto c = job({}, "bf16");
   c.numerics.loss_scale = 128;
   BOOST_CHECK_EXCEPTION(train::plan_job(c), InputError, [](const InputError& e) {
-    return std::string(e.what()).find("apply to --precision fp16 only") != std::string::npos;
+    return std::string(e.what()).find("/numerics/loss_scale: applies to /numerics/precision fp16 only") != std::string::npos;
   });
   c = job({}, "fp16");
   c.numerics.initial_loss_scale = 0.5;

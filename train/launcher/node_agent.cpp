@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "pipewright/job_config.h"
 #include "rpc/launch_env.h"
 #include "rpc/rendezvous_client.h"
 #include "rpc/rendezvous_server.h"
@@ -52,8 +53,9 @@ Message decode(const std::string& value) {
 NodeAgent::NodeAgent(const rpc::HostPort& master, const std::string& token, int node, int nnodes, int max_restarts,
                      milliseconds timeout, std::function<int()> take_stop_request)
     : node_(node), nnodes_(nnodes), timeout_(timeout), take_stop_request_(std::move(take_stop_request)) {
-  PW_INPUT_CHECK(master.port < 65535, "--master " << master.str() << ": with --max-restarts the launchers meet at "
-                                                  "port + 1; give a port below 65535");
+  if (master.port >= 65535)
+    throw train::ConfigError("/master", master.str() + ": with /max_restarts the launchers meet at port + 1; give a "
+                                        "port below 65535");
   address_ = rpc::HostPort{master.host, master.port + 1};
   try {
     join(master, token, max_restarts);
@@ -76,8 +78,8 @@ void NodeAgent::join(const rpc::HostPort& master, const std::string& token, int 
     client_ = std::make_unique<rpc::RendezvousClient>(address_, token, node_);
     const auto deadline = Clock::now() + timeout_;
     const std::string late = "the launchers of the other nodes did not join within " + seconds_text() +
-                             " (--node-timeout); start one on every node with the same --nnodes, --master, "
-                             "PW_JOB_TOKEN and --max-restarts";
+                             " (/node_timeout_seconds); start one on every node with the same /nnodes, /master, "
+                             "/job_token and /max_restarts";
     if (node_ == 0) client_->set("max_restarts", std::to_string(max_restarts));
     const std::string me = rpc::HostPort{rpc::local_address_towards(master.host), address_.port}.str();
     patiently(deadline, late, [&](Clock::time_point by) { client_->register_rank(me, by); });
@@ -85,8 +87,8 @@ void NodeAgent::join(const rpc::HostPort& master, const std::string& token, int 
       std::string theirs;
       patiently(deadline, late, [&](Clock::time_point by) { theirs = client_->get("max_restarts", by); });
       if (theirs != std::to_string(max_restarts)) {
-        const std::string why = "--max-restarts " + std::to_string(max_restarts) + " on node " + std::to_string(node_) +
-                                " but " + theirs + " on node 0; give every node's launcher the same --max-restarts";
+        const std::string why = "/max_restarts " + std::to_string(max_restarts) + " on node " + std::to_string(node_) +
+                                " but " + theirs + " on node 0; give every node's launcher the same /max_restarts";
         client_->report_failure(why);
         throw InputError(why);
       }
@@ -142,7 +144,7 @@ std::optional<Decision> NodeAgent::finish(int attempt, const Outcome& mine, int 
         if ((*stopped_by = take_stop_request_()) != 0) return;
         if (Clock::now() >= deadline)
           throw CoordinationError("the launchers of the other nodes did not end attempt " + n + " within " +
-                                  seconds_text() + " (--node-timeout)");
+                                  seconds_text() + " (/node_timeout_seconds)");
       }
     }
     if (node_ == 0) client_->set("decision/" + n, decide_for_all(attempt, max_restarts, deadline));

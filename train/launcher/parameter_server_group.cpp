@@ -105,7 +105,7 @@ void ParameterServerGroup::restart_ended() {
     if (!server.status() && !server.reap()) continue;
     say_("parameter server " + std::to_string(shard) + " starts again on 127.0.0.1:" +
          std::to_string(ports_[static_cast<std::size_t>(shard)]) +
-         (spec_.config.dir.empty() ? " (empty: no --ps-dir)" : " (from its snapshot in " + spec_.config.dir + ")"));
+         (spec_.config.dir.empty() ? " (empty: no /servers/config/dir)" : " (from its snapshot in " + spec_.config.dir + ")"));
     start(shard);
     wait_listening(shard);
   }

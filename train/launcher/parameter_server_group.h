@@ -24,7 +24,7 @@ class ParameterServerGroup {
   ParameterServerGroup(const ParameterServerGroup&) = delete;
   ParameterServerGroup& operator=(const ParameterServerGroup&) = delete;
 
-  const std::string& addresses() const { return addresses_; }   // "127.0.0.1:P,127.0.0.1:Q", for --ps-servers
+  const std::string& addresses() const { return addresses_; }   // "127.0.0.1:P,127.0.0.1:Q", the ranks' /ps/addresses
   // The servers that ended since the last call (reaped; status set).
   std::vector<const RankProcess*> reap_ended();
   // Starts every server that ended again, on its port (from its snapshot, with a dir).

@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstdio>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include <thrift/TOutput.h>
@@ -36,23 +37,29 @@ std::string count_of(int n, const std::string& what) { return std::to_string(n) 
 
 milliseconds millis(double seconds) { return milliseconds(static_cast<std::int64_t>(seconds * 1000)); }
 
+// A LaunchSpec field that holds a value it cannot take, named by its path ("/nnodes").
+void refuse_unless(bool ok, const char* path, const std::string& problem) {
+  if (!ok) throw train::ConfigError(path, problem);
+}
+
 void check(const LaunchSpec& s) {
-  PW_INPUT_CHECK(s.nproc_per_node >= 1, "--nproc-per-node " << s.nproc_per_node << "; expected 1 or more ranks");
-  PW_INPUT_CHECK(s.nnodes >= 1, "--nnodes " << s.nnodes << "; expected 1 or more nodes");
-  PW_INPUT_CHECK(s.node_rank >= 0 && s.node_rank < s.nnodes,
-                 "--node-rank " << s.node_rank << " outside --nnodes " << s.nnodes << "; expected 0 to " << s.nnodes - 1);
-  PW_INPUT_CHECK(s.max_restarts >= 0, "--max-restarts " << s.max_restarts << "; expected 0 or more");
-  PW_INPUT_CHECK(s.grace_seconds >= 0, "--grace " << s.grace_seconds << "; expected 0 or more seconds");
-  PW_INPUT_CHECK(s.node_timeout_seconds > 0, "--node-timeout " << s.node_timeout_seconds << "; expected seconds > 0");
-  PW_INPUT_CHECK(s.nnodes == 1 || !s.job_token.empty(),
-                 "a job of " << s.nnodes << " nodes needs the same job token on every node: export "
-                             << rpc::kJobTokenEnv << "=<secret> (e.g. $(openssl rand -hex 16)) before each launch");
-  PW_INPUT_CHECK(s.nnodes == 1 || s.master.port > 0,
-                 "--nnodes " << s.nnodes << " needs --master HOST:PORT (node 0's address, reachable from every node)");
-  PW_INPUT_CHECK(s.servers.count >= 0, "--ps " << s.servers.count << "; expected 0 or more servers");
-  PW_INPUT_CHECK(s.servers.count == 0 || s.nnodes == 1,
-                 "--ps starts the parameter servers of a single-node job; for "
-                     << s.nnodes << " nodes start them with pipewright ps serve and give train --ps-servers");
+  const auto text = [](auto v) { std::ostringstream out; out << v; return out.str(); };
+  refuse_unless(s.nproc_per_node >= 1, "/nproc_per_node", text(s.nproc_per_node) + "; expected 1 or more ranks");
+  refuse_unless(s.nnodes >= 1, "/nnodes", text(s.nnodes) + "; expected 1 or more nodes");
+  refuse_unless(s.node_rank >= 0 && s.node_rank < s.nnodes, "/node_rank",
+                text(s.node_rank) + " outside /nnodes " + text(s.nnodes) + "; expected 0 to " + text(s.nnodes - 1));
+  refuse_unless(s.max_restarts >= 0, "/max_restarts", text(s.max_restarts) + "; expected 0 or more");
+  refuse_unless(s.grace_seconds >= 0, "/grace_seconds", text(s.grace_seconds) + "; expected 0 or more seconds");
+  refuse_unless(s.node_timeout_seconds > 0, "/node_timeout_seconds", text(s.node_timeout_seconds) + "; expected seconds > 0");
+  refuse_unless(s.nnodes == 1 || !s.job_token.empty(), "/job_token",
+                "a job of " + text(s.nnodes) + " nodes needs the same job token on every node (a secret, e.g. "
+                "$(openssl rand -hex 16))");
+  refuse_unless(s.nnodes == 1 || s.master.port > 0, "/master",
+                "/nnodes " + text(s.nnodes) + " needs HOST:PORT (node 0's address, reachable from every node)");
+  refuse_unless(s.servers.count >= 0, "/servers/count", text(s.servers.count) + "; expected 0 or more servers");
+  refuse_unless(s.servers.count == 0 || s.nnodes == 1, "/servers/count",
+                "the launcher starts the parameter servers of a single-node job; for " + text(s.nnodes) +
+                    " nodes start them on their own (pipewright ps serve) and give the ranks their addresses");
   check_program(s.program);
   if (s.servers.count > 0) check_program(s.servers.program);
 }
@@ -168,7 +175,7 @@ LaunchResult Supervisor::run_attempts() {
     if (out.signal != 0) return LaunchResult{out.exit_code, attempt, out.cause};
     if (spec_.max_restarts == 0 && !d.summary.empty()) say("job failed: " + d.summary);
     else if (d.kind == Decision::Kind::kExhausted)
-      say("job failed after " + count_of(attempt, "restart") + " (--max-restarts " +
+      say("job failed after " + count_of(attempt, "restart") + " (/max_restarts " +
           std::to_string(spec_.max_restarts) + "): " + d.cause);
     else if (!d.cause.empty()) say("job failed: " + d.cause);
     return LaunchResult{d.exit_code == 0 ? 1 : d.exit_code, attempt, d.cause};

@@ -48,8 +48,8 @@ struct LaunchResult {
 
 class Supervisor {
  public:
-  // Checks `spec` (InputError, one line, naming the flag and what is accepted; also for a program
-  // that cannot be started). Starts nothing.
+  // Checks `spec`: a ConfigError naming the field by its path ("/nnodes") and what is accepted, or
+  // an InputError for a program that cannot be started. Starts nothing.
   explicit Supervisor(LaunchSpec spec, SupervisorHooks hooks = {});
   ~Supervisor();   // whatever still runs (after an exception) is killed and waited for
   Supervisor(const Supervisor&) = delete;

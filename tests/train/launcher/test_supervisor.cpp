@@ -132,7 +132,7 @@ BOOST_AUTO_TEST_CASE(when_no_restart_is_left_the_last_failure_ends_the_job) {
   BOOST_TEST(r.exit_code == 4, said.all());
   BOOST_TEST(r.restarts == 1);
   BOOST_TEST(r.cause.find("attempt 1: rank 1 (pid ") == 0, r.cause);
-  BOOST_TEST(said.said("job failed after 1 restart (--max-restarts 1): attempt 1: rank 1"), said.all());
+  BOOST_TEST(said.said("job failed after 1 restart (/max_restarts 1): attempt 1: rank 1"), said.all());
 }
 
 BOOST_AUTO_TEST_CASE(a_stop_request_stops_every_rank) {
@@ -173,16 +173,16 @@ BOOST_AUTO_TEST_CASE(a_missing_program_or_a_bad_spec_is_a_one_line_input_error) 
   spec = shell_job(1, "exit 0");
   spec.nnodes = 2;
   spec.node_rank = 2;
-  refused(spec, "--node-rank 2 outside --nnodes 2; expected 0 to 1");
+  refused(spec, "/node_rank: 2 outside /nnodes 2; expected 0 to 1");
   spec.node_rank = 1;
   spec.master = {"127.0.0.1", 29400};
   refused(spec, "needs the same job token on every node");
   spec.job_token = "tok";
   spec.master.port = 0;
-  refused(spec, "--nnodes 2 needs --master HOST:PORT");
+  refused(spec, "/master: /nnodes 2 needs HOST:PORT");
   spec = shell_job(1, "exit 0");
   spec.nproc_per_node = 0;
-  refused(spec, "--nproc-per-node 0");
+  refused(spec, "/nproc_per_node: 0");
 }
 
 BOOST_AUTO_TEST_CASE(parameter_servers_get_their_json_config_and_the_ranks_their_addresses) {
