@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 #include "models/data/shards/brace_pattern.h"
-#include "models/data/shards/image_folder_listing.h"
+#include "models/data/image_folder_listing.h"
 
 namespace fs = std::filesystem;
 

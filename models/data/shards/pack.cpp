@@ -10,7 +10,7 @@
 
 #include "core/durable_file.h"
 #include "core/error.h"
-#include "models/data/shards/image_folder_listing.h"
+#include "models/data/image_folder_listing.h"
 #include "models/data/shards/shard_index.h"
 #include "models/data/shards/tar_writer.h"
 

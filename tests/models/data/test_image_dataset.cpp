@@ -44,7 +44,7 @@ BOOST_AUTO_TEST_CASE(an_image_folder_reads_classes_and_files_in_imagefolders_ord
   BOOST_CHECK_EXCEPTION(open_image_folder(root.str(), Split::Test), InputError, MessageMentions{"has no val/ folder"});
   std::filesystem::create_directories(root.file("train/empty"));
   BOOST_CHECK_EXCEPTION(open_image_folder(root.str(), Split::Train), InputError,
-                        MessageMentions{root.file("train/empty") + " has no .jpg, .jpeg or .png files"});
+                        MessageMentions{"class folder '" + root.file("train/empty") + "' holds no .jpg, .jpeg or .png file"});
 }
 
 BOOST_AUTO_TEST_CASE(an_image_data_set_transforms_by_split_and_epoch_and_reads_labels_without_decoding) {
@@ -102,6 +102,7 @@ BOOST_AUTO_TEST_CASE(cifar10_reads_records_and_refuses_a_wrong_size) {
 
 BOOST_AUTO_TEST_CASE(open_dataset_opens_image_folders_and_cifar10_from_the_data_dir) {
   test::TempDir root;
+  write(root.file("train/x/1.png"), png(10, 10, 1));
   write(root.file("val/x/1.png"), png(10, 10, 1));
   DatasetOptions options;
   BOOST_CHECK_EXCEPTION(open_dataset("image-folder", Split::Test, options), InputError, MessageMentions{"--data-dir"});

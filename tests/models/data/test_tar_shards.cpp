@@ -14,7 +14,7 @@
 #include "core/error.h"
 #include "models/data/shards/brace_pattern.h"
 #include "models/data/shards/data_summary.h"
-#include "models/data/shards/image_folder_listing.h"
+#include "models/data/image_folder_listing.h"
 #include "models/data/shards/pack.h"
 #include "models/data/shards/shard_index.h"
 #include "models/data/shards/shard_source.h"

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace pw::models::data::shards {
+namespace pw::models::data {
 
 struct ListedImage {
   std::string path;        // as opened
@@ -31,4 +31,4 @@ ImageFolderListing list_image_folder(const std::string& root);
 // "jpg", "jpeg" or "png" for an image name (any case), otherwise empty.
 std::string image_extension(const std::string& file_name);
 
-}  // namespace pw::models::data::shards
+}  // namespace pw::models::data

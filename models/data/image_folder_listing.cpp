@@ -1,4 +1,4 @@
-#include "models/data/shards/image_folder_listing.h"
+#include "models/data/image_folder_listing.h"
 
 #include <algorithm>
 #include <cctype>
@@ -10,7 +10,7 @@
 
 namespace fs = std::filesystem;
 
-namespace pw::models::data::shards {
+namespace pw::models::data {
 
 std::string image_extension(const std::string& file_name) {
   const auto dot = file_name.rfind('.');
@@ -99,4 +99,4 @@ ImageFolderListing list_image_folder(const std::string& root) {
   return listing;
 }
 
-}  // namespace pw::models::data::shards
+}  // namespace pw::models::data
