@@ -70,6 +70,10 @@ void write_file_durably(const std::string& path, const std::function<void(const 
   try {
     fill(write);
   } catch (const InputError&) {
+    // Already said what was wrong (the fill's own input, or fail() above): leave nothing behind.
+    if (fd.get() >= 0) ::close(fd.release());
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
     throw;
   } catch (const std::exception& e) {
     fail(e.what());

@@ -53,6 +53,14 @@ BOOST_AUTO_TEST_CASE(a_failed_write_keeps_the_old_file_and_names_it) {
   }
   BOOST_TEST(read(file) == "good");
   BOOST_TEST(!fs::exists(file + ".tmp"));
+  // A fill that finds its own input bad (an InputError) leaves no temporary file either.
+  BOOST_CHECK_THROW(pw::write_file_durably(file, [](const pw::WriteBytes& write) {
+                      write("half", 4);
+                      throw pw::InputError("the source image is unreadable");
+                    }),
+                    pw::InputError);
+  BOOST_TEST(read(file) == "good");
+  BOOST_TEST(!fs::exists(file + ".tmp"));
   BOOST_CHECK_THROW(pw::write_file_durably((dir / "no" / "such" / "folder.txt").string(), "x"), pw::InputError);
   fs::remove_all(dir);
 }

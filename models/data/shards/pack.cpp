@@ -49,10 +49,7 @@ class UndoOnFailure {
   ~UndoOnFailure() {
     if (done_) return;
     std::error_code ignored;
-    for (const auto& path : made_) {
-      fs::remove(path, ignored);
-      fs::remove(path.string() + ".tmp", ignored);   // write_file_durably leaves it when the filler throws
-    }
+    for (const auto& path : made_) fs::remove(path, ignored);
     if (made_out_) fs::remove(out_, ignored);
   }
   void made(const fs::path& path) { made_.push_back(path); }
