@@ -190,9 +190,9 @@ void add_train_command(CLI::App& app, TrainCommand& t) {
       ->group(data);
   b.option("--image-size", "/data/image_size", job.data.image_size, "image-folder, shards: samples are 3 x S x S")
       ->capture_default_str()->check(CLI::Range(1, 8192))->group(data);
-  b.option("--augment", "/data/augment", job.data.augment,
-           "image-folder, shards: imagenet (RandomResizedCrop + flip in training) or none (Resize + CenterCrop)")
-      ->capture_default_str()->check(CLI::IsMember({"imagenet", "none"}))->group(data);
+  b.choice("--augment", "/data/augment", job.data.augment,
+           "image-folder, shards: RandomResizedCrop + flip in training, or Resize + CenterCrop")
+      ->group(data);
   b.parsed("--synthetic-shape", "/data/synthetic_shape", job.data.synthetic_shape, models::data::parse_sample_shape,
              "CxHxW of synthetic samples")->default_str("1x28x28")->group(data);
   b.option("--synthetic-size", "/data/synthetic_size", job.data.synthetic_size, "training samples of the synthetic data set")

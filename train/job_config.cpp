@@ -48,7 +48,7 @@ void fields(DataConfig& c, F&& f) {
   f("dataset", c.dataset), f("synthetic_shape", ShapeText{c.synthetic_shape}), f("synthetic_size", c.synthetic_size);
   f("batch_size", c.batch_size), f("epochs", c.epochs), f("steps", c.steps), f("eval_batches", c.eval_batches);
   f("image_size", WrittenUnlessDefault<std::int64_t>{c.image_size, 224});
-  f("augment", WrittenUnlessDefault<std::string>{c.augment, "imagenet"});
+  f("augment", WrittenUnlessDefault<models::data::Augment>{c.augment, models::data::Augment::ImageNet});
 }
 template <typename F>
 void fields(PipelineConfig& c, F&& f) {

@@ -55,7 +55,6 @@ void validate(const JobConfig& c) {
   if (c.data.synthetic_shape.size() != 3) k.fail("/data/synthetic_shape", c.data.synthetic_shape.size(), "dimensions; expected C, H and W");
   for (const auto d : c.data.synthetic_shape) k.at_least("/data/synthetic_shape", d, std::int64_t{1});
   k.in_range("/data/image_size", c.data.image_size, std::int64_t{1}, std::int64_t{8192});
-  if (c.data.augment != "imagenet" && c.data.augment != "none") k.fail("/data/augment", c.data.augment, "expected imagenet or none");
   k.at_least("/pipeline/stages", c.pipeline.stages, 0);
   k.at_least("/pipeline/micro_batches", c.pipeline.micro_batches, 0);
   k.at_least("/pipeline/chunks", c.pipeline.chunks, 0);

@@ -72,6 +72,9 @@ namespace pw::models {
 enum class OptimizerKind { Sgd, Adam, Adagrad };
 enum class Precision { Fp32, Bf16, Fp16 };
 }  // namespace pw::models
+namespace pw::models::data {
+enum class Augment { ImageNet, None };   // none: the evaluation transform for training too
+}
 namespace pw::dp {
 enum class Compression { None, Fp16, Bf16 };                 // gradients on the wire between replicas
 enum class UpdateMode { Sync, Async, Bounded };              // how parameter servers apply pushes
@@ -124,6 +127,12 @@ struct EnumNames<models::Precision> {
   static constexpr NameTable<models::Precision, 3> names{{{models::Precision::Fp32, "fp32"},
                                                           {models::Precision::Bf16, "bf16"},
                                                           {models::Precision::Fp16, "fp16"}}};
+};
+template <>
+struct EnumNames<models::data::Augment> {
+  static constexpr std::string_view what = "augmentation";
+  static constexpr NameTable<models::data::Augment, 2> names{
+      {{models::data::Augment::ImageNet, "imagenet"}, {models::data::Augment::None, "none"}}};
 };
 template <>
 struct EnumNames<dp::Compression> {

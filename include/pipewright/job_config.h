@@ -36,7 +36,7 @@ struct DataConfig {
   // image-folder: samples are 3 x image_size x image_size; augment "imagenet" (RandomResizedCrop +
   // flip in training) or "none" (the evaluation Resize + CenterCrop for training too).
   std::int64_t image_size = 224;
-  std::string augment = "imagenet";
+  models::data::Augment augment = models::data::Augment::ImageNet;
 };
 
 struct PipelineConfig {

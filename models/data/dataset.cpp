@@ -63,7 +63,7 @@ std::unique_ptr<Dataset> open_dataset(const std::string& name, Split split, cons
   if (name == "image-folder" || name == "shards") {
     ImageOptions image;
     image.size = options.image_size;
-    image.augment = parse_augment(options.augment);
+    image.augment = options.augment;
     image.seed = options.seed;
     const auto dir = required_data_dir(name, options);
     // Even a rank that reads nothing opens the listing or the index: the class count is in it.

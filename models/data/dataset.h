@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kernels/tensor.h"
+#include "pipewright/enums.h"
 #include "models/data/click_features.h"
 #include "pipewright/dataset.h"
 
@@ -58,7 +59,7 @@ struct DatasetOptions {
   std::string data_dir;
   // image-folder: samples are 3 x image_size x image_size; augment "imagenet" or "none".
   int image_size = 224;
-  std::string augment = "imagenet";
+  Augment augment = Augment::ImageNet;
 };
 
 // "fashion-mnist", "synthetic", "synthetic-clicks", "image-folder" or "cifar10"; any other name is an InputError listing these.

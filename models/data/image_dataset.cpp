@@ -66,11 +66,6 @@ class ImageDataset final : public Dataset {
 
 }  // namespace
 
-Augment parse_augment(const std::string& name) {
-  if (name == "imagenet") return Augment::ImageNet;
-  if (name == "none") return Augment::None;
-  throw InputError("unknown augmentation '" + name + "'; accepted: imagenet, none");
-}
 
 std::unique_ptr<Dataset> make_image_dataset(std::unique_ptr<EncodedSource> source, ImageOptions options, Split split,
                                             int num_classes) {

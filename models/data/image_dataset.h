@@ -6,11 +6,12 @@
 
 #include "models/data/dataset.h"
 #include "models/data/encoded_images.h"
+#include "pipewright/enums.h"
 #include "models/data/image_resample.h"
 
 namespace pw::models::data {
 
-enum class Augment { ImageNet, None };   // none: the evaluation transform for training too
+// Augment: pipewright/enums.h.
 
 struct ImageOptions {
   int size = 224;   // S
@@ -19,8 +20,6 @@ struct ImageOptions {
   std::uint64_t seed = 0;
 };
 
-// Augment "imagenet" or "none"; anything else is an InputError listing them.
-Augment parse_augment(const std::string& name);
 
 // Split::Train with Augment::ImageNet draws RandomResizedCrop + flip per (seed, epoch, index)
 // (fill() is epoch 0); otherwise every sample gets Resize + CenterCrop. Labels come from the
