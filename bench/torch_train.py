@@ -187,6 +187,8 @@ def main(argv=None) -> int:
     torch.manual_seed(args.seed)
     device = torch.device(args.device)
     cuda = device.type == "cuda"
+    if cuda and device.index is None:
+        device = torch.device("cuda", 0)   # torch.cuda.set_device refuses a device with no index
     extra = {}
     if cuda:
         if not torch.cuda.is_available():

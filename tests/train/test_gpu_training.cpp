@@ -80,13 +80,22 @@ void check_losses_close(const std::vector<double>& got, const std::vector<double
 BOOST_AUTO_TEST_SUITE(gpu_training)
 
 BOOST_AUTO_TEST_CASE(resnet18_on_cuda_follows_the_cpu_reference) {
-  // Deterministic cuDNN algorithms: the comparison then does not vary from run to run.
+  // Training amplifies rounding: on the CPU alone a 1e-6 relative change of the learning rate
+  // moves this kind of run's loss by ~1e-2 within 10 steps, and cuDNN's and oneDNN's fp32
+  // gradients differ by ~1e-3 per tensor (measured on an H200, docs/gpu.md). So the first two
+  // steps (the forward pass, then one update) are held to a tolerance, and after that the GPU
+  // run must learn as the CPU run does. gpu_check.sh's gradients step compares every tensor's
+  // gradient.
   auto on_gpu = resnet18_job("cuda:0");
   on_gpu.numerics.deterministic = true;
   const auto cpu = losses_of(resnet18_job("cpu:0"));
   const auto gpu = losses_of(on_gpu);
-  check_losses_close(gpu, cpu, 1e-3, "resnet18 width 8, cuda:0 against cpu:0");
-  BOOST_TEST(gpu.back() < gpu.front());   // it learns
+  check_losses_close(std::vector<double>(gpu.begin(), gpu.begin() + 2), std::vector<double>(cpu.begin(), cpu.begin() + 2),
+                     2e-4, "resnet18 width 8, cuda:0 against cpu:0");
+  for (const double loss : gpu) BOOST_TEST(std::isfinite(loss));
+  BOOST_TEST(cpu.back() < 0.7 * cpu.front());
+  BOOST_TEST(gpu.back() < 0.7 * gpu.front(), "cuda:0 learns: loss " << gpu.front() << " -> " << gpu.back()
+                                                 << " (cpu:0 " << cpu.front() << " -> " << cpu.back() << ")");
 }
 
 BOOST_AUTO_TEST_CASE(deterministic_mode_repeats_bit_for_bit) {
