@@ -9,8 +9,8 @@ bool native_half(DType dtype, HalfOp op) {
     case HalfOp::Conv:          // conv2d.cu: cuDNN PSEUDO_BFLOAT16 / PSEUDO_HALF on tensor cores
     case HalfOp::Matmul:        // linear.cu: cublasGemmEx, F32 accumulation
     case HalfOp::Elementwise:   // elementwise.cu, activation.cu, dropout.cu
+    case HalfOp::Pool:          // pool.cu: max, average and adaptive average, computed in float
       return true;
-    case HalfOp::Pool:
     case HalfOp::BatchNormTrain:
     case HalfOp::BatchNormEval:
       return false;

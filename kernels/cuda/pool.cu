@@ -1,7 +1,9 @@
-// Max, average (count_include_pad = True) and adaptive-average pooling on CUDA, own kernels.
+// Max, average (count_include_pad = True) and adaptive-average pooling on CUDA, own kernels, for
+// F32, BF16 and F16 (computed in float, one rounding per result).
 // Backward passes gather (each input cell sums the output cells whose window covers it), so they
 // are deterministic and need no atomics.
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/half.cuh"
 #include "kernels/cuda/ops.h"
 
 #include <cmath>
@@ -12,6 +14,8 @@ namespace {
 
 using detail::blocks_for;
 using detail::kThreads;
+using detail::load;
+using detail::store;
 
 // Geometry of one pooling call: planes = N * C, input H x W, output OH x OW.
 struct PoolGeom {
@@ -24,21 +28,22 @@ struct PoolGeom {
 
 // Workspace: per output cell, the flat index (h * W + w) of the arg-max inside its input plane
 // (first maximum in row-major window order; a NaN wins and stops the search, as PyTorch).
-__global__ void max_pool_forward_kernel(const float* __restrict__ x, float* __restrict__ y,
+template <typename T>
+__global__ void max_pool_forward_kernel(const T* __restrict__ x, T* __restrict__ y,
                                         std::int32_t* __restrict__ argmax, PoolGeom g) {
   const std::int64_t total = g.planes * g.oh * g.ow;
   PW_CUDA_KERNEL_LOOP(i, total) {
     const int ox = static_cast<int>(i % g.ow);
     const int oy = static_cast<int>((i / g.ow) % g.oh);
     const std::int64_t plane = i / (static_cast<std::int64_t>(g.ow) * g.oh);
-    const float* xp = x + plane * g.h * g.w;
+    const T* xp = x + plane * g.h * g.w;
     const int h0 = oy * g.sh - g.ph, w0 = ox * g.sw - g.pw;
     const int h1 = min(h0 + g.kh, g.h), w1 = min(w0 + g.kw, g.w);
     float best = -INFINITY;
     int best_at = -1;
     for (int yy = max(h0, 0); yy < h1; ++yy) {
       for (int xx = max(w0, 0); xx < w1; ++xx) {
-        const float v = xp[yy * g.w + xx];
+        const float v = load(xp[yy * g.w + xx]);
         if (v > best || isnan(v) || best_at < 0) {
           best = v;
           best_at = yy * g.w + xx;
@@ -49,7 +54,7 @@ __global__ void max_pool_forward_kernel(const float* __restrict__ x, float* __re
         }
       }
     }
-    y[i] = best;
+    y[i] = store<T>(best);
     argmax[i] = best_at;
   }
 }
@@ -62,8 +67,9 @@ __device__ __forceinline__ void covering_range(int c, int pad, int k, int s, int
   *last = min(shifted / s + 1, out);
 }
 
-__global__ void max_pool_backward_kernel(const float* __restrict__ grad_y, const std::int32_t* __restrict__ argmax,
-                                         float* __restrict__ grad_x, PoolGeom g) {
+template <typename T>
+__global__ void max_pool_backward_kernel(const T* __restrict__ grad_y, const std::int32_t* __restrict__ argmax,
+                                         T* __restrict__ grad_x, PoolGeom g) {
   const std::int64_t total = g.planes * g.h * g.w;
   PW_CUDA_KERNEL_LOOP(i, total) {
     const int xx = static_cast<int>(i % g.w);
@@ -78,10 +84,10 @@ __global__ void max_pool_backward_kernel(const float* __restrict__ grad_y, const
     for (int oy = oy0; oy < oy1; ++oy) {
       for (int ox = ox0; ox < ox1; ++ox) {
         const std::int64_t o = out_base + oy * g.ow + ox;
-        if (argmax[o] == self) acc += grad_y[o];
+        if (argmax[o] == self) acc += load(grad_y[o]);
       }
     }
-    grad_x[i] = acc;
+    grad_x[i] = store<T>(acc);
   }
 }
 
@@ -92,36 +98,38 @@ __device__ __forceinline__ int avg_divisor(int oy, int ox, const PoolGeom& g) {
   return (h1 - h0) * (w1 - w0);
 }
 
-__global__ void avg_pool_forward_kernel(const float* __restrict__ x, float* __restrict__ y, PoolGeom g) {
+template <typename T>
+__global__ void avg_pool_forward_kernel(const T* __restrict__ x, T* __restrict__ y, PoolGeom g) {
   const std::int64_t total = g.planes * g.oh * g.ow;
   PW_CUDA_KERNEL_LOOP(i, total) {
     const int ox = static_cast<int>(i % g.ow);
     const int oy = static_cast<int>((i / g.ow) % g.oh);
     const std::int64_t plane = i / (static_cast<std::int64_t>(g.ow) * g.oh);
-    const float* xp = x + plane * g.h * g.w;
+    const T* xp = x + plane * g.h * g.w;
     const int h0 = oy * g.sh - g.ph, w0 = ox * g.sw - g.pw;
     const int h1 = min(h0 + g.kh, g.h), w1 = min(w0 + g.kw, g.w);
     float acc = 0.0f;
     for (int yy = max(h0, 0); yy < h1; ++yy)
-      for (int xx = max(w0, 0); xx < w1; ++xx) acc += xp[yy * g.w + xx];
-    y[i] = acc / static_cast<float>(avg_divisor(oy, ox, g));
+      for (int xx = max(w0, 0); xx < w1; ++xx) acc += load(xp[yy * g.w + xx]);
+    y[i] = store<T>(acc / static_cast<float>(avg_divisor(oy, ox, g)));
   }
 }
 
-__global__ void avg_pool_backward_kernel(const float* __restrict__ grad_y, float* __restrict__ grad_x, PoolGeom g) {
+template <typename T>
+__global__ void avg_pool_backward_kernel(const T* __restrict__ grad_y, T* __restrict__ grad_x, PoolGeom g) {
   const std::int64_t total = g.planes * g.h * g.w;
   PW_CUDA_KERNEL_LOOP(i, total) {
     const int xx = static_cast<int>(i % g.w);
     const int yy = static_cast<int>((i / g.w) % g.h);
     const std::int64_t plane = i / (static_cast<std::int64_t>(g.w) * g.h);
-    const float* gy = grad_y + plane * g.oh * g.ow;
+    const T* gy = grad_y + plane * g.oh * g.ow;
     int oy0, oy1, ox0, ox1;
     covering_range(yy, g.ph, g.kh, g.sh, g.oh, &oy0, &oy1);
     covering_range(xx, g.pw, g.kw, g.sw, g.ow, &ox0, &ox1);
     float acc = 0.0f;
     for (int oy = oy0; oy < oy1; ++oy)
-      for (int ox = ox0; ox < ox1; ++ox) acc += gy[oy * g.ow + ox] / static_cast<float>(avg_divisor(oy, ox, g));
-    grad_x[i] = acc;
+      for (int ox = ox0; ox < ox1; ++ox) acc += load(gy[oy * g.ow + ox]) / static_cast<float>(avg_divisor(oy, ox, g));
+    grad_x[i] = store<T>(acc);
   }
 }
 
@@ -134,30 +142,32 @@ __device__ __forceinline__ int adaptive_end(int o, int in, int out) {
   return static_cast<int>(((static_cast<std::int64_t>(o) + 1) * in + out - 1) / out);
 }
 
-__global__ void adaptive_avg_pool_forward_kernel(const float* __restrict__ x, float* __restrict__ y, PoolGeom g) {
+template <typename T>
+__global__ void adaptive_avg_pool_forward_kernel(const T* __restrict__ x, T* __restrict__ y, PoolGeom g) {
   const std::int64_t total = g.planes * g.oh * g.ow;
   PW_CUDA_KERNEL_LOOP(i, total) {
     const int ox = static_cast<int>(i % g.ow);
     const int oy = static_cast<int>((i / g.ow) % g.oh);
     const std::int64_t plane = i / (static_cast<std::int64_t>(g.ow) * g.oh);
-    const float* xp = x + plane * g.h * g.w;
+    const T* xp = x + plane * g.h * g.w;
     const int h0 = adaptive_start(oy, g.h, g.oh), h1 = adaptive_end(oy, g.h, g.oh);
     const int w0 = adaptive_start(ox, g.w, g.ow), w1 = adaptive_end(ox, g.w, g.ow);
     float acc = 0.0f;
     for (int yy = h0; yy < h1; ++yy)
-      for (int xx = w0; xx < w1; ++xx) acc += xp[yy * g.w + xx];
-    y[i] = acc / static_cast<float>((h1 - h0) * (w1 - w0));
+      for (int xx = w0; xx < w1; ++xx) acc += load(xp[yy * g.w + xx]);
+    y[i] = store<T>(acc / static_cast<float>((h1 - h0) * (w1 - w0)));
   }
 }
 
-__global__ void adaptive_avg_pool_backward_kernel(const float* __restrict__ grad_y, float* __restrict__ grad_x,
+template <typename T>
+__global__ void adaptive_avg_pool_backward_kernel(const T* __restrict__ grad_y, T* __restrict__ grad_x,
                                                   PoolGeom g) {
   const std::int64_t total = g.planes * g.h * g.w;
   PW_CUDA_KERNEL_LOOP(i, total) {
     const int xx = static_cast<int>(i % g.w);
     const int yy = static_cast<int>((i / g.w) % g.h);
     const std::int64_t plane = i / (static_cast<std::int64_t>(g.w) * g.h);
-    const float* gy = grad_y + plane * g.oh * g.ow;
+    const T* gy = grad_y + plane * g.oh * g.ow;
     // Output cells whose window holds yy: [floor(yy * OH / H), ceil((yy + 1) * OH / H)); the
     // membership test below keeps this exact whatever the rounding.
     const int oy0 = adaptive_start(yy, g.oh, g.h), oy1 = adaptive_end(yy, g.oh, g.h);
@@ -169,10 +179,10 @@ __global__ void adaptive_avg_pool_backward_kernel(const float* __restrict__ grad
       for (int ox = max(ox0 - 1, 0); ox < min(ox1 + 1, g.ow); ++ox) {
         const int w0 = adaptive_start(ox, g.w, g.ow), w1 = adaptive_end(ox, g.w, g.ow);
         if (xx < w0 || xx >= w1) continue;
-        acc += gy[oy * g.ow + ox] / static_cast<float>((h1 - h0) * (w1 - w0));
+        acc += load(gy[oy * g.ow + ox]) / static_cast<float>((h1 - h0) * (w1 - w0));
       }
     }
-    grad_x[i] = acc;
+    grad_x[i] = store<T>(acc);
   }
 }
 
@@ -217,7 +227,7 @@ Shape pooled_shape(const Shape& x, const Pool2dParams& p) {
 }
 
 void require_4d(const Tensor& t, const char* what) {
-  detail::require_f32(t, what);
+  detail::require_cuda_float(t, what);
   PW_CHECK(t.ndim() == 4, "" << what << " must be [N, C, H, W], got " << t.describe());
 }
 
@@ -231,11 +241,14 @@ MaxPoolResult max_pool2d_forward(const Tensor& x, const Pool2dParams& p) {
   CudaDeviceGuard guard(dev.index);
   const Shape ys = pooled_shape(x.shape(), p);
   const PoolGeom g = make_geom(x.shape(), ys[2], ys[3], &p);
-  MaxPoolResult r{Tensor::empty(ys, DType::F32, dev), Tensor::empty(ys, DType::I32, dev)};
+  MaxPoolResult r{Tensor::empty(ys, x.dtype(), dev), Tensor::empty(ys, DType::I32, dev)};
   const std::int64_t n = r.y.numel();
   if (n == 0) return r;
-  max_pool_forward_kernel<<<blocks_for(n), kThreads, 0, stream_of(dev)>>>(x.data<float>(), r.y.data<float>(),
-                                                                          r.workspace.data<std::int32_t>(), g);
+  detail::visit_cuda_float(x.dtype(), "max_pool2d_forward", [&](auto tag) {
+    using T = decltype(tag);
+    max_pool_forward_kernel<T><<<blocks_for(n), kThreads, 0, stream_of(dev)>>>(x.data<T>(), r.y.data<T>(),
+                                                                                r.workspace.data<std::int32_t>(), g);
+  });
   PW_CUDA_CHECK_LAUNCH();
   return r;
 }
@@ -250,11 +263,14 @@ Tensor max_pool2d_backward(const Tensor& grad_y, const Tensor& workspace, const 
            "max_pool2d_backward: workspace " << workspace.describe()
                                              << " is not the CUDA max_pool2d_forward workspace for " << shape_str(ys));
   const PoolGeom g = make_geom(x_shape, ys[2], ys[3], &p);
-  Tensor grad_x = Tensor::empty(x_shape, DType::F32, dev);
+  Tensor grad_x = Tensor::empty(x_shape, grad_y.dtype(), dev);
   const std::int64_t n = grad_x.numel();
   if (n == 0) return grad_x;
-  max_pool_backward_kernel<<<blocks_for(n), kThreads, 0, stream_of(dev)>>>(
-      grad_y.data<float>(), workspace.data<std::int32_t>(), grad_x.data<float>(), g);
+  detail::visit_cuda_float(grad_y.dtype(), "max_pool2d_backward", [&](auto tag) {
+    using T = decltype(tag);
+    max_pool_backward_kernel<T><<<blocks_for(n), kThreads, 0, stream_of(dev)>>>(
+        grad_y.data<T>(), workspace.data<std::int32_t>(), grad_x.data<T>(), g);
+  });
   PW_CUDA_CHECK_LAUNCH();
   return grad_x;
 }
@@ -265,10 +281,13 @@ Tensor avg_pool2d_forward(const Tensor& x, const Pool2dParams& p) {
   CudaDeviceGuard guard(dev.index);
   const Shape ys = pooled_shape(x.shape(), p);
   const PoolGeom g = make_geom(x.shape(), ys[2], ys[3], &p);
-  Tensor y = Tensor::empty(ys, DType::F32, dev);
+  Tensor y = Tensor::empty(ys, x.dtype(), dev);
   const std::int64_t n = y.numel();
   if (n == 0) return y;
-  avg_pool_forward_kernel<<<blocks_for(n), kThreads, 0, stream_of(dev)>>>(x.data<float>(), y.data<float>(), g);
+  detail::visit_cuda_float(x.dtype(), "avg_pool2d_forward", [&](auto tag) {
+    using T = decltype(tag);
+    avg_pool_forward_kernel<T><<<blocks_for(n), kThreads, 0, stream_of(dev)>>>(x.data<T>(), y.data<T>(), g);
+  });
   PW_CUDA_CHECK_LAUNCH();
   return y;
 }
@@ -280,11 +299,13 @@ Tensor avg_pool2d_backward(const Tensor& grad_y, const Shape& x_shape, const Poo
   const Shape ys = pooled_shape(x_shape, p);
   PW_CHECK(grad_y.shape() == ys, "avg_pool2d_backward: grad_y " << grad_y.describe() << ", expected " << shape_str(ys));
   const PoolGeom g = make_geom(x_shape, ys[2], ys[3], &p);
-  Tensor grad_x = Tensor::empty(x_shape, DType::F32, dev);
+  Tensor grad_x = Tensor::empty(x_shape, grad_y.dtype(), dev);
   const std::int64_t n = grad_x.numel();
   if (n == 0) return grad_x;
-  avg_pool_backward_kernel<<<blocks_for(n), kThreads, 0, stream_of(dev)>>>(grad_y.data<float>(),
-                                                                           grad_x.data<float>(), g);
+  detail::visit_cuda_float(grad_y.dtype(), "avg_pool2d_backward", [&](auto tag) {
+    using T = decltype(tag);
+    avg_pool_backward_kernel<T><<<blocks_for(n), kThreads, 0, stream_of(dev)>>>(grad_y.data<T>(), grad_x.data<T>(), g);
+  });
   PW_CUDA_CHECK_LAUNCH();
   return grad_x;
 }
@@ -296,11 +317,13 @@ Tensor adaptive_avg_pool2d_forward(const Tensor& x, int out_h, int out_w) {
   const Device dev = x.device();
   CudaDeviceGuard guard(dev.index);
   const PoolGeom g = make_geom(x.shape(), out_h, out_w, nullptr);
-  Tensor y = Tensor::empty({x.dim(0), x.dim(1), out_h, out_w}, DType::F32, dev);
+  Tensor y = Tensor::empty({x.dim(0), x.dim(1), out_h, out_w}, x.dtype(), dev);
   const std::int64_t n = y.numel();
   if (n == 0) return y;
-  adaptive_avg_pool_forward_kernel<<<blocks_for(n), kThreads, 0, stream_of(dev)>>>(x.data<float>(),
-                                                                                    y.data<float>(), g);
+  detail::visit_cuda_float(x.dtype(), "adaptive_avg_pool2d_forward", [&](auto tag) {
+    using T = decltype(tag);
+    adaptive_avg_pool_forward_kernel<T><<<blocks_for(n), kThreads, 0, stream_of(dev)>>>(x.data<T>(), y.data<T>(), g);
+  });
   PW_CUDA_CHECK_LAUNCH();
   return y;
 }
@@ -313,15 +336,18 @@ Tensor adaptive_avg_pool2d_backward(const Tensor& grad_y, const Shape& x_shape) 
   const Device dev = grad_y.device();
   CudaDeviceGuard guard(dev.index);
   const PoolGeom g = make_geom(x_shape, grad_y.dim(2), grad_y.dim(3), nullptr);
-  Tensor grad_x = Tensor::empty(x_shape, DType::F32, dev);
+  Tensor grad_x = Tensor::empty(x_shape, grad_y.dtype(), dev);
   const std::int64_t n = grad_x.numel();
   if (n == 0) return grad_x;
   if (g.oh == 0 || g.ow == 0) {
     grad_x.zero_();
     return grad_x;
   }
-  adaptive_avg_pool_backward_kernel<<<blocks_for(n), kThreads, 0, stream_of(dev)>>>(grad_y.data<float>(),
-                                                                                     grad_x.data<float>(), g);
+  detail::visit_cuda_float(grad_y.dtype(), "adaptive_avg_pool2d_backward", [&](auto tag) {
+    using T = decltype(tag);
+    adaptive_avg_pool_backward_kernel<T><<<blocks_for(n), kThreads, 0, stream_of(dev)>>>(grad_y.data<T>(),
+                                                                                          grad_x.data<T>(), g);
+  });
   PW_CUDA_CHECK_LAUNCH();
   return grad_x;
 }

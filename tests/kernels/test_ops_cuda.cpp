@@ -69,6 +69,29 @@ void check_exact(const Tensor& a, const Tensor& b, const char* what) {
                                             << (vb.empty() ? 0 : vb[first]));
 }
 
+// Norm-wise relative error ||a - ref|| / ||ref|| against an F64 reference.
+double rel_error(const Tensor& a, const Tensor& ref) {
+  const auto va = a.to_double_vector();
+  const auto vr = ref.to_double_vector();
+  BOOST_REQUIRE_EQUAL(va.size(), vr.size());
+  double num = 0.0, den = 0.0;
+  for (std::size_t i = 0; i < va.size(); ++i) {
+    num += (va[i] - vr[i]) * (va[i] - vr[i]);
+    den += vr[i] * vr[i];
+  }
+  return den > 0.0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+// One output of an op at training size: the CUDA F32 result and the CPU F32 result, each against
+// the CPU's F64 loops. Both F32 paths must land near F64; the message gives the two figures, so
+// a GPU run shows which side a CPU-against-CUDA difference comes from.
+void check_against_f64(const Tensor& cuda_f32, const Tensor& cpu_f32, const Tensor& f64, const std::string& what) {
+  const double e_cuda = rel_error(cuda_f32, f64), e_cpu = rel_error(cpu_f32, f64);
+  BOOST_TEST_MESSAGE(what << ": relative error against F64: cuda " << e_cuda << ", cpu " << e_cpu);
+  BOOST_CHECK_MESSAGE(e_cuda <= std::max(1e-5, 10.0 * e_cpu),
+                      what << ": CUDA F32 is " << e_cuda << " from F64, the CPU's F32 " << e_cpu);
+}
+
 Tensor random_ids(std::int64_t n, std::int64_t upper, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<std::int64_t> dist(0, upper - 1);
@@ -553,7 +576,7 @@ BOOST_AUTO_TEST_CASE(half_families_run_natively_on_cuda) {
       BOOST_CHECK(pk::runs_natively(kGpu, d, pk::HalfOp::Conv));
       BOOST_CHECK(pk::runs_natively(kGpu, d, pk::HalfOp::Matmul));
       BOOST_CHECK(pk::runs_natively(kGpu, d, pk::HalfOp::Elementwise));
-      BOOST_CHECK(!pk::runs_natively(kGpu, d, pk::HalfOp::Pool));
+      BOOST_CHECK(pk::runs_natively(kGpu, d, pk::HalfOp::Pool));
       BOOST_CHECK(!pk::runs_natively(kGpu, d, pk::HalfOp::BatchNormTrain));
       BOOST_CHECK(!pk::runs_natively(kGpu, d, pk::HalfOp::BatchNormEval));
     }
@@ -567,6 +590,27 @@ BOOST_AUTO_TEST_CASE(half_conv2d_matches_cpu_f32) {
     check_half_conv({2, 3, 9, 9}, {4, 3, 3, 3}, {2, 2, 1, 1}, true, d, 1521);        // odd channel counts
     check_half_conv({4, 16, 14, 14}, {32, 16, 3, 3}, {1, 1, 1, 1}, true, d, 1531);   // tensor-core friendly
     check_half_conv({4, 16, 7, 7}, {8, 16, 1, 1}, {1, 1, 0, 0}, true, d, 1541);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(half_pooling_matches_cpu_f32) {
+  const pk::Pool2dParams p{.kernel_h = 3, .kernel_w = 3, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1};
+  for (const DType d : kHalves) {
+    const auto x = rounded({4, 8, 14, 14}, 1701, d);
+    const auto mg = pk::max_pool2d_forward(x.half, p);
+    const auto mc = pk::max_pool2d_forward(x.wide, p);
+    check_half(mg.y, mc.y, d, "max_pool2d_forward");
+    const auto gy = rounded(mc.y.shape(), 1702, d);
+    check_half(pk::max_pool2d_backward(gy.half, mg.workspace, x.wide.shape(), p),
+               pk::max_pool2d_backward(gy.wide, mc.workspace, x.wide.shape(), p), d, "max_pool2d_backward");
+    check_half(pk::avg_pool2d_forward(x.half, p), pk::avg_pool2d_forward(x.wide, p), d, "avg_pool2d_forward");
+    check_half(pk::avg_pool2d_backward(gy.half, x.wide.shape(), p), pk::avg_pool2d_backward(gy.wide, x.wide.shape(), p),
+               d, "avg_pool2d_backward");
+    check_half(pk::adaptive_avg_pool2d_forward(x.half, 1, 1), pk::adaptive_avg_pool2d_forward(x.wide, 1, 1), d,
+               "adaptive_avg_pool2d_forward");
+    const auto ga = rounded({4, 8, 3, 3}, 1703, d);
+    check_half(pk::adaptive_avg_pool2d_backward(ga.half, x.wide.shape()),
+               pk::adaptive_avg_pool2d_backward(ga.wide, x.wide.shape()), d, "adaptive_avg_pool2d_backward");
   }
 }
 
@@ -629,6 +673,92 @@ BOOST_AUTO_TEST_CASE(half_relu_add_and_dropout_match_cpu_f32) {
                     "dropout_backward");
       }
     }
+  }
+}
+
+// Training sizes (resnet18 width 32, batch 32, 32x32: reductions over 32768 elements), where an
+// accumulation in plain F32 would show and the small shapes above would not.
+BOOST_AUTO_TEST_CASE(training_sizes_against_f64) {
+  using pw::test::random_pair;
+  {
+    const pk::Conv2dParams p{.stride_h = 1, .stride_w = 1, .pad_h = 1, .pad_w = 1};
+    const auto x = random_pair({32, 32, 32, 32}, 11), w = random_pair({32, 32, 3, 3}, 12, -0.1, 0.1);
+    const auto gy = random_pair({32, 32, 32, 32}, 13);
+    check_against_f64(pk::conv2d_forward(gpu(x.f32), gpu(w.f32), Tensor(), p), pk::conv2d_forward(x.f32, w.f32, Tensor(), p),
+                      pk::conv2d_forward(x.f64, w.f64, Tensor(), p), "conv2d 3x3 forward");
+    check_against_f64(pk::conv2d_backward_data(gpu(gy.f32), gpu(w.f32), x.f32.shape(), p),
+                      pk::conv2d_backward_data(gy.f32, w.f32, x.f32.shape(), p),
+                      pk::conv2d_backward_data(gy.f64, w.f64, x.f64.shape(), p), "conv2d 3x3 grad_x");
+    Tensor gw_gpu = Tensor::zeros(w.f32.shape(), DType::F32, kGpu), gw_cpu = Tensor::zeros(w.f32.shape(), DType::F32, kCpu);
+    Tensor gw64 = Tensor::zeros(w.f32.shape(), DType::F64, kCpu), none_gpu, none_cpu, none64;
+    pk::conv2d_backward_filter(gpu(x.f32), gpu(gy.f32), gw_gpu, none_gpu, p);
+    pk::conv2d_backward_filter(x.f32, gy.f32, gw_cpu, none_cpu, p);
+    pk::conv2d_backward_filter(x.f64, gy.f64, gw64, none64, p);
+    check_against_f64(gw_gpu, gw_cpu, gw64, "conv2d 3x3 grad_w");
+  }
+  {
+    const Shape xs{32, 32, 32, 32};
+    const auto x = random_pair(xs, 21, -2.0, 3.0), gy = random_pair(xs, 22, -1e-3, 1e-3);
+    const auto gamma = random_pair({32}, 23, 0.5, 1.5), beta = random_pair({32}, 24);
+    const pk::BatchNormParams p{0.1, 1e-5};
+    Tensor rm_g = Tensor::zeros({32}, DType::F32, kGpu), rv_g = Tensor::zeros({32}, DType::F32, kGpu);
+    Tensor sm_g = Tensor::zeros({32}, DType::F32, kGpu), si_g = Tensor::zeros({32}, DType::F32, kGpu);
+    Tensor rm_c = Tensor::zeros({32}, DType::F32, kCpu), rv_c = Tensor::zeros({32}, DType::F32, kCpu);
+    Tensor sm_c = Tensor::zeros({32}, DType::F32, kCpu), si_c = Tensor::zeros({32}, DType::F32, kCpu);
+    Tensor rm_d = Tensor::zeros({32}, DType::F64, kCpu), rv_d = Tensor::zeros({32}, DType::F64, kCpu);
+    Tensor sm_d = Tensor::zeros({32}, DType::F64, kCpu), si_d = Tensor::zeros({32}, DType::F64, kCpu);
+    check_against_f64(pk::batch_norm_forward_train(gpu(x.f32), gpu(gamma.f32), gpu(beta.f32), rm_g, rv_g, sm_g, si_g, p),
+                      pk::batch_norm_forward_train(x.f32, gamma.f32, beta.f32, rm_c, rv_c, sm_c, si_c, p),
+                      pk::batch_norm_forward_train(x.f64, gamma.f64, beta.f64, rm_d, rv_d, sm_d, si_d, p),
+                      "batch_norm forward y");
+    check_against_f64(si_g, si_c, si_d, "batch_norm save_invstd");
+    // Gradients with a non-zero mean, as a loss's are: grad_beta is their sum over 32768 values.
+    const auto gy_biased = random_pair(xs, 25, -0.5e-3, 1.5e-3);
+    for (const auto* g : {&gy, &gy_biased}) {
+      const auto bg = pk::batch_norm_backward(gpu(x.f32), gpu(g->f32), gpu(gamma.f32), sm_g, si_g, p);
+      const auto bc = pk::batch_norm_backward(x.f32, g->f32, gamma.f32, sm_c, si_c, p);
+      const auto bd = pk::batch_norm_backward(x.f64, g->f64, gamma.f64, sm_d, si_d, p);
+      const std::string tag = g == &gy ? " (zero-mean grad_y)" : " (biased grad_y)";
+      check_against_f64(bg.grad_x, bc.grad_x, bd.grad_x, "batch_norm grad_x" + tag);
+      check_against_f64(bg.grad_gamma, bc.grad_gamma, bd.grad_gamma, "batch_norm grad_gamma" + tag);
+      check_against_f64(bg.grad_beta, bc.grad_beta, bd.grad_beta, "batch_norm grad_beta" + tag);
+    }
+  }
+  {
+    const auto x = random_pair({32, 256}, 31), w = random_pair({10, 256}, 32, -0.1, 0.1), b = random_pair({10}, 33);
+    const auto gy = random_pair({32, 10}, 34);
+    check_against_f64(pk::linear_forward(gpu(x.f32), gpu(w.f32), gpu(b.f32)), pk::linear_forward(x.f32, w.f32, b.f32),
+                      pk::linear_forward(x.f64, w.f64, b.f64), "linear forward");
+    check_against_f64(pk::linear_backward_data(gpu(gy.f32), gpu(w.f32)), pk::linear_backward_data(gy.f32, w.f32),
+                      pk::linear_backward_data(gy.f64, w.f64), "linear grad_x");
+    Tensor gw_g = Tensor::zeros({10, 256}, DType::F32, kGpu), gb_g = Tensor::zeros({10}, DType::F32, kGpu);
+    Tensor gw_c = Tensor::zeros({10, 256}, DType::F32, kCpu), gb_c = Tensor::zeros({10}, DType::F32, kCpu);
+    Tensor gw_d = Tensor::zeros({10, 256}, DType::F64, kCpu), gb_d = Tensor::zeros({10}, DType::F64, kCpu);
+    pk::linear_backward_weight(gpu(x.f32), gpu(gy.f32), gw_g, gb_g);
+    pk::linear_backward_weight(x.f32, gy.f32, gw_c, gb_c);
+    pk::linear_backward_weight(x.f64, gy.f64, gw_d, gb_d);
+    check_against_f64(gw_g, gw_c, gw_d, "linear grad_w");
+    check_against_f64(gb_g, gb_c, gb_d, "linear grad_bias");
+  }
+  {
+    const auto x = random_pair({32, 256, 4, 4}, 41), gy = random_pair({32, 256, 1, 1}, 42);
+    check_against_f64(pk::adaptive_avg_pool2d_forward(gpu(x.f32), 1, 1), pk::adaptive_avg_pool2d_forward(x.f32, 1, 1),
+                      pk::adaptive_avg_pool2d_forward(x.f64, 1, 1), "adaptive_avg_pool2d forward");
+    check_against_f64(pk::adaptive_avg_pool2d_backward(gpu(gy.f32), x.f32.shape()),
+                      pk::adaptive_avg_pool2d_backward(gy.f32, x.f32.shape()),
+                      pk::adaptive_avg_pool2d_backward(gy.f64, x.f64.shape()), "adaptive_avg_pool2d grad_x");
+  }
+  {
+    const auto logits = random_pair({32, 10}, 51, -3.0, 3.0);
+    const Tensor labels = random_ids(32, 10, 52);
+    const auto rg = pk::softmax_cross_entropy_forward(gpu(logits.f32), gpu(labels));
+    const auto rc = pk::softmax_cross_entropy_forward(logits.f32, labels);
+    const auto rd = pk::softmax_cross_entropy_forward(logits.f64, labels);
+    BOOST_TEST_MESSAGE("cross-entropy loss: cuda " << rg.loss << ", cpu " << rc.loss << ", f64 " << rd.loss);
+    BOOST_CHECK_CLOSE(rg.loss, rd.loss, 1e-4);
+    check_against_f64(pk::softmax_cross_entropy_backward(rg.probs, gpu(labels), 1.0 / 32),
+                      pk::softmax_cross_entropy_backward(rc.probs, labels, 1.0 / 32),
+                      pk::softmax_cross_entropy_backward(rd.probs, labels, 1.0 / 32), "cross-entropy grad_logits");
   }
 }
 
