@@ -22,7 +22,8 @@
 #   PW_BIN_DIR and PW_TEST_BIN_DIR override the two binary folders in either layout.
 # Other settings: TORCH_PYTHON (the PyTorch peer's python; default: the first of python3,
 # /opt/torch/.venv/bin/python3, /usr/bin/python3 that imports torch), PW_EXTRA_LIB_PATH (folders
-# put on LD_LIBRARY_PATH after the CUDA ones), PW_DRY_STEPS (training steps in a dry run, 2).
+# put on LD_LIBRARY_PATH after the CUDA ones), PW_DRY_STEPS (training steps in a dry run, 2), PW_KEEP_GRADIENTS (a folder that receives
+# the gradients step's saved weights).
 # See docs/gpu.md.
 set -uo pipefail
 
@@ -53,9 +54,15 @@ TP_MODEL=resnet50 TP_WIDTH=64 TP_SHAPE=3x224x224 TP_BATCH=64 TP_STEPS=30 TP_WARM
 DET_STEPS=20
 # One SGD step without momentum from the same weights: the update is -lr * gradient, so weights
 # saved after it on two devices give every tensor's gradient difference (the gradients step).
-GRAD=(--model resnet18 --width 32 --dataset synthetic --synthetic-shape 3x32x32 --batch-size 32
-      --synthetic-size 32 --optimizer sgd --momentum 0 --seed 1 --eval-batches 0 --steps 1)
-GRAD_RTOL=1e-3
+# Each model with its per-tensor limit. vgg16 (no batch norm) agrees to ~1e-7. In resnet18 a few
+# ReLU masks flip where batch norm puts a pre-activation within cuDNN's fp32 rounding (~1e-5 of
+# the scale, Winograd-class algorithms) of zero, and each flip moves one element's gradient
+# wholesale: ~1e-3 per tensor, measured on an H200 (test_gpu_training's basic-block case
+# checks that every flip is one of those).
+GRAD_MODELS=("--model resnet18 --width 32" "--model vgg16 --width 16")
+GRAD_RTOLS=(2e-2 1e-3)
+GRAD=(--dataset synthetic --synthetic-shape 3x32x32 --batch-size 32 --synthetic-size 32 --optimizer sgd --momentum 0
+      --seed 1 --eval-batches 0 --steps 1)
 # The loss-history rule: training amplifies rounding (on the CPU alone, a 1e-6 relative change of
 # the learning rate moves this run's loss by 1e-2 at step 10), so only the first steps are held
 # to a tolerance; after them the compared run must learn as the reference does.
@@ -397,7 +404,17 @@ def cmd_gradients(ref_lr1, ref_lr2, run_lr1, tol, spread_lr1=None):
         print("FAIL\t%s holds non-finite values after one step" % bad)
         return 1
     worst, worst_name = rows[0]
+    # The part of the difference that is one factor on the whole gradient (a loss or learning-rate
+    # scale) and what is left once it is taken out.
+    gg = gr = rr = 0.0
+    for name in ref1:
+        for a, b, c in zip(ref1[name], ref2[name], run1[name]):
+            g, r = a - b, (2 * a - b) - c
+            gg, gr, rr = gg + g * g, gr + g * r, rr + r * r
+    scale = gr / gg if gg > 0 else float("nan")
+    rest = math.sqrt(max(rr - 2 * scale * gr + scale * scale * gg, 0.0) / gg) if gg > 0 else float("nan")
     figs = {"tensors": len(rows), "max_gradient_rel_diff": float("%.3g" % worst), "worst_tensor": worst_name,
+            "whole_gradient_scale": float("%.7g" % scale), "whole_gradient_rel_diff_after_scale": float("%.3g" % rest),
             "median_gradient_rel_diff": float("%.3g" % rows[len(rows) // 2][0]),
             "worst_five": ["%s %.2e" % (n, e) for e, n in rows[:5]]}
     if spread_lr1:
@@ -801,20 +818,27 @@ step_resnet18_compare() { compare_step r18_cpu r18_cuda cpu:0 cuda:0; }
 # One step on the CPU (lr 1 and 2) and on the GPU (lr 1, with cuDNN's heuristic algorithms and
 # with --deterministic ones): per-tensor gradient differences, GPU against CPU and GPU against GPU.
 step_gradients() {
-  local dev=cuda:0 r
+  local dev=cuda:0 r m rc=0 j
   [ $dry = 1 ] && dev=cpu:0
-  for r in "ref1 cpu:0 1" "ref2 cpu:0 2" "run1 $dev 1" "det1 $dev 1 --deterministic"; do
-    set -- $r
-    rm -f "$work/grad_$1.safetensors"
-    run_to "$log" "${PWENV[@]}" "$pw" train "${GRAD[@]}" --lr "$3" --device "$2" --save "$work/grad_$1.safetensors" ${4:+"$4"} \
-      || { note "pipewright train --steps 1 on $2 failed."; return 1; }
+  for j in "${!GRAD_MODELS[@]}"; do
+    m=${GRAD_MODELS[$j]}
+    local tag; tag=$(set -- $m; echo "$2")
+    for r in "ref1 cpu:0 1" "ref2 cpu:0 2" "run1 $dev 1" "det1 $dev 1 --deterministic"; do
+      set -- $r
+      rm -f "$work/grad_$1.safetensors"
+      run_to "$log" "${PWENV[@]}" "$pw" train $m "${GRAD[@]}" --lr "$3" --device "$2" --save "$work/grad_$1.safetensors" ${4:+"$4"} \
+        || { note "pipewright train $tag --steps 1 on $2 failed."; return 1; }
+    done
+    helper gradients "$work/grad_ref1.safetensors" "$work/grad_ref2.safetensors" "$work/grad_run1.safetensors" \
+      "${GRAD_RTOLS[$j]}" "$work/grad_det1.safetensors" >"$work/grad.out" 2>>"$log" || rc=1
+    cat "$work/grad.out" >>"$log"
+    grep -v $'^PASS\t\|^FAIL\t' "$work/grad.out" | sed "s/^/${tag}_/" | figs_from
+    note "$tag: $(grep -E $'^(PASS|FAIL)\t' "$work/grad.out" | cut -f2)."
+    if [ -n "${PW_KEEP_GRADIENTS:-}" ]; then   # keep the weights for a closer look elsewhere
+      mkdir -p "$PW_KEEP_GRADIENTS"
+      for r in ref1 ref2 run1; do cp "$work/grad_$r.safetensors" "$PW_KEEP_GRADIENTS/grad_${tag}_$r.safetensors"; done
+    fi
   done
-  helper gradients "$work/grad_ref1.safetensors" "$work/grad_ref2.safetensors" "$work/grad_run1.safetensors" \
-    "$GRAD_RTOL" "$work/grad_det1.safetensors" >"$work/grad.out" 2>>"$log"
-  local rc=$?
-  cat "$work/grad.out" >>"$log"
-  grep -v $'^PASS\t\|^FAIL\t' "$work/grad.out" | figs_from
-  note "$(grep -E $'^(PASS|FAIL)\t' "$work/grad.out" | cut -f2)"
   if [ $dry = 1 ]; then note "dry run: cpu:0 against itself."; return 77; fi
   return $rc
 }

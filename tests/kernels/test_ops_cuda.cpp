@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <utility>
@@ -680,21 +681,62 @@ BOOST_AUTO_TEST_CASE(half_relu_add_and_dropout_match_cpu_f32) {
 // accumulation in plain F32 would show and the small shapes above would not.
 BOOST_AUTO_TEST_CASE(training_sizes_against_f64) {
   using pw::test::random_pair;
-  {
-    const pk::Conv2dParams p{.stride_h = 1, .stride_w = 1, .pad_h = 1, .pad_w = 1};
-    const auto x = random_pair({32, 32, 32, 32}, 11), w = random_pair({32, 32, 3, 3}, 12, -0.1, 0.1);
-    const auto gy = random_pair({32, 32, 32, 32}, 13);
+  // Every convolution shape of resnet18 at width 32, batch 32, 32x32 inputs (cuDNN picks its
+  // algorithm per shape).
+  struct ConvCase {
+    std::int64_t in, out, size;
+    int kernel, stride;
+  };
+  const ConvCase convs[] = {{3, 32, 32, 3, 1},    {32, 32, 32, 3, 1},   {32, 64, 32, 3, 2},  {64, 64, 16, 3, 1},
+                            {32, 64, 32, 1, 2},   {64, 128, 16, 3, 2},  {128, 128, 8, 3, 1}, {64, 128, 16, 1, 2},
+                            {128, 256, 8, 3, 2},  {256, 256, 4, 3, 1},  {128, 256, 8, 1, 2}};
+  std::uint64_t seed = 11;
+  for (const ConvCase& k : convs) {
+    const int pad = k.kernel / 2;
+    const pk::Conv2dParams p{.stride_h = k.stride, .stride_w = k.stride, .pad_h = pad, .pad_w = pad};
+    const auto x = random_pair({32, k.in, k.size, k.size}, seed++);
+    const auto w = random_pair({k.out, k.in, k.kernel, k.kernel}, seed++, -0.1, 0.1);
+    const auto gy = random_pair(pk::conv2d_output_shape(x.f32.shape(), w.f32.shape(), p), seed++);
+    std::ostringstream name;
+    name << "conv2d " << k.in << "->" << k.out << " " << k.kernel << "x" << k.kernel << " stride " << k.stride << " on "
+         << k.size << "x" << k.size;
     check_against_f64(pk::conv2d_forward(gpu(x.f32), gpu(w.f32), Tensor(), p), pk::conv2d_forward(x.f32, w.f32, Tensor(), p),
-                      pk::conv2d_forward(x.f64, w.f64, Tensor(), p), "conv2d 3x3 forward");
+                      pk::conv2d_forward(x.f64, w.f64, Tensor(), p), name.str() + " forward");
     check_against_f64(pk::conv2d_backward_data(gpu(gy.f32), gpu(w.f32), x.f32.shape(), p),
                       pk::conv2d_backward_data(gy.f32, w.f32, x.f32.shape(), p),
-                      pk::conv2d_backward_data(gy.f64, w.f64, x.f64.shape(), p), "conv2d 3x3 grad_x");
+                      pk::conv2d_backward_data(gy.f64, w.f64, x.f64.shape(), p), name.str() + " grad_x");
     Tensor gw_gpu = Tensor::zeros(w.f32.shape(), DType::F32, kGpu), gw_cpu = Tensor::zeros(w.f32.shape(), DType::F32, kCpu);
     Tensor gw64 = Tensor::zeros(w.f32.shape(), DType::F64, kCpu), none_gpu, none_cpu, none64;
     pk::conv2d_backward_filter(gpu(x.f32), gpu(gy.f32), gw_gpu, none_gpu, p);
     pk::conv2d_backward_filter(x.f32, gy.f32, gw_cpu, none_cpu, p);
     pk::conv2d_backward_filter(x.f64, gy.f64, gw64, none64, p);
-    check_against_f64(gw_gpu, gw_cpu, gw64, "conv2d 3x3 grad_w");
+    check_against_f64(gw_gpu, gw_cpu, gw64, name.str() + " grad_w");
+  }
+  // Batch norm on layer4's shape, with a gradient that a ReLU has zeroed in half the places.
+  {
+    const Shape xs{32, 256, 4, 4};
+    const auto x = random_pair(xs, 61, -2.0, 3.0);
+    auto gy = random_pair(xs, 62, -1e-3, 1e-3);
+    const auto relu_out = random_pair(xs, 63);   // the gradient passes where this is positive
+    gy.f32 = pk::relu_backward(relu_out.f32, gy.f32);
+    gy.f64 = gy.f32.to(DType::F64);
+    const auto gamma = random_pair({256}, 64, 0.5, 1.5), beta = random_pair({256}, 65);
+    const pk::BatchNormParams p{0.1, 1e-5};
+    Tensor rm_g = Tensor::zeros({256}, DType::F32, kGpu), rv_g = Tensor::zeros({256}, DType::F32, kGpu);
+    Tensor sm_g = Tensor::zeros({256}, DType::F32, kGpu), si_g = Tensor::zeros({256}, DType::F32, kGpu);
+    Tensor rm_c = Tensor::zeros({256}, DType::F32, kCpu), rv_c = Tensor::zeros({256}, DType::F32, kCpu);
+    Tensor sm_c = Tensor::zeros({256}, DType::F32, kCpu), si_c = Tensor::zeros({256}, DType::F32, kCpu);
+    Tensor rm_d = Tensor::zeros({256}, DType::F64, kCpu), rv_d = Tensor::zeros({256}, DType::F64, kCpu);
+    Tensor sm_d = Tensor::zeros({256}, DType::F64, kCpu), si_d = Tensor::zeros({256}, DType::F64, kCpu);
+    pk::batch_norm_forward_train(gpu(x.f32), gpu(gamma.f32), gpu(beta.f32), rm_g, rv_g, sm_g, si_g, p);
+    pk::batch_norm_forward_train(x.f32, gamma.f32, beta.f32, rm_c, rv_c, sm_c, si_c, p);
+    pk::batch_norm_forward_train(x.f64, gamma.f64, beta.f64, rm_d, rv_d, sm_d, si_d, p);
+    const auto bg = pk::batch_norm_backward(gpu(x.f32), gpu(gy.f32), gpu(gamma.f32), sm_g, si_g, p);
+    const auto bc = pk::batch_norm_backward(x.f32, gy.f32, gamma.f32, sm_c, si_c, p);
+    const auto bd = pk::batch_norm_backward(x.f64, gy.f64, gamma.f64, sm_d, si_d, p);
+    check_against_f64(bg.grad_x, bc.grad_x, bd.grad_x, "batch_norm [32, 256, 4, 4] grad_x");
+    check_against_f64(bg.grad_gamma, bc.grad_gamma, bd.grad_gamma, "batch_norm [32, 256, 4, 4] grad_gamma");
+    check_against_f64(bg.grad_beta, bc.grad_beta, bd.grad_beta, "batch_norm [32, 256, 4, 4] grad_beta");
   }
   {
     const Shape xs{32, 32, 32, 32};

@@ -1,5 +1,8 @@
 // Layer-level behaviour: split backward equals full backward, model-level gradient check,
 // shape errors that name the layer.
+#include <cmath>
+#include <map>
+
 #include <boost/test/unit_test.hpp>
 
 #include "models/layers/batch_norm.h"
@@ -11,6 +14,7 @@
 #include "models/loss.h"
 #include "kernels/ops/elementwise.h"
 #include "models/zoo/model_spec.h"
+#include "tests/support/basic_block_reference.h"
 #include "tests/support/test_util.h"
 
 using namespace pw;
@@ -121,6 +125,26 @@ BOOST_AUTO_TEST_CASE(model_gradient_matches_finite_differences) {
       }
     }
     BOOST_CHECK_GT(checked, 40);
+  }
+}
+
+// resnet18's layer1.0 in F32 against the same block through the F64 op loops, on the activations
+// and gradient the model hands it (tests/support/basic_block_reference.h).
+BOOST_AUTO_TEST_CASE(basic_block_f32_matches_f64_on_model_activations) {
+  auto c = test::resnet18_block_case();
+  auto& block = c.model->at(c.block);
+  std::map<std::string, Tensor> weights;
+  for (auto& [name, p] : block.named_parameters()) weights[name] = p->value;
+  const auto ref = test::basic_block_pass(c.input.to(kernels::DType::F64), c.grad_output.to(kernels::DType::F64), weights);
+  auto out = block.forward(c.input, Mode::Train);
+  const Tensor gx = block.backward(*out.ctx, c.grad_output);
+  BOOST_TEST_MESSAGE("layer1.0 input gradient: F32 against F64 " << test::relative_error(gx, ref.gx));
+  BOOST_CHECK_LT(test::relative_error(out.y, ref.y), 1e-6);
+  BOOST_CHECK_LT(test::relative_error(gx, ref.gx), 1e-5);
+  for (auto& [name, p] : block.named_parameters()) {
+    const double e = test::relative_error(p->grad, test::basic_block_grad(ref, name));
+    BOOST_TEST_MESSAGE("layer1.0." << name << " gradient: F32 against F64 " << e);
+    BOOST_CHECK_MESSAGE(e < 1e-5, "layer1.0." << name << " gradient: F32 against F64 " << e);
   }
 }
 
