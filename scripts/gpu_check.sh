@@ -42,7 +42,7 @@ STEPS=(
 ALWAYS_STEPS=" host ldd info flags "
 GROUP_checks="ops_cuda ops_cuda_blocking nccl gpu_training memcheck"
 GROUP_training="resnet18_cuda resnet18_cpu resnet18_compare gradients pipeline_cuda pipeline_cpu pipeline_compare throughput_fp32 throughput_tf32 throughput_bf16 determinism"
-DEFAULT_BUDGET=1140   # 19 minutes; one device call may last at most 10: see docs/gpu.md for two calls
+DEFAULT_BUDGET=1140   # 19 minutes; on an H200 the whole check took under 2 (docs/gpu.md)
 
 # The workloads (docs/gpu.md explains each figure).
 R18=(--model resnet18 --width 32 --dataset synthetic --synthetic-shape 3x32x32 --batch-size 32
@@ -66,7 +66,7 @@ GRAD=(--dataset synthetic --synthetic-shape 3x32x32 --batch-size 32 --synthetic-
 # The loss-history rule: training amplifies rounding (on the CPU alone, a 1e-6 relative change of
 # the learning rate moves this run's loss by 1e-2 at step 10), so only the first steps are held
 # to a tolerance; after them the compared run must learn as the reference does.
-FIRST_STEPS=3 FIRST_RTOL=1e-3 LEARN_RATIO=0.5
+FIRST_STEPS=3 FIRST_RTOL=5e-3 LEARN_RATIO=0.5
 PW_FLAGS_USED=(--device --devices --stages --micro-batches --schedule --trace --summary --allow-tf32 --precision
                --deterministic --synthetic-shape --synthetic-size --eval-batches --warmup-steps --log-every)
 
