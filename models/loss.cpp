@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/error.h"
 #include "kernels/ops/half_support.h"
 #include "kernels/ops/loss.h"
 
@@ -81,6 +82,25 @@ LossResult compute_loss(const Loss& loss, const kernels::Tensor& logits, const k
                         double grad_scale) {
   if (loss.program) return compute_loss(loss.program, logits, labels, grad_scale);
   return compute_loss(loss.objective, logits, labels, grad_scale);
+}
+
+std::int64_t top_k_hits(const kernels::Tensor& logits, const kernels::Tensor& labels, int k) {
+  PW_CHECK(logits.ndim() == 2 && labels.ndim() == 1 && labels.dim(0) == logits.dim(0),
+           "top_k_hits: logits " << logits.describe() << " and labels " << labels.describe() << " do not match");
+  const auto z = logits.to_double_vector();
+  const auto y = labels.to_int_vector();
+  const auto classes = static_cast<std::size_t>(logits.dim(1));
+  std::int64_t hits = 0;
+  for (std::size_t row = 0; row < y.size(); ++row) {
+    const double* r = z.data() + row * classes;
+    PW_CHECK(y[row] >= 0 && static_cast<std::size_t>(y[row]) < classes,
+             "top_k_hits: label " << y[row] << " outside the " << classes << " classes");
+    const double mine = r[y[row]];
+    int above = 0;
+    for (std::size_t c = 0; c < classes; ++c) above += r[c] > mine ? 1 : 0;
+    hits += above < k ? 1 : 0;
+  }
+  return hits;
 }
 
 }  // namespace pw::models

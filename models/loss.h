@@ -23,6 +23,10 @@ LossResult binary_cross_entropy_with_logits(const kernels::Tensor& logits, const
 
 // Which loss a model trains with (ModelSpec::objective).
 enum class Objective { SoftmaxCrossEntropy, BinaryCrossEntropy };
+
+// Rows of logits [N, C] whose label (I64 [N]) is among the k highest logits: fewer than k logits
+// above the label's (ties count for the label, as a top-k that breaks them in its favour would).
+std::int64_t top_k_hits(const kernels::Tensor& logits, const kernels::Tensor& labels, int k);
 LossResult compute_loss(Objective objective, const kernels::Tensor& logits, const kernels::Tensor& labels,
                         double grad_scale);
 

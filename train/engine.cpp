@@ -413,8 +413,9 @@ models::EvalResult Engine::evaluate(EvalFeed& feed) {
   const int V = plan_.schedule.chunks;
   const int last = P * V - 1;
   const std::int64_t round = evaluations_++;
-  double loss_sum = 0.0, correct = 0.0, samples = 0.0;
+  double loss_sum = 0.0, correct = 0.0, samples = 0.0, top5 = 0.0;
   const bool scored = plan_.objective == models::Objective::BinaryCrossEntropy;
+  const bool ranked = plan_.objective == models::Objective::SoftmaxCrossEntropy && !plan_.model.loss;
   std::vector<double> scores, score_labels;   // binary objective: for the AUC, gathered at rank 0
   if (servers_) {
     // Pushes leave in the background: every rank's must be answered before any rank reads the
@@ -438,6 +439,7 @@ models::EvalResult Engine::evaluate(EvalFeed& feed) {
         loss_sum += loss.loss * static_cast<double>(labels.numel());
         correct += static_cast<double>(loss.correct);
         samples += static_cast<double>(labels.numel());
+        if (ranked) top5 += static_cast<double>(models::top_k_hits(y, labels, 5));
         if (scored) {
           const auto z = y.to_double_vector();
           scores.insert(scores.end(), z.begin(), z.end());
@@ -449,16 +451,17 @@ models::EvalResult Engine::evaluate(EvalFeed& feed) {
       }
     }
   }
-  const auto all = exchange({loss_sum, correct, samples}, kEvalFigures, round);
-  double f[3] = {0.0, 0.0, 0.0};
+  const auto all = exchange({loss_sum, correct, samples, top5}, kEvalFigures, round);
+  double f[4] = {0.0, 0.0, 0.0, 0.0};
   for (std::size_t rank = 0; rank < all.size(); ++rank)
     if (static_cast<int>(rank) % P == last % P)   // the last stage of each replica
-      for (int i = 0; i < 3; ++i) f[i] += all[rank][static_cast<std::size_t>(i)];
+      for (int i = 0; i < 4; ++i) f[i] += all[rank][static_cast<std::size_t>(i)];
   models::EvalResult r;
   r.samples = static_cast<std::int64_t>(f[2]);
   if (r.samples > 0) {
     r.loss = f[0] / f[2];
     r.accuracy = f[1] / f[2];
+    if (ranked) r.top5_accuracy = f[3] / f[2];
   }
   if (scored) r.auc = gather_auc(all, scores, score_labels, round);
   return r;

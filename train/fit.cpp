@@ -68,7 +68,7 @@ RankData open_rank_data(Engine& engine, models::data::Split split, const char* k
   const auto& config = engine.plan().config;
   RankData d;
   if (parts != DataParts::None)
-    d.set = models::data::open_dataset(config.data.dataset, split, dataset_options(config, parts));
+    d.set = open_job_dataset(config, split, parts);
   auto& store = engine.links().store();
   const std::string name = std::string("data/") + key;
   if (engine.rank() == 0) {
@@ -198,6 +198,7 @@ nlohmann::json summary_of(Engine& engine, const std::vector<double>& loss_histor
   j["loss_history"] = loss_history;
   j["train_accuracy"] = samples > 0 ? static_cast<double>(correct) / static_cast<double>(samples) : 0.0;
   j["test_accuracy"] = eval.accuracy;
+  if (eval.top5_accuracy >= 0) j["test_top5_accuracy"] = eval.top5_accuracy;
   j["test_loss"] = eval.loss;
   if (plan.objective == models::Objective::BinaryCrossEntropy && eval.auc >= 0) j["test_auc"] = eval.auc;
   j["wall_seconds"] = wall;

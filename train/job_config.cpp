@@ -284,6 +284,7 @@ nlohmann::json to_json(const JobConfig& c) {
   nlohmann::json j;
   sections(const_cast<JobConfig&>(c), [&](const char* name, const auto& value) { j[name] = section_or_value_json(value); });
   if (c.program_model && !c.program_model->layers.empty()) j["program_model"] = program_model_json(*c.program_model);
+  if (c.program_data) j["data"]["dataset"] = std::string(kProgramDataPrefix) + c.program_data->name;
   return j;
 }
 
@@ -296,6 +297,10 @@ nlohmann::json to_full_json(const JobConfig& c) {
 
 JobConfig job_config_from_json(const nlohmann::json& j) {
   if (!j.is_object()) throw ConfigError("/", kind_of(j) + "; a job config is a JSON object");
+  if (j.contains("data") && j["data"].is_object() && j["data"].contains("dataset") && j["data"]["dataset"].is_string() &&
+      j["data"]["dataset"].get<std::string>().rfind(kProgramDataPrefix, 0) == 0)
+    throw ConfigError("/data/dataset", j["data"]["dataset"].get<std::string>() +
+                                           ": a program's own data set cannot be read from JSON; the program opens it in code");
   PW_INPUT_CHECK(!j.contains("program_model"), "job config: a program's own model cannot be read from JSON; "
                                                "the program builds it in code");
   JobConfig c;

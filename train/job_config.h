@@ -10,6 +10,9 @@
 namespace pw::train {
 
 std::string config_hash(const nlohmann::json& identity);   // 16 hex digits
+
+// /data/dataset in the JSON form of a job with JobConfig::program_data: "program:NAME".
+inline constexpr const char* kProgramDataPrefix = "program:";
 // "/pipeline/stages: 2 here, 4 there"; empty when equal.
 std::string first_difference(const nlohmann::json& mine, const nlohmann::json& theirs);
 

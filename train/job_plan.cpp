@@ -57,9 +57,26 @@ models::data::DatasetOptions dataset_options(const JobConfig& c, models::data::D
   return d;
 }
 
+std::unique_ptr<models::data::Dataset> open_job_dataset(const JobConfig& c, models::data::Split split,
+                                                        models::data::DataParts parts) {
+  if (!c.program_data) return models::data::open_dataset(c.data.dataset, split, dataset_options(c, parts));
+  const auto& program = *c.program_data;
+  const char* which = split == models::data::Split::Train ? "training" : "test";
+  if (program.name.empty() || !program.open)
+    throw ConfigError("/data/dataset", "a program's own data set needs a name and an open function");
+  auto set = program.open(split);
+  if (!set) throw ConfigError("/data/dataset", program.name + ": the program's data set gave no " + which + " split");
+  const auto shape = set->sample_shape();
+  if (shape.size() != 3 || shape[0] < 1 || shape[1] < 1 || shape[2] < 1 || set->num_classes() < 1 || set->size() < 0)
+    throw ConfigError("/data/dataset", program.name + ": " + which + " split of " + std::to_string(set->size()) +
+                                           " samples of shape " + kernels::shape_str(shape) + " in " +
+                                           std::to_string(set->num_classes()) +
+                                           " classes; expected {C, H, W} of at least 1 each and 1 or more classes");
+  return set;
+}
+
 DataShape data_shape(const JobConfig& c) {
-  const auto d = models::data::open_dataset(c.data.dataset, models::data::Split::Train,
-                                            dataset_options(c, models::data::DataParts::None));
+  const auto d = open_job_dataset(c, models::data::Split::Train, models::data::DataParts::None);
   return {d->name(), d->sample_shape(), d->num_classes()};
 }
 

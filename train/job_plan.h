@@ -64,6 +64,10 @@ JobPlan plan_job(const JobConfig& config);
 DataShape data_shape(const JobConfig& config);
 // The data set's options (click features, synthetic shape) for `parts` of it.
 models::data::DatasetOptions dataset_options(const JobConfig& config, models::data::DataParts parts);
+// The job's data set for `split`: the program's own (JobConfig::program_data) or the one
+// /data/dataset names, opening only the files `parts` needs.
+std::unique_ptr<models::data::Dataset> open_job_dataset(const JobConfig& config, models::data::Split split,
+                                                        models::data::DataParts parts);
 
 // The device of `rank`: its entry of the devices list, else cpu:<rank> for ranks as threads
 // (cpu:0 for a process), or a GPU in turn (the local rank's for a process).

@@ -6,12 +6,15 @@
 // runs (devices, threads, memory caps) and what it writes (summary, weights, trace) are local to a
 // process and sit outside the hash.
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "pipewright/dataset.h"
 #include "pipewright/device.h"
 #include "pipewright/enums.h"
 #include "pipewright/model.h"
@@ -26,7 +29,8 @@ struct ModelConfig {
 };
 
 struct DataConfig {
-  std::string dataset = "fashion-mnist";   // fashion-mnist, synthetic, synthetic-clicks, image-folder or cifar10
+  // fashion-mnist, synthetic, synthetic-clicks, image-folder, shards or cifar10 (JobConfig::program_data: a program's own)
+  std::string dataset = "fashion-mnist";
   std::vector<std::int64_t> synthetic_shape{1, 28, 28};   // {C, H, W}; "1x28x28" in JSON
   std::int64_t synthetic_size = 60000;
   std::int64_t batch_size = 64;   // the global batch, split over replicas and micro-batches
@@ -125,6 +129,17 @@ struct Resources {
   std::string data_dir;              // fashion-mnist's IDX files (empty: /usr/share/datasets/fashion-mnist), an image folder's root, shards, or CIFAR-10's .bin files
 };
 
+// A program's own data set (docs/own_model.md), as `program_model` is its own model. The engine
+// calls `open` on every rank for each split the job uses (Train; Test when it evaluates); each rank
+// then reads only its part of every batch, from several loader threads at once: the first stage of
+// a pipeline calls fill_image, the last fill_label, a middle stage nothing. So `open` should be
+// cheap and the data set read lazily. Every rank must see the same samples. `name` stands for the
+// data set in the job's JSON form, its identity hash and its checkpoints ("program:NAME").
+struct ProgramDataset {
+  std::string name;
+  std::function<std::unique_ptr<models::data::Dataset>(models::data::Split split)> open;
+};
+
 struct JobConfig {
   ModelConfig model;
   DataConfig data;
@@ -143,6 +158,8 @@ struct JobConfig {
   // A program's own model (layer factories with split points and ties); when it has layers it is
   // trained instead of the zoo model named in `model`. Serialised by its names, not its code.
   std::optional<partition::ModelDescription> program_model;
+  // A program's own data set; when set it is read instead of the one `data.dataset` names.
+  std::optional<ProgramDataset> program_data;
 };
 
 // The job's identity: everything but the resources and the program model's code. Enums are

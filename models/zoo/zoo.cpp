@@ -105,6 +105,12 @@ ModelSpec vgg16(const ModelOptions& o) {
   PW_INPUT_CHECK(o.width >= 1, "vgg16: width " << o.width << "; expected 1 or more");
   const std::vector<int> config = {64, 64, 0, 128, 128, 0, 256, 256, 256, 0, 512, 512, 512, 0, 512, 512, 512, 0};
   const Form form = form_of(o.sample_shape);
+  // Each max-pool halves (rounding down): the small form has four, the ImageNet form five.
+  const std::int64_t smallest = form == Form::ImageNet ? 32 : 16;
+  PW_INPUT_CHECK(o.sample_shape.size() == 3 && o.sample_shape[1] >= smallest && o.sample_shape[2] >= smallest,
+                 "vgg16 needs inputs of at least " << smallest << "x" << smallest << " (its "
+                                                   << (form == Form::ImageNet ? 5 : 4) << " max-pools halve them), got "
+                                                   << shape_str(o.sample_shape));
   ModelSpec m{"vgg16", o.sample_shape, o.num_classes, {}};
   int in = static_cast<int>(o.sample_shape[0]);
   int index = 0;

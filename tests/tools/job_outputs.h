@@ -32,6 +32,7 @@ inline void check_same(const ScratchDir& dir, const std::string& a, const std::s
   BOOST_TEST(x["loss_history"] == y["loss_history"]);   // bitwise: the doubles print identically
   BOOST_TEST(x["test_loss"] == y["test_loss"]);
   BOOST_TEST(x["test_accuracy"] == y["test_accuracy"]);
+  BOOST_TEST(x.value("test_top5_accuracy", -1.0) == y.value("test_top5_accuracy", -1.0));
   BOOST_TEST(read_file(dir.file(a + ".safetensors")) == read_file(dir.file(b + ".safetensors")),
              "the saved weights differ");
 }

@@ -17,6 +17,8 @@ BOOST_AUTO_TEST_CASE(seed_cnn_one_epoch_reaches_88_percent) {
   const auto j = nlohmann::json::parse(std::ifstream(summary));
   BOOST_TEST_MESSAGE("test accuracy " << j["test_accuracy"] << ", " << j["samples_per_second"] << " samples/s");
   BOOST_CHECK_GE(j["test_accuracy"].get<double>(), 0.88);
+  BOOST_CHECK_GE(j["test_top5_accuracy"].get<double>(), j["test_accuracy"].get<double>());
+  BOOST_CHECK_LE(j["test_top5_accuracy"].get<double>(), 1.0);
   BOOST_CHECK_EQUAL(j["steps"], 937);
 }
 

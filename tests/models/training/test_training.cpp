@@ -4,6 +4,7 @@
 #include "models/data/data_loader.h"
 #include "models/data/dataset.h"
 #include "kernels/runtime.h"
+#include "models/loss.h"
 #include "models/trainer.h"
 #include "models/zoo/model_spec.h"
 #include "tests/support/test_util.h"
@@ -80,6 +81,25 @@ BOOST_AUTO_TEST_CASE(device_memory_cap_stops_a_batch_that_does_not_fit) {
   auto model = build_model(make_model_spec("resnet18", mo), 1);
   BOOST_CHECK_THROW(model->to(dev), kernels::OutOfMemory);
   kernels::DeviceRuntime::get(dev).set_memory_cap(0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(top_k)
+
+BOOST_AUTO_TEST_CASE(counts_labels_among_the_k_highest_logits) {
+  // Row 0: label 2 has the 3rd highest logit; row 1: label 0 the lowest of 7; row 2: a tie at the top.
+  const std::vector<double> z = {0.1, 0.9, 0.5, 0.7, 0.0, 0.2, 0.3,     //
+                                 -5.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0,   //
+                                 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+  const auto logits = kernels::Tensor::from_vector(z, {3, 7});
+  const auto labels = kernels::Tensor::from_vector(std::vector<std::int64_t>{2, 0, 1}, {3});
+  BOOST_CHECK_EQUAL(top_k_hits(logits, labels, 1), 1);   // only the tie row
+  BOOST_CHECK_EQUAL(top_k_hits(logits, labels, 2), 1);
+  BOOST_CHECK_EQUAL(top_k_hits(logits, labels, 3), 2);
+  BOOST_CHECK_EQUAL(top_k_hits(logits, labels, 5), 2);
+  BOOST_CHECK_EQUAL(top_k_hits(logits, labels, 7), 3);
+  BOOST_CHECK_THROW(top_k_hits(logits, kernels::Tensor::from_vector(std::vector<std::int64_t>{2, 0, 9}, {3}), 5), Error);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -68,6 +68,49 @@ BOOST_AUTO_TEST_CASE(small_forms_produce_logits) {
   }
 }
 
+// Real image sets come in every size: each ResNet and vgg16 takes 3xHxW from 32 up, square or
+// not, odd or even (inputs above 64x64 get the ImageNet form).
+BOOST_AUTO_TEST_CASE(image_models_take_any_size_from_32) {
+  const std::vector<kernels::Shape> shapes = {{3, 32, 32}, {3, 33, 47}, {3, 65, 65}, {3, 100, 150}, {3, 224, 224}};
+  for (const char* name : {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "vgg16"}) {
+    for (const auto& shape : shapes) {
+      BOOST_TEST_CONTEXT(name << " " << kernels::shape_str(shape)) {
+        ModelOptions o;
+        o.width = 2;
+        o.sample_shape = shape;
+        o.num_classes = 7;
+        const auto spec = make_model_spec(name, o);
+        kernels::Shape s = {1, shape[0], shape[1], shape[2]};
+        for (const auto& layer : spec.layers) s = layer.build()->output_shape(s);
+        BOOST_CHECK(s == (kernels::Shape{1, 7}));
+      }
+    }
+  }
+  // One forward pass end to end at an odd size.
+  ModelOptions o;
+  o.width = 2;
+  o.sample_shape = {3, 67, 45};
+  auto model = build_model(make_model_spec("resnet50", o), 1);
+  const auto out = model->forward(test::random_tensor({2, 3, 67, 45}, 4), Mode::Eval);
+  BOOST_CHECK(out.y.shape() == (kernels::Shape{2, 10}));
+}
+
+BOOST_AUTO_TEST_CASE(too_small_an_input_is_a_one_line_error) {
+  ModelOptions o;
+  o.width = 2;
+  o.sample_shape = {3, 8, 8};
+  try {
+    make_model_spec("vgg16", o);
+    BOOST_FAIL("vgg16 took 3x8x8");
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    BOOST_TEST_MESSAGE(what);
+    BOOST_CHECK(what.find("at least 16x16") != std::string::npos);
+    BOOST_CHECK(what.find("3x8x8") != std::string::npos || what.find("[3, 8, 8]") != std::string::npos);
+    BOOST_CHECK(what.find('\n') == std::string::npos);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(same_seed_same_weights_and_layers_build_alone_identically) {
   const auto spec = make_model_spec("resnet18", small(4));
   auto a = build_model(spec, 42);
