@@ -54,6 +54,8 @@ models::data::DatasetOptions dataset_options(const JobConfig& c, models::data::D
   d.data_dir = c.resources.data_dir;
   d.image_size = static_cast<int>(c.data.image_size);
   d.augment = c.data.augment;
+  d.bad_samples = c.data.bad_samples;
+  d.normalization = c.data.normalize;
   return d;
 }
 
