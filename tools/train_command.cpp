@@ -13,6 +13,7 @@
 #include "kernels/ops/half_support.h"
 #include "dataparallel/topology.h"
 #include "models/data/dataset.h"
+#include "models/data/normalization.h"
 #include "models/zoo/model_spec.h"
 #include "partition/model_description.h"
 #include "rpc/job_token.h"
@@ -97,6 +98,12 @@ struct Binder {
           }
         },
         help);
+  }
+  // A flag without a value that sets an enum field to `value`.
+  template <typename E>
+  CLI::Option* flag_setting(const std::string& flag, const std::string& path, E& field, E value, const std::string& help) {
+    names.add(path, flag);
+    return cmd.add_flag_callback(flag, [&field, value] { field = value; }, help);
   }
   template <typename E>
   CLI::Option* choice(const std::string& flag, const std::string& path, E& field, const std::string& help) {
@@ -192,6 +199,14 @@ void add_train_command(CLI::App& app, TrainCommand& t) {
       ->capture_default_str()->check(CLI::Range(1, 8192))->group(data);
   b.choice("--augment", "/data/augment", job.data.augment,
            "image-folder, shards: RandomResizedCrop + flip in training, or Resize + CenterCrop")
+      ->group(data);
+  b.flag_setting("--skip-bad-samples", "/data/bad_samples", job.data.bad_samples, models::data::BadSamples::Skip,
+                 "image-folder, shards: an image that does not decode gives way to the next that does (counted in the "
+                 "summary) instead of ending the job")
+      ->group(data);
+  b.parsed("--normalize", "/data/normalize", job.data.normalize, models::data::parse_normalization,
+           "image-folder, shards, cifar10: per-channel MEAN,...:STD,... of (pixel / 255 - mean) / std, one value a side "
+           "or three (default ImageNet's 0.485,0.456,0.406:0.229,0.224,0.225; CIFAR-10's own for cifar10)")
       ->group(data);
   b.parsed("--synthetic-shape", "/data/synthetic_shape", job.data.synthetic_shape, models::data::parse_sample_shape,
              "CxHxW of synthetic samples")->default_str("1x28x28")->group(data);

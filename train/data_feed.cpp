@@ -50,7 +50,7 @@ Batch gather_rows(const models::data::Dataset* dataset, const kernels::Shape& sa
             if (epoch) dataset->fill_image_in_epoch(*epoch, index, image);
             else dataset->fill_image(index, image);
           } else {
-            labels[i] = dataset->fill_label(index);
+            labels[i] = epoch ? dataset->fill_label_in_epoch(*epoch, index) : dataset->fill_label(index);
           }
         }
       },

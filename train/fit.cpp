@@ -19,6 +19,7 @@
 #include "dataparallel/topology.h"
 #include "kernels/runtime.h"
 #include "rpc/launch_env.h"
+#include "train/bad_sample_summary.h"
 #include "train/checkpointer.h"
 #include "train/fault_injection.h"
 #include "train/job_session.h"
@@ -63,12 +64,12 @@ struct RankData {
   std::int64_t size = 0;
 };
 
-RankData open_rank_data(Engine& engine, models::data::Split split, const char* key, rpc::Deadline deadline) {
+RankData open_rank_data(Engine& engine, models::data::Split split, const char* key,
+                        const std::shared_ptr<models::data::BadSampleLog>& bad_samples, rpc::Deadline deadline) {
   const auto parts = engine.data_parts();
   const auto& config = engine.plan().config;
   RankData d;
-  if (parts != DataParts::None)
-    d.set = open_job_dataset(config, split, parts);
+  if (parts != DataParts::None) d.set = open_job_dataset(config, split, parts, bad_samples);
   auto& store = engine.links().store();
   const std::string name = std::string("data/") + key;
   if (engine.rank() == 0) {
@@ -310,8 +311,9 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
   const auto startup = Clock::now() + std::chrono::milliseconds(static_cast<std::int64_t>(c.timeouts.startup_seconds * 1000));
   const auto parts = engine.data_parts();
   const auto sample_shape = plan.data.sample_shape;
-  RankData train_data = open_rank_data(engine, models::data::Split::Train, "train", startup);
-  RankData test_data = open_rank_data(engine, models::data::Split::Test, "test", startup);
+  const auto bad_samples = std::make_shared<models::data::BadSampleLog>();
+  RankData train_data = open_rank_data(engine, models::data::Split::Train, "train", bad_samples, startup);
+  RankData test_data = open_rank_data(engine, models::data::Split::Test, "test", bad_samples, startup);
   // Whether rank 0 saves: every rank then sends it its weights.
   auto& store = engine.links().store();
   if (primary) store.set("fit/save", o.save_path.empty() ? "no" : "yes");
@@ -452,6 +454,10 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
   const FeedShape test_shape{test_data.size, sample_shape, parts, plan.replicas(), engine.replica()};
   EvalFeed eval_feed(test_data.set.get(), test_shape, c.data.batch_size / plan.eval_fraction(), c.data.eval_batches);
   const models::EvalResult eval = engine.evaluate(eval_feed);
+  std::optional<nlohmann::json> skipped;
+  if (c.data.bad_samples == models::data::BadSamples::Skip)
+    skipped = gather_bad_samples(engine, *bad_samples,
+                                 Clock::now() + std::chrono::milliseconds(static_cast<std::int64_t>(c.timeouts.stage_seconds * 1000)));
   const double wall = seconds_since(start);
   if (!primary) return nlohmann::json::object();
   const double sps = train_seconds > 0 ? static_cast<double>(samples) / train_seconds : 0.0;
@@ -459,7 +465,11 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
   if (o.progress)
     log::outputf("test accuracy %.4f (loss %.4f, %lld samples); train %.1f samples/s; %s wall", eval.accuracy,
                  eval.loss, static_cast<long long>(eval.samples), sps, format_duration(wall).c_str());
+  if (o.progress && skipped && (*skipped)["count"] != 0)
+    log::outputf("%lld samples would not decode and were replaced by the next ones (the first: %s)",
+                 (*skipped)["count"].get<long long>(), (*skipped)["first"][0].get<std::string>().c_str());
   auto j = summary_of(engine, loss_history, step_seconds, last, train_seconds, samples, correct, eval, wall, o);
+  if (skipped) j["bad_samples"] = *skipped;
   if (resumed_from) j["resumed_from_step"] = *resumed_from;
   j["skipped_steps"] = skipped_steps;
   j["rollbacks"] = rollbacks;

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/units.h"
 #include "models/data/dataset.h"
+#include "models/data/normalization.h"
 
 namespace pw::train {
 
@@ -21,6 +22,10 @@ struct ByteSize {
 };
 struct ShapeText {
   std::vector<std::int64_t>& shape;
+};
+// An image normalisation as "MEAN,...:STD,..." (models/data/normalization.h); written only when set.
+struct NormalizationText {
+  std::optional<models::data::Normalization>& value;
 };
 
 // A field added after identities were first hashed: written only when it differs from its
@@ -49,6 +54,8 @@ void fields(DataConfig& c, F&& f) {
   f("batch_size", c.batch_size), f("epochs", c.epochs), f("steps", c.steps), f("eval_batches", c.eval_batches);
   f("image_size", WrittenUnlessDefault<std::int64_t>{c.image_size, 224});
   f("augment", WrittenUnlessDefault<models::data::Augment>{c.augment, models::data::Augment::ImageNet});
+  f("bad_samples", WrittenUnlessDefault<models::data::BadSamples>{c.bad_samples, models::data::BadSamples::Fail});
+  f("normalize", NormalizationText{c.normalize});
 }
 template <typename F>
 void fields(PipelineConfig& c, F&& f) {
@@ -109,6 +116,7 @@ nlohmann::json value_json(const T& v) {
   else return v;
 }
 nlohmann::json value_json(const ShapeText& v) { return shape_text(v.shape); }
+nlohmann::json value_json(const NormalizationText& v) { return v.value ? models::data::normalization_text(*v.value) : ""; }
 nlohmann::json value_json(const ByteSize& v) { return v.bytes; }
 nlohmann::json value_json(const kernels::Device& v) { return v.str(); }
 nlohmann::json value_json(const std::vector<kernels::Device>& v) {
@@ -124,6 +132,7 @@ template <typename T>
 bool left_out(const T&) { return false; }
 template <typename T>
 bool left_out(const WrittenUnlessDefault<T>& v) { return v.value == v.fallback; }
+bool left_out(const NormalizationText& v) { return !v.value; }
 template <typename T>
 nlohmann::json value_json(const WrittenUnlessDefault<T>& v) { return value_json(v.value); }
 
@@ -208,6 +217,18 @@ void read_value(const nlohmann::json& j, const std::string& path, ShapeText out)
   if (!j.is_string()) bad(path, kind_of(j) + "; expected CxHxW, e.g. \"3x224x224\"");
   try {
     out.shape = models::data::parse_sample_shape(j.get<std::string>());
+  } catch (const InputError& e) {
+    bad(path, e.what());
+  }
+}
+void read_value(const nlohmann::json& j, const std::string& path, NormalizationText out) {
+  if (!j.is_string()) bad(path, kind_of(j) + "; expected \"MEAN,...:STD,...\", e.g. \"0.485,0.456,0.406:0.229,0.224,0.225\"");
+  if (j.get<std::string>().empty()) {
+    out.value.reset();
+    return;
+  }
+  try {
+    out.value = models::data::parse_normalization(j.get<std::string>());
   } catch (const InputError& e) {
     bad(path, e.what());
   }
@@ -349,11 +370,12 @@ std::string first_difference(const nlohmann::json& mine, const nlohmann::json& t
 std::string resume_difference(const nlohmann::json& saved, const nlohmann::json& mine) {
   // What a checkpoint's tensors and data position mean: the rest (shape, steps, timeouts,
   // checkpoint settings, the learning rate, which the checkpoint carries) may change.
-  static const char* const kMustMatch[] = {"/model",     "/program_model",         "/data/dataset",
+  static const char* const kMustMatch[] = {"/model",           "/program_model",       "/data/dataset",
                                            "/data/synthetic_shape", "/data/synthetic_size", "/data/batch_size",
-                                           "/seed",      "/optimizer/kind",        "/optimizer/momentum",
-                                           "/optimizer/weight_decay", "/ps/servers", "/ps/mode",
-                                           "/ps/optimizer"};
+                                           "/data/image_size", "/data/augment",         "/data/bad_samples",
+                                           "/data/normalize",  "/seed",                "/optimizer/kind",
+                                           "/optimizer/momentum", "/optimizer/weight_decay", "/ps/servers",
+                                           "/ps/mode",         "/ps/optimizer"};
   auto flat = [](const nlohmann::json& j, const char* field) {
     const nlohmann::json::json_pointer at(field);
     nlohmann::json out = nlohmann::json::object();

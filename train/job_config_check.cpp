@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "models/data/normalization.h"
 #include "train/job_config.h"
 
 namespace pw::train {
@@ -55,6 +56,16 @@ void validate(const JobConfig& c) {
   if (c.data.synthetic_shape.size() != 3) k.fail("/data/synthetic_shape", c.data.synthetic_shape.size(), "dimensions; expected C, H and W");
   for (const auto d : c.data.synthetic_shape) k.at_least("/data/synthetic_shape", d, std::int64_t{1});
   k.in_range("/data/image_size", c.data.image_size, std::int64_t{1}, std::int64_t{8192});
+  if (c.data.normalize) {
+    const auto& d = c.data.dataset;
+    if (d != "image-folder" && d != "shards" && d != "cifar10")
+      throw ConfigError("/data/normalize", "applies to the image data sets (image-folder, shards, cifar10), not to " + d);
+    try {
+      models::data::check_normalization(*c.data.normalize);
+    } catch (const InputError& e) {
+      throw ConfigError("/data/normalize", e.what());
+    }
+  }
   k.at_least("/pipeline/stages", c.pipeline.stages, 0);
   k.at_least("/pipeline/micro_batches", c.pipeline.micro_batches, 0);
   k.at_least("/pipeline/chunks", c.pipeline.chunks, 0);

@@ -54,12 +54,19 @@ models::data::DatasetOptions dataset_options(const JobConfig& c, models::data::D
   d.data_dir = c.resources.data_dir;
   d.image_size = static_cast<int>(c.data.image_size);
   d.augment = c.data.augment;
+  d.bad_samples = c.data.bad_samples;
+  d.normalization = c.data.normalize;
   return d;
 }
 
 std::unique_ptr<models::data::Dataset> open_job_dataset(const JobConfig& c, models::data::Split split,
-                                                        models::data::DataParts parts) {
-  if (!c.program_data) return models::data::open_dataset(c.data.dataset, split, dataset_options(c, parts));
+                                                        models::data::DataParts parts,
+                                                        const std::shared_ptr<models::data::BadSampleLog>& bad_samples) {
+  if (!c.program_data) {
+    auto options = dataset_options(c, parts);
+    options.bad_sample_log = bad_samples;
+    return models::data::open_dataset(c.data.dataset, split, options);
+  }
   const auto& program = *c.program_data;
   const char* which = split == models::data::Split::Train ? "training" : "test";
   if (program.name.empty() || !program.open)

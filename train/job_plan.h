@@ -65,9 +65,11 @@ DataShape data_shape(const JobConfig& config);
 // The data set's options (click features, synthetic shape) for `parts` of it.
 models::data::DatasetOptions dataset_options(const JobConfig& config, models::data::DataParts parts);
 // The job's data set for `split`: the program's own (JobConfig::program_data) or the one
-// /data/dataset names, opening only the files `parts` needs.
-std::unique_ptr<models::data::Dataset> open_job_dataset(const JobConfig& config, models::data::Split split,
-                                                        models::data::DataParts parts);
+// /data/dataset names, opening only the files `parts` needs (and recording skipped bad samples in
+// `bad_samples`, when given; a program's set handles its own).
+std::unique_ptr<models::data::Dataset> open_job_dataset(
+    const JobConfig& config, models::data::Split split, models::data::DataParts parts,
+    const std::shared_ptr<models::data::BadSampleLog>& bad_samples = nullptr);
 
 // The device of `rank`: its entry of the devices list, else cpu:<rank> for ranks as threads
 // (cpu:0 for a process), or a GPU in turn (the local rank's for a process).

@@ -74,6 +74,8 @@ enum class Precision { Fp32, Bf16, Fp16 };
 }  // namespace pw::models
 namespace pw::models::data {
 enum class Augment { ImageNet, None };   // none: the evaluation transform for training too
+// A sample that fails to decode: the job fails naming it, or the next sample that decodes takes its place.
+enum class BadSamples { Fail, Skip };
 }
 namespace pw::dp {
 enum class Compression { None, Fp16, Bf16 };                 // gradients on the wire between replicas
@@ -133,6 +135,12 @@ struct EnumNames<models::data::Augment> {
   static constexpr std::string_view what = "augmentation";
   static constexpr NameTable<models::data::Augment, 2> names{
       {{models::data::Augment::ImageNet, "imagenet"}, {models::data::Augment::None, "none"}}};
+};
+template <>
+struct EnumNames<models::data::BadSamples> {
+  static constexpr std::string_view what = "bad-sample policy";
+  static constexpr NameTable<models::data::BadSamples, 2> names{
+      {{models::data::BadSamples::Fail, "fail"}, {models::data::BadSamples::Skip, "skip"}}};
 };
 template <>
 struct EnumNames<dp::Compression> {

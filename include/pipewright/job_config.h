@@ -41,6 +41,12 @@ struct DataConfig {
   // flip in training) or "none" (the evaluation Resize + CenterCrop for training too).
   std::int64_t image_size = 224;
   models::data::Augment augment = models::data::Augment::ImageNet;
+  // image-folder, shards: an image that does not decode fails the job ("fail") or gives way to the
+  // next sample that decodes ("skip"; the summary counts them).
+  models::data::BadSamples bad_samples = models::data::BadSamples::Fail;
+  // image-folder, shards, cifar10: each channel's (pixel / 255 - mean) / std; "MEAN,...:STD,..." in
+  // JSON (one value a side or three). Unset: the data set's own, ImageNet's or CIFAR-10's.
+  std::optional<models::data::Normalization> normalize;
 };
 
 struct PipelineConfig {

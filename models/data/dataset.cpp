@@ -33,6 +33,8 @@ void Dataset::fill_image_in_epoch(std::int64_t, std::int64_t index, float* image
   fill_image(index, image_out);
 }
 
+std::int64_t Dataset::fill_label_in_epoch(std::int64_t, std::int64_t index) const { return fill_label(index); }
+
 namespace {
 
 std::string fashion_mnist_dir(const DatasetOptions& options) {
@@ -65,12 +67,17 @@ std::unique_ptr<Dataset> open_dataset(const std::string& name, Split split, cons
     image.size = options.image_size;
     image.augment = options.augment;
     image.seed = options.seed;
+    image.bad_samples = options.bad_samples;
+    image.bad_sample_log = options.bad_sample_log;
+    image.normalization = options.normalization.value_or(kImageNetNormalization);
     const auto dir = required_data_dir(name, options);
     // Even a rank that reads nothing opens the listing or the index: the class count is in it.
     if (name == "shards") return make_image_dataset(shards::open_shard_source(dir, split), image, split);
     return make_image_dataset(open_image_folder(dir, split), image, split);
   }
-  if (name == "cifar10") return open_cifar10(required_data_dir(name, options), split, options.parts);
+  if (name == "cifar10")
+    return open_cifar10(required_data_dir(name, options), split, options.parts,
+                        options.normalization.value_or(kCifar10Normalization));
   throw InputError("unknown data set '" + name +
                    "'; accepted: fashion-mnist, synthetic, synthetic-clicks, image-folder, shards, cifar10");
 }

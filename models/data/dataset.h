@@ -3,6 +3,7 @@
 // sample at a time into caller-owned memory; DataLoader (data_loader.h) batches them.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "kernels/tensor.h"
@@ -11,6 +12,8 @@
 #include "pipewright/dataset.h"
 
 namespace pw::models::data {
+
+class BadSampleLog;   // bad_sample_log.h
 
 struct Batch {
   kernels::Tensor images;   // F32 [B, C, H, W] on cpu:0
@@ -60,6 +63,12 @@ struct DatasetOptions {
   // image-folder: samples are 3 x image_size x image_size; augment "imagenet" or "none".
   int image_size = 224;
   Augment augment = Augment::ImageNet;
+  // image-folder, shards: what an image that does not decode does, and where Skip records them
+  // (image_dataset.h; may be null). Other data sets decode nothing that can fail and ignore both.
+  BadSamples bad_samples = BadSamples::Fail;
+  std::shared_ptr<BadSampleLog> bad_sample_log;
+  // image-folder, shards, cifar10: unset means the data set's own (ImageNet's, CIFAR-10's).
+  std::optional<Normalization> normalization;
 };
 
 // "fashion-mnist", "synthetic", "synthetic-clicks", "image-folder" or "cifar10"; any other name is an InputError listing these.

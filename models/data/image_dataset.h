@@ -13,17 +13,26 @@ namespace pw::models::data {
 
 // Augment: pipewright/enums.h.
 
+class BadSampleLog;
+
 struct ImageOptions {
   int size = 224;   // S
   Augment augment = Augment::ImageNet;
   Normalization normalization = kImageNetNormalization;
   std::uint64_t seed = 0;
+  BadSamples bad_samples = BadSamples::Fail;
+  // With Skip: where the samples that would not decode are recorded, by the calls that fill images
+  // (so a pipeline's last stage, which fills labels only, records nothing). May be null.
+  std::shared_ptr<BadSampleLog> bad_sample_log;
 };
 
 
 // Split::Train with Augment::ImageNet draws RandomResizedCrop + flip per (seed, epoch, index)
-// (fill() is epoch 0); otherwise every sample gets Resize + CenterCrop. Labels come from the
-// source without decoding. `source` may be null for a rank that reads nothing (size() is then 0).
+// (fill() is epoch 0); otherwise every sample gets Resize + CenterCrop. With BadSamples::Fail an
+// image that does not decode is a one-line InputError naming it, and labels come from the source
+// without decoding. With Skip sample i is, in its place, the first of i + 1, i + 2, ... (wrapping)
+// that decodes, image and label, transformed as sample i would be; finding its label takes the
+// decode. `source` may be null for a rank that reads nothing (size() is then 0).
 std::unique_ptr<Dataset> make_image_dataset(std::unique_ptr<EncodedSource> source, ImageOptions options, Split split,
                                             int num_classes = 0);
 

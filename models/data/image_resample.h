@@ -9,10 +9,7 @@
 
 namespace pw::models::data {
 
-struct Normalization {
-  std::array<float, 3> mean;
-  std::array<float, 3> std;
-};
+// Normalization: pipewright/dataset.h.
 inline constexpr Normalization kImageNetNormalization{{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}};
 inline constexpr Normalization kNoNormalization{{0.0f, 0.0f, 0.0f}, {1.0f, 1.0f, 1.0f}};
 

@@ -73,15 +73,24 @@ Rng sample_rng(std::uint64_t seed, std::int64_t epoch, std::int64_t index) {
   return Rng(h);
 }
 
-void apply_plan(const EncodedSample& sample, const ResizePlan& plan, const Normalization& normalization, float* out) {
+PlannedImage decode_for_plan(const EncodedSample& sample, const ResizePlan& plan) {
   // The decode may shrink the image by up to the factor the resize would shrink the box by.
   const double min_scale = std::max(plan.resized.width / plan.box.width, plan.resized.height / plan.box.height);
   const ImageSize stored = encoded_image_size(sample);
-  const RgbImage image = decode_image(sample, min_scale);
-  const double sx = static_cast<double>(image.width) / stored.width;
-  const double sy = static_cast<double>(image.height) / stored.height;
-  const Box box{plan.box.left * sx, plan.box.top * sy, plan.box.width * sx, plan.box.height * sy};
-  resample(image, box, plan.resized, plan.window, plan.flip, normalization, out);
+  PlannedImage out{decode_image(sample, min_scale), plan};
+  const double sx = static_cast<double>(out.image.width) / stored.width;
+  const double sy = static_cast<double>(out.image.height) / stored.height;
+  out.plan.box = {plan.box.left * sx, plan.box.top * sy, plan.box.width * sx, plan.box.height * sy};
+  return out;
+}
+
+void resample_planned(const PlannedImage& planned, const Normalization& normalization, float* out) {
+  const ResizePlan& plan = planned.plan;
+  resample(planned.image, plan.box, plan.resized, plan.window, plan.flip, normalization, out);
+}
+
+void apply_plan(const EncodedSample& sample, const ResizePlan& plan, const Normalization& normalization, float* out) {
+  resample_planned(decode_for_plan(sample, plan), normalization, out);
 }
 
 }  // namespace pw::models::data

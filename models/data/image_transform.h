@@ -28,7 +28,18 @@ ResizePlan random_resized_crop_plan(ImageSize image, int size, Rng& rng);   // w
 // The generator for sample `index` of `epoch`.
 Rng sample_rng(std::uint64_t seed, std::int64_t epoch, std::int64_t index);
 
-// Decodes `sample` as `plan` needs it and writes 3 x window.height x window.width floats.
+// An image decoded as a plan needs it, with the plan's box in the decoded image's pixels.
+struct PlannedImage {
+  RgbImage image;
+  ResizePlan plan;
+};
+// The decode alone (where a sample fails, if it does): at the smallest scale that still gives the
+// resize as many pixels as it outputs.
+PlannedImage decode_for_plan(const EncodedSample& sample, const ResizePlan& plan);
+// Writes 3 x window.height x window.width floats.
+void resample_planned(const PlannedImage& planned, const Normalization& normalization, float* out);
+
+// Both: decodes `sample` as `plan` needs it and writes its floats.
 void apply_plan(const EncodedSample& sample, const ResizePlan& plan, const Normalization& normalization, float* out);
 
 }  // namespace pw::models::data

@@ -93,6 +93,91 @@ BOOST_AUTO_TEST_CASE(resnet18_trains_from_an_image_folder_of_png_and_jpeg_files)
   BOOST_TEST(folder_run["test_accuracy"] == shard_run["test_accuracy"]);
 }
 
+// 4 classes of 8 training and 2 test images; of which training image 3 of class 1 is a truncated
+// JPEG, training image 0 of class 2 an empty file and test image 1 of class 3 a truncated JPEG.
+std::vector<std::string> write_folder_with_bad_images(const std::filesystem::path& root) {
+  std::mt19937 rng(5);
+  std::vector<std::string> bad;
+  for (const auto& [split, count] : {std::pair<std::string, int>{"train", 8}, {"val", 2}})
+    for (int c = 0; c < 4; ++c)
+      for (int i = 0; i < count; ++i) {
+        const Bytes grey = class_image(c, rng);
+        const auto stem = root / split / ("class" + std::to_string(c)) / ("img" + std::to_string(i));
+        if (i % 2 == 0) {
+          Bytes png = pw::test::encode_png(grey.data(), 64, 64, PNG_FORMAT_GRAY);
+          if (split == "train" && c == 2 && i == 0) {
+            png.clear();
+            bad.push_back(stem.string() + ".png");
+          }
+          write(stem.string() + ".png", png);
+        } else {
+          Bytes rgb;
+          for (auto v : grey) rgb.insert(rgb.end(), {v, v, v});
+          Bytes jpeg = pw::test::encode_jpeg(rgb, 64, 64, TJPF_RGB, 90);
+          if ((split == "train" && c == 1 && i == 3) || (split == "val" && c == 3 && i == 1)) {
+            jpeg.resize(jpeg.size() / 2);
+            bad.push_back(stem.string() + ".JPG");
+          }
+          write(stem.string() + ".JPG", jpeg);
+        }
+      }
+  std::sort(bad.begin(), bad.end(), [](const std::string& a, const std::string& b) {
+    return (a.find("/val/") != std::string::npos) < (b.find("/val/") != std::string::npos) ||
+           ((a.find("/val/") != std::string::npos) == (b.find("/val/") != std::string::npos) && a < b);
+  });
+  return bad;   // in sample order: training first
+}
+
+BOOST_AUTO_TEST_CASE(a_bad_image_ends_the_job_naming_it_or_is_skipped_and_counted_on_every_job_shape) {
+  pw::test::ScratchDir dir("bad_images");
+  const auto bad = write_folder_with_bad_images(dir.path / "images");
+  const std::string job = "train --model resnet18 --width 8 --dataset image-folder --data-dir " + (dir.path / "images").string() +
+                          " --image-size 32 --epochs 1 --batch-size 16 --micro-batches 2 --threads 2 --seed 1";
+  auto r = pw::test::run_pipewright(job);
+  BOOST_TEST(r.status == 2, r.output);
+  BOOST_TEST((r.output.find(bad[0] + ": cannot decode JPEG (Premature end of JPEG file)") != std::string::npos ||
+              r.output.find(bad[1] + ": empty file; expected a JPEG or PNG image") != std::string::npos),
+             r.output);
+
+  auto run = [&](const std::string& shape) {
+    const auto summary = dir.file("skip.json");
+    const auto result = pw::test::run_pipewright(job + " --skip-bad-samples " + shape + " --summary " + summary);
+    BOOST_REQUIRE_MESSAGE(result.status == 0, shape << ": " << result.output);
+    return nlohmann::json::parse(std::ifstream(summary));
+  };
+  const auto single = run("");
+  // Every training sample is read once (32 in 2 steps) and every test sample: each bad one counts once.
+  BOOST_TEST(single["bad_samples"]["count"] == 3);
+  BOOST_TEST(single["bad_samples"]["first"] == nlohmann::json(bad));
+  for (const std::string shape : {"--replicas 2", "--stages 2"}) {
+    BOOST_TEST_CONTEXT(shape) {
+      const auto j = run(shape);
+      BOOST_TEST(j["bad_samples"] == single["bad_samples"]);
+      if (shape == "--stages 2") {
+        // The last stage read the replacements' labels: the losses are the single device's.
+        const auto& a = j["loss_history"];
+        const auto& b = single["loss_history"];
+        BOOST_REQUIRE_EQUAL(a.size(), b.size());
+        for (std::size_t i = 0; i < a.size(); ++i)
+          BOOST_CHECK_SMALL(std::abs(a[i].get<double>() - b[i].get<double>()) / b[i].get<double>(), 1e-5);
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(normalize_refuses_what_it_cannot_take_naming_the_flag) {
+  const auto r = pw::test::run_pipewright("train --dataset image-folder --data-dir /nonexistent --normalize 0.5,0.5:0.2");
+  BOOST_TEST(r.status == 2, r.output);
+  BOOST_TEST(r.output.find("--normalize: '0.5,0.5:0.2' is not a normalisation: 2 values a side; expected MEAN,...:STD,...") !=
+                 std::string::npos,
+             r.output);
+  const auto m = pw::test::run_pipewright("train --dataset fashion-mnist --normalize 0.5:0.2 --steps 1");
+  BOOST_TEST(m.status == 2, m.output);
+  BOOST_TEST(m.output.find("--normalize: applies to the image data sets (image-folder, shards, cifar10), not to fashion-mnist") !=
+                 std::string::npos,
+             m.output);
+}
+
 BOOST_AUTO_TEST_CASE(resnet18_trains_from_cifar10_binary_batches) {
   pw::test::ScratchDir dir("cifar10");
   std::mt19937 rng(4);

@@ -115,6 +115,56 @@ BOOST_AUTO_TEST_CASE(bad_json_is_a_config_error_naming_the_field_by_its_path) {
   BOOST_TEST(config_error(parse(R"({"resources": {"devices": ["cpu:0", "cuda:x"]}})")).find("/resources/devices/1: ") == 0u);
 }
 
+BOOST_AUTO_TEST_CASE(the_image_data_fields_round_trip_are_checked_and_must_match_on_resume) {
+  train::JobConfig c;
+  c.data.dataset = "image-folder";
+  const auto plain = train::to_json(c);
+  BOOST_TEST(!plain["data"].contains("bad_samples"));   // left out at their defaults: identities as before
+  BOOST_TEST(!plain["data"].contains("normalize"));
+  auto skipping = c;
+  skipping.data.bad_samples = models::data::BadSamples::Skip;
+  skipping.data.normalize = models::data::Normalization{{0.5f, 0.5f, 0.5f}, {0.25f, 0.25f, 0.25f}};
+  const auto j = train::to_json(skipping);
+  BOOST_TEST(j["data"]["bad_samples"] == "skip");
+  BOOST_TEST(j["data"]["normalize"] == "0.5:0.25");
+  const auto back = train::job_config_from_json(j);
+  BOOST_TEST((back.data.bad_samples == models::data::BadSamples::Skip));
+  BOOST_TEST((back.data.normalize == skipping.data.normalize));
+
+  auto parse = [](const char* text) { return [text] { train::job_config_from_json(nlohmann::json::parse(text)); }; };
+  BOOST_TEST(config_error(parse(R"({"data": {"bad_samples": "ignore"}})")) ==
+             "/data/bad_samples: unknown bad-sample policy 'ignore'; accepted: fail, skip");
+  BOOST_TEST(config_error(parse(R"({"data": {"normalize": "0.5,0.5:0.2"}})")).find(
+                 "/data/normalize: '0.5,0.5:0.2' is not a normalisation: 2 values a side; expected MEAN,...:STD,...") == 0u);
+  BOOST_TEST(config_error(parse(R"({"data": {"normalize": "0.5:zero"}})")).find("/data/normalize: '0.5:zero' is not a "
+                                                                               "normalisation: a value is not a number") == 0u);
+  BOOST_TEST(config_error(parse(R"({"data": {"normalize": "0.5:0"}})")).find("/data/normalize: '0.5:0' is not a "
+                                                                            "normalisation: std 0 of channel 0") == 0u);
+  BOOST_TEST(config_error(parse(R"({"data": {"normalize": [0.5, 0.25]}})")).find("/data/normalize: [0.5,0.25]; expected") == 0u);
+  // A config made in code is checked too, and only the image data sets take a normalisation.
+  auto zero_std = skipping;
+  zero_std.data.normalize->std[2] = 0;
+  BOOST_TEST(config_error([&] { train::validate(zero_std); }).find("/data/normalize: std 0 of channel 2") == 0u);
+  auto mnist = skipping;
+  mnist.data.dataset = "fashion-mnist";
+  BOOST_TEST(config_error([&] { train::validate(mnist); }) ==
+             "/data/normalize: applies to the image data sets (image-folder, shards, cifar10), not to fashion-mnist");
+  BOOST_CHECK_NO_THROW(train::validate(skipping));
+
+  // What the samples are is part of what a checkpoint's weights and data position mean.
+  BOOST_TEST(train::resume_difference(plain, j) == "/data/bad_samples: absent in the checkpoint, \"skip\" now");
+  auto renormalised = skipping;
+  renormalised.data.normalize->mean[0] = 0.25f;
+  BOOST_TEST(train::resume_difference(j, train::to_json(renormalised)) ==
+             "/data/normalize: \"0.5:0.25\" in the checkpoint, \"0.25,0.5,0.5:0.25\" now");
+  auto resized = c;
+  resized.data.image_size = 128;
+  BOOST_TEST(train::resume_difference(plain, train::to_json(resized)) == "/data/image_size: absent in the checkpoint, 128 now");
+  auto unaugmented = c;
+  unaugmented.data.augment = models::data::Augment::None;
+  BOOST_TEST(train::resume_difference(train::to_json(unaugmented), plain) == "/data/augment: \"none\" in the checkpoint, absent now");
+}
+
 // The token of given parameter servers is a secret: no JSON form holds it, so neither a
 // checkpoint's config, the identity hash nor a printed config does.
 BOOST_AUTO_TEST_CASE(the_parameter_servers_token_is_never_written) {

@@ -1,0 +1,126 @@
+// TrainFeed on an image folder with images that do not decode, skipped (BadSamples::Skip): the
+// replacements depend on the sample index alone, so every replica count and pipeline shape reads
+// the same batches, bitwise, and the first stage's logs count each bad sample once.
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <boost/test/unit_test.hpp>
+
+#include "models/data/bad_sample_log.h"
+#include "tests/models/data/idx_test_files.h"
+#include "tests/models/data/image_test_files.h"
+#include "train/data_feed.h"
+
+namespace pw::train {
+namespace {
+
+using models::data::Batch;
+using models::data::BadSampleLog;
+using models::data::DataParts;
+
+void write(const std::string& path, const test::Bytes& bytes) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+
+bool same_bytes(const kernels::Tensor& a, const kernels::Tensor& b) {
+  return a.defined() && b.defined() && a.shape() == b.shape() && a.dtype() == b.dtype() &&
+         std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
+}
+
+constexpr std::int64_t kSamples = 24;
+constexpr std::int64_t kBatch = 8;
+constexpr int kMicroBatches = 2;
+constexpr std::uint64_t kSeed = 11;
+const kernels::Shape kSampleShape{3, 12, 12};
+
+// 24 training images in 3 classes, of which 4 do not decode: 5 (truncated JPEG), 6 and 7 (empty,
+// and not an image: two in a row), 23 (the last, truncated: its replacement wraps round to 0).
+const std::set<int> kBad{5, 6, 7, 23};
+
+struct Folder {
+  test::TempDir root;
+  Folder() {
+    for (int i = 0; i < kSamples; ++i) {
+      const auto pixels = test::smooth_pixels(20 + i, 16 + 2 * i, 3, i);
+      const std::string stem = root.file("train/c" + std::to_string(i / 8) + "/" + (i < 10 ? "0" : "") + std::to_string(i));
+      auto jpeg = test::encode_jpeg(pixels, 20 + i, 16 + 2 * i, TJPF_RGB);
+      if (i == 5 || i == 23) jpeg.resize(jpeg.size() / 2);
+      if (i == 6) jpeg.clear();
+      if (i == 7) jpeg = {'n', 'o', 't', ' ', 'a', 'n', ' ', 'i', 'm', 'a', 'g', 'e'};
+      write(stem + ".jpg", jpeg);
+    }
+  }
+  std::unique_ptr<models::data::Dataset> open(DataParts parts, std::shared_ptr<BadSampleLog> log) const {
+    models::data::DatasetOptions options;
+    options.data_dir = root.str();
+    options.image_size = static_cast<int>(kSampleShape[1]);
+    options.seed = kSeed;
+    options.parts = parts;
+    options.bad_samples = models::data::BadSamples::Skip;
+    options.bad_sample_log = std::move(log);
+    return models::data::open_dataset("image-folder", models::data::Split::Train, options);
+  }
+};
+
+// Every batch of two epochs of one rank of a job of `replicas` replicas.
+std::vector<Batch> read_epochs(const models::data::Dataset& set, DataParts parts, int replicas, int replica) {
+  TrainFeed feed(&set, FeedShape{kSamples, kSampleShape, parts, replicas, replica}, kBatch, kMicroBatches, kSeed, 0);
+  std::vector<Batch> out;
+  for (std::int64_t epoch = 0; epoch < 2; ++epoch) {
+    feed.start_epoch(epoch);
+    while (auto batch = feed.next()) out.push_back(std::move(*batch));
+  }
+  return out;
+}
+
+BOOST_AUTO_TEST_SUITE(data_feed)
+
+BOOST_AUTO_TEST_CASE(skipped_samples_give_the_same_batches_for_any_replica_count_and_pipeline_shape) {
+  const Folder folder;
+  auto single_log = std::make_shared<BadSampleLog>();
+  const auto single = read_epochs(*folder.open(DataParts::Both, single_log), DataParts::Both, 1, 0);
+  BOOST_REQUIRE_EQUAL(single.size(), 2u * kSamples / kBatch);
+  BOOST_TEST(single_log->count() == static_cast<std::int64_t>(kBad.size()));
+
+  // Two replicas: each reads its rows of every global batch, as local_part cuts them.
+  BadSampleLog united;
+  for (int r = 0; r < 2; ++r) {
+    auto log = std::make_shared<BadSampleLog>();
+    const auto mine = read_epochs(*folder.open(DataParts::Both, log), DataParts::Both, 2, r);
+    BOOST_REQUIRE_EQUAL(mine.size(), single.size());
+    for (std::size_t b = 0; b < single.size(); ++b) {
+      const Batch want = local_part(single[b], kMicroBatches, 2, r, DataParts::Both);
+      BOOST_TEST_CONTEXT("replica " << r << ", batch " << b) {
+        BOOST_TEST(same_bytes(mine[b].images, want.images));
+        BOOST_TEST(same_bytes(mine[b].labels, want.labels));
+      }
+    }
+    united.merge(log->names());
+  }
+  BOOST_TEST(united.count() == single_log->count());
+
+  // Two stages: the first reads the images, the last the labels, which must be the replacements' too.
+  auto first_log = std::make_shared<BadSampleLog>(), last_log = std::make_shared<BadSampleLog>();
+  const auto inputs = read_epochs(*folder.open(DataParts::Inputs, first_log), DataParts::Inputs, 1, 0);
+  const auto labels = read_epochs(*folder.open(DataParts::Labels, last_log), DataParts::Labels, 1, 0);
+  for (std::size_t b = 0; b < single.size(); ++b) {
+    BOOST_TEST(same_bytes(inputs[b].images, single[b].images));
+    BOOST_TEST(same_bytes(labels[b].labels, single[b].labels));
+  }
+  BOOST_TEST(first_log->count() == single_log->count());
+  BOOST_TEST(last_log->count() == 0);
+
+  // The replacements' labels differ from the bad samples' own where the replacement is in another
+  // class (7 -> 8, 23 -> 0): the labels read are not the folder's.
+  const auto both = folder.open(DataParts::Both, nullptr);
+  BOOST_TEST(both->fill_label_in_epoch(1, 7) == 1);
+  BOOST_TEST(both->fill_label_in_epoch(1, 23) == 0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace
+}  // namespace pw::train
