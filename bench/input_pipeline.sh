@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# The image input pipeline against torchvision's, and what it costs training, in one run.
+#
+# 1. An ImageNet-like folder of real photographs (bench/make_photo_folder.py: 384 training JPEGs,
+#    mostly 500x375, quality 90, 12 classes), unless PHOTO_DIR names one already made.
+# 2. images/s of decode + RandomResizedCrop(224) + horizontal flip + ToTensor + Normalize into
+#    batches of 64, with 1 and 2 threads: pipewright's own image data set filled by the engine's
+#    gather in a oneTBB arena of N threads (build/bin/input_bench) beside torchvision's ImageFolder +
+#    DataLoader with N worker processes (bench/torch_input.py), run one after the other; one JSON
+#    line per thread count with both figures and their ratio.
+# 3. resnet50 (--width WIDTH) at 3x224x224 trained by `pipewright train` from that folder and from
+#    --dataset synthetic of the same shape, both with --trace: samples/s of each over the steps
+#    after the warm-up, wall time per step including the wait for the batch, read from the trace
+#    (the time from the start of step k's "data" span, the training loop waiting on TrainFeed::next
+#    while the prefetcher decodes, to the end of step k's "step" span), their ratio, and the share
+#    of that time the first stage waited for data.
+# Prints figures only; asserts nothing. The machine's 1-minute load average is printed beside them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${SECONDS_PER_RUN:-10}
+batch=${BATCH:-64}
+width=${WIDTH:-8}
+train_batch=${TRAIN_BATCH:-32}
+train_steps=${TRAIN_STEPS:-12}
+train_warmup=${TRAIN_WARMUP:-2}
+threads_list=${THREADS_LIST:-"1 2"}
+train_threads=${TRAIN_THREADS:-2}
+pw=${PW_BIN:-build/bin/pipewright}
+input_bench=${INPUT_BENCH_BIN:-build/bin/input_bench}
+python=${TORCH_PYTHON:-/usr/bin/python3}
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+photos=${PHOTO_DIR:-$out/photos}
+[ -d "$photos/train" ] || "$python" bench/make_photo_folder.py "$photos" >&2
+
+for threads in $threads_list; do
+  "$input_bench" --data-dir "$photos" --threads "$threads" --batch-size "$batch" --seconds "$seconds" >"$out/pw-$threads.json"
+  "$python" bench/torch_input.py --data-dir "$photos" --workers "$threads" --batch-size "$batch" \
+    --seconds "$seconds" >"$out/torch-$threads.json"
+  "$python" - "$out/pw-$threads.json" "$out/torch-$threads.json" <<'PY'
+import json, os, sys
+pw, tv = (json.loads(open(p).read().strip().splitlines()[-1]) for p in sys.argv[1:3])
+print(json.dumps({
+    "bench": "input_pipeline", "transforms": "RandomResizedCrop(224)+flip+ToTensor+Normalize",
+    "threads": pw["threads"], "batch_size": pw["batch_size"], "images_in_folder": pw["samples_in_folder"],
+    "pipewright_images_per_second": round(pw["images_per_second"], 1),
+    "torchvision_images_per_second": round(tv["images_per_second"], 1),
+    "pipewright_images_per_second_per_thread": round(pw["images_per_second"] / pw["threads"], 1),
+    "torchvision_images_per_second_per_worker": round(tv["images_per_second"] / tv["threads"], 1),
+    "ratio_pipewright_over_torchvision": round(pw["images_per_second"] / tv["images_per_second"], 3),
+    "load_average_1m": round(os.getloadavg()[0], 2),
+}))
+PY
+done
+
+# train_run NAME [data flags]: resnet50 at 3x224x224, traced after the warm-up.
+train_run() {
+  local name=$1
+  shift
+  "$pw" train --model resnet50 --width "$width" "$@" --batch-size "$train_batch" --threads "$train_threads" \
+    --steps "$train_steps" --warmup-steps "$train_warmup" --optimizer sgd --lr 0.01 --momentum 0.9 --eval-batches 0 \
+    --summary "$out/$name.json" --trace "$out/$name.trace.json" --trace-steps "$train_warmup:$train_steps" \
+    >/dev/null 2>"$out/$name.log" || { cat "$out/$name.log" >&2; exit 1; }
+}
+train_run folder --dataset image-folder --data-dir "$photos" --image-size 224
+train_run synthetic --dataset synthetic --synthetic-shape 3x224x224 --synthetic-size $((train_batch * train_steps))
+"$python" - "$out" "$width" "$train_batch" "$train_threads" <<'PY'
+import json, os, sys
+out, width, batch, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+
+def traced(name):
+    """Samples/s over the traced steps, counting the wait for each batch, and the share of it spent waiting."""
+    events = [e for e in json.load(open(f"{out}/{name}.trace.json"))["traceEvents"] if e.get("ph") == "X"]
+    data = {e["args"]["step"]: e for e in events if e["args"]["kind"] == "data"}
+    steps = {e["args"]["step"]: e for e in events if e["args"]["kind"] == "step"}
+    timed = sorted(set(data) & set(steps))
+    wall_us = sum(steps[s]["ts"] + steps[s]["dur"] - data[s]["ts"] for s in timed)
+    wait_us = sum(data[s]["dur"] for s in timed)
+    return {"steps": len(timed), "samples_per_second": batch * len(timed) / (wall_us * 1e-6),
+            "step_ms": wall_us * 1e-3 / len(timed), "data_wait_share": wait_us / wall_us}
+
+folder, synthetic = traced("folder"), traced("synthetic")
+summary = json.load(open(f"{out}/folder.json"))
+print(json.dumps({
+    "bench": "input_pipeline_training", "model": "resnet50", "width": width, "input": "3x224x224",
+    "batch_size": batch, "threads": threads, "timed_steps": folder["steps"], "folder": summary["dataset"],
+    "folder_samples_per_second": round(folder["samples_per_second"], 2),
+    "synthetic_samples_per_second": round(synthetic["samples_per_second"], 2),
+    "ratio_folder_over_synthetic": round(folder["samples_per_second"] / synthetic["samples_per_second"], 3),
+    "folder_step_ms_with_wait": round(folder["step_ms"], 1),
+    "synthetic_step_ms_with_wait": round(synthetic["step_ms"], 1),
+    "folder_data_wait_share": round(folder["data_wait_share"], 6),
+    "synthetic_data_wait_share": round(synthetic["data_wait_share"], 6),
+    "load_average_1m": round(os.getloadavg()[0], 2),
+}))
+PY
