@@ -11,11 +11,11 @@
 #    ratio.
 # 3. resnet50 (--width WIDTH) at 3x224x224 trained by `pipewright train` from that folder and from
 #    --dataset synthetic of the same shape, alternating, REPEATS times each (the fastest counts),
-#    with --trace. From the trace, over the steps after the warm-up: samples/s counting the wait
-#    for each batch (step k runs from the start of its "data" span, the training loop waiting on
-#    TrainFeed::next while the prefetcher decodes, to the end of its "step" span; the summary's
-#    samples/s leaves that wait out), the ratio folder over synthetic, and the share of that time
-#    the first stage waited for data.
+#    with --trace. From the trace, over the steps after the warm-up: samples/s over the median step
+#    counting the wait for its batch (step k runs from the start of its "data" span, the training
+#    loop waiting on TrainFeed::next while the prefetcher decodes, to the end of its "step" span;
+#    the summary's samples/s leaves that wait out), the ratio folder over synthetic, and the share
+#    of all those steps' time the first stage waited for data.
 # Prints figures only; asserts nothing. The machine's 1-minute load average is printed beside them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -86,15 +86,14 @@ def traced(name):
     data = {e["args"]["step"]: e for e in events if e["args"]["kind"] == "data"}
     steps = {e["args"]["step"]: e for e in events if e["args"]["kind"] == "step"}
     timed = sorted(set(data) & set(steps))
-    wall_us = sum(steps[s]["ts"] + steps[s]["dur"] - data[s]["ts"] for s in timed)
+    walls_us = sorted(steps[s]["ts"] + steps[s]["dur"] - data[s]["ts"] for s in timed)
+    median_us = walls_us[len(walls_us) // 2]   # as the summary's median step: robust to a burst of other work
     wait_us = sum(data[s]["dur"] for s in timed)
-    return {"steps": len(timed), "samples_per_second": batch * len(timed) / (wall_us * 1e-6),
-            "step_ms": wall_us * 1e-3 / len(timed), "data_wait_share": wait_us / wall_us}
+    return {"steps": len(timed), "samples_per_second": batch / (median_us * 1e-6),
+            "step_ms": median_us * 1e-3, "data_wait_share": wait_us / sum(walls_us)}
 
-def best(name):   # the fastest of the repeats
-    return max((traced(f"{name}-{r}") for r in range(1, repeats + 1)), key=lambda t: t["samples_per_second"])
-
-folder, synthetic = best("folder"), best("synthetic")
+runs = {name: [traced(f"{name}-{r}") for r in range(1, repeats + 1)] for name in ("folder", "synthetic")}
+folder, synthetic = (max(runs[name], key=lambda t: t["samples_per_second"]) for name in ("folder", "synthetic"))
 summary = json.load(open(f"{out}/folder-1.json"))
 print(json.dumps({
     "bench": "input_pipeline_training", "model": "resnet50", "width": width, "input": "3x224x224",
@@ -102,8 +101,10 @@ print(json.dumps({
     "folder_samples_per_second": round(folder["samples_per_second"], 2),
     "synthetic_samples_per_second": round(synthetic["samples_per_second"], 2),
     "ratio_folder_over_synthetic": round(folder["samples_per_second"] / synthetic["samples_per_second"], 3),
-    "folder_step_ms_with_wait": round(folder["step_ms"], 1),
-    "synthetic_step_ms_with_wait": round(synthetic["step_ms"], 1),
+    "folder_samples_per_second_each_run": [round(t["samples_per_second"], 2) for t in runs["folder"]],
+    "synthetic_samples_per_second_each_run": [round(t["samples_per_second"], 2) for t in runs["synthetic"]],
+    "folder_median_step_ms_with_wait": round(folder["step_ms"], 1),
+    "synthetic_median_step_ms_with_wait": round(synthetic["step_ms"], 1),
     "folder_data_wait_share": round(folder["data_wait_share"], 6),
     "synthetic_data_wait_share": round(synthetic["data_wait_share"], 6),
     "load_average_1m": round(os.getloadavg()[0], 2),
