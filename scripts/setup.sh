@@ -15,7 +15,8 @@ packages=(
   nlohmann-json3-dev
   libcli11-dev
   dataset-fashion-mnist
-  python3 python3-torch python3-numpy python3-torchvision
+  python3 python3-torch python3-numpy python3-torchvision python3-pil
+  mate-backgrounds
   clang libclang-rt-14-dev
 )
 

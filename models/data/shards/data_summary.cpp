@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "models/data/shards/brace_pattern.h"
+#include "models/data/image_dataset.h"
 #include "models/data/image_folder_listing.h"
 
 namespace fs = std::filesystem;
@@ -45,14 +46,24 @@ SplitSummary folder_split(const std::string& name, const std::vector<ListedImage
   return s;
 }
 
-DataSummary summarize_image_folder(const std::string& path) {
+// The images themselves: their sizes per split, and the decoding speed on the first split.
+void survey(const EncodedSource& source, SplitSummary& split, DataSummary& d, const SurveyLimits& limits) {
+  split.image_sizes = survey_sizes(source, limits.size_samples, limits.seed);
+  if (!d.decode && limits.decode_samples > 0) d.decode = time_decoding(source, limits.decode_samples, limits.seed);
+}
+
+DataSummary summarize_image_folder(const std::string& path, const SurveyLimits& limits) {
   const ImageFolderListing listing = list_image_folder(path);
   DataSummary d;
   d.kind = "image folder";
   d.path = path;
   d.classes = listing.classes;
   d.splits.push_back(folder_split("train", listing.train, listing.classes.size()));
-  if (listing.has_val) d.splits.push_back(folder_split("val", listing.val, listing.classes.size()));
+  survey(*open_image_folder(path, Split::Train), d.splits.back(), d, limits);
+  if (listing.has_val) {
+    d.splits.push_back(folder_split("val", listing.val, listing.classes.size()));
+    survey(*open_image_folder(path, Split::Test), d.splits.back(), d, limits);
+  }
   return d;
 }
 
@@ -80,7 +91,7 @@ std::set<std::string> named_files(const std::string& path) {
   return names;
 }
 
-DataSummary summarize_shards(const std::string& path, bool verify) {
+DataSummary summarize_shards(const std::string& path, bool verify, const SurveyLimits& limits) {
   DataSummary d;
   d.kind = "tar shards";
   d.path = path;
@@ -97,6 +108,7 @@ DataSummary summarize_shards(const std::string& path, bool verify) {
     if (!is_named) continue;
     d.classes = manifest.classes;
     d.splits.push_back(shard_split(*source, split_entry.name));
+    survey(*source, d.splits.back(), d, limits);
     if (verify) {
       const ShardCheck c = source->verify();
       if (!d.verified) d.verified = ShardCheck{};
@@ -110,9 +122,11 @@ DataSummary summarize_shards(const std::string& path, bool verify) {
 
 }  // namespace
 
-DataSummary summarize_data(const std::string& path, bool verify) {
-  if (fs::is_directory(fs::path(path) / "train") && !fs::exists(fs::path(path) / kManifestFile)) return summarize_image_folder(path);
-  if (fs::exists(fs::path(path) / kManifestFile) || has_braces(path) || fs::is_regular_file(path)) return summarize_shards(path, verify);
+DataSummary summarize_data(const std::string& path, bool verify, const SurveyLimits& limits) {
+  if (fs::is_directory(fs::path(path) / "train") && !fs::exists(fs::path(path) / kManifestFile))
+    return summarize_image_folder(path, limits);
+  if (fs::exists(fs::path(path) / kManifestFile) || has_braces(path) || fs::is_regular_file(path))
+    return summarize_shards(path, verify, limits);
   throw InputError("'" + path + "' is neither an image folder (ROOT/train/CLASS/*.jpg) nor a shard folder (with manifest.json)");
 }
 
