@@ -1,9 +1,10 @@
 // A program's own data set: a format pipewright does not know, read through the same engine as the
 // built-in sets (each rank reads only its part of every batch, prefetch, checkpoints and resume).
 //
-// The format here: a folder holding `labels.txt` (one class index per line) and `images.bin`, the
-// samples one after another as C*H*W little-endian floats. `--write-demo DIR` writes such a folder
-// (drawn shapes: class k is a filled disc, square, ring, cross or bar), then the job trains on it.
+// The format here: a folder with `train/` and `test/`, each holding `labels.txt` (one class index
+// per line) and `images.bin`, the samples one after another as 1x32x32 little-endian floats.
+// `--write-demo DIR` writes such a folder (drawn shapes: class k is a filled disc, square, ring,
+// cross or bar), then the job trains on it.
 //
 //   example_own_dataset --write-demo /tmp/shapes --steps 60
 //   example_own_dataset --data /tmp/shapes --steps 60 --stages 2 --replicas 2
@@ -32,9 +33,10 @@ constexpr int kClasses = 5;
 // loader threads at once, so each call opens its own stream.
 class FloatFolder final : public pw::models::data::Dataset {
  public:
-  explicit FloatFolder(std::filesystem::path dir) : dir_(std::move(dir)) {
+  FloatFolder(const std::filesystem::path& root, pw::models::data::Split split)
+      : dir_(root / (split == pw::models::data::Split::Train ? "train" : "test")) {
     std::ifstream labels(dir_ / "labels.txt");
-    if (!labels) throw pw::InputError(dir_.string() + ": no labels.txt (write one with --write-demo DIR)");
+    if (!labels) throw pw::InputError(dir_.string() + ": no labels.txt (write a demo set with --write-demo DIR)");
     for (std::int64_t label; labels >> label;) {
       if (label < 0 || label >= kClasses)
         throw pw::InputError((dir_ / "labels.txt").string() + ": label " + std::to_string(label) + " at line " +
@@ -94,11 +96,11 @@ std::vector<float> draw(int label, std::mt19937_64& rng) {
   return img;
 }
 
-void write_demo(const std::filesystem::path& dir, int samples) {
+void write_split(const std::filesystem::path& dir, int samples, std::uint64_t seed) {
   std::filesystem::create_directories(dir);
   std::ofstream labels(dir / "labels.txt");
   std::ofstream images(dir / "images.bin", std::ios::binary);
-  std::mt19937_64 rng(2024);
+  std::mt19937_64 rng(seed);
   for (int i = 0; i < samples; ++i) {
     const int label = i % kClasses;
     const auto img = draw(label, rng);
@@ -108,6 +110,11 @@ void write_demo(const std::filesystem::path& dir, int samples) {
   if (!labels || !images) throw pw::InputError("cannot write the demo data set in " + dir.string());
 }
 
+void write_demo(const std::filesystem::path& root) {
+  write_split(root / "train", 2400, 2024);
+  write_split(root / "test", 400, 2025);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -115,7 +122,7 @@ int main(int argc, char** argv) {
   std::string data_dir, demo_dir;
   std::int64_t steps = 60;
   int stages = 1, replicas = 1;
-  app.add_option("--data", data_dir, "folder with labels.txt and images.bin");
+  app.add_option("--data", data_dir, "folder with train/ and test/, each with labels.txt and images.bin");
   app.add_option("--write-demo", demo_dir, "write a demo data set of drawn shapes here first, then train on it");
   app.add_option("--steps", steps, "training steps")->check(CLI::PositiveNumber);
   app.add_option("--stages", stages, "pipeline stages")->check(CLI::PositiveNumber);
@@ -123,7 +130,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     if (!demo_dir.empty()) {
-      write_demo(demo_dir, 2400);
+      write_demo(demo_dir);
       data_dir = demo_dir;
     }
     if (data_dir.empty()) throw pw::InputError("--data DIR or --write-demo DIR is required");
@@ -135,9 +142,7 @@ int main(int argc, char** argv) {
     // the job's JSON form and its checkpoints.
     job.program_data = pw::train::ProgramDataset{
         "float-folder", [data_dir](pw::models::data::Split split) -> std::unique_ptr<pw::models::data::Dataset> {
-          // This format has one folder for both splits; a real one would keep its test samples apart.
-          (void)split;
-          return std::make_unique<FloatFolder>(data_dir);
+          return std::make_unique<FloatFolder>(data_dir, split);
         }};
     job.data.steps = steps;
     job.data.batch_size = 32;

@@ -96,6 +96,7 @@ std::int64_t top_k_hits(const kernels::Tensor& logits, const kernels::Tensor& la
     PW_CHECK(y[row] >= 0 && static_cast<std::size_t>(y[row]) < classes,
              "top_k_hits: label " << y[row] << " outside the " << classes << " classes");
     const double mine = r[y[row]];
+    if (!std::isfinite(mine)) continue;   // a diverged model's NaN is no hit
     int above = 0;
     for (std::size_t c = 0; c < classes; ++c) above += r[c] > mine ? 1 : 0;
     hits += above < k ? 1 : 0;

@@ -335,6 +335,12 @@ void add_train_command(CLI::App& app, TrainCommand& t) {
              "one device per stage, e.g. cpu:0,cpu:1 (default cpu:0..P-1)")->group(devices);
   b.option("--threads", "/resources/threads", job.resources.threads, "threads of the CPU device (default: all)")
       ->check(CLI::PositiveNumber)->group(devices);
+  b.option("--prefetch-batches", "/resources/prefetch_batches", job.resources.prefetch_batches,
+           "training batches decoded ahead of the step that needs them (0: when asked for)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber)->group(devices);
+  b.option("--loader-threads", "/resources/loader_threads", job.resources.loader_threads,
+           "threads of the data loader's own pool (default 0: shared with the machine)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber)->group(devices);
   b.parsed("--device-memory", "/resources/device_memory", job.resources.device_memory, parse_bytes, "memory cap of the device, e.g. 512MiB")
       ->group(devices);
   b.choice("--transport", "/transport", job.transport,

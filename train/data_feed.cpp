@@ -99,13 +99,14 @@ Batch local_part(const Batch& global, int micro_batches, int replicas, int repli
 }
 
 TrainFeed::TrainFeed(const models::data::Dataset* dataset, FeedShape shape, std::int64_t global_batch,
-                     int micro_batches, std::uint64_t seed, int prefetch)
+                     int micro_batches, std::uint64_t seed, int prefetch, int loader_threads)
     : dataset_(dataset),
       shape_(std::move(shape)),
       global_batch_(global_batch),
       micro_batches_(micro_batches),
       seed_(seed),
-      prefetch_(prefetch) {
+      prefetch_(prefetch),
+      loader_threads_(loader_threads) {
   PW_INPUT_CHECK(global_batch_ >= 1, "batch size " << global_batch_ << " is not valid; expected at least 1");
   PW_CHECK(global_batch_ % (static_cast<std::int64_t>(micro_batches_) * shape_.replicas) == 0,
            "global batch " << global_batch_ << " does not split into " << micro_batches_ << " micro-batches x "
@@ -113,7 +114,7 @@ TrainFeed::TrainFeed(const models::data::Dataset* dataset, FeedShape shape, std:
   PW_CHECK(shape_.parts == DataParts::None || dataset_ != nullptr, "a rank that reads data has no data set");
 }
 
-void TrainFeed::start_epoch(std::int64_t epoch, std::int64_t first_batch) {
+void TrainFeed::start_epoch(std::int64_t epoch, std::int64_t first_batch, std::int64_t end_batch) {
   prefetcher_.reset();
   epoch_ = epoch;
   // The order a single replica's DataLoader reads: the same batches whatever the job's shape.
@@ -121,10 +122,13 @@ void TrainFeed::start_epoch(std::int64_t epoch, std::int64_t first_batch) {
   PW_CHECK(first_batch >= 0 && first_batch <= batches_per_epoch(),
            "batch " << first_batch << " of an epoch of " << batches_per_epoch());
   next_ = first_batch;
-  if (prefetch_ == 0 || shape_.parts == DataParts::None) return;
+  end_ = end_batch < 0 ? batches_per_epoch() : std::min(end_batch, batches_per_epoch());
+  PW_CHECK(end_ >= first_batch, "batches " << first_batch << " to " << end_ << " of an epoch");
+  if (prefetch_ == 0 || shape_.parts == DataParts::None || end_ == first_batch) return;
   prefetcher_ = std::make_unique<models::data::BatchPrefetcher>(
-      batches_per_epoch() - first_batch, prefetch_,
-      [this, first_batch](std::int64_t b, tbb::task_group_context& context) { return assemble(first_batch + b, context); });
+      end_ - first_batch, prefetch_,
+      [this, first_batch](std::int64_t b, tbb::task_group_context& context) { return assemble(first_batch + b, context); },
+      loader_threads_);
 }
 
 Batch TrainFeed::assemble(std::int64_t batch, tbb::task_group_context& context) const {
@@ -141,8 +145,12 @@ Batch TrainFeed::assemble(std::int64_t batch, tbb::task_group_context& context) 
 
 std::optional<Batch> TrainFeed::next() {
   if (prefetcher_) return prefetcher_->next();
-  if (next_ >= batches_per_epoch()) return std::nullopt;
+  if (next_ >= end_) return std::nullopt;
   tbb::task_group_context context;
+  if (loader_threads_ > 0) {
+    tbb::task_arena arena(loader_threads_);
+    return arena.execute([&] { return assemble(next_++, context); });
+  }
   return assemble(next_++, context);
 }
 

@@ -26,11 +26,17 @@ struct FeedShape {
 class TrainFeed {
  public:
   // `dataset` may be null when shape.parts is None.
+  // `prefetch` whole batches are built ahead of the consumer (0: each when asked for), on
+  // `loader_threads` threads of their own (0: the process's default oneTBB arena).
   TrainFeed(const models::data::Dataset* dataset, FeedShape shape, std::int64_t global_batch, int micro_batches,
-            std::uint64_t seed, int prefetch = 2);
+            std::uint64_t seed, int prefetch = 2, int loader_threads = 0);
   std::int64_t batches_per_epoch() const { return shape_.dataset_size / global_batch_; }
-  // From batch `first_batch` of the epoch on (a resumed job), the earlier ones not read.
-  void start_epoch(std::int64_t epoch, std::int64_t first_batch = 0);
+  // From batch `first_batch` of the epoch on (a resumed job), the earlier ones not read, up to
+  // batch `end_batch` (exclusive; -1: the epoch's end), so a job that stops mid-epoch decodes
+  // nothing it will not train on.
+  void start_epoch(std::int64_t epoch, std::int64_t first_batch = 0, std::int64_t end_batch = -1);
+  // Stops building batches ahead (and waits for the loader to leave); next() then reads on demand.
+  void stop() { prefetcher_.reset(); }
   // This rank's part of the next global batch (tensors it does not read are left undefined), or
   // nullopt at the end of the epoch.
   std::optional<models::data::Batch> next();
@@ -44,9 +50,11 @@ class TrainFeed {
   int micro_batches_;
   std::uint64_t seed_;
   int prefetch_;
+  int loader_threads_;
   std::vector<std::int64_t> order_;
   std::int64_t epoch_ = 0;
   std::int64_t next_ = 0;
+  std::int64_t end_ = 0;
   std::unique_ptr<models::data::BatchPrefetcher> prefetcher_;
 };
 

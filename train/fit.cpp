@@ -70,6 +70,15 @@ RankData open_rank_data(Engine& engine, models::data::Split split, const char* k
   const auto& config = engine.plan().config;
   RankData d;
   if (parts != DataParts::None) d.set = open_job_dataset(config, split, parts, bad_samples);
+  // The batches are sized by the plan, which read the training split's shape: a split or a rank
+  // whose set differs would write past them.
+  const auto& planned = engine.plan().data;
+  if (d.set && (d.set->sample_shape() != planned.sample_shape || d.set->num_classes() != planned.num_classes))
+    throw ConfigError("/data/dataset", d.set->name() + ": the " + key + " split on rank " + std::to_string(engine.rank()) +
+                                           " has samples of " + kernels::shape_str(d.set->sample_shape()) + " in " +
+                                           std::to_string(d.set->num_classes()) + " classes, but the job planned " +
+                                           kernels::shape_str(planned.sample_shape) + " in " +
+                                           std::to_string(planned.num_classes) + "; every split and rank must agree");
   auto& store = engine.links().store();
   const std::string name = std::string("data/") + key;
   if (engine.rank() == 0) {
@@ -320,7 +329,8 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
   const bool saves = engine.links().get("fit/save", startup) == "yes";
 
   const FeedShape train_shape{train_data.size, sample_shape, parts, plan.replicas(), engine.replica()};
-  TrainFeed feed(train_data.set.get(), train_shape, c.data.batch_size, plan.schedule.micro_batches, c.seed);
+  TrainFeed feed(train_data.set.get(), train_shape, c.data.batch_size, plan.schedule.micro_batches, c.seed,
+                 c.resources.prefetch_batches, c.resources.loader_threads);
   if (feed.batches_per_epoch() == 0)
     throw ConfigError("/data/batch_size", std::to_string(c.data.batch_size) + " is larger than the " +
                                               std::to_string(train_data.size) + " training samples");
@@ -361,7 +371,8 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
   const bool prefetching = engine.parameter_servers() != nullptr;
   const auto step_delay = injected_step_delay(engine.rank());   // tests only
   while (step < total_steps) {
-    feed.start_epoch(epoch, first_batch);
+    // Batches past the last step are not read (nor their bad samples counted).
+    feed.start_epoch(epoch, first_batch, first_batch + (total_steps - step));
     std::int64_t batch_in_epoch = first_batch;
     first_batch = 0;
     bool rolled_back = false;
@@ -443,6 +454,7 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
     }
     if (!rolled_back) ++epoch;
   }
+  feed.stop();
   checkpointer.finish();
   progress.finish();
   engine.synchronize();

@@ -100,6 +100,7 @@ void fields(NumericsConfig& c, F&& f) {
 template <typename F>
 void fields(Resources& c, F&& f) {
   f("device", c.device), f("devices", c.devices), f("threads", c.threads);
+  f("prefetch_batches", c.prefetch_batches), f("loader_threads", c.loader_threads);
   f("device_memory", ByteSize{c.device_memory}), f("data_dir", c.data_dir);
 }
 // The job's sections and top-level scalars, in one list too.

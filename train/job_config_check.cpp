@@ -93,6 +93,8 @@ void validate(const JobConfig& c) {
   k.positive("/numerics/initial_loss_scale", c.numerics.initial_loss_scale);
   k.at_least("/numerics/loss_scale_window", c.numerics.loss_scale_window, 1);
   k.at_least("/resources/threads", c.resources.threads, 0);
+  k.at_least("/resources/prefetch_batches", c.resources.prefetch_batches, 0);
+  k.at_least("/resources/loader_threads", c.resources.loader_threads, 0);
   k.at_least("/resources/device_memory", c.resources.device_memory, std::int64_t{0});
 }
 

@@ -131,16 +131,22 @@ struct Resources {
   kernels::Device device;                // a pipeline puts its stages on cpu:0..N-1 or the GPUs
   std::vector<kernels::Device> devices;  // one per rank (replica-major), overriding `device`
   int threads = 0;                   // CPU threads per rank; 0: this machine's share
+  // Training batches decoded and assembled ahead of the step that needs them (0: when asked for),
+  // on a pool of `loader_threads` of their own (0: the process's default oneTBB arena, shared with
+  // the machine). Neither changes a batch.
+  int prefetch_batches = 2;
+  int loader_threads = 0;
   std::int64_t device_memory = 0;    // cap per device in bytes ("512MiB" in JSON); 0: no cap
   std::string data_dir;              // fashion-mnist's IDX files (empty: /usr/share/datasets/fashion-mnist), an image folder's root, shards, or CIFAR-10's .bin files
 };
 
 // A program's own data set (docs/own_model.md), as `program_model` is its own model. The engine
-// calls `open` on every rank for each split the job uses (Train; Test when it evaluates); each rank
-// then reads only its part of every batch, from several loader threads at once: the first stage of
-// a pipeline calls fill_image, the last fill_label, a middle stage nothing. So `open` should be
-// cheap and the data set read lazily. Every rank must see the same samples. `name` stands for the
-// data set in the job's JSON form, its identity hash and its checkpoints ("program:NAME").
+// calls `open` to plan the job (Train) and on every rank that reads data for both splits, possibly
+// from several rank threads at once; each rank then reads only its part of every batch, from
+// several loader threads at once: the first stage of a pipeline calls fill_image, the last
+// fill_label. So `open` should be cheap and the data set read lazily. Every split and rank must
+// give the same sample shape and classes, and the same samples. `name` stands for the data set in
+// the job's JSON form, its identity hash and its checkpoints ("program:NAME").
 struct ProgramDataset {
   std::string name;
   std::function<std::unique_ptr<models::data::Dataset>(models::data::Split split)> open;

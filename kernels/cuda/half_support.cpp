@@ -10,6 +10,7 @@ bool native_half(DType dtype, HalfOp op) {
     case HalfOp::Matmul:        // linear.cu: cublasGemmEx, F32 accumulation
     case HalfOp::Elementwise:   // elementwise.cu, activation.cu, dropout.cu
     case HalfOp::Pool:          // pool.cu: max, average and adaptive average, computed in float
+    case HalfOp::AdaptivePool:
       return true;
     case HalfOp::BatchNormTrain:
     case HalfOp::BatchNormEval:

@@ -25,7 +25,8 @@ const char* isa_name(dnnl::cpu_isa isa) {
 }
 
 bool cpu_native(DType dtype, HalfOp op) {
-  if (op == HalfOp::Elementwise || op == HalfOp::BatchNormTrain) return true;   // own loops, any dtype
+  if (op == HalfOp::Elementwise || op == HalfOp::AdaptivePool || op == HalfOp::BatchNormTrain)
+    return true;   // own loops, any dtype
   // oneDNN 2.6 has f16 convolution, matmul and pooling kernels only for AVX512_FP16 CPUs (and a
   // reference path that is far slower than converting): F16 goes through F32 on this backend.
   if (dtype == DType::F16) return false;

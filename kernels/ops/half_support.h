@@ -9,7 +9,9 @@
 
 namespace pw::kernels {
 
-enum class HalfOp { Conv, Matmul, Pool, BatchNormTrain, BatchNormEval, Elementwise };
+// Pool: max and average pooling windows (oneDNN on the CPU); AdaptivePool: adaptive average pooling
+// (own loops on the CPU).
+enum class HalfOp { Conv, Matmul, Pool, AdaptivePool, BatchNormTrain, BatchNormEval, Elementwise };
 
 inline bool is_half(DType dtype) { return dtype == DType::BF16 || dtype == DType::F16; }
 

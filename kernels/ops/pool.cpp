@@ -73,7 +73,7 @@ Tensor adaptive_avg_pool2d_forward(const Tensor& x, int out_h, int out_w) {
   detail::check_floating(op, {x, "x"});
   PW_CHECK(out_h >= 1 && out_w >= 1, "" << op << ": output size must be >= 1, got " << out_h << "x" << out_w);
   PW_CHECK(x.dim(2) >= 1 && x.dim(3) >= 1, "" << op << ": empty spatial input " << x.describe());
-  if (!runs_natively(x.device(), x.dtype(), HalfOp::Pool))
+  if (!runs_natively(x.device(), x.dtype(), HalfOp::AdaptivePool))
     return adaptive_avg_pool2d_forward(x.to(DType::F32), out_h, out_w).to(x.dtype());
   return PW_DISPATCH(x.device(), adaptive_avg_pool2d_forward, x, out_h, out_w);
 }
@@ -84,7 +84,7 @@ Tensor adaptive_avg_pool2d_backward(const Tensor& grad_y, const Shape& x_shape) 
   detail::check_floating(op, {grad_y, "grad_y"});
   PW_CHECK(x_shape.size() == 4 && x_shape[0] == grad_y.dim(0) && x_shape[1] == grad_y.dim(1),
            "" << op << ": input shape " << shape_str(x_shape) << " does not match grad_y " << grad_y.describe());
-  if (!runs_natively(grad_y.device(), grad_y.dtype(), HalfOp::Pool))
+  if (!runs_natively(grad_y.device(), grad_y.dtype(), HalfOp::AdaptivePool))
     return adaptive_avg_pool2d_backward(grad_y.to(DType::F32), x_shape).to(grad_y.dtype());
   return PW_DISPATCH(grad_y.device(), adaptive_avg_pool2d_backward, grad_y, x_shape);
 }

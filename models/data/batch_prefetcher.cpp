@@ -6,9 +6,10 @@
 
 namespace pw::models::data {
 
-BatchPrefetcher::BatchPrefetcher(std::int64_t count, int depth, MakeBatch make)
-    : count_(count), make_(std::move(make)) {
+BatchPrefetcher::BatchPrefetcher(std::int64_t count, int depth, MakeBatch make, int threads)
+    : count_(count), make_(std::move(make)), threads_(threads) {
   PW_CHECK(depth >= 1, "prefetch depth " << depth << " must be at least 1");
+  PW_CHECK(threads >= 0, "loader threads " << threads << " must be 0 or more");
   queue_.set_capacity(depth);
   producer_ = std::thread([this] { produce(); });
 }
@@ -28,11 +29,19 @@ BatchPrefetcher::~BatchPrefetcher() {
 }
 
 void BatchPrefetcher::produce() noexcept {
-  try {
+  const auto build_all = [this] {
     for (std::int64_t i = 0; i < count_ && !cancelled_.load(); ++i) {
       Batch batch = make_(i, context_);
       if (cancelled_.load()) break;   // a cancelled batch may be partly filled
       queue_.push(Slot{std::move(batch), nullptr});
+    }
+  };
+  try {
+    if (threads_ > 0) {
+      tbb::task_arena arena(threads_);
+      arena.execute(build_all);
+    } else {
+      build_all();
     }
     if (!cancelled_.load()) queue_.push(Slot{});
   } catch (...) {

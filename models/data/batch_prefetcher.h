@@ -10,6 +10,7 @@
 #include <thread>
 
 #include <oneapi/tbb/concurrent_queue.h>
+#include <oneapi/tbb/task_arena.h>
 #include <oneapi/tbb/task_group.h>
 
 #include "models/data/dataset.h"
@@ -21,7 +22,9 @@ class BatchPrefetcher {
   // Builds batch `index`; parallel work inside must run under `context` so that it can be cancelled.
   using MakeBatch = std::function<Batch(std::int64_t index, tbb::task_group_context& context)>;
 
-  BatchPrefetcher(std::int64_t count, int depth, MakeBatch make);
+  // `threads` > 0: the batches are built in a oneTBB arena of that many threads of their own (so
+  // decoding takes at most that share of the machine); 0: in the process's default arena.
+  BatchPrefetcher(std::int64_t count, int depth, MakeBatch make, int threads = 0);
   ~BatchPrefetcher();
   BatchPrefetcher(const BatchPrefetcher&) = delete;
   BatchPrefetcher& operator=(const BatchPrefetcher&) = delete;
@@ -39,6 +42,7 @@ class BatchPrefetcher {
 
   std::int64_t count_;
   MakeBatch make_;
+  int threads_;
   tbb::concurrent_bounded_queue<Slot> queue_;
   tbb::task_group_context context_{tbb::task_group_context::isolated};
   std::atomic<bool> cancelled_{false};

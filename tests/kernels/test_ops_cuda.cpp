@@ -578,6 +578,7 @@ BOOST_AUTO_TEST_CASE(half_families_run_natively_on_cuda) {
       BOOST_CHECK(pk::runs_natively(kGpu, d, pk::HalfOp::Matmul));
       BOOST_CHECK(pk::runs_natively(kGpu, d, pk::HalfOp::Elementwise));
       BOOST_CHECK(pk::runs_natively(kGpu, d, pk::HalfOp::Pool));
+      BOOST_CHECK(pk::runs_natively(kGpu, d, pk::HalfOp::AdaptivePool));
       BOOST_CHECK(!pk::runs_natively(kGpu, d, pk::HalfOp::BatchNormTrain));
       BOOST_CHECK(!pk::runs_natively(kGpu, d, pk::HalfOp::BatchNormEval));
     }

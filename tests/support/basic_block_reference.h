@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "kernels/ops/activation.h"
 #include "kernels/ops/batch_norm.h"
 #include "kernels/ops/conv2d.h"
@@ -34,7 +35,8 @@ inline BasicBlockCase resnet18_block_case() {
   o.num_classes = 10;
   BasicBlockCase c;
   c.model = models::build_model(models::make_model_spec("resnet18", o), 1);
-  while (c.model->children()[c.block].first != "layer1.0") ++c.block;
+  while (c.block < c.model->size() && c.model->children()[c.block].first != "layer1.0") ++c.block;
+  if (c.block == c.model->size()) throw Error("resnet18 has no layer1.0");
   std::vector<std::int64_t> labels;
   for (int i = 0; i < 32; ++i) labels.push_back(i % 10);
   std::vector<std::unique_ptr<models::Context>> contexts;
@@ -137,17 +139,5 @@ inline double relative_error(const kernels::Tensor& a, const kernels::Tensor& re
 // The final ReLU's input (bn2's output plus the skip), element by element.
 inline std::vector<double> preactivation(const BasicBlockPass& p) { return p.v.to_double_vector(); }
 
-// relative_error over the elements where two ReLU inputs have the same sign.
-inline double relative_error_where_masks_agree(const kernels::Tensor& a, const kernels::Tensor& ref,
-                                               const std::vector<double>& v_a, const std::vector<double>& v_ref) {
-  const auto va = a.to_double_vector(), vr = ref.to_double_vector();
-  double num = 0.0, den = 0.0;
-  for (std::size_t i = 0; i < va.size() && i < v_a.size(); ++i) {
-    if ((v_a[i] > 0) != (v_ref[i] > 0)) continue;
-    num += (va[i] - vr[i]) * (va[i] - vr[i]);
-    den += vr[i] * vr[i];
-  }
-  return den > 0.0 ? std::sqrt(num / den) : std::sqrt(num);
-}
 
 }  // namespace pw::test

@@ -1,12 +1,14 @@
 // TrainFeed on an image folder with images that do not decode, skipped (BadSamples::Skip): the
 // replacements depend on the sample index alone, so every replica count and pipeline shape reads
 // the same batches, bitwise, and the first stage's logs count each bad sample once.
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
 
 #include <boost/test/unit_test.hpp>
+#include <oneapi/tbb/task_arena.h>
 
 #include "models/data/bad_sample_log.h"
 #include "tests/models/data/idx_test_files.h"
@@ -66,8 +68,10 @@ struct Folder {
 };
 
 // Every batch of two epochs of one rank of a job of `replicas` replicas.
-std::vector<Batch> read_epochs(const models::data::Dataset& set, DataParts parts, int replicas, int replica) {
-  TrainFeed feed(&set, FeedShape{kSamples, kSampleShape, parts, replicas, replica}, kBatch, kMicroBatches, kSeed, 0);
+std::vector<Batch> read_epochs(const models::data::Dataset& set, DataParts parts, int replicas, int replica,
+                               int prefetch = 0, int loader_threads = 0) {
+  TrainFeed feed(&set, FeedShape{kSamples, kSampleShape, parts, replicas, replica}, kBatch, kMicroBatches, kSeed,
+                 prefetch, loader_threads);
   std::vector<Batch> out;
   for (std::int64_t epoch = 0; epoch < 2; ++epoch) {
     feed.start_epoch(epoch);
@@ -118,6 +122,48 @@ BOOST_AUTO_TEST_CASE(skipped_samples_give_the_same_batches_for_any_replica_count
   const auto both = folder.open(DataParts::Both, nullptr);
   BOOST_TEST(both->fill_label_in_epoch(1, 7) == 1);
   BOOST_TEST(both->fill_label_in_epoch(1, 23) == 0);
+}
+
+// Records the largest arena that ever filled one of its samples.
+class ArenaWatch final : public models::data::Dataset {
+ public:
+  explicit ArenaWatch(std::unique_ptr<models::data::Dataset> inner) : inner_(std::move(inner)) {}
+  std::int64_t size() const override { return inner_->size(); }
+  std::vector<std::int64_t> sample_shape() const override { return inner_->sample_shape(); }
+  int num_classes() const override { return inner_->num_classes(); }
+  std::string name() const override { return inner_->name(); }
+  void fill(std::int64_t i, float* image, std::int64_t& label) const override {
+    fill_in_epoch(0, i, image, label);
+  }
+  void fill_in_epoch(std::int64_t epoch, std::int64_t i, float* image, std::int64_t& label) const override {
+    int seen = widest.load();
+    const int now = tbb::this_task_arena::max_concurrency();
+    while (now > seen && !widest.compare_exchange_weak(seen, now)) {
+    }
+    inner_->fill_in_epoch(epoch, i, image, label);
+  }
+  mutable std::atomic<int> widest{0};
+
+ private:
+  std::unique_ptr<models::data::Dataset> inner_;
+};
+
+BOOST_AUTO_TEST_CASE(the_loader_pool_and_prefetch_depth_change_no_batch) {
+  const Folder folder;
+  const auto reference = read_epochs(*folder.open(DataParts::Both, nullptr), DataParts::Both, 2, 1);
+  for (const auto& [prefetch, threads] : {std::pair{0, 1}, {1, 1}, {4, 1}, {2, 3}, {3, 0}}) {
+    const ArenaWatch set(folder.open(DataParts::Both, nullptr));
+    const auto got = read_epochs(set, DataParts::Both, 2, 1, prefetch, threads);
+    BOOST_TEST_CONTEXT("prefetch " << prefetch << ", loader threads " << threads) {
+      BOOST_REQUIRE_EQUAL(got.size(), reference.size());
+      for (std::size_t b = 0; b < got.size(); ++b) {
+        BOOST_TEST(same_bytes(got[b].images, reference[b].images));
+        BOOST_TEST(same_bytes(got[b].labels, reference[b].labels));
+      }
+      // The loader's own pool: its samples are filled in an arena of that many threads.
+      if (threads > 0) BOOST_TEST(set.widest.load() == threads);
+    }
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
