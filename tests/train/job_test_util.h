@@ -6,6 +6,7 @@
 #include "models/layers/linear.h"
 #include "models/layers/simple.h"
 #include "partition/model_description.h"
+#include "pipewright/fit.h"
 #include "pipeline/schedule.h"
 #include "train/job_config.h"
 
@@ -64,6 +65,17 @@ inline train::JobConfig job_of(const partition::ModelDescription& model, const J
   c.seed = 11;
   c.timeouts.stage_seconds = 20;
   return c;
+}
+
+// The loss of every step of `job`, run embedded without progress output.
+inline std::vector<double> step_losses(const train::JobConfig& job) {
+  std::vector<double> out;
+  train::FitOptions fit;
+  fit.progress = false;
+  train::FitCallbacks callbacks;
+  callbacks.on_step = [&](const train::StepEvent& e) { out.push_back(e.outcome->loss); };
+  train::run_job(job, fit, callbacks);
+  return out;
 }
 
 }  // namespace pw::test

@@ -22,10 +22,7 @@ using models::data::Batch;
 using models::data::BadSampleLog;
 using models::data::DataParts;
 
-void write(const std::string& path, const test::Bytes& bytes) {
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-}
+using test::write_file;
 
 bool same_bytes(const kernels::Tensor& a, const kernels::Tensor& b) {
   return a.defined() && b.defined() && a.shape() == b.shape() && a.dtype() == b.dtype() &&
@@ -52,7 +49,7 @@ struct Folder {
       if (i == 5 || i == 23) jpeg.resize(jpeg.size() / 2);
       if (i == 6) jpeg.clear();
       if (i == 7) jpeg = {'n', 'o', 't', ' ', 'a', 'n', ' ', 'i', 'm', 'a', 'g', 'e'};
-      write(stem + ".jpg", jpeg);
+      write_file(stem + ".jpg", jpeg);
     }
   }
   std::unique_ptr<models::data::Dataset> open(DataParts parts, std::shared_ptr<BadSampleLog> log) const {

@@ -18,15 +18,7 @@ using namespace pw;
 
 namespace {
 
-std::vector<double> losses(const train::JobConfig& job) {
-  std::vector<double> out;
-  train::FitOptions fit;
-  fit.progress = false;
-  train::FitCallbacks callbacks;
-  callbacks.on_step = [&](const train::StepEvent& e) { out.push_back(e.outcome->loss); };
-  train::run_job(job, fit, callbacks);
-  return out;
-}
+using test::step_losses;
 
 train::JobConfig job(int stages, int replicas) {
   test::JobShape shape;
@@ -73,7 +65,7 @@ class CountingSet final : public models::data::Dataset {
 BOOST_AUTO_TEST_SUITE(program_data)
 
 BOOST_AUTO_TEST_CASE(a_program_data_set_trains_as_the_built_in_one) {
-  const auto built_in = losses(job(2, 2));
+  const auto built_in = step_losses(job(2, 2));
   auto c = job(2, 2);
   std::atomic<int> images{0}, labels{0}, opened{0};
   c.program_data = train::ProgramDataset{"counting-synthetic", [&](models::data::Split split) {
@@ -84,14 +76,14 @@ BOOST_AUTO_TEST_CASE(a_program_data_set_trains_as_the_built_in_one) {
                                                &images, &labels);
                                          }};
   c.data.dataset = "fashion-mnist";   // ignored: the program's set is read
-  const auto mine = losses(c);
+  const auto mine = step_losses(c);
   BOOST_REQUIRE_EQUAL(mine.size(), built_in.size());
   for (std::size_t i = 0; i < mine.size(); ++i) BOOST_TEST(mine[i] == built_in[i]);
-  // 6 steps of 16 samples for training and 2 test batches of 16: each sample's image is read once
-  // (by the first stage of its replica) and its label once (by the last), and nothing past the
-  // last step is read ahead.
-  BOOST_TEST(images.load() == 6 * 16 + 2 * 16);
-  BOOST_TEST(labels.load() == 6 * 16 + 2 * 16);
+  // 6 steps of 16 samples for training and 2 test batches of a micro-batch's 16 / (2 micro-batches x
+  // 2 replicas) = 4: each sample's image is read once (by the first stage of its replica) and its
+  // label once (by the last), and nothing past the last step is read ahead.
+  BOOST_TEST(images.load() == 6 * 16 + 2 * 4);
+  BOOST_TEST(labels.load() == 6 * 16 + 2 * 4);
   BOOST_TEST(opened.load() >= 2);
 }
 
@@ -116,7 +108,7 @@ BOOST_AUTO_TEST_CASE(a_factory_that_gives_nothing_is_a_config_error) {
                                            return std::unique_ptr<models::data::Dataset>();
                                          }};
   try {
-    losses(c);
+    step_losses(c);
     BOOST_FAIL("trained without a data set");
   } catch (const train::ConfigError& e) {
     const std::string what = e.what();

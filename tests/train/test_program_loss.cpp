@@ -45,15 +45,7 @@ models::LossFunction smoothed_cross_entropy(double eps, std::atomic<int>* calls)
   };
 }
 
-std::vector<double> losses(const train::JobConfig& job) {
-  std::vector<double> out;
-  train::FitOptions fit;
-  fit.progress = false;
-  train::FitCallbacks callbacks;
-  callbacks.on_step = [&](const train::StepEvent& e) { out.push_back(e.outcome->loss); };
-  train::run_job(job, fit, callbacks);
-  return out;
-}
+using test::step_losses;
 
 train::JobConfig two_stage_job(const partition::ModelDescription& model) {
   test::JobShape shape;
@@ -71,19 +63,19 @@ train::JobConfig two_stage_job(const partition::ModelDescription& model) {
 BOOST_AUTO_TEST_SUITE(program_loss)
 
 BOOST_AUTO_TEST_CASE(a_programs_cross_entropy_trains_as_the_built_in_one) {
-  const auto reference = losses(two_stage_job(test::tied_mlp()));
+  const auto reference = step_losses(two_stage_job(test::tied_mlp()));
   auto model = test::tied_mlp();
   std::atomic<int> calls{0};
   model.loss = smoothed_cross_entropy(0.0, &calls);
   model.loss_name = "cross-entropy";
-  const auto mine = losses(two_stage_job(model));
+  const auto mine = step_losses(two_stage_job(model));
   BOOST_REQUIRE(mine.size() == reference.size());
   for (std::size_t i = 0; i < mine.size(); ++i) BOOST_TEST(mine[i] == reference[i], boost::test_tools::tolerance(1e-5));
   BOOST_TEST(calls.load() >= 4 * 2);   // every micro-batch of every step, and the evaluation
   // Smoothing changes the objective: the same first outputs give another loss, and the steps after
   // follow other gradients.
   model.loss = smoothed_cross_entropy(0.3, nullptr);
-  const auto smoothed = losses(two_stage_job(model));
+  const auto smoothed = step_losses(two_stage_job(model));
   BOOST_REQUIRE(smoothed.size() == reference.size());
   for (std::size_t i = 0; i < smoothed.size(); ++i) BOOST_TEST(std::abs(smoothed[i] - reference[i]) > 1e-3);
 }
@@ -94,7 +86,7 @@ BOOST_AUTO_TEST_CASE(a_loss_with_a_gradient_of_the_wrong_size_is_a_one_line_erro
     return models::LossValue{1.0, 0, std::vector<float>(static_cast<std::size_t>(in.shape[0]), 0.0f)};
   };
   try {
-    losses(two_stage_job(model));
+    step_losses(two_stage_job(model));
     BOOST_FAIL("expected an error");
   } catch (const InputError& e) {
     BOOST_TEST(std::string(e.what()).find("the program's loss returned 8 gradient values for outputs of shape [8, 10]; "
@@ -119,7 +111,7 @@ BOOST_AUTO_TEST_CASE(the_losss_name_is_part_of_the_identity) {
 BOOST_AUTO_TEST_CASE(a_program_model_without_server_tables_is_refused_servers) {
   auto job = two_stage_job(test::tied_mlp());
   job.ps.servers = 2;
-  BOOST_CHECK_EXCEPTION(losses(job), train::ConfigError, [](const train::ConfigError& e) {
+  BOOST_CHECK_EXCEPTION(step_losses(job), train::ConfigError, [](const train::ConfigError& e) {
     return std::string(e.what()).find("/ps/servers") != std::string::npos &&
            std::string(e.what()).find("model tied-mlp keeps none on them") != std::string::npos;
   });

@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -69,6 +71,13 @@ inline Bytes encode_png(const void* pixels, int width, int height, png_uint_32 f
 
 inline models::data::EncodedSample sample_of(Bytes bytes, std::string name = "test.img", std::int64_t label = 0) {
   return {std::move(bytes), std::move(name), label};
+}
+
+// Writes `bytes` to `path`, making its folders.
+inline void write_file(const std::string& path, const Bytes& bytes) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
 }
 
 }  // namespace pw::test

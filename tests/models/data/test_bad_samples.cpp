@@ -15,10 +15,7 @@ namespace {
 
 using test::MessageMentions;
 
-void write(const std::string& path, const test::Bytes& bytes) {
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-}
+using test::write_file;
 
 // train/a: 0.jpg (good), 1.jpg (truncated); train/b: 2.png (empty), 3.png (good), 4.jpg (truncated,
 // the last: its replacement wraps round to sample 0).
@@ -27,12 +24,12 @@ struct BadFolder {
   BadFolder() {
     const auto jpeg = test::encode_jpeg(test::smooth_pixels(40, 32, 3, 1), 40, 32, TJPF_RGB);
     const test::Bytes truncated(jpeg.begin(), jpeg.begin() + static_cast<std::ptrdiff_t>(jpeg.size() * 2 / 3));
-    write(root.file("train/a/0.jpg"), jpeg);
-    write(root.file("train/a/1.jpg"), truncated);
-    write(root.file("train/b/2.png"), {});
+    write_file(root.file("train/a/0.jpg"), jpeg);
+    write_file(root.file("train/a/1.jpg"), truncated);
+    write_file(root.file("train/b/2.png"), {});
     const auto pixels = test::smooth_pixels(24, 36, 3, 2);
-    write(root.file("train/b/3.png"), test::encode_png(pixels.data(), 24, 36, PNG_FORMAT_RGB));
-    write(root.file("train/b/4.jpg"), truncated);
+    write_file(root.file("train/b/3.png"), test::encode_png(pixels.data(), 24, 36, PNG_FORMAT_RGB));
+    write_file(root.file("train/b/4.jpg"), truncated);
   }
   std::unique_ptr<Dataset> open(ImageOptions options) const {
     return make_image_dataset(open_image_folder(root.str(), Split::Train), std::move(options), Split::Train);
@@ -119,8 +116,8 @@ BOOST_AUTO_TEST_CASE(with_skip_a_replacement_is_transformed_as_the_sample_it_rep
 
 BOOST_AUTO_TEST_CASE(with_skip_a_folder_of_which_nothing_decodes_is_an_error) {
   test::TempDir root;
-  write(root.file("train/a/0.png"), {});
-  write(root.file("train/a/1.jpg"), {0xFF, 0xD8, 0xFF, 0xE0});
+  write_file(root.file("train/a/0.png"), {});
+  write_file(root.file("train/a/1.jpg"), {0xFF, 0xD8, 0xFF, 0xE0});
   ImageOptions options;
   options.size = kSize;
   options.bad_samples = BadSamples::Skip;

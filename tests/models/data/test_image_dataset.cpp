@@ -12,10 +12,7 @@ namespace {
 
 using test::MessageMentions;
 
-void write(const std::string& path, const test::Bytes& bytes) {
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-}
+using test::write_file;
 
 test::Bytes png(int w, int h, int seed) {
   const auto pixels = test::smooth_pixels(w, h, 3, seed);
@@ -26,11 +23,11 @@ BOOST_AUTO_TEST_SUITE(image_datasets)
 
 BOOST_AUTO_TEST_CASE(an_image_folder_reads_classes_and_files_in_imagefolders_order) {
   test::TempDir root;
-  write(root.file("train/dog/b.PNG"), png(20, 10, 1));
-  write(root.file("train/dog/a.jpg"), test::encode_jpeg(test::smooth_pixels(12, 12, 3), 12, 12, TJPF_RGB));
-  write(root.file("train/cat/z.jpeg"), test::encode_jpeg(test::smooth_pixels(12, 12, 3), 12, 12, TJPF_RGB));
-  write(root.file("train/cat/sub/c.png"), png(8, 8, 2));
-  write(root.file("train/cat/notes.txt"), {'x'});
+  write_file(root.file("train/dog/b.PNG"), png(20, 10, 1));
+  write_file(root.file("train/dog/a.jpg"), test::encode_jpeg(test::smooth_pixels(12, 12, 3), 12, 12, TJPF_RGB));
+  write_file(root.file("train/cat/z.jpeg"), test::encode_jpeg(test::smooth_pixels(12, 12, 3), 12, 12, TJPF_RGB));
+  write_file(root.file("train/cat/sub/c.png"), png(8, 8, 2));
+  write_file(root.file("train/cat/notes.txt"), {'x'});
   const auto source = open_image_folder(root.str(), Split::Train);
   BOOST_TEST(source->classes() == (std::vector<std::string>{"cat", "dog"}), boost::test_tools::per_element());
   BOOST_REQUIRE_EQUAL(source->size(), 4);
@@ -49,9 +46,9 @@ BOOST_AUTO_TEST_CASE(an_image_folder_reads_classes_and_files_in_imagefolders_ord
 
 BOOST_AUTO_TEST_CASE(an_image_data_set_transforms_by_split_and_epoch_and_reads_labels_without_decoding) {
   test::TempDir root;
-  write(root.file("train/a/1.png"), png(40, 30, 3));
-  write(root.file("train/b/2.png"), png(30, 40, 4));
-  write(root.file("train/b/broken.png"), {0x89, 'P', 'N', 'G'});
+  write_file(root.file("train/a/1.png"), png(40, 30, 3));
+  write_file(root.file("train/b/2.png"), png(30, 40, 4));
+  write_file(root.file("train/b/broken.png"), {0x89, 'P', 'N', 'G'});
   ImageOptions options;
   options.size = 16;
   options.seed = 5;
@@ -83,7 +80,7 @@ BOOST_AUTO_TEST_CASE(cifar10_reads_records_and_refuses_a_wrong_size) {
     records.push_back(static_cast<std::uint8_t>(r * 4));
     for (int i = 0; i < 3072; ++i) records.push_back(static_cast<std::uint8_t>((i / 1024) * 100 + r));
   }
-  write(dir.file("test_batch.bin"), records);
+  write_file(dir.file("test_batch.bin"), records);
   const auto set = open_cifar10(dir.str(), Split::Test, DataParts::Both, kNoNormalization);
   BOOST_REQUIRE_EQUAL(set->size(), 3);
   BOOST_TEST(set->sample_shape() == (kernels::Shape{3, 32, 32}), boost::test_tools::per_element());
@@ -96,14 +93,14 @@ BOOST_AUTO_TEST_CASE(cifar10_reads_records_and_refuses_a_wrong_size) {
   BOOST_TEST(image[3071] == 202 / 255.0f);
   BOOST_CHECK_EXCEPTION(open_cifar10(dir.str(), Split::Train), InputError, MessageMentions{"data_batch_1.bin"});
   records.pop_back();
-  write(dir.file("test_batch.bin"), records);
+  write_file(dir.file("test_batch.bin"), records);
   BOOST_CHECK_EXCEPTION(open_cifar10(dir.str(), Split::Test), InputError, MessageMentions{"holds 9218 bytes"});
 }
 
 BOOST_AUTO_TEST_CASE(open_dataset_opens_image_folders_and_cifar10_from_the_data_dir) {
   test::TempDir root;
-  write(root.file("train/x/1.png"), png(10, 10, 1));
-  write(root.file("val/x/1.png"), png(10, 10, 1));
+  write_file(root.file("train/x/1.png"), png(10, 10, 1));
+  write_file(root.file("val/x/1.png"), png(10, 10, 1));
   DatasetOptions options;
   BOOST_CHECK_EXCEPTION(open_dataset("image-folder", Split::Test, options), InputError, MessageMentions{"--data-dir"});
   options.data_dir = root.str();

@@ -15,10 +15,7 @@ namespace {
 
 using test::MessageMentions;
 
-void write(const std::string& path, const test::Bytes& bytes) {
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-}
+using test::write_file;
 
 BOOST_AUTO_TEST_SUITE(normalization)
 
@@ -47,10 +44,10 @@ BOOST_AUTO_TEST_CASE(bad_text_is_a_one_line_error_saying_what_is_accepted) {
 BOOST_AUTO_TEST_CASE(it_changes_the_samples_of_image_folders_and_cifar10_as_pixel_over_255_minus_mean_over_std) {
   test::TempDir root;
   const auto pixels = test::smooth_pixels(16, 16, 3, 4);
-  write(root.file("train/x/1.png"), test::encode_png(pixels.data(), 16, 16, PNG_FORMAT_RGB));
+  write_file(root.file("train/x/1.png"), test::encode_png(pixels.data(), 16, 16, PNG_FORMAT_RGB));
   test::Bytes record{3};
   for (int i = 0; i < 3072; ++i) record.push_back(static_cast<std::uint8_t>(i * 7));
-  write(root.file("test_batch.bin"), record);
+  write_file(root.file("test_batch.bin"), record);
   const Normalization chosen{{0.5f, 0.25f, 0.0f}, {0.25f, 0.5f, 2.0f}};
   for (const char* name : {"image-folder", "cifar10"}) {
     DatasetOptions options;
