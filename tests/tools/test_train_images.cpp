@@ -15,6 +15,7 @@
 
 #include "tests/models/data/image_test_files.h"
 #include "tests/tools/cli_runner.h"
+#include "tests/tools/job_outputs.h"
 
 namespace {
 
@@ -91,6 +92,57 @@ BOOST_AUTO_TEST_CASE(resnet18_trains_from_an_image_folder_of_png_and_jpeg_files)
   const auto shard_run = nlohmann::json::parse(std::ifstream(from_shards));
   BOOST_TEST(folder_run["loss_history"] == shard_run["loss_history"]);
   BOOST_TEST(folder_run["test_accuracy"] == shard_run["test_accuracy"]);
+}
+
+// A 4-stage x 2-replica job reading shards, killed (SIGKILL) in the middle of an epoch and resumed
+// from its newest checkpoint, equals the uninterrupted run bitwise; so does the same job run as 8
+// processes under `pipewright launch` (every rank reads only its part of the shards).
+BOOST_AUTO_TEST_CASE(a_four_by_two_job_on_shards_resumes_mid_epoch_and_runs_as_processes_bitwise) {
+  pw::test::ScratchDir dir("shards_4x2");
+  std::mt19937 rng(7);
+  for (const auto& [split, count] : {std::pair<std::string, int>{"train", 48}, {"val", 8}})
+    for (int c = 0; c < 4; ++c)
+      for (int i = 0; i < count; ++i) {
+        const Bytes grey = class_image(c, rng);
+        const auto stem = dir.path / "images" / split / ("class" + std::to_string(c)) / ("img" + std::to_string(i));
+        if (i % 2 == 0) {
+          write(stem.string() + ".png", pw::test::encode_png(grey.data(), 64, 64, PNG_FORMAT_GRAY));
+        } else {
+          Bytes rgb;
+          for (auto v : grey) rgb.insert(rgb.end(), {v, v, v});
+          write(stem.string() + ".jpg", pw::test::encode_jpeg(rgb, 64, 64, TJPF_RGB, 90));
+        }
+      }
+  auto r = pw::test::run_pipewright("data pack " + (dir.path / "images").string() + " " + dir.file("shards") +
+                                    " --shard-size 64KiB");
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+  // 192 training samples in batches of 16: 12 a epoch, so 10 steps end mid-epoch.
+  const std::string job = "--model resnet18 --width 4 --dataset shards --data-dir " + dir.file("shards") +
+                          " --image-size 32 --batch-size 16 --stages 4 --replicas 2 --micro-batches 4 --steps 10"
+                          " --eval-batches 2 --optimizer sgd --lr 0.05 --seed 5 --threads 1 ";
+  r = pw::test::run_pipewright("train " + job + "--summary " + dir.file("full.json") + " --save " +
+                               dir.file("full.safetensors"));
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+
+  // From step 6 on the checkpoint of step 2 is complete (the next one waits for its write).
+  const int kill_at = std::uniform_int_distribution<int>(6, 10)(rng);
+  BOOST_TEST_MESSAGE("killed before step " << kill_at);
+  const auto ckpt = dir.file("ckpt");
+  r = pw::test::run_command("PW_INJECT_FAULT=sigkill@" + std::to_string(kill_at) + ":0 " +
+                            pw::test::pipewright_binary() + " train " + job + "--checkpoint-dir " + ckpt +
+                            " --checkpoint-every 2");
+  BOOST_REQUIRE_MESSAGE(r.status == 128 + 9, "expected SIGKILL, got " << r.status << ": " << r.output);
+  r = pw::test::run_pipewright("train " + job + "--resume " + ckpt + " --checkpoint-dir " + ckpt +
+                               " --checkpoint-every 2 --summary " + dir.file("resumed.json") + " --save " +
+                               dir.file("resumed.safetensors"));
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+  pw::test::check_same(dir, "full", "resumed");
+  BOOST_TEST(pw::test::read_json(dir.file("resumed.json"))["resumed_from_step"].get<int>() < kill_at);
+
+  r = pw::test::run_pipewright("launch --nproc-per-node 8 -- " + job + "--summary " + dir.file("procs.json") +
+                               " --save " + dir.file("procs.safetensors"));
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+  pw::test::check_same(dir, "full", "procs");
 }
 
 // 4 classes of 8 training and 2 test images; of which training image 3 of class 1 is a truncated
