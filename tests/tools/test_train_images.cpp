@@ -40,6 +40,24 @@ void write(const std::filesystem::path& path, const Bytes& bytes) {
   std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
 }
 
+// ROOT/{train,val}/classC/imgI: 4 classes of `train` and `val` 64x64 images each, even ones grey
+// PNG, odd ones RGB JPEG (.JPG: the extension's case does not matter).
+void write_class_folder(const std::filesystem::path& root, int train, int val, std::mt19937& rng) {
+  for (const auto& [split, count] : {std::pair<std::string, int>{"train", train}, {"val", val}})
+    for (int c = 0; c < 4; ++c)
+      for (int i = 0; i < count; ++i) {
+        const Bytes grey = class_image(c, rng);
+        const auto stem = root / split / ("class" + std::to_string(c)) / ("img" + std::to_string(i));
+        if (i % 2 == 0) {
+          write(stem.string() + ".png", pw::test::encode_png(grey.data(), 64, 64, PNG_FORMAT_GRAY));
+        } else {
+          Bytes rgb;
+          for (auto v : grey) rgb.insert(rgb.end(), {v, v, v});
+          write(stem.string() + ".JPG", pw::test::encode_jpeg(rgb, 64, 64, TJPF_RGB, 90));
+        }
+      }
+}
+
 double mean(const nlohmann::json& losses, std::size_t first, std::size_t count) {
   double sum = 0;
   for (std::size_t i = first; i < first + count; ++i) sum += losses.at(i).get<double>();
@@ -58,20 +76,7 @@ void check_loss_falls(const std::string& summary) {
 BOOST_AUTO_TEST_CASE(resnet18_trains_from_an_image_folder_of_png_and_jpeg_files) {
   pw::test::ScratchDir dir("image_folder");
   std::mt19937 rng(3);
-  const int classes = 4;
-  for (const auto& [split, count] : {std::pair<std::string, int>{"train", 64}, {"val", 8}})
-    for (int c = 0; c < classes; ++c)
-      for (int i = 0; i < count; ++i) {
-        const Bytes grey = class_image(c, rng);
-        const auto stem = dir.path / "images" / split / ("class" + std::to_string(c)) / ("img" + std::to_string(i));
-        if (i % 2 == 0) {
-          write(stem.string() + ".png", pw::test::encode_png(grey.data(), 64, 64, PNG_FORMAT_GRAY));
-        } else {
-          Bytes rgb;
-          for (auto v : grey) rgb.insert(rgb.end(), {v, v, v});
-          write(stem.string() + ".JPG", pw::test::encode_jpeg(rgb, 64, 64, TJPF_RGB, 90));
-        }
-      }
+  write_class_folder(dir.path / "images", 64, 8, rng);
   const auto summary = dir.file("s.json");
   const std::string training = " --image-size 32 --epochs 3 --batch-size 16 --optimizer adam --lr 0.003 --threads 2 --seed 1";
   auto r = pw::test::run_pipewright("train --model resnet18 --width 8 --dataset image-folder --data-dir " +
@@ -100,19 +105,7 @@ BOOST_AUTO_TEST_CASE(resnet18_trains_from_an_image_folder_of_png_and_jpeg_files)
 BOOST_AUTO_TEST_CASE(a_four_by_two_job_on_shards_resumes_mid_epoch_and_runs_as_processes_bitwise) {
   pw::test::ScratchDir dir("shards_4x2");
   std::mt19937 rng(7);
-  for (const auto& [split, count] : {std::pair<std::string, int>{"train", 48}, {"val", 8}})
-    for (int c = 0; c < 4; ++c)
-      for (int i = 0; i < count; ++i) {
-        const Bytes grey = class_image(c, rng);
-        const auto stem = dir.path / "images" / split / ("class" + std::to_string(c)) / ("img" + std::to_string(i));
-        if (i % 2 == 0) {
-          write(stem.string() + ".png", pw::test::encode_png(grey.data(), 64, 64, PNG_FORMAT_GRAY));
-        } else {
-          Bytes rgb;
-          for (auto v : grey) rgb.insert(rgb.end(), {v, v, v});
-          write(stem.string() + ".jpg", pw::test::encode_jpeg(rgb, 64, 64, TJPF_RGB, 90));
-        }
-      }
+  write_class_folder(dir.path / "images", 48, 8, rng);
   auto r = pw::test::run_pipewright("data pack " + (dir.path / "images").string() + " " + dir.file("shards") +
                                     " --shard-size 64KiB");
   BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
