@@ -42,6 +42,8 @@ BOOST_AUTO_TEST_CASE(json_round_trips_and_hashes_what_defines_the_job) {
   auto elsewhere = c;
   elsewhere.resources.device = kernels::Device::cuda(1);
   elsewhere.resources.threads = 7;
+  elsewhere.resources.loader_threads = 3;
+  elsewhere.resources.prefetch_batches = 5;
   elsewhere.resources.data_dir = "/mnt/data";
   BOOST_TEST(train::config_hash(train::to_json(elsewhere)) == train::config_hash(j));
 }
@@ -228,6 +230,8 @@ BOOST_AUTO_TEST_CASE(validate_names_the_first_field_out_of_range_by_its_path) {
   BOOST_TEST(bad([](auto& c) { c.data.steps = 0; }) == "/data/steps: 0; must be >= 1 (or -1: not set)");
   BOOST_TEST(bad([](auto& c) { c.timeouts.stage_seconds = 0; }) == "/timeouts/stage_seconds: 0; must be > 0");
   BOOST_TEST(bad([](auto& c) { c.model.embedding_rows = {10, 0}; }) == "/model/embedding_rows/1: 0; must be in [1, 16777216]");
+  BOOST_TEST(bad([](auto& c) { c.resources.loader_threads = -1; }) == "/resources/loader_threads: -1; must be >= 0");
+  BOOST_TEST(bad([](auto& c) { c.resources.prefetch_batches = -2; }) == "/resources/prefetch_batches: -2; must be >= 0");
   // plan_job validates first.
   c.recovery.max_bad_steps = 0;
   BOOST_CHECK_THROW(train::plan_job(c), train::ConfigError);

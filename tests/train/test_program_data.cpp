@@ -118,4 +118,26 @@ BOOST_AUTO_TEST_CASE(a_factory_that_gives_nothing_is_a_config_error) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(a_split_unlike_the_planned_one_is_a_config_error) {
+  // The test split has larger samples than the training split the job was planned for: the
+  // batches, sized by the plan, must not be written past.
+  auto c = job(1, 1);
+  c.program_data = train::ProgramDataset{"uneven", [](models::data::Split split) {
+                                           const models::data::Split train = models::data::Split::Train;
+                                           return models::data::make_synthetic_images(
+                                               64, split == train ? kernels::Shape{1, 12, 12} : kernels::Shape{1, 16, 16},
+                                               10, 1, split);
+                                         }};
+  try {
+    step_losses(c);
+    BOOST_FAIL("trained on a test split of another shape");
+  } catch (const train::ConfigError& e) {
+    const std::string what = e.what();
+    BOOST_TEST_MESSAGE(what);
+    BOOST_TEST(what.find("/data/dataset") != std::string::npos);
+    BOOST_TEST(what.find("test split") != std::string::npos);
+    BOOST_TEST(what.find('\n') == std::string::npos);
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
