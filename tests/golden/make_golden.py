@@ -6,12 +6,13 @@ Run with Debian's python3-torch:  /usr/bin/python3 tests/golden/make_golden.py
 The file uses the safetensors layout (8-byte little-endian header length, JSON header, raw
 little-endian bytes), written with json + struct so no extra package is needed.
 """
-import json
 import os
 import struct
 
 import torch
 import torch.nn.functional as F
+
+import safetensors_file
 
 torch.manual_seed(20240521)
 torch.use_deterministic_algorithms(True)
@@ -129,20 +130,10 @@ for name, make in optimizers.items():
         put(f"optim.{name}.step{step}", p)
 
 DTYPES = {torch.float32: ("F32", "<f"), torch.int64: ("I64", "<q")}
-header, blobs, offset = {}, [], 0
+entries = []
 for name in sorted(tensors):
     t = tensors[name]
     dtype, fmt = DTYPES[t.dtype]
-    data = struct.pack("<%d%s" % (t.numel(), fmt[1]), *t.flatten().tolist())
-    header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
-    blobs.append(data)
-    offset += len(data)
-header["__metadata__"] = {"generator": "tests/golden/make_golden.py", "torch": torch.__version__}
-header_bytes = json.dumps(header, separators=(",", ":")).encode()
-header_bytes += b" " * (-len(header_bytes) % 8)   # pad so the data starts 8-byte aligned
-with open(OUT, "wb") as f:
-    f.write(struct.pack("<Q", len(header_bytes)))
-    f.write(header_bytes)
-    for blob in blobs:
-        f.write(blob)
-print("wrote %s: %d tensors, %d bytes" % (OUT, len(tensors), 8 + len(header_bytes) + offset))
+    entries.append((name, dtype, t.shape, struct.pack("<%d%s" % (t.numel(), fmt[1]), *t.flatten().tolist())))
+data_bytes = safetensors_file.write(OUT, entries, {"generator": "tests/golden/make_golden.py", "torch": torch.__version__})
+print("wrote %s: %d tensors, %d tensor bytes" % (OUT, len(tensors), data_bytes))

@@ -6,11 +6,11 @@ bfloat16 and float16, checked by tests/kernels/test_cast.cpp.
 Run with Debian's python3-torch:  /usr/bin/python3 tests/golden/make_half_golden.py
 Written with json + struct in the safetensors layout, so no extra package is needed.
 """
-import json
 import os
-import struct
 
 import torch
+
+import safetensors_file
 
 torch.manual_seed(20261123)
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "half_golden.safetensors")
@@ -38,18 +38,6 @@ def raw(t):
 
 
 names = {torch.float32: "F32", torch.bfloat16: "BF16", torch.float16: "F16"}
-header, blobs, offset = {}, [], 0
-for name, t in tensors.items():
-    data = raw(t)
-    header[name] = {"dtype": names[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
-    blobs.append(data)
-    offset += len(data)
-header["__metadata__"] = {"made_by": "tests/golden/make_half_golden.py", "torch": torch.__version__}
-text = json.dumps(header, separators=(",", ":")).encode()
-text += b" " * (-len(text) % 8)
-with open(OUT, "wb") as f:
-    f.write(struct.pack("<Q", len(text)))
-    f.write(text)
-    for b in blobs:
-        f.write(b)
-print(OUT, offset, "bytes of tensors,", x.numel(), "values")
+entries = [(name, names[t.dtype], t.shape, raw(t)) for name, t in tensors.items()]
+data_bytes = safetensors_file.write(OUT, entries, {"made_by": "tests/golden/make_half_golden.py", "torch": torch.__version__})
+print(OUT, data_bytes, "bytes of tensors,", x.numel(), "values")

@@ -10,13 +10,13 @@ tests/models/data/test_image_transform.cpp:
 Run with Debian's python3-torchvision:  /usr/bin/python3 tests/golden/make_resize_golden.py
 Written with json + struct in the safetensors layout, so no extra package is needed.
 """
-import json
 import os
-import struct
 
 import torch
 import torchvision
 import torchvision.transforms.functional as F
+
+import safetensors_file
 
 torch.manual_seed(20250125)
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "resize_golden.safetensors")
@@ -36,19 +36,7 @@ for s in (32, 24):
 tensors["crop_down"] = F.resized_crop(chw, 5, 9, 30, 40, [16, 16], antialias=True)
 tensors["crop_up"] = F.resized_crop(chw, 2, 3, 10, 12, [32, 32], antialias=True)
 
-header, blobs, offset = {}, [], 0
-for name, t in tensors.items():
-    data = t.contiguous().float().numpy().tobytes()
-    header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
-    blobs.append(data)
-    offset += len(data)
-header["__metadata__"] = {"made_by": "tests/golden/make_resize_golden.py", "torch": torch.__version__,
-                          "torchvision": torchvision.__version__}
-text = json.dumps(header, separators=(",", ":")).encode()
-text += b" " * (-len(text) % 8)
-with open(OUT, "wb") as f:
-    f.write(struct.pack("<Q", len(text)))
-    f.write(text)
-    for b in blobs:
-        f.write(b)
-print(OUT, offset, "bytes of tensors")
+entries = [(name, "F32", t.shape, t.contiguous().float().numpy().tobytes()) for name, t in tensors.items()]
+data_bytes = safetensors_file.write(OUT, entries, {"made_by": "tests/golden/make_resize_golden.py", "torch": torch.__version__,
+                                                   "torchvision": torchvision.__version__})
+print(OUT, data_bytes, "bytes of tensors")
