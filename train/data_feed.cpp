@@ -106,7 +106,8 @@ TrainFeed::TrainFeed(const models::data::Dataset* dataset, FeedShape shape, std:
       micro_batches_(micro_batches),
       seed_(seed),
       prefetch_(prefetch),
-      loader_threads_(loader_threads) {
+      loader_arena_(loader_threads > 0 ? std::make_unique<tbb::task_arena>(loader_threads) : nullptr) {
+  PW_CHECK(loader_threads >= 0, "loader threads " << loader_threads << " must be 0 or more");
   PW_INPUT_CHECK(global_batch_ >= 1, "batch size " << global_batch_ << " is not valid; expected at least 1");
   PW_CHECK(global_batch_ % (static_cast<std::int64_t>(micro_batches_) * shape_.replicas) == 0,
            "global batch " << global_batch_ << " does not split into " << micro_batches_ << " micro-batches x "
@@ -128,7 +129,7 @@ void TrainFeed::start_epoch(std::int64_t epoch, std::int64_t first_batch, std::i
   prefetcher_ = std::make_unique<models::data::BatchPrefetcher>(
       end_ - first_batch, prefetch_,
       [this, first_batch](std::int64_t b, tbb::task_group_context& context) { return assemble(first_batch + b, context); },
-      loader_threads_);
+      loader_arena_.get());
 }
 
 Batch TrainFeed::assemble(std::int64_t batch, tbb::task_group_context& context) const {
@@ -147,10 +148,7 @@ std::optional<Batch> TrainFeed::next() {
   if (prefetcher_) return prefetcher_->next();
   if (next_ >= end_) return std::nullopt;
   tbb::task_group_context context;
-  if (loader_threads_ > 0) {
-    tbb::task_arena arena(loader_threads_);
-    return arena.execute([&] { return assemble(next_++, context); });
-  }
+  if (loader_arena_) return loader_arena_->execute([&] { return assemble(next_++, context); });
   return assemble(next_++, context);
 }
 

@@ -50,7 +50,7 @@ class TrainFeed {
   int micro_batches_;
   std::uint64_t seed_;
   int prefetch_;
-  int loader_threads_;
+  std::unique_ptr<tbb::task_arena> loader_arena_;   // the loader's own pool, when it has one
   std::vector<std::int64_t> order_;
   std::int64_t epoch_ = 0;
   std::int64_t next_ = 0;

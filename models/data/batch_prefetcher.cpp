@@ -6,10 +6,9 @@
 
 namespace pw::models::data {
 
-BatchPrefetcher::BatchPrefetcher(std::int64_t count, int depth, MakeBatch make, int threads)
-    : count_(count), make_(std::move(make)), threads_(threads) {
+BatchPrefetcher::BatchPrefetcher(std::int64_t count, int depth, MakeBatch make, tbb::task_arena* arena)
+    : count_(count), make_(std::move(make)), arena_(arena) {
   PW_CHECK(depth >= 1, "prefetch depth " << depth << " must be at least 1");
-  PW_CHECK(threads >= 0, "loader threads " << threads << " must be 0 or more");
   queue_.set_capacity(depth);
   producer_ = std::thread([this] { produce(); });
 }
@@ -37,12 +36,8 @@ void BatchPrefetcher::produce() noexcept {
     }
   };
   try {
-    if (threads_ > 0) {
-      tbb::task_arena arena(threads_);
-      arena.execute(build_all);
-    } else {
-      build_all();
-    }
+    if (arena_ != nullptr) arena_->execute(build_all);
+    else build_all();
     if (!cancelled_.load()) queue_.push(Slot{});
   } catch (...) {
     // Should this push itself fail (out of memory), noexcept ends the process rather than leave

@@ -22,9 +22,10 @@ class BatchPrefetcher {
   // Builds batch `index`; parallel work inside must run under `context` so that it can be cancelled.
   using MakeBatch = std::function<Batch(std::int64_t index, tbb::task_group_context& context)>;
 
-  // `threads` > 0: the batches are built in a oneTBB arena of that many threads of their own (so
-  // decoding takes at most that share of the machine); 0: in the process's default arena.
-  BatchPrefetcher(std::int64_t count, int depth, MakeBatch make, int threads = 0);
+  // With `arena`, the batches are built in it (a pool of the loader's own, so decoding takes at
+  // most that share of the machine); without, in the process's default arena. The arena must
+  // outlive the prefetcher.
+  BatchPrefetcher(std::int64_t count, int depth, MakeBatch make, tbb::task_arena* arena = nullptr);
   ~BatchPrefetcher();
   BatchPrefetcher(const BatchPrefetcher&) = delete;
   BatchPrefetcher& operator=(const BatchPrefetcher&) = delete;
@@ -42,7 +43,7 @@ class BatchPrefetcher {
 
   std::int64_t count_;
   MakeBatch make_;
-  int threads_;
+  tbb::task_arena* arena_;
   tbb::concurrent_bounded_queue<Slot> queue_;
   tbb::task_group_context context_{tbb::task_group_context::isolated};
   std::atomic<bool> cancelled_{false};
