@@ -1,9 +1,13 @@
 #include "kernels/tensor.h"
 
+#include <algorithm>
 #include <cstring>
+#include <new>
 #include <sstream>
 
+#include "core/log.h"
 #include "kernels/cuda_check.h"
+#include "kernels/cuda_probe.h"
 #include "kernels/half_float.h"
 #include "kernels/ops/cast.h"
 #include "kernels/runtime.h"
@@ -15,7 +19,32 @@ Storage::Storage(Device device, std::size_t bytes)
     : device_(device), bytes_(bytes), allocator_(&DeviceRuntime::get(device).allocator()),
       data_(allocator_->allocate(bytes)) {}
 
-Storage::~Storage() { allocator_->deallocate(data_); }
+Storage::Storage(HostMemory memory, std::size_t bytes) : device_(Device::cpu()), bytes_(bytes) {
+  const std::size_t size = std::max<std::size_t>(bytes, 1);
+#ifdef PW_WITH_CUDA
+  if (memory == HostMemory::Pinned && cuda_device_count() > 0) {
+    PW_CUDA_CHECK(cudaHostAlloc(&data_, size, cudaHostAllocPortable));
+    pinned_ = true;
+    return;
+  }
+#endif
+  data_ = ::operator new(size, std::align_val_t{64});
+}
+
+Storage::~Storage() {
+  if (allocator_ != nullptr) {
+    allocator_->deallocate(data_);
+    return;
+  }
+#ifdef PW_WITH_CUDA
+  if (pinned_) {
+    const cudaError_t err = cudaFreeHost(data_);
+    if (err != cudaSuccess) PW_LOG(Warn, "cudaFreeHost: " << cudaGetErrorString(err));
+    return;
+  }
+#endif
+  ::operator delete(data_, std::align_val_t{64});
+}
 
 namespace {
 void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, std::size_t bytes) {
@@ -55,6 +84,16 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   t.dtype_ = dtype;
   t.device_ = device;
   t.storage_ = std::make_shared<Storage>(device, t.nbytes());
+  return t;
+}
+
+Tensor Tensor::empty_pinned(const Shape& shape, DType dtype) {
+  for (auto d : shape) PW_CHECK(d >= 0, "negative dimension in shape " << shape_str(shape));
+  Tensor t;
+  t.shape_ = shape;
+  t.dtype_ = dtype;
+  t.device_ = Device::cpu();
+  t.storage_ = std::make_shared<Storage>(HostMemory::Pinned, t.nbytes());
   return t;
 }
 
@@ -133,6 +172,24 @@ Tensor Tensor::to(DType dtype) const { return cast(*this, dtype); }
 void Tensor::copy_from(const Tensor& src) {
   PW_CHECK(src.shape_ == shape_ && src.dtype_ == dtype_, "copy_from " << src.describe() << " into " << describe());
   copy_bytes(raw(), device_, src.raw(), src.device_, nbytes());
+}
+
+void Tensor::copy_from_on(const Tensor& src, const Stream& stream) {
+  PW_CHECK(src.shape_ == shape_ && src.dtype_ == dtype_, "copy_from_on " << src.describe() << " into " << describe());
+  if (nbytes() == 0) return;
+  if (device_.is_cpu() && src.device_.is_cpu()) {
+    std::memcpy(raw(), src.raw(), nbytes());
+    return;
+  }
+#ifdef PW_WITH_CUDA
+  PW_CHECK(stream.device().is_cuda() && (stream.device() == device_ || stream.device() == src.device_),
+           "copy_from_on: " << src.describe() << " into " << describe() << " on a stream of " << stream.device().str());
+  CudaDeviceGuard guard(stream.device().index);
+  PW_CUDA_CHECK(cudaMemcpyAsync(raw(), src.raw(), nbytes(), cudaMemcpyDefault, static_cast<cudaStream_t>(stream.native())));
+#else
+  (void)stream;
+  throw Error("pipewright was built without CUDA; cannot copy between " + src.device_.str() + " and " + device_.str());
+#endif
 }
 
 void Tensor::copy_elements_from(const Tensor& src, std::int64_t src_offset, std::int64_t dst_offset,

@@ -11,22 +11,30 @@
 namespace pw::kernels {
 
 class CachingAllocator;
+class Stream;
+
+// Where a host tensor's bytes come from: the CPU device's caching allocator, or page-locked
+// memory that a GPU copies from without staging (cudaHostAlloc; plain memory where no GPU is).
+enum class HostMemory { Pageable, Pinned };
 
 class Storage {
  public:
   Storage(Device device, std::size_t bytes);
+  Storage(HostMemory memory, std::size_t bytes);   // host bytes outside every device's cap
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
   void* data() const { return data_; }
   std::size_t bytes() const { return bytes_; }
   Device device() const { return device_; }
+  bool pinned() const { return pinned_; }
 
  private:
   Device device_;
   std::size_t bytes_;
-  CachingAllocator* allocator_;   // looked up once: the runtime registry takes a global lock
-  void* data_;
+  CachingAllocator* allocator_ = nullptr;   // looked up once: the runtime registry takes a global lock
+  void* data_ = nullptr;
+  bool pinned_ = false;   // page-locked by CUDA (freed with cudaFreeHost)
 };
 
 class Tensor {
@@ -36,6 +44,9 @@ class Tensor {
   static Tensor empty(const Shape& shape, DType dtype = DType::F32, Device device = Device::cpu());
   static Tensor zeros(const Shape& shape, DType dtype = DType::F32, Device device = Device::cpu());
   static Tensor full(const Shape& shape, double value, DType dtype = DType::F32, Device device = Device::cpu());
+  // A host tensor (on cpu:0) in page-locked memory where a GPU is present, so copies to the GPU run
+  // asynchronously; counted against no device's cap.
+  static Tensor empty_pinned(const Shape& shape, DType dtype = DType::F32);
   // Host values copied onto `device`.
   static Tensor from_vector(const std::vector<float>& values, const Shape& shape, Device device = Device::cpu());
   static Tensor from_vector(const std::vector<double>& values, const Shape& shape, Device device = Device::cpu());
@@ -69,6 +80,14 @@ class Tensor {
   // flat (row-major) order; same dtype, any devices. Gradient buckets pack and unpack with it.
   void copy_elements_from(const Tensor& src, std::int64_t src_offset, std::int64_t dst_offset, std::int64_t count);
   void zero_();
+  // The same copy ordered on `stream` (of the CUDA device on one side) and not waited for: `src`
+  // must stay alive and unchanged, and this tensor unread, until the stream has passed it. From
+  // pinned memory the host goes on at once. CPU to CPU it is copy_from.
+  void copy_from_on(const Tensor& src, const Stream& stream);
+  bool is_pinned() const { return storage_ != nullptr && storage_->pinned(); }
+  // How many tensors share this one's storage (itself included): a buffer pool reuses a tensor
+  // whose count has fallen back to its own 1.
+  long storage_users() const { return storage_.use_count(); }
 
   // Host copy of the values as double / int64 (any device, any float dtype).
   std::vector<double> to_double_vector() const;

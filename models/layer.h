@@ -112,6 +112,11 @@ class Layer {
   virtual std::int64_t activation_elements(const Shape& input) const;
 
   virtual std::string type_name() const = 0;
+  // Whether forward rounds a float input to the activation dtype before anything reads it
+  // (convolution and linear layers under mixed precision): a loader may then hand over 16-bit
+  // inputs, rounded as the layer would round them, and the results are bitwise the same.
+  enum class InputRounding { None, ToActivationDtype };
+  virtual InputRounding input_rounding() const { return InputRounding::None; }
 
   // Dotted names: "layer1.0.conv1.weight".
   std::vector<std::pair<std::string, Parameter*>> named_parameters(const std::string& prefix = "");

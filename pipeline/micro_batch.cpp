@@ -16,13 +16,9 @@ std::vector<kernels::Tensor> split_batch(const kernels::Tensor& t, int count) {
   const std::int64_t rows = batch / count;
   kernels::Shape shape = t.shape();
   shape[0] = rows;
-  const std::size_t bytes = t.nbytes() / static_cast<std::size_t>(count);
+  const std::int64_t elements = t.numel() / count;
   std::vector<kernels::Tensor> out;
-  for (int i = 0; i < count; ++i) {
-    kernels::Tensor part = kernels::Tensor::empty(shape, t.dtype(), t.device());
-    std::memcpy(part.raw(), static_cast<const char*>(t.raw()) + bytes * static_cast<std::size_t>(i), bytes);
-    out.push_back(std::move(part));
-  }
+  for (int i = 0; i < count; ++i) out.push_back(t.view(elements * i, shape));
   return out;
 }
 

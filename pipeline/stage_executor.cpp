@@ -54,7 +54,9 @@ StageExecutor::StageExecutor(StageConfig config, std::vector<std::unique_ptr<mod
       tracer_(config_.device, config_.stage, config_.replica),
       chunks_(std::move(chunks)),
       transport_(transport),
-      tied_(std::move(tied)) {
+      tied_(std::move(tied)),
+      image_stager_(config_.device),
+      label_stager_(config_.device) {
   validate(config_.spec);
   PW_CHECK(static_cast<int>(chunks_.size()) == config_.spec.chunks,
            "stage " << config_.stage << " has " << chunks_.size() << " chunks, the schedule needs " << config_.spec.chunks);
@@ -120,6 +122,16 @@ StageStepResult StageExecutor::run_step(std::int64_t step, const MicroBatchInput
                     << config_.spec.micro_batches);
   step_ = step;
   inputs_ = &inputs;
+  image_stager_.stage(inputs.images);
+  label_stager_.stage(inputs.labels);
+  // However the step ends, the next one's copies wait until the device is past this one's uses.
+  struct Release {
+    StageExecutor& e;
+    ~Release() {
+      e.image_stager_.release();
+      e.label_stager_.release();
+    }
+  } release{*this};
   mini_batch_size_ = 0;
   for (const auto& labels : inputs.labels) mini_batch_size_ += labels.numel();
   states_.clear();
@@ -161,14 +173,14 @@ StageStepResult StageExecutor::run_step(std::int64_t step, const MicroBatchInput
 void StageExecutor::run_forward(const Instruction& in, models::Mode mode) {
   auto& st = state(in);
   const kernels::Tensor x =
-      first_virtual(in) ? inputs_->images.at(static_cast<std::size_t>(in.micro_batch)).to(config_.device) : st.input;
+      first_virtual(in) ? image_stager_.take(in.micro_batch) : st.input;
   PW_CHECK(x.defined(), "no input activation (was RecvActivation scheduled before this forward?)");
   models::ForwardKeyGuard key(models::splitmix64(static_cast<std::uint64_t>(step_) * 1000003u +
                                                  static_cast<std::uint64_t>(in.micro_batch)));
   auto out = chunk(in.chunk).forward(x, mode);
   if (mode == models::Mode::Train) {
     if (last_virtual(in)) {
-      const auto labels = inputs_->labels.at(static_cast<std::size_t>(in.micro_batch)).to(config_.device);
+      const auto labels = label_stager_.take(in.micro_batch);
       auto loss = models::compute_loss(config_.loss, out.y, labels,
                                        loss_scale_ / static_cast<double>(mini_batch_size_));
       const auto n = labels.numel();

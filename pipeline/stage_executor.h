@@ -16,6 +16,7 @@
 #include "pipeline/recompute.h"
 #include "pipeline/remote_rows_sync.h"
 #include "pipeline/schedule.h"
+#include "pipeline/input_stager.h"
 #include "pipeline/stage_tracer.h"
 #include "pipeline/update_check.h"
 #include "rpc/transport.h"
@@ -141,6 +142,8 @@ class StageExecutor {
   // Per step:
   std::int64_t step_ = 0;
   const MicroBatchInputs* inputs_ = nullptr;
+  InputStager image_stager_;   // the first virtual stage's inputs on its device
+  InputStager label_stager_;   // the last virtual stage's labels
   std::int64_t mini_batch_size_ = 1;   // the loss gradient is scaled by 1/mini_batch_size_
   std::map<std::pair<int, int>, MicroBatchState> states_;   // (micro_batch, chunk)
   std::size_t current_index_ = 0;               // of the instruction running

@@ -7,6 +7,8 @@
 #include <oneapi/tbb/parallel_for.h>
 
 #include "core/error.h"
+#include "kernels/half_float.h"
+#include "kernels/ops/half_support.h"
 #include "models/data/sampler.h"
 
 namespace pw::train {
@@ -19,30 +21,41 @@ using models::data::reads_labels;
 
 Batch gather_rows(const models::data::Dataset* dataset, const kernels::Shape& sample_shape, DataParts parts,
                   const std::vector<std::int64_t>& indices, tbb::task_group_context& context,
-                  std::optional<std::int64_t> epoch) {
+                  std::optional<std::int64_t> epoch, GatherTarget target) {
   const auto count = static_cast<std::int64_t>(indices.size());
   Batch batch;
   if (parts == DataParts::None) return batch;
   PW_CHECK(dataset != nullptr, "a rank that reads data has no data set");
+  PW_CHECK(target.input_dtype == kernels::DType::F32 || kernels::is_half(target.input_dtype),
+           "the loader writes F32, BF16 or F16 inputs, not " << kernels::dtype_name(target.input_dtype));
   kernels::Shape shape{count};
   shape.insert(shape.end(), sample_shape.begin(), sample_shape.end());
   const std::int64_t sample_numel = kernels::shape_numel(sample_shape);
-  float* images = nullptr;
+  const auto make = [&](const kernels::Shape& s, kernels::DType dtype) {
+    return target.buffers != nullptr ? target.buffers->acquire(s, dtype) : kernels::Tensor::empty(s, dtype);
+  };
+  char* images = nullptr;
   std::int64_t* labels = nullptr;
   if (reads_inputs(parts)) {
-    batch.images = kernels::Tensor::empty(shape, kernels::DType::F32);
-    images = batch.images.data<float>();
+    batch.images = make(shape, target.input_dtype);
+    images = static_cast<char*>(batch.images.raw());
   }
   if (reads_labels(parts)) {
-    batch.labels = kernels::Tensor::empty({count}, kernels::DType::I64);
+    batch.labels = make({count}, kernels::DType::I64);
     labels = batch.labels.data<std::int64_t>();
   }
+  const std::size_t element_bytes = kernels::dtype_size(target.input_dtype);
+  const bool narrow = target.input_dtype != kernels::DType::F32;
   tbb::parallel_for(
       tbb::blocked_range<std::int64_t>(0, count),
       [&](const tbb::blocked_range<std::int64_t>& range) {
+        // 16-bit inputs: each sample is made in float, then rounded once (ties to even), as the
+        // first layer would round a float input.
+        std::vector<float> scratch(narrow && images != nullptr ? static_cast<std::size_t>(sample_numel) : 0);
         for (std::int64_t i = range.begin(); i != range.end(); ++i) {
           const auto index = indices[static_cast<std::size_t>(i)];
-          float* image = images != nullptr ? images + i * sample_numel : nullptr;
+          char* row = images != nullptr ? images + static_cast<std::size_t>(i * sample_numel) * element_bytes : nullptr;
+          float* image = row == nullptr ? nullptr : narrow ? scratch.data() : reinterpret_cast<float*>(row);
           if (image != nullptr && labels != nullptr) {
             if (epoch) dataset->fill_in_epoch(*epoch, index, image, labels[i]);
             else dataset->fill(index, image, labels[i]);
@@ -51,6 +64,13 @@ Batch gather_rows(const models::data::Dataset* dataset, const kernels::Shape& sa
             else dataset->fill_image(index, image);
           } else {
             labels[i] = epoch ? dataset->fill_label_in_epoch(*epoch, index) : dataset->fill_label(index);
+          }
+          if (image != nullptr && narrow) {
+            auto* out = reinterpret_cast<std::uint16_t*>(row);
+            const bool bf16 = target.input_dtype == kernels::DType::BF16;
+            for (std::int64_t k = 0; k < sample_numel; ++k)
+              out[k] = bf16 ? kernels::float_to_bf16(scratch[static_cast<std::size_t>(k)])
+                            : kernels::float_to_f16(scratch[static_cast<std::size_t>(k)]);
           }
         }
       },
@@ -106,7 +126,8 @@ TrainFeed::TrainFeed(const models::data::Dataset* dataset, FeedShape shape, std:
       micro_batches_(micro_batches),
       seed_(seed),
       prefetch_(prefetch),
-      loader_arena_(loader_threads > 0 ? std::make_unique<tbb::task_arena>(loader_threads) : nullptr) {
+      loader_arena_(loader_threads > 0 ? std::make_unique<tbb::task_arena>(loader_threads) : nullptr),
+      buffers_(std::make_unique<models::data::BatchBuffers>(shape_.memory)) {
   PW_CHECK(loader_threads >= 0, "loader threads " << loader_threads << " must be 0 or more");
   PW_INPUT_CHECK(global_batch_ >= 1, "batch size " << global_batch_ << " is not valid; expected at least 1");
   PW_CHECK(global_batch_ % (static_cast<std::int64_t>(micro_batches_) * shape_.replicas) == 0,
@@ -141,7 +162,8 @@ Batch TrainFeed::assemble(std::int64_t batch, tbb::task_group_context& context) 
     const std::int64_t begin = batch * global_batch_ + m * micro + shape_.replica * slice;
     rows.insert(rows.end(), order_.begin() + begin, order_.begin() + begin + slice);
   }
-  return gather_rows(dataset_, shape_.sample_shape, shape_.parts, rows, context, epoch_);
+  return gather_rows(dataset_, shape_.sample_shape, shape_.parts, rows, context, epoch_,
+                     {shape_.input_dtype, buffers_.get()});
 }
 
 std::optional<Batch> TrainFeed::next() {
@@ -155,7 +177,8 @@ std::optional<Batch> TrainFeed::next() {
 EvalFeed::EvalFeed(const models::data::Dataset* dataset, FeedShape shape, std::int64_t batch,
                    std::int64_t max_batches)
     : dataset_(dataset), shape_(std::move(shape)), batch_(std::max<std::int64_t>(1, batch)),
-      max_batches_(max_batches), next_(shape_.replica) {}
+      max_batches_(max_batches), next_(shape_.replica),
+      buffers_(std::make_unique<models::data::BatchBuffers>(shape_.memory)) {}
 
 std::int64_t EvalFeed::batch_count() const {
   const std::int64_t all = (shape_.dataset_size + batch_ - 1) / batch_;
@@ -169,7 +192,8 @@ std::optional<std::pair<std::int64_t, Batch>> EvalFeed::next() {
   std::vector<std::int64_t> rows;
   for (std::int64_t i = b * batch_; i < std::min(shape_.dataset_size, (b + 1) * batch_); ++i) rows.push_back(i);
   tbb::task_group_context context;
-  auto batch = gather_rows(dataset_, shape_.sample_shape, shape_.parts, rows, context);
+  auto batch = gather_rows(dataset_, shape_.sample_shape, shape_.parts, rows, context, std::nullopt,
+                           {shape_.input_dtype, buffers_.get()});
   // A rank that reads nothing still needs the batch's size to know what it evaluates.
   if (!batch.labels.defined() && !batch.images.defined())
     batch.labels = kernels::Tensor::empty({0}, kernels::DType::I64);

@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "models/data/batch_buffers.h"
 #include "models/data/batch_prefetcher.h"
 #include "models/data/dataset.h"
 
@@ -19,6 +20,11 @@ struct FeedShape {
   models::data::DataParts parts = models::data::DataParts::Both;
   int replicas = 1;
   int replica = 0;
+  // The inputs' dtype as the first layer takes them (BF16 or F16 halves the bytes loaded and copied;
+  // fill() still computes in float and each value is rounded once, as the layer would round it),
+  // and the host memory the batches are built in (Pinned when the first stage is on a GPU).
+  kernels::DType input_dtype = kernels::DType::F32;
+  kernels::HostMemory memory = kernels::HostMemory::Pageable;
 };
 
 // Training batches: the global batch of `global_batch` samples in a seeded order per epoch (the
@@ -55,6 +61,7 @@ class TrainFeed {
   std::int64_t epoch_ = 0;
   std::int64_t next_ = 0;
   std::int64_t end_ = 0;
+  std::unique_ptr<models::data::BatchBuffers> buffers_;   // outlives the prefetcher, which fills from it
   std::unique_ptr<models::data::BatchPrefetcher> prefetcher_;
 };
 
@@ -73,6 +80,7 @@ class EvalFeed {
   std::int64_t batch_;
   std::int64_t max_batches_;
   std::int64_t next_;
+  std::unique_ptr<models::data::BatchBuffers> buffers_;
 };
 
 // This rank's part of a global batch in memory, the rows TrainFeed would read: replica r's slice of
@@ -80,10 +88,18 @@ class EvalFeed {
 models::data::Batch local_part(const models::data::Batch& global, int micro_batches, int replicas, int replica,
                                models::data::DataParts parts);
 
+// Where gather_rows writes: inputs in `input_dtype`, into buffers of `buffers` (fresh tensors
+// without one).
+struct GatherTarget {
+  kernels::DType input_dtype = kernels::DType::F32;
+  models::data::BatchBuffers* buffers = nullptr;
+};
+
 // Fills rows `indices` of `dataset` into a batch holding the parts `parts` asks for; with a
 // training `epoch`, as that epoch's augmentation draws them (Dataset::fill_in_epoch).
 models::data::Batch gather_rows(const models::data::Dataset* dataset, const kernels::Shape& sample_shape,
                                 models::data::DataParts parts, const std::vector<std::int64_t>& indices,
-                                tbb::task_group_context& context, std::optional<std::int64_t> epoch = std::nullopt);
+                                tbb::task_group_context& context, std::optional<std::int64_t> epoch = std::nullopt,
+                                GatherTarget target = {});
 
 }  // namespace pw::train

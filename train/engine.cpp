@@ -304,6 +304,13 @@ models::data::DataParts Engine::data_parts() const {
   return inputs && labels ? DataParts::Both : inputs ? DataParts::Inputs : labels ? DataParts::Labels : DataParts::None;
 }
 
+kernels::DType Engine::loader_input_dtype() const {
+  if (plan_.precision == models::Precision::Fp32 || !models::data::reads_inputs(data_parts())) return kernels::DType::F32;
+  return executor_->chunk(0).input_rounding() == models::Layer::InputRounding::ToActivationDtype
+             ? models::activation_dtype(plan_.precision)
+             : kernels::DType::F32;
+}
+
 rpc::Deadline Engine::deadline() const {
   return std::chrono::steady_clock::now() + millis(plan_.config.timeouts.stage_seconds);
 }

@@ -51,6 +51,13 @@ class Engine {
   const RankLinks& links() const { return links_; }
   // What of the data this rank reads: inputs (first stage), labels (last), both, or none.
   models::data::DataParts data_parts() const;
+  // How a loader builds this rank's batches: inputs in the dtype the first layer rounds them to
+  // (16-bit under mixed precision when that layer is a convolution or a linear layer: half the
+  // bytes, bitwise the same training), in pinned host memory when this rank's device is a GPU.
+  kernels::DType loader_input_dtype() const;
+  kernels::HostMemory loader_memory() const {
+    return device_.is_cuda() ? kernels::HostMemory::Pinned : kernels::HostMemory::Pageable;
+  }
 
   // One optimizer step on this rank's part of the global batch (images on the first stage, labels
   // on the last; see TrainFeed).

@@ -328,7 +328,8 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
   if (primary) store.set("fit/save", o.save_path.empty() ? "no" : "yes");
   const bool saves = engine.links().get("fit/save", startup) == "yes";
 
-  const FeedShape train_shape{train_data.size, sample_shape, parts, plan.replicas(), engine.replica()};
+  const FeedShape train_shape{train_data.size,        sample_shape,           parts, plan.replicas(), engine.replica(),
+                              engine.loader_input_dtype(), engine.loader_memory()};
   TrainFeed feed(train_data.set.get(), train_shape, c.data.batch_size, plan.schedule.micro_batches, c.seed,
                  c.resources.prefetch_batches, c.resources.loader_threads);
   if (feed.batches_per_epoch() == 0)
@@ -463,7 +464,8 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
   // The weights are written before evaluation, so nothing that goes wrong there loses them.
   if (saves) engine.save(o.save_path);
   // Evaluation batches are micro-batch sized: a stage holds no more at once than in training.
-  const FeedShape test_shape{test_data.size, sample_shape, parts, plan.replicas(), engine.replica()};
+  const FeedShape test_shape{test_data.size,          sample_shape,           parts, plan.replicas(), engine.replica(),
+                             engine.loader_input_dtype(), engine.loader_memory()};
   EvalFeed eval_feed(test_data.set.get(), test_shape, c.data.batch_size / plan.eval_fraction(), c.data.eval_batches);
   const models::EvalResult eval = engine.evaluate(eval_feed);
   std::optional<nlohmann::json> skipped;

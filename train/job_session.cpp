@@ -100,7 +100,8 @@ models::EvalResult JobSession::evaluate(const models::data::Dataset& test, std::
                                         std::int64_t max_batches) {
   const int replicas = plan_->replicas();
   return on_each_rank<models::EvalResult>([&](Engine& engine) {
-           FeedShape shape{test.size(), test.sample_shape(), engine.data_parts(), replicas, engine.replica()};
+           FeedShape shape{test.size(), test.sample_shape(),        engine.data_parts(), replicas,
+                           engine.replica(), engine.loader_input_dtype(), engine.loader_memory()};
            EvalFeed feed(&test, shape, batch, max_batches);
            return engine.evaluate(feed);
          })

@@ -10,6 +10,7 @@ class Conv2d : public Layer {
   Conv2d(int in_channels, int out_channels, int kernel, int stride = 1, int padding = 0, Bias bias = Bias::Yes,
          WeightInit init = WeightInit::TorchDefault);
   std::string type_name() const override { return "Conv2d"; }
+  InputRounding input_rounding() const override { return InputRounding::ToActivationDtype; }
 
  protected:
   Output forward_impl(const Tensor& x, Mode mode) override;

@@ -8,6 +8,7 @@ class Linear : public Layer {
  public:
   Linear(int in_features, int out_features, Bias bias = Bias::Yes, WeightInit init = WeightInit::TorchDefault);
   std::string type_name() const override { return "Linear"; }
+  InputRounding input_rounding() const override { return InputRounding::ToActivationDtype; }
 
  protected:
   Output forward_impl(const Tensor& x, Mode mode) override;

@@ -17,6 +17,9 @@ class Sequential : public Layer {
   std::size_t size() const { return children_.size(); }
   Layer& at(std::size_t i) { return *children_.at(i).second; }
   std::string type_name() const override { return "Sequential"; }
+  InputRounding input_rounding() const override {
+    return children().empty() ? InputRounding::None : children().front().second->input_rounding();
+  }
   std::int64_t activation_elements(const Shape& input) const override;
 
   // Called after each child has added its parameter gradients in a backward (the full one or the

@@ -10,6 +10,7 @@
 #include <boost/test/unit_test.hpp>
 #include <oneapi/tbb/task_arena.h>
 
+#include "kernels/cuda_probe.h"
 #include "models/data/bad_sample_log.h"
 #include "tests/models/data/idx_test_files.h"
 #include "tests/models/data/image_test_files.h"
@@ -161,6 +162,63 @@ BOOST_AUTO_TEST_CASE(the_loader_pool_and_prefetch_depth_change_no_batch) {
       if (threads > 0) BOOST_TEST(set.widest.load() == threads);
     }
   }
+}
+
+// 16-bit loader inputs are the float inputs rounded once (ties to even), as a first convolution
+// would round them.
+BOOST_AUTO_TEST_CASE(sixteen_bit_inputs_are_the_float_inputs_rounded_once) {
+  const Folder folder;
+  const auto set = folder.open(DataParts::Both, std::make_shared<BadSampleLog>());
+  const std::vector<std::int64_t> rows{0, 1, 2, 3, 8, 9};
+  tbb::task_group_context context;
+  const auto f32 = gather_rows(set.get(), kSampleShape, DataParts::Both, rows, context, std::int64_t{1});
+  for (const auto dtype : {kernels::DType::BF16, kernels::DType::F16}) {
+    models::data::BatchBuffers buffers;
+    const auto half = gather_rows(set.get(), kSampleShape, DataParts::Both, rows, context, std::int64_t{1},
+                                  {dtype, &buffers});
+    BOOST_TEST(same_bytes(half.labels, f32.labels));
+    BOOST_TEST(same_bytes(half.images, f32.images.to(dtype)), kernels::dtype_name(dtype));
+  }
+}
+
+// Loader buffers come back to the pool once the batch and every view of it (the micro-batches a
+// GPU copy may still read) are gone, and not before.
+BOOST_AUTO_TEST_CASE(loader_buffers_are_reused_only_when_nothing_holds_them) {
+  for (const auto memory : {kernels::HostMemory::Pageable, kernels::HostMemory::Pinned}) {
+    models::data::BatchBuffers buffers(memory);
+    auto first = buffers.acquire({4, 3}, kernels::DType::F32);
+    const void* first_bytes = first.raw();
+    auto view = first.view(6, {2, 3});
+    first = kernels::Tensor();
+    auto second = buffers.acquire({4, 3}, kernels::DType::F32);
+    BOOST_TEST(second.raw() != first_bytes);   // the view still holds the first
+    view = kernels::Tensor();
+    auto third = buffers.acquire({4, 3}, kernels::DType::F32);
+    BOOST_TEST(third.raw() == first_bytes);
+    BOOST_TEST(buffers.size() == 2u);
+    // Another shape lets the free buffers go rather than keep every size ever asked for.
+    second = kernels::Tensor();
+    auto other = buffers.acquire({5, 3}, kernels::DType::F32);
+    BOOST_TEST(buffers.size() == 2u);   // `third` and `other`
+    BOOST_TEST(other.is_pinned() == (memory == kernels::HostMemory::Pinned && kernels::cuda_device_count() > 0));
+  }
+}
+
+// Over an epoch with batches built ahead, the feed keeps a bounded set of buffers: as many as the
+// batches alive at once, not one per batch.
+BOOST_AUTO_TEST_CASE(a_feed_reuses_its_buffers_over_an_epoch) {
+  const Folder folder;
+  const auto set = folder.open(DataParts::Both, std::make_shared<BadSampleLog>());
+  FeedShape shape{kSamples, kSampleShape, DataParts::Both, 1, 0};
+  TrainFeed feed(set.get(), shape, kBatch / 2, kMicroBatches, kSeed, 2, 1);
+  std::set<const void*> seen;
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    feed.start_epoch(epoch);
+    while (auto batch = feed.next()) seen.insert(batch->images.raw());
+  }
+  BOOST_TEST_MESSAGE(seen.size() << " distinct buffers for " << 3 * feed.batches_per_epoch() << " batches");
+  // Ahead: at most the prefetch depth, one being built, one handed out, one the queue returns.
+  BOOST_TEST(seen.size() <= 5u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -8,6 +8,7 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include "pipeline/input_stager.h"
 #include "tests/support/basic_block_reference.h"
 #include "tests/support/test_util.h"
 #include "train/fit.h"
@@ -202,6 +203,37 @@ BOOST_AUTO_TEST_CASE(replicas_sharing_the_gpu_reduce_on_the_host) {
   two.replicas.replicas = 2;
   two.resources.devices = {pw::kernels::Device::cuda(0), pw::kernels::Device::cuda(0)};   // NCCL would refuse: "Duplicate GPU"
   check_losses_close(losses_of(two), losses_of(one), 1e-5, "2 replicas on cuda:0 against 1 replica");
+}
+
+// The stager's copies run on their own stream from pinned loader buffers; a step's copies must not
+// overwrite the device buffer while the last step's queued work still reads it, and each part must
+// have landed before the work that takes it. Each step's parts are read by work queued on the
+// compute stream (clones), the next step is staged at once, and only then is anything read back.
+BOOST_AUTO_TEST_CASE(the_input_stager_orders_its_copies_against_the_compute_stream) {
+  const auto gpu = pw::kernels::Device::cuda(0);
+  pw::pipeline::InputStager stager(gpu);
+  constexpr int kParts = 4;
+  constexpr std::int64_t kElements = 1 << 20;   // 4 MiB a part: long enough copies to race
+  std::vector<std::vector<pw::kernels::Tensor>> seen;
+  for (int step = 0; step < 3; ++step) {
+    auto batch = pw::kernels::Tensor::empty_pinned({kParts * kElements});
+    BOOST_TEST(batch.is_pinned());
+    auto* values = batch.data<float>();
+    for (std::int64_t i = 0; i < kParts * kElements; ++i) values[i] = static_cast<float>(step * 10 + i / kElements);
+    std::vector<pw::kernels::Tensor> parts;
+    for (int m = 0; m < kParts; ++m) parts.push_back(batch.view(m * kElements, {kElements}));
+    stager.stage(parts);
+    std::vector<pw::kernels::Tensor> clones;
+    for (int m = 0; m < kParts; ++m) clones.push_back(stager.take(m).clone());
+    stager.release();
+    seen.push_back(std::move(clones));
+  }
+  for (int step = 0; step < 3; ++step)
+    for (int m = 0; m < kParts; ++m) {
+      const auto v = seen[step][m].to_float_vector();
+      const float expected = static_cast<float>(step * 10 + m);
+      BOOST_TEST((v.front() == expected && v.back() == expected), "step " << step << " part " << m);
+    }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

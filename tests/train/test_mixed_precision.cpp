@@ -129,6 +129,34 @@ BOOST_AUTO_TEST_CASE(bf16_activations_cross_stage_boundaries_at_half_the_bytes) 
   BOOST_CHECK_EQUAL(bf16_bytes * 2, fp32_bytes);
 }
 
+// The loader hands a mixed-precision job its inputs in the activation dtype when the first layer is
+// a convolution or a linear layer, which would round them to that dtype anyway: half the bytes
+// loaded, pinned and copied, and the same training bit for bit.
+BOOST_AUTO_TEST_CASE(sixteen_bit_loader_inputs_train_bitwise_as_float_inputs) {
+  const JobShape two{pipeline::ScheduleKind::OneFOneB, 2, 2, 1, {2}};
+  for (const std::string precision : {"bf16", "fp16"}) {
+    const auto config = job(two, precision);
+    train::EmbeddedJob as_float(train::plan_job(config));
+    train::EmbeddedJob as_half(train::plan_job(config));
+    const auto half = models::activation_dtype(config.numerics.precision);
+    BOOST_TEST(kernels::dtype_name(as_half.engine(0).loader_input_dtype()) == kernels::dtype_name(half));   // stage 0 starts with conv1
+    BOOST_TEST(kernels::dtype_name(as_half.engine(1).loader_input_dtype()) == "F32");   // reads no inputs
+    auto data = models::data::make_synthetic_images(256, {1, 12, 12}, 10, 5);
+    models::data::DataLoader loader(*data, 16, models::data::Shuffle::Yes, 3, models::data::LastBatch::Drop);
+    loader.start_epoch(0);
+    for (int i = 0; i < 4; ++i) {
+      auto batch = *loader.next();
+      const double loss = as_float.step(batch).loss;
+      batch.images = batch.images.to(half);
+      BOOST_TEST(as_half.step(batch).loss == loss, precision << " step " << i);
+    }
+    BOOST_TEST(weight_distance(weights_of(as_half), weights_of(as_float)) == 0.0);
+  }
+  // fp32 jobs, and first layers that do not round their input, keep F32 inputs.
+  train::EmbeddedJob fp32(train::plan_job(job(two, "fp32")));
+  BOOST_TEST(kernels::dtype_name(fp32.engine(0).loader_input_dtype()) == "F32");
+}
+
 BOOST_AUTO_TEST_CASE(an_fp16_overflow_skips_the_step_on_every_rank_and_halves_the_scale) {
   // 2 stages x 2 replicas starting at loss scale 2^24: the scaled loss gradient (up to 2^24 / 16
   // per logit) does not fit fp16 (65504), so the first steps overflow for real. Each such step is
