@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch peer of pipewright's training benchmark: the same models, batch, threads and optimizer.
 
-Trains on random inputs (default 1x28x28) with 10 classes (SGD lr 0.01, momentum 0.9,
+Trains on random inputs (default 1x28x28; --data-dir: an image folder, below) with 10 classes (SGD lr 0.01, momentum 0.9,
 cross-entropy), times each step after the warm-up steps, and prints one JSON line. The models are
 built as pipewright's zoo builds them (models/zoo/zoo.cpp): inputs of at most 64x64 get the small
 ResNet form (3x3 stride-1 stem, no max-pool), larger ones the ImageNet form (7x7 stride-2 stem and
@@ -16,6 +16,19 @@ GPU (scripts/gpu_check.sh runs this as pipewright's peer on the same machine):
 
     python3 bench/torch_train.py --device cuda --model resnet50 --width 64 \
         --input-shape 3x224x224 --batch-size 64 --steps 30 --warmup 10 --tf32 off --json
+
+From an image folder instead (bench/gpu_input.sh runs this beside pipewright's shards):
+
+    python3 bench/torch_train.py --device cuda --model resnet50 --width 64 --data-dir ROOT \
+        --image-size 224 --workers 12 --batch-size 64 --steps 100 --warmup 10 --json
+
+With --data-dir the batches come from torchvision's ImageFolder on ROOT/train (one class per
+folder; the head has that many classes) through RandomResizedCrop(S), RandomHorizontalFlip,
+ToTensor and Normalize(ImageNet's mean and std), fed by a DataLoader (shuffled, --workers worker
+processes, pinned memory on CUDA, persistent workers, the last partial batch dropped) that starts
+a new epoch whenever one ends. A timed step then also waits for its batch: its time runs from
+asking the loader for the batch to the loss read back, and data_wait_fraction is the part of the
+timed steps' time spent waiting for batches.
 
 On CUDA: cudnn.benchmark stays off, so cuDNN picks convolution algorithms by its heuristics as
 pipewright does (no autotuning); --tf32 sets both cuBLAS matmuls and cuDNN convolutions (torch's
@@ -155,15 +168,58 @@ def parse_args(argv):
     p.add_argument("--warmup", type=int, default=5, help="untimed steps first")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print only the JSON line")
+    p.add_argument("--data-dir", help="train from this image folder (ROOT/train/CLASS/*.jpg, torchvision's "
+                                      "ImageFolder) instead of random inputs; --input-shape is then 3xSxS")
+    p.add_argument("--image-size", type=int, default=224, help="--data-dir: RandomResizedCrop size S (default 224)")
+    p.add_argument("--workers", type=int, default=4, help="--data-dir: DataLoader worker processes (default 4)")
     args = p.parse_args(argv)
-    for name in ("width", "batch_size", "threads", "steps"):
+    for name in ("width", "batch_size", "threads", "steps", "image_size"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     if args.warmup < 0:
         p.error(f"--warmup must be 0 or more, got {args.warmup}")
     if not (args.device == "cpu" or args.device == "cuda" or args.device.startswith("cuda:")):
         p.error(f"--device must be cpu, cuda or cuda:N, got '{args.device}'")
+    if args.workers < 0:
+        p.error(f"--workers must be 0 or more, got {args.workers}")
+    if args.data_dir is not None:
+        args.input_shape = (3, args.image_size, args.image_size)
     return args
+
+
+def image_folder_batches(args, pin_memory: bool):
+    """An endless stream of (epoch, (images, labels)) from torchvision's ImageFolder + DataLoader."""
+    import os
+    import torchvision
+    from torchvision import transforms
+
+    transform = transforms.Compose([
+        transforms.RandomResizedCrop(args.image_size),
+        transforms.RandomHorizontalFlip(),
+        transforms.ToTensor(),
+        transforms.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225]),
+    ])
+    dataset = torchvision.datasets.ImageFolder(os.path.join(args.data_dir, "train"), transform=transform)
+    if len(dataset) < args.batch_size:
+        raise SystemExit(f"torch_train: {args.data_dir}/train holds {len(dataset)} images, fewer than a batch "
+                         f"of {args.batch_size}")
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_size=args.batch_size, shuffle=True, num_workers=args.workers, pin_memory=pin_memory,
+        persistent_workers=args.workers > 0, drop_last=True,
+        generator=torch.Generator().manual_seed(args.seed))
+
+    def stream():
+        epoch = 0
+        while True:
+            for batch in loader:
+                yield epoch, batch
+            epoch += 1
+
+    info = {"data_dir": args.data_dir, "images": len(dataset), "classes": len(dataset.classes),
+            "batches_per_epoch": len(loader), "workers": args.workers, "pin_memory": pin_memory,
+            "torchvision_version": torchvision.__version__,
+            "transforms": "RandomResizedCrop(%d)+RandomHorizontalFlip+ToTensor+Normalize(ImageNet)" % args.image_size}
+    return stream(), info
 
 
 def set_tf32(enabled: bool) -> dict:
@@ -219,23 +275,41 @@ def main(argv=None) -> int:
             return torch.cpu.amp.autocast(dtype=autocast_dtype)
         return torch.autocast(device_type="cuda", dtype=autocast_dtype)
 
-    model = MODELS[args.model](args.width, args.input_shape, NUM_CLASSES).to(device)
+    num_classes, stream, data_info = NUM_CLASSES, None, None
+    if args.data_dir is not None:
+        stream, data_info = image_folder_batches(args, pin_memory=cuda)
+        num_classes = data_info["classes"]
+    model = MODELS[args.model](args.width, args.input_shape, num_classes).to(device)
     model.train()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
-    batches = [(torch.randn(args.batch_size, *args.input_shape), torch.randint(0, NUM_CLASSES, (args.batch_size,)))
-               for _ in range(DISTINCT_BATCHES)]
+    batches = [] if stream is not None else [
+        (torch.randn(args.batch_size, *args.input_shape), torch.randint(0, NUM_CLASSES, (args.batch_size,)))
+        for _ in range(DISTINCT_BATCHES)]
 
     step_seconds, gpu_ms = [], []
+    wait_seconds, step_epochs = [], []   # --data-dir: each timed step's wait for its batch; every step's epoch
     loss_value = None
     for step in range(args.warmup + args.steps):
-        images, labels = batches[step % DISTINCT_BATCHES]
+        if stream is None:
+            images, labels = batches[step % DISTINCT_BATCHES]
         if cuda:
             torch.cuda.synchronize(device)
             begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            begin.record()
+            if stream is None:
+                begin.record()
         start = time.perf_counter()
-        images, labels = images.to(device), labels.to(device)
+        if stream is not None:
+            epoch, (images, labels) = next(stream)   # blocks until the DataLoader has the batch
+            step_epochs.append(epoch)
+            if step >= args.warmup:
+                wait_seconds.append(time.perf_counter() - start)
+            if cuda:
+                begin.record()   # the GPU time starts at the copy, not while the loader is waited for
+            images = images.to(device, non_blocking=cuda)
+            labels = labels.to(device, non_blocking=cuda)
+        else:
+            images, labels = images.to(device), labels.to(device)
         optimizer.zero_grad(set_to_none=True)
         with autocast():
             loss = loss_fn(model(images), labels)
@@ -275,10 +349,30 @@ def main(argv=None) -> int:
         "final_loss": loss_value,
         "torch_version": torch.__version__,
     }
+    if data_info is not None:
+        # Timed steps that began an epoch: their batch is the first a restarted DataLoader iterator
+        # yields, so they carry the cost of an epoch boundary (large with a small folder).
+        starts = {i for i, g in enumerate(range(args.warmup, args.warmup + args.steps))
+                  if g == 0 or step_epochs[g] != step_epochs[g - 1]}
+        rest = [i for i in range(args.steps) if i not in starts]
+        result.update(data_info)
+        result.update({
+            "image_size": args.image_size,
+            "data_wait_fraction": sum(wait_seconds) / sum(step_seconds),
+            "median_data_wait_ms": statistics.median(wait_seconds) * 1000.0,
+            "max_data_wait_ms": max(wait_seconds) * 1000.0,
+            "epochs_covered": (args.warmup + args.steps) * args.batch_size / data_info["images"],
+            "timed_epoch_start_steps": len(starts),
+            "data_wait_fraction_excluding_epoch_starts":
+                sum(wait_seconds[i] for i in rest) / sum(step_seconds[i] for i in rest) if rest else None,
+        })
     if cuda:
         result["median_gpu_step_ms"] = statistics.median(gpu_ms)
         result["peak_memory_bytes"] = torch.cuda.max_memory_allocated(device)
         result.update(extra)
+    if data_info is not None:
+        result["inputs"] = "torchvision ImageFolder + DataLoader (%d workers%s), epochs cycled" % (
+            args.workers, ", pinned memory, copied to the GPU in each timed step" if cuda else "")
     if not args.json:
         print(f"pytorch {torch.__version__} {args.model} on {args.device}: {result['samples_per_second']:.1f} "
               f"samples/s, median step {result['median_step_ms']:.2f} ms over {args.steps} steps "

@@ -6,7 +6,8 @@
 #   pipewright-gpu/tests/    the GPU test binaries (stripped); tests/golden/ the golden files
 #   pipewright-gpu/lib/      the non-CUDA shared libraries they link (oneDNN, oneTBB, Boost.Test,
 #                            Thrift, Gloo, ...); lib/compat/ this machine's libstdc++ and libgcc_s
-#   pipewright-gpu/bench/    the PyTorch peer (torch_train.py)
+#   pipewright-gpu/bench/    the PyTorch peer (torch_train.py) and the input-pipeline run on the GPU
+#                            (gpu_input.sh: shards against torchvision's DataLoader)
 #   pipewright-gpu/gpu_check.sh, run.sh, MANIFEST.txt, README.md (docs/gpu.md)
 #
 # CUDA, cuDNN and NCCL are not shipped: they come from the GPU machine (its toolkit and the
@@ -82,7 +83,7 @@ rm -rf "$stage_root"
 mkdir -p "$stage/bin" "$stage/tests/golden" "$stage/lib/compat" "$stage/bench"
 for b in "${shipped[@]}"; do strip --strip-unneeded -o "$stage/$b" "$build_dir/$b"; done
 cp tests/golden/*.safetensors "$stage/tests/golden/"
-cp bench/torch_train.py "$stage/bench/"
+cp bench/torch_train.py bench/gpu_input.sh "$stage/bench/"
 cp scripts/gpu_check.sh "$stage/gpu_check.sh"
 cp docs/gpu.md "$stage/README.md"
 cat >"$stage/run.sh" <<'RUN'
@@ -93,7 +94,7 @@ cat >"$stage/run.sh" <<'RUN'
 # e.g. ./run.sh bin/pipewright info
 exec "$(cd "$(dirname "$0")" && pwd)/gpu_check.sh" --run "$@"
 RUN
-chmod +x "$stage/run.sh" "$stage/gpu_check.sh" "$stage/bench/torch_train.py"
+chmod +x "$stage/run.sh" "$stage/gpu_check.sh" "$stage/bench/torch_train.py" "$stage/bench/gpu_input.sh"
 
 # Libraries: everything ldd lists except CUDA's (the GPU machine's) and glibc's.
 glibc_re='^(linux-vdso\.so|ld-linux-x86-64\.so|libc\.so|libm\.so|libpthread\.so|libdl\.so|librt\.so|libutil\.so|libresolv\.so|libanl\.so)'
@@ -179,6 +180,7 @@ python3 -c 'import sys, tarfile; n = len(tarfile.open(sys.argv[1]).getnames()); 
 problems=$(check_ldd "$check/pipewright-gpu")
 [ -z "$problems" ] || die "the unpacked archive is not self-contained:
 $problems"
+"$check/pipewright-gpu/bench/gpu_input.sh" --help >/dev/null || die "bench/gpu_input.sh --help fails in the unpacked archive"
 if [ $verify = 1 ]; then
   echo "gpu_bundle: dry run of gpu_check.sh from the unpacked archive ..." >&2
   (cd "$check/pipewright-gpu" && env -u PW_BIN_DIR -u PW_TEST_BIN_DIR -u PW_SOURCE_DIR -u PW_BUILD_DIR \
