@@ -1,6 +1,7 @@
 // Real files through `pipewright train`: an image folder of PNG and JPEG files, and CIFAR-10
 // binary batches, written by the test from generated Fashion-MNIST-like content (a class is a
-// pattern, samples add noise), train resnet18 and the loss falls.
+// pattern, samples add noise), train resnet18 and the loss falls; Fashion-MNIST's own images as
+// files reach the accuracy of its IDX files.
 #include <turbojpeg.h>
 
 #include <algorithm>
@@ -13,6 +14,8 @@
 #include <boost/test/unit_test.hpp>
 #include <nlohmann/json.hpp>
 
+#include "models/data/idx_reader.h"
+#include "tests/models/data/idx_test_files.h"
 #include "tests/models/data/image_test_files.h"
 #include "tests/tools/cli_runner.h"
 #include "tests/tools/job_outputs.h"
@@ -97,6 +100,64 @@ BOOST_AUTO_TEST_CASE(resnet18_trains_from_an_image_folder_of_png_and_jpeg_files)
   const auto shard_run = nlohmann::json::parse(std::ifstream(from_shards));
   BOOST_TEST(folder_run["loss_history"] == shard_run["loss_history"]);
   BOOST_TEST(folder_run["test_accuracy"] == shard_run["test_accuracy"]);
+}
+
+// Fashion-MNIST's own images (Debian's dataset-fashion-mnist): the first 2,000 training and 500
+// test samples, once as IDX files and once as a folder of 64x64 files (even samples grey PNG, odd
+// ones RGB JPEG, upscaled by nearest neighbour), train resnet18 to test accuracies close to each
+// other. Decoding, resizing, labels from folder names and ImageNet normalisation must all be right
+// for the folder run to reach the IDX run's accuracy (a wrong label map leaves it near 10%).
+BOOST_AUTO_TEST_CASE(fashion_mnist_as_image_files_reaches_the_accuracy_of_its_idx_files) {
+  namespace data = pw::models::data;
+  const std::filesystem::path debian = "/usr/share/datasets/fashion-mnist";
+  pw::test::ScratchDir dir("fashion_files");
+  const std::pair<std::string, std::int64_t> splits[] = {{"train", 2000}, {"t10k", 500}};
+  for (const auto& [prefix, count] : splits) {
+    const auto images = data::read_idx_images((debian / (prefix + "-images-idx3-ubyte.gz")).string());
+    const auto labels = data::read_idx_labels((debian / (prefix + "-labels-idx1-ubyte.gz")).string());
+    BOOST_REQUIRE(images.count >= count && images.rows == 28 && images.cols == 28);
+    const auto pixels = static_cast<std::size_t>(count * 28 * 28);
+    write(dir.path / "idx" / (prefix + "-images-idx3-ubyte"),
+          pw::test::idx_bytes(data::kIdxImagesMagic, {static_cast<std::uint32_t>(count), 28, 28},
+                              Bytes(images.pixels.begin(), images.pixels.begin() + static_cast<std::ptrdiff_t>(pixels))));
+    write(dir.path / "idx" / (prefix + "-labels-idx1-ubyte"),
+          pw::test::idx_bytes(data::kIdxLabelsMagic, {static_cast<std::uint32_t>(count)},
+                              Bytes(labels.labels.begin(), labels.labels.begin() + count)));
+    const std::string split = prefix == "train" ? "train" : "val";
+    for (std::int64_t i = 0; i < count; ++i) {
+      Bytes grey(64 * 64);
+      for (int y = 0; y < 64; ++y)
+        for (int x = 0; x < 64; ++x)
+          grey[static_cast<std::size_t>(y * 64 + x)] =
+              images.pixels[static_cast<std::size_t>(i * 784 + (y * 28 / 64) * 28 + x * 28 / 64)];
+      char name[32];
+      std::snprintf(name, sizeof name, "%05lld", static_cast<long long>(i));
+      const auto stem = dir.path / "images" / split / ("class" + std::to_string(labels.labels[static_cast<std::size_t>(i)])) / name;
+      if (i % 2 == 0) {
+        write(stem.string() + ".png", pw::test::encode_png(grey.data(), 64, 64, PNG_FORMAT_GRAY));
+      } else {
+        Bytes rgb;
+        for (auto v : grey) rgb.insert(rgb.end(), {v, v, v});
+        write(stem.string() + ".jpg", pw::test::encode_jpeg(rgb, 64, 64, TJPF_RGB, 90));
+      }
+    }
+  }
+  const std::string training =
+      " --model resnet18 --width 8 --epochs 3 --batch-size 32 --optimizer adam --lr 0.003 --threads 2 --seed 1";
+  const auto idx_summary = dir.file("idx.json"), folder_summary = dir.file("folder.json");
+  auto r = pw::test::run_pipewright("train --dataset fashion-mnist --data-dir " + (dir.path / "idx").string() + training +
+                                    " --summary " + idx_summary);
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+  r = pw::test::run_pipewright("train --dataset image-folder --data-dir " + (dir.path / "images").string() +
+                               " --image-size 28 --augment none" + training + " --summary " + folder_summary);
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+  const double idx_accuracy = nlohmann::json::parse(std::ifstream(idx_summary)).at("test_accuracy").get<double>();
+  const auto folder_run = nlohmann::json::parse(std::ifstream(folder_summary));
+  const double folder_accuracy = folder_run.at("test_accuracy").get<double>();
+  BOOST_TEST_MESSAGE("test accuracy after 3 epochs of 2000 samples: IDX " << idx_accuracy << ", image files "
+                                                                          << folder_accuracy);
+  BOOST_TEST(idx_accuracy > 0.6);
+  BOOST_TEST(std::abs(folder_accuracy - idx_accuracy) < 0.07);
 }
 
 // A 4-stage x 2-replica job reading shards, killed (SIGKILL) in the middle of an epoch and resumed
