@@ -9,6 +9,7 @@
 #include <thrift/TOutput.h>
 #include <thrift/protocol/TBinaryProtocol.h>
 
+#include "rpc/connection_gate.h"
 #include "rpc/tensor_transfer_handler.h"
 
 namespace pw::rpc {
@@ -52,6 +53,7 @@ void read_bytes_direct(TProtocol& in, Incoming& incoming, const FrameRules& rule
   ReceivedFrame received;
   try {
     const FrameHeader header = check_frame_header(incoming.frame, static_cast<std::size_t>(size), rules);
+    mark_connection_proven();
     received.source_rank = header.source_rank;
     received.tag = header.tag;
     received.tensor = kernels::Tensor::empty(header.shape, header.dtype, kernels::Device::cpu());

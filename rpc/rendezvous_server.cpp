@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "pw_thrift/Rendezvous.h"
+#include "rpc/connection_gate.h"
 #include "rpc/frame_check.h"
 #include "rpc/job_token.h"
 #include "rpc/thrift_server.h"
@@ -55,6 +56,7 @@ class RendezvousState {
 
   void check_token(const std::string& token) const {
     if (!tokens_equal(token, config_.job_token)) refuse("wrong job token", wire::RendezvousError::REFUSED);
+    mark_connection_proven();
   }
   void check_rank(int rank) const {
     if (rank < 0 || rank >= config_.world_size)

@@ -1,6 +1,7 @@
 #include "rpc/tensor_transfer_handler.h"
 
 #include "core/log.h"
+#include "rpc/connection_gate.h"
 
 namespace pw::rpc {
 
@@ -19,6 +20,7 @@ void TensorTransferHandler::deliver(const wire::TensorFrame& frame) {
   ReceivedFrame received;
   try {
     received = decode_frame(frame, rules_);
+    mark_connection_proven();
   } catch (const BadFrameError& e) {
     refuse(frame.source_rank, e.what());
   } catch (const std::exception& e) {   // e.g. bad_alloc for a frame that passed the size checks

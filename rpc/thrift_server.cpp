@@ -55,19 +55,22 @@ void route_thrift_output_to_log() {
 }  // namespace
 
 ThriftServer::ThriftServer(const HostPort& bind, std::shared_ptr<apache::thrift::TProcessor> processor,
-                           std::size_t max_message_bytes, int max_connections) {
-  start(bind, std::move(processor), max_message_bytes, max_connections);
+                           std::size_t max_message_bytes, int max_connections, GateLimits gate) {
+  start(bind, std::make_shared<apache::thrift::TSingletonProcessorFactory>(std::move(processor)), max_message_bytes,
+        max_connections, gate);
 }
 
 ThriftServer::ThriftServer(const HostPort& bind, std::shared_ptr<apache::thrift::TProcessorFactory> factory,
-                           std::size_t max_message_bytes, int max_connections) {
-  start(bind, std::move(factory), max_message_bytes, max_connections);
+                           std::size_t max_message_bytes, int max_connections, GateLimits gate) {
+  start(bind, std::move(factory), max_message_bytes, max_connections, gate);
 }
 
-template <typename ProcessorOrFactory>
-void ThriftServer::start(const HostPort& bind, std::shared_ptr<ProcessorOrFactory> processor,
-                         std::size_t max_message_bytes, int max_connections) {
+void ThriftServer::start(const HostPort& bind, std::shared_ptr<apache::thrift::TProcessorFactory> factory,
+                         std::size_t max_message_bytes, int max_connections, GateLimits gate) {
   PW_CHECK(max_connections > 0, "a server needs at least one connection, got " << max_connections);
+  PW_CHECK(gate.unproven_slots > 0 && gate.first_call_deadline.count() > 0,
+           "a server needs unproven slots and a first-call deadline above 0");
+  gate_ = std::make_shared<ConnectionGate>(std::move(factory), gate);
   PW_CHECK(max_message_bytes > 0 && max_message_bytes <= static_cast<std::size_t>(INT_MAX),
            "Thrift messages are limited to " << INT_MAX << " bytes, asked for " << max_message_bytes);
   route_thrift_output_to_log();
@@ -76,11 +79,12 @@ void ThriftServer::start(const HostPort& bind, std::shared_ptr<ProcessorOrFactor
   auto socket = std::make_shared<transport::TServerSocket>(bind.host, bind.port);
   auto signal = std::make_shared<StartSignal>();
   server_ = std::make_shared<server::TThreadedServer>(
-      std::move(processor), socket, std::make_shared<StreamingFramedTransportFactory>(config),
+      std::shared_ptr<apache::thrift::TProcessorFactory>(gate_), socket, std::make_shared<StreamingFramedTransportFactory>(config),
       std::make_shared<protocol::TBinaryProtocolFactory>(limit, kMaxListElements, /*strict_read=*/true,
                                                        /*strict_write=*/true));
   server_->setServerEventHandler(signal);
-  server_->setConcurrentClientLimit(max_connections);
+  // Unproven connections are held to their own slots by the gate, so they never fill these.
+  server_->setConcurrentClientLimit(max_connections + gate.unproven_slots);
   auto started = signal->future();
   thread_ = std::thread([server = server_, signal] {
     try {

@@ -9,6 +9,7 @@
 
 #include <thrift/TProcessor.h>
 
+#include "rpc/connection_gate.h"
 #include "rpc/host_port.h"
 
 namespace apache::thrift::server {
@@ -17,28 +18,30 @@ class TThreadedServer;
 
 namespace pw::rpc {
 
-// Connections served at once; further ones wait in the listen queue until one closes.
+// Proven connections (a call carried the job's token) served at once; further ones wait in the
+// listen queue until one closes. Unproven ones have slots of their own (rpc/connection_gate.h).
 inline constexpr int kDefaultMaxConnections = 256;
 
 class ThriftServer {
  public:
   // Binds to `bind` (port 0: any free port). Throws Error naming the address when it cannot listen.
   ThriftServer(const HostPort& bind, std::shared_ptr<apache::thrift::TProcessor> processor,
-               std::size_t max_message_bytes, int max_connections = kDefaultMaxConnections);
+               std::size_t max_message_bytes, int max_connections = kDefaultMaxConnections, GateLimits gate = {});
   // One processor per connection (the handler learns when its connection closes).
   ThriftServer(const HostPort& bind, std::shared_ptr<apache::thrift::TProcessorFactory> factory,
-               std::size_t max_message_bytes, int max_connections = kDefaultMaxConnections);
+               std::size_t max_message_bytes, int max_connections = kDefaultMaxConnections, GateLimits gate = {});
   ~ThriftServer();
   ThriftServer(const ThriftServer&) = delete;
   ThriftServer& operator=(const ThriftServer&) = delete;
 
   const HostPort& address() const { return address_; }   // with the bound port
+  const ConnectionGate& gate() const { return *gate_; }
 
  private:
-  template <typename ProcessorOrFactory>
-  void start(const HostPort& bind, std::shared_ptr<ProcessorOrFactory> processor, std::size_t max_message_bytes,
-             int max_connections);
+  void start(const HostPort& bind, std::shared_ptr<apache::thrift::TProcessorFactory> factory,
+             std::size_t max_message_bytes, int max_connections, GateLimits gate);
 
+  std::shared_ptr<ConnectionGate> gate_;
   std::shared_ptr<apache::thrift::server::TThreadedServer> server_;
   std::thread thread_;
   HostPort address_;

@@ -4,6 +4,7 @@
 
 #include "dataparallel/ps/limits.h"
 #include "pw_thrift/ParameterServer.h"
+#include "rpc/connection_gate.h"
 #include "rpc/frame_check.h"
 #include "rpc/job_token.h"
 #include "rpc/thrift_server.h"
@@ -103,6 +104,7 @@ class PsHandler : public rpc::wire::ParameterServerIf {
   template <typename Body>
   void guarded(const std::string& token, Body body) {
     if (!rpc::tokens_equal(token, token_)) fail("wrong job token", rpc::wire::PsErrorCode::REFUSED);
+    rpc::mark_connection_proven();
     try {
       body();
     } catch (const rpc::wire::PsError&) {
@@ -122,16 +124,18 @@ class PsHandler : public rpc::wire::ParameterServerIf {
 
 }  // namespace
 
-PsServer::PsServer(const rpc::HostPort& bind, PsShardConfig config, std::string job_token) {
+PsServer::PsServer(const rpc::HostPort& bind, PsShardConfig config, std::string job_token, rpc::GateLimits gate) {
   rpc::check_job_token(job_token, "the parameter server's job token");
   shard_ = std::make_shared<PsShard>(std::move(config));
   server_ = std::make_unique<rpc::ThriftServer>(
       bind, std::make_shared<rpc::wire::ParameterServerProcessor>(std::make_shared<PsHandler>(shard_, job_token)),
-      kPsMaxFrameBytes);
+      kPsMaxFrameBytes, rpc::kDefaultMaxConnections, gate);
 }
 
 PsServer::~PsServer() { server_.reset(); }
 
 rpc::HostPort PsServer::address() const { return server_->address(); }
+
+const rpc::ConnectionGate& PsServer::gate() const { return server_->gate(); }
 
 }  // namespace pw::dp

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "dataparallel/ps/shard.h"
+#include "rpc/connection_gate.h"
 #include "rpc/host_port.h"
 
 namespace pw::rpc {
@@ -14,13 +15,16 @@ namespace pw::dp {
 
 class PsServer {
  public:
-  PsServer(const rpc::HostPort& bind, PsShardConfig config, std::string job_token);
+  // `gate`: how long a new connection has to make its first call with the token, and how many
+  // such unproven connections are held at once (rpc/connection_gate.h).
+  PsServer(const rpc::HostPort& bind, PsShardConfig config, std::string job_token, rpc::GateLimits gate = {});
   ~PsServer();
   PsServer(const PsServer&) = delete;
   PsServer& operator=(const PsServer&) = delete;
 
   rpc::HostPort address() const;
   PsShard& shard() { return *shard_; }
+  const rpc::ConnectionGate& gate() const;
 
  private:
   std::shared_ptr<PsShard> shard_;

@@ -5,6 +5,12 @@
 #include <fstream>
 #include <thread>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <boost/test/unit_test.hpp>
 
 #include "dataparallel/ps/client.h"
@@ -220,6 +226,57 @@ BOOST_AUTO_TEST_CASE(bad_requests_get_clear_errors_and_the_server_keeps_serving)
   dp::PsClient intruder({ps.servers[0]->address()}, "wrong-token", 0, 1000ms);
   BOOST_TEST(error_of([&] { intruder.pull("emb", 4, {1}, 0, -1); }).find("wrong job token") != std::string::npos);
   BOOST_CHECK_NO_THROW(client.pull("emb", 4, {1, 2, 3}, 1, -1));   // still serving
+}
+
+// A TCP connection to `address` that sends nothing.
+int silent_connection(const rpc::HostPort& address) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  BOOST_REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(address.port));
+  ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  BOOST_REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  return fd;
+}
+
+// Whether the server closed `fd` before `deadline` (the read sees the end of the stream or a reset).
+bool closed_by_server(int fd, std::chrono::steady_clock::time_point deadline) {
+  pollfd p{fd, POLLIN, 0};
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  if (::poll(&p, 1, static_cast<int>(std::max<std::int64_t>(0, left.count()))) != 1) return false;
+  char byte = 0;
+  return ::recv(fd, &byte, 1, 0) <= 0;
+}
+
+// Connections that send nothing cannot starve a server (300 of them once filled its 256 slots and a
+// job with the token got no answer): they wait in slots of their own, the oldest closed when a
+// newer one needs its slot, each closed when its first-call deadline passes, and a client with
+// the token is served among them.
+BOOST_AUTO_TEST_CASE(silent_connections_cannot_starve_a_server) {
+  dp::PsShardConfig config;
+  config.workers = 1;
+  config.mode = dp::UpdateMode::Async;
+  const rpc::GateLimits gate{1500ms, 16};
+  dp::PsServer server({"127.0.0.1", 0}, config, kToken, gate);
+  std::vector<int> silent;
+  for (int i = 0; i < 300; ++i) silent.push_back(silent_connection(server.address()));
+  dp::PsClient client({server.address()}, kToken, 0, 20000ms);
+  BOOST_CHECK_NO_THROW(client.create_table(table("emb", 4, dp::SparseOptimizerKind::Sgd)));
+  BOOST_CHECK_NO_THROW(client.pull("emb", 4, {1, 2}, 0, -1));
+  BOOST_TEST(server.gate().unproven() <= gate.unproven_slots);
+  int closed = 0;
+  const auto deadline = std::chrono::steady_clock::now() + 60s;   // the server's is 1.5 s: generous for a loaded machine
+  for (const int fd : silent) {
+    closed += closed_by_server(fd, deadline) ? 1 : 0;
+    ::close(fd);
+  }
+  BOOST_TEST(closed == 300);
+  BOOST_TEST(server.gate().evicted() >= 300 - gate.unproven_slots);
+  // The client's connection proved itself: it outlives the first-call deadline and still serves.
+  std::this_thread::sleep_for(gate.first_call_deadline + 500ms);
+  BOOST_CHECK_NO_THROW(client.pull("emb", 4, {1}, 0, -1));
+  BOOST_TEST(server.gate().unproven() == 0);
 }
 
 BOOST_AUTO_TEST_CASE(requests_of_any_size_go_in_chunks) {

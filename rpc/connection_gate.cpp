@@ -1,0 +1,114 @@
+#include "rpc/connection_gate.h"
+
+#include <sys/socket.h>
+
+#include <thrift/transport/TSocket.h>
+
+#include "core/error.h"
+#include "core/log.h"
+
+namespace pw::rpc {
+
+namespace transport = apache::thrift::transport;
+using apache::thrift::TProcessor;
+using apache::thrift::protocol::TProtocol;
+
+class GatedProcessor;
+
+namespace {
+thread_local GatedProcessor* t_serving = nullptr;   // the gated connection this thread serves a call of
+}
+
+class GatedProcessor : public TProcessor {
+ public:
+  GatedProcessor(std::shared_ptr<ConnectionGate> gate, std::uint64_t id, std::shared_ptr<TProcessor> inner,
+                 std::shared_ptr<transport::TSocket> socket, std::chrono::milliseconds deadline)
+      : gate_(std::move(gate)), id_(id), inner_(std::move(inner)), socket_(std::move(socket)), deadline_(deadline) {}
+
+  ~GatedProcessor() override { gate_->forget(id_); }
+
+  bool process(std::shared_ptr<TProtocol> in, std::shared_ptr<TProtocol> out, void* context) override {
+    struct Serving {
+      GatedProcessor* previous = t_serving;
+      explicit Serving(GatedProcessor* p) { t_serving = p; }
+      ~Serving() { t_serving = previous; }
+    } serving(this);
+    bool keep = false;
+    try {
+      keep = inner_->process(std::move(in), std::move(out), context);
+    } catch (...) {
+      gate_->forget(id_);   // the connection ends: its descriptor must not be shut down once reused
+      throw;
+    }
+    if (!proven_ && std::chrono::steady_clock::now() - opened_ > deadline_) {
+      // Answered, but still without the job's token after the deadline: the connection goes.
+      gate_->forget(id_);
+      PW_LOG(Debug, "closing a connection that sent no call with the job's token within its deadline");
+      return false;
+    }
+    if (!keep) gate_->forget(id_);
+    return keep;
+  }
+
+  void prove() {
+    if (proven_) return;
+    proven_ = true;
+    gate_->forget(id_);
+    if (socket_) socket_->setRecvTimeout(0);   // a proven connection may stay idle between calls
+  }
+
+ private:
+  std::shared_ptr<ConnectionGate> gate_;
+  std::uint64_t id_;
+  std::shared_ptr<TProcessor> inner_;
+  std::shared_ptr<transport::TSocket> socket_;
+  std::chrono::milliseconds deadline_;
+  std::chrono::steady_clock::time_point opened_ = std::chrono::steady_clock::now();
+  bool proven_ = false;
+};
+
+void mark_connection_proven() {
+  if (t_serving != nullptr) t_serving->prove();
+}
+
+ConnectionGate::ConnectionGate(std::shared_ptr<apache::thrift::TProcessorFactory> inner, GateLimits limits)
+    : inner_(std::move(inner)), limits_(limits) {}
+
+std::shared_ptr<TProcessor> ConnectionGate::getProcessor(const apache::thrift::TConnectionInfo& info) {
+  auto socket = std::dynamic_pointer_cast<transport::TSocket>(info.transport);
+  if (socket) socket->setRecvTimeout(static_cast<int>(limits_.first_call_deadline.count()));
+  std::uint64_t id = 0;
+  {
+    std::lock_guard lock(mutex_);
+    id = next_id_++;
+    while (!unproven_.empty() && static_cast<int>(unproven_.size()) >= limits_.unproven_slots) {
+      // The oldest unproven connection makes room. Its thread is blocked reading (or answering a
+      // call without the token); shutting the socket down ends that read. It is still registered,
+      // so its descriptor is still its own (a connection leaves the map before it closes).
+      const auto oldest = unproven_.begin();
+      if (oldest->second >= 0) ::shutdown(oldest->second, SHUT_RDWR);
+      unproven_.erase(oldest);
+      ++evicted_;
+    }
+    unproven_.emplace(id, socket ? static_cast<int>(socket->getSocketFD()) : -1);
+  }
+  return std::make_shared<GatedProcessor>(shared_from_this(), id, inner_->getProcessor(info), socket,
+                                          limits_.first_call_deadline);
+}
+
+void ConnectionGate::forget(std::uint64_t id) {
+  std::lock_guard lock(mutex_);
+  unproven_.erase(id);
+}
+
+int ConnectionGate::unproven() const {
+  std::lock_guard lock(mutex_);
+  return static_cast<int>(unproven_.size());
+}
+
+std::int64_t ConnectionGate::evicted() const {
+  std::lock_guard lock(mutex_);
+  return evicted_;
+}
+
+}  // namespace pw::rpc

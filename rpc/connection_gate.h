@@ -1,0 +1,48 @@
+#pragma once
+// Admission of a server's connections. A connection is unproven until a call on it carries the
+// job's token (the handler that checked the token calls mark_connection_proven() on the serving
+// thread). An unproven connection that has not made such a call within a deadline (default 5 s)
+// is closed: a silent one when its read times out, one whose calls lack the token (each answered
+// with the refusal) after the first call past the deadline. Unproven connections have slots of
+// their own (default 64), the oldest closed when a new one needs a slot.
+// So connections that send nothing, or not the job's token, never hold the slots of the job's
+// ranks, and a rank connecting during a flood of them still gets in.
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include <thrift/TProcessor.h>
+
+namespace pw::rpc {
+
+struct GateLimits {
+  std::chrono::milliseconds first_call_deadline{5000};
+  int unproven_slots = 64;
+};
+
+// Called by a handler once the call it serves carried the job's token; a no-op off a gated server.
+void mark_connection_proven();
+
+class ConnectionGate : public apache::thrift::TProcessorFactory, public std::enable_shared_from_this<ConnectionGate> {
+ public:
+  ConnectionGate(std::shared_ptr<apache::thrift::TProcessorFactory> inner, GateLimits limits);
+  std::shared_ptr<apache::thrift::TProcessor> getProcessor(const apache::thrift::TConnectionInfo& info) override;
+
+  int unproven() const;        // connections waiting to prove themselves
+  std::int64_t evicted() const;   // unproven connections closed to make room for newer ones
+
+ private:
+  friend class GatedProcessor;
+  void forget(std::uint64_t id);
+
+  std::shared_ptr<apache::thrift::TProcessorFactory> inner_;
+  GateLimits limits_;
+  mutable std::mutex mutex_;
+  std::uint64_t next_id_ = 0;
+  std::map<std::uint64_t, int> unproven_;   // id (oldest first) -> socket descriptor
+  std::int64_t evicted_ = 0;
+};
+
+}  // namespace pw::rpc
