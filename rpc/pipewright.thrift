@@ -146,6 +146,15 @@ struct ShardStats {
   11: list<i64> last_pushed,  // per worker: the last step whose push is whole here (-1: none)
 }
 
+// What a server was started as: a client checks it against the job on connect, so swapped,
+// missing or repeated addresses and another update mode are refused rather than trained on.
+struct ShardIdentity {
+  1: i32 shard,
+  2: i32 shards,
+  3: i32 workers,
+  4: string mode,          // sync, async or bounded
+}
+
 // A file a shard wrote for a job checkpoint.
 struct PsCheckpointFile {
   1: string path,          // relative to the checkpoint folder: "shard-0/emb.table"
@@ -181,4 +190,5 @@ service ParameterServer {
   // check_only it reads and checks the same and changes nothing (a client checks every shard
   // before it lets any replace its tables).
   void restore(1: string job_token, 2: string folder, 3: bool check_only) throws (1: PsError error),
+  ShardIdentity identity(1: string job_token) throws (1: PsError error),
 }

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "rpc/job_token.h"
 #include "tools/train_command.h"
+#include "train/job_plan.h"
 #include "train/launcher/stop_signals.h"
 #include "train/launcher/supervisor.h"
 
@@ -95,6 +96,16 @@ int run_launch(const LaunchOptions& o) {
   PW_INPUT_CHECK(spec.args.front() != "launch", "pipewright launch cannot launch itself; give train arguments after --");
   if (o.ps > 0) {
     const train::JobConfig job = train_job_of(spec.args);
+    // The job as its ranks will plan it, servers included: a model with no tables on servers is
+    // refused here, in the words `train --ps` uses, before any server starts.
+    train::JobConfig with_servers = job;
+    with_servers.ps.servers = o.ps;
+    try {
+      train::plan_job(with_servers);
+    } catch (const train::ConfigError& e) {
+      if (e.path().rfind("/ps/", 0) != 0) throw;
+      throw InputError("--ps: " + e.problem());
+    }
     spec.servers.count = o.ps;
     spec.servers.workers = job.replicas.replicas;
     spec.servers.config = job.ps;

@@ -84,6 +84,9 @@ std::unique_ptr<ParameterServers> ParameterServers::open(const JobConfig& c, std
     if (o.token.empty())
       throw ConfigError("/ps/token", "parameter servers at /ps/addresses need the job token they were started with");
     ps->token_ = o.token;
+    // Servers started on their own: each must be the shard its place in the list says, for this
+    // job's replicas and update mode, or keys would land on the wrong shards without a word.
+    ps->admin_client().check_identities(c.replicas.replicas, o.mode);
     return ps;
   }
   if (multi_process)

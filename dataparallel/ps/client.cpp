@@ -29,16 +29,28 @@ constexpr auto kRetryPause = std::chrono::milliseconds(200);
 constexpr auto kAnswerSlack = std::chrono::milliseconds(2000);
 constexpr auto kFileWorkSlack = std::chrono::minutes(10);
 
+// Thrift's words for a socket timeout ("THRIFT_EAGAIN (timed out)", "Resource temporarily
+// unavailable") are the operating system's; say what happened.
+std::string plain_transport_error(const apache::thrift::TException& e) {
+  const std::string what = e.what();
+  if (what.find("EAGAIN") != std::string::npos || what.find("temporarily unavailable") != std::string::npos ||
+      what.find("timed out") != std::string::npos)
+    return "the server did not answer in time";
+  if (what.find("refused") != std::string::npos) return "connection refused (no server listening)";
+  return what;
+}
+
 // One framed connection to a shard, opened on first use and after a failure.
 class PsConnection {
  public:
   PsConnection(rpc::HostPort address, int shard) : address_(std::move(address)), shard_(shard) {}
+  const rpc::HostPort& address() const { return address_; }
 
   // A lost connection (a restarted server) is opened again and the call retried until `timeout`
   // has passed: pulls are idempotent, and a server that logged a push before it died takes the
   // retried copy as already done.
   template <typename Body>
-  auto call(const char* what, std::chrono::milliseconds timeout, Body body,
+  auto call(const std::string& what, std::chrono::milliseconds timeout, Body body,
             std::chrono::milliseconds slack = kAnswerSlack) {
     std::lock_guard lock(mutex_);
     const std::string where = "parameter server shard " + std::to_string(shard_) + " at " + address_.str() + " (" +
@@ -72,8 +84,9 @@ class PsConnection {
       } catch (const apache::thrift::TException& e) {
         close();
         if (std::chrono::steady_clock::now() + kRetryPause >= deadline)
-          throw rpc::TimeoutError(where + "no answer within " + std::to_string(timeout.count()) + " ms (" +
-                                  std::to_string(attempt + 1) + " attempts): " + e.what());
+          throw rpc::TimeoutError(where + "no answer within the timeout of " + std::to_string(timeout.count()) +
+                                  " ms (" + std::to_string(attempt + 1) + " attempts; the last: " +
+                                  plain_transport_error(e) + ")");
         std::this_thread::sleep_for(kRetryPause);
       } catch (...) {   // e.g. bad_alloc part-way through an answer: the rest of its frame is still unread
         close();
@@ -209,7 +222,7 @@ void PsClient::pull(const std::string& table, int dim, const std::vector<std::in
       const auto [begin, end] = ps_chunk(chunk, chunks, n);
       const std::vector<std::int64_t> chunk_keys(per[u].begin() + static_cast<std::ptrdiff_t>(begin),
                                                  per[u].begin() + static_cast<std::ptrdiff_t>(end));
-      connection.call("pull", timeout_, [&](rpc::wire::ParameterServerClient& client, int ms) {
+      connection.call("pull of step " + std::to_string(step), timeout_, [&](rpc::wire::ParameterServerClient& client, int ms) {
         client.send_pull(token_, table, chunk_keys, step, staleness, ms);
         // A retry after a broken answer writes the same rows again.
         read_pull_answer(*client.getInputProtocol(), d * sizeof(float), chunk_keys.size(),
@@ -248,7 +261,7 @@ void PsClient::push(const std::string& table, int dim, const std::vector<std::in
       const auto [begin, end] = ps_chunk(part, parts, n);
       const PushCall call{token_,       table, worker.value_or(worker_), step, per[u], grads.data(), d, where[u], begin,
                           end,          static_cast<std::int32_t>(part), static_cast<std::int32_t>(parts), push_id};
-      connection.call("push", timeout_, [&](rpc::wire::ParameterServerClient& client, int) {
+      connection.call("push of step " + std::to_string(step), timeout_, [&](rpc::wire::ParameterServerClient& client, int) {
         send_push(*client.getOutputProtocol(), call);
         client.recv_push();
       });
@@ -268,6 +281,28 @@ std::vector<PsClient::ShardReport> PsClient::stats(const std::string& table) {
                                         st.expirations, st.peak_rows, st.last_pushed};
   });
   return out;
+}
+
+void PsClient::check_identities(int workers, UpdateMode mode) {
+  std::vector<rpc::wire::ShardIdentity> ids(static_cast<std::size_t>(shards()));
+  on_every_shard("identity", [&](int s) {
+    control(s).call("identity", timeout_, [&](rpc::wire::ParameterServerClient& c, int) {
+      c.identity(ids[static_cast<std::size_t>(s)], token_);
+    });
+  });
+  for (int s = 0; s < shards(); ++s) {
+    const auto& id = ids[static_cast<std::size_t>(s)];
+    const std::string where = "the parameter server at " + control(s).address().str();
+    PW_INPUT_CHECK(id.shards == shards(), where << " was started as one of " << id.shards << " shards, but the job gives "
+                                                << shards() << " server address(es); give every shard's address once");
+    PW_INPUT_CHECK(id.shard == s, where << " was started as shard " << id.shard << " of " << id.shards
+                                        << ", but the job lists it as shard " << s
+                                        << "; give the addresses in shard order, each once");
+    PW_INPUT_CHECK(id.workers == workers, where << " was started for " << id.workers << " worker(s), but the job has "
+                                                << workers << " replica(s)");
+    PW_INPUT_CHECK(id.mode == update_mode_name(mode), where << " runs " << id.mode << " updates, but the job asks for "
+                                                            << update_mode_name(mode) << " (--ps-mode)");
+  }
 }
 
 std::vector<PsCheckpointFile> PsClient::checkpoint(const std::string& folder, std::int64_t step) {

@@ -47,6 +47,11 @@ class PsClient {
   };
   std::vector<ShardReport> stats(const std::string& table);
 
+  // Checks that the server at position s of the address list was started as shard s of shards(),
+  // for `workers` workers, in `mode`: an InputError naming the address and both sides otherwise
+  // (addresses swapped, missing or given twice; another replica count or update mode).
+  void check_identities(int workers, UpdateMode mode);
+
   // Every shard writes its tables as they stood after the pushes of steps < `step` under
   // folder/shard-<s>/ (the servers' file system), waiting up to the client's timeout for pushes
   // still missing; the files of every shard, in shard order. See PsShard::checkpoint.

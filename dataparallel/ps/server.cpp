@@ -96,6 +96,16 @@ class PsHandler : public rpc::wire::ParameterServerIf {
     });
   }
 
+  void identity(rpc::wire::ShardIdentity& out, const std::string& token) override {
+    guarded(token, [&] {
+      const auto& c = shard_->config();
+      out.shard = c.shard;
+      out.shards = c.shards;
+      out.workers = c.workers;
+      out.mode = update_mode_name(c.mode);
+    });
+  }
+
   void restore(const std::string& token, const std::string& folder, bool check_only) override {
     guarded(token, [&] { shard_->restore(folder, check_only ? PsRestore::CheckOnly : PsRestore::Replace); });
   }

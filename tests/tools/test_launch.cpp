@@ -255,6 +255,11 @@ BOOST_AUTO_TEST_CASE(bad_launch_input_gets_one_line_errors) {
   r = run_pipewright("train " + kJob + "--stages 2 --startup-timeout -1");
   BOOST_TEST(r.status != 0);
   BOOST_TEST(r.output.find("--startup-timeout") != std::string::npos, r.output);
+  // Servers for a model that keeps no table on them: refused before any starts, as train --ps is.
+  r = run_pipewright("launch --nproc-per-node 1 --ps 1 -- " + kJob);
+  BOOST_TEST(r.status == 2, r.output);
+  BOOST_TEST(r.output.find("--ps: parameter servers hold embedding tables, and model seed-cnn keeps none on them") !=
+                 std::string::npos, r.output);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

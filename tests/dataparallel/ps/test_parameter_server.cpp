@@ -279,6 +279,50 @@ BOOST_AUTO_TEST_CASE(silent_connections_cannot_starve_a_server) {
   BOOST_TEST(server.gate().unproven() == 0);
 }
 
+// Servers given in the wrong order, one missing or one twice, or run in another mode or for
+// another replica count, are refused naming the address, instead of keys landing on wrong shards.
+BOOST_AUTO_TEST_CASE(a_client_checks_that_each_server_is_the_shard_the_job_lists) {
+  test::PsTestServers ps(2, 1, dp::UpdateMode::Sync, kToken);
+  const auto a = ps.addresses[0], b = ps.addresses[1];
+  const auto check = [&](std::vector<rpc::HostPort> list, int workers, dp::UpdateMode mode) {
+    return error_of([&] { dp::PsClient(list, kToken, 0, 5000ms).check_identities(workers, mode); });
+  };
+  BOOST_TEST(check({a, b}, 1, dp::UpdateMode::Sync) == "(no error)");
+  const auto swapped = check({b, a}, 1, dp::UpdateMode::Sync);
+  BOOST_TEST(swapped.find("the parameter server at " + b.str() + " was started as shard 1 of 2, but the job lists it "
+                          "as shard 0; give the addresses in shard order, each once") != std::string::npos, swapped);
+  const auto missing = check({a}, 1, dp::UpdateMode::Sync);
+  BOOST_TEST(missing.find(a.str() + " was started as one of 2 shards, but the job gives 1 server address(es)") !=
+                 std::string::npos, missing);
+  const auto twice = check({a, a}, 1, dp::UpdateMode::Sync);
+  BOOST_TEST(twice.find(a.str() + " was started as shard 0 of 2, but the job lists it as shard 1") != std::string::npos,
+             twice);
+  const auto mode = check({a, b}, 1, dp::UpdateMode::Async);
+  BOOST_TEST(mode.find("runs sync updates, but the job asks for async (--ps-mode)") != std::string::npos, mode);
+  const auto workers = check({a, b}, 2, dp::UpdateMode::Sync);
+  BOOST_TEST(workers.find("was started for 1 worker(s), but the job has 2 replica(s)") != std::string::npos, workers);
+}
+
+// A server that takes the connection and never answers: the pull is retried until its deadline,
+// then fails naming the shard, its address, the step and the timeout, in words.
+BOOST_AUTO_TEST_CASE(a_pull_that_gets_no_answer_names_shard_address_step_and_timeout) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  BOOST_REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 && ::listen(listener, 16) == 0);
+  socklen_t size = sizeof addr;
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &size);
+  const rpc::HostPort mute{"127.0.0.1", ntohs(addr.sin_port)};
+  dp::PsClient client({mute}, kToken, 0, 1500ms);
+  const auto message = error_of([&] { client.pull("emb", 4, {1, 2}, 7, -1); });
+  ::close(listener);
+  BOOST_TEST(message.find("parameter server shard 0 at " + mute.str() + " (pull of step 7): no answer within the "
+                          "timeout of 1500 ms") != std::string::npos, message);
+  BOOST_TEST(message.find("temporarily unavailable") == std::string::npos, message);
+  BOOST_TEST(message.find("EAGAIN") == std::string::npos, message);
+}
+
 BOOST_AUTO_TEST_CASE(requests_of_any_size_go_in_chunks) {
   // Over a million keys over two shards: each shard's keys travel in parts of at most
   // ps_keys_per_chunk(8) keys (about 105k), several at once, and one push of many parts is one step.
