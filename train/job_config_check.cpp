@@ -1,5 +1,8 @@
 // validate(JobConfig): every field's range, named by its path, before anything is planned.
+#include <algorithm>
 #include <cmath>
+#include <thread>
+#include <utility>
 #include <sstream>
 
 #include "core/error.h"
@@ -92,9 +95,18 @@ void validate(const JobConfig& c) {
   k.at_least("/numerics/loss_scale", c.numerics.loss_scale, 0.0);
   k.positive("/numerics/initial_loss_scale", c.numerics.initial_loss_scale);
   k.at_least("/numerics/loss_scale_window", c.numerics.loss_scale_window, 1);
-  k.at_least("/resources/threads", c.resources.threads, 0);
-  k.at_least("/resources/prefetch_batches", c.resources.prefetch_batches, 0);
-  k.at_least("/resources/loader_threads", c.resources.loader_threads, 0);
+  // Thread counts far past the machine exhaust it (OpenMP and oneTBB then fail or crash while
+  // starting threads): at most 4 per hardware thread, said in words.
+  const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int most_threads = 4 * hardware;
+  for (const auto& [path, value] : {std::pair{"/resources/threads", c.resources.threads},
+                                    std::pair{"/resources/loader_threads", c.resources.loader_threads}}) {
+    k.at_least(path, value, 0);
+    if (value > most_threads)
+      k.fail(path, value, "at most " + std::to_string(most_threads) + " (4 per hardware thread; this machine has " +
+                              std::to_string(hardware) + ")");
+  }
+  k.in_range("/resources/prefetch_batches", c.resources.prefetch_batches, 0, 64);
   k.at_least("/resources/device_memory", c.resources.device_memory, std::int64_t{0});
 }
 

@@ -1,5 +1,7 @@
 // JobConfig: its JSON form round-trips, its hash tells jobs apart, and the first differing field
 // is named; resources (where a rank runs) are not part of the job's identity.
+#include <thread>
+
 #include <boost/test/unit_test.hpp>
 
 #include "core/error.h"
@@ -231,7 +233,14 @@ BOOST_AUTO_TEST_CASE(validate_names_the_first_field_out_of_range_by_its_path) {
   BOOST_TEST(bad([](auto& c) { c.timeouts.stage_seconds = 0; }) == "/timeouts/stage_seconds: 0; must be > 0");
   BOOST_TEST(bad([](auto& c) { c.model.embedding_rows = {10, 0}; }) == "/model/embedding_rows/1: 0; must be in [1, 16777216]");
   BOOST_TEST(bad([](auto& c) { c.resources.loader_threads = -1; }) == "/resources/loader_threads: -1; must be >= 0");
-  BOOST_TEST(bad([](auto& c) { c.resources.prefetch_batches = -2; }) == "/resources/prefetch_batches: -2; must be >= 0");
+  BOOST_TEST(bad([](auto& c) { c.resources.prefetch_batches = -2; }) == "/resources/prefetch_batches: -2; must be in [0, 64]");
+  // Thread counts are held to what the machine can start (a crash inside libgomp before).
+  const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const std::string most = std::to_string(4 * hardware) + " (4 per hardware thread; this machine has " +
+                           std::to_string(hardware) + ")";
+  BOOST_TEST(bad([](auto& c) { c.resources.threads = 65536; }) == "/resources/threads: 65536; at most " + most);
+  BOOST_TEST(bad([](auto& c) { c.resources.loader_threads = 32768; }) == "/resources/loader_threads: 32768; at most " + most);
+  BOOST_TEST(bad([=](auto& c) { c.resources.threads = 4 * hardware; }).empty());
   // plan_job validates first.
   c.recovery.max_bad_steps = 0;
   BOOST_CHECK_THROW(train::plan_job(c), train::ConfigError);
