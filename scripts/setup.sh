@@ -18,6 +18,7 @@ packages=(
   python3 python3-torch python3-numpy python3-torchvision python3-pil
   mate-backgrounds
   clang libclang-rt-14-dev
+  stress-ng
 )
 
 missing=()
