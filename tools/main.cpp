@@ -1,4 +1,6 @@
-// The pipewright command: train, plan, launch, prof, ps, data and info.
+// The pipewright command: train, plan, launch, prof, ps, data and info. Exit statuses: 0 done, 1 out
+// of memory, 2 bad input, 3 internal error, 4 timeout, 5 stopped because another rank failed,
+// 6 the job ran but did not train (docs/long_jobs.md).
 #include <cstdio>
 #include <cstdlib>
 
@@ -50,6 +52,10 @@ int main(int argc, char** argv) {
   } catch (const pw::InputError& e) {
     std::fprintf(stderr, "pipewright: error: %s\n", e.what());
     return 2;
+  } catch (const pw::TrainingFailed& e) {
+    // The job ran but did not train (diverged, gave up after its rollbacks, skipped every step).
+    std::fprintf(stderr, "pipewright: did not train: %s\n", e.what());
+    return 6;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "pipewright: internal error: %s\n", e.what());
     return 3;

@@ -309,6 +309,10 @@ void add_train_command(CLI::App& app, TrainCommand& t) {
       ->capture_default_str()->check(CLI::PositiveNumber)->group(checkpoints);
   b.option("--rollback-lr-factor", "/recovery/rollback_lr_factor", job.recovery.rollback_lr_factor, "learning rate after a rollback, relative to before")
       ->capture_default_str()->check(CLI::Range(1e-6, 1.0))->group(checkpoints);
+  b.option("--max-rollbacks", "/recovery/max_rollbacks", job.recovery.max_rollbacks,
+           "rollbacks in a row that do not get past the step where the last one began before the job gives up "
+           "(exit status 6)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber)->group(checkpoints);
 
   const std::string numerics = "Numerics";
   b.choice("--precision", "/numerics/precision", job.numerics.precision,
@@ -433,6 +437,7 @@ int run_train(const TrainCommand& t) {
     }
   };
   // The library names fields by their paths; this command's user gave flags.
+  callbacks.name_fields = [&t](const std::string& text) { return t.flags.translate(text); };
   try {
     train::run_job(job, t.fit, callbacks);
   } catch (const train::ConfigError& e) {

@@ -1,6 +1,7 @@
 #include "train/engine.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -13,6 +14,7 @@
 #include "core/units.h"
 #include "dataparallel/topology.h"
 #include "kernels/math_mode.h"
+#include "kernels/ops/elementwise.h"
 #include "kernels/runtime.h"
 #include "kernels/stream.h"
 #include "models/checkpoint.h"
@@ -34,7 +36,7 @@ milliseconds millis(double seconds) { return milliseconds(static_cast<std::int64
 // the scores' id lies far above any weight count.
 enum ControlMessage : int {
   kStepFigures = 0, kEvalFigures = 1, kWeightNames = 2, kFirstWeight = 3, kEvalScores = 1 << 30, kUpdateCheck = (1 << 30) + 1,
-  kPushesDone = (1 << 30) + 2
+  kPushesDone = (1 << 30) + 2, kWeightsFinite = (1 << 30) + 3
 };
 // Tag::virtual_stage of the tied weights' starting values (other control messages use 0).
 constexpr int kTiedStart = 1 << 20;
@@ -343,6 +345,7 @@ std::vector<std::vector<double>> Engine::exchange(const std::vector<double>& val
             << (message == kStepFigures    ? "the step's figures"
                 : message == kUpdateCheck ? "whether its gradients are finite"
                 : message == kPushesDone  ? "that its embedding pushes are answered"
+                : message == kWeightsFinite ? "whether its weights are finite"
                                           : "the evaluation's figures")
             << " with rank " << peer << ": ";
     pipeline::rethrow_with_context(context.str());
@@ -472,6 +475,17 @@ models::EvalResult Engine::evaluate(EvalFeed& feed) {
   }
   if (scored) r.auc = gather_auc(all, scores, score_labels, round);
   return r;
+}
+
+bool Engine::weights_finite() {
+  bool finite = true;
+  for (auto* layer : layers())
+    for (auto& [name, p] : layer->named_parameters())
+      if (finite && !std::isfinite(kernels::sum_of_squares(p->value))) finite = false;
+  const auto all = exchange({finite ? 1.0 : 0.0}, kWeightsFinite, weight_checks_++);
+  for (const auto& figures : all)
+    if (figures.front() == 0.0) return false;
+  return true;
 }
 
 // The last stage of every replica sends rank 0 its scores and labels; rank 0 ranks them all

@@ -70,6 +70,9 @@ class Engine {
   std::int64_t steps_made() const { return step_; }
   // Forward-only over the test set, split over the replicas; the counts are summed.
   models::EvalResult evaluate(EvalFeed& feed);
+  // Whether every parameter of every rank is finite (rows on parameter servers are not read).
+  // Called by every rank; every rank gets the same answer.
+  bool weights_finite();
   // Every stage's parameters and buffers by whole-model name, written by rank 0 (safetensors).
   void save(const std::string& path);
   // This rank's share of a checkpoint (train/checkpoint.h), copied to the host now: replica 0 writes
@@ -84,6 +87,8 @@ class Engine {
   void set_lr(double lr);
   double lr() const;
   const LossScaler& loss_scaler() const { return loss_scaler_; }
+  // fp16 dynamic loss scaling: starts again at `scale` (a resumed job's --initial-loss-scale).
+  void set_loss_scale(double scale) { loss_scaler_.restore(scale, 0); }
   // This rank's chunks of the model.
   std::vector<models::Layer*> layers();
   pipeline::StageExecutor& executor() { return *executor_; }
@@ -134,6 +139,7 @@ class Engine {
   std::int64_t step_ = 0;
   std::int64_t evaluations_ = 0;
   std::int64_t gathers_ = 0;
+  std::int64_t weight_checks_ = 0;
 };
 
 }  // namespace pw::train

@@ -162,17 +162,15 @@ CheckpointManifest restore_checkpoint(Engine& engine, const std::string& folder,
 }
 
 // After /recovery/max_bad_steps non-finite steps in a row: every rank goes back to the newest checkpoint
-// and continues with a lower learning rate.
-CheckpointManifest roll_back(Engine& engine, Checkpointer& checkpointer, std::int64_t step, std::int64_t bad,
-                             std::int64_t rollbacks) {
+// and continues with a lower learning rate (nullopt on every rank: there is none).
+std::optional<CheckpointManifest> roll_back(Engine& engine, Checkpointer& checkpointer, std::int64_t bad,
+                                            std::int64_t rollbacks) {
   const auto& c = engine.plan().config;
   const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<std::int64_t>(c.timeouts.stage_seconds * 1000));
   const double lr_now = engine.lr();
   checkpointer.finish();
   const auto folder = checkpointer.newest(deadline);
-  PW_INPUT_CHECK(!folder.empty(), bad << " steps in a row (up to step " << step
-                                      << ") had a non-finite loss or gradients and there is no checkpoint to roll back "
-                                         "to; lower /optimizer/lr, clip with /recovery/clip_grad_norm, or give /checkpoints/dir");
+  if (folder.empty()) return std::nullopt;
   const auto m = restore_checkpoint(engine, folder, "rollback/" + std::to_string(rollbacks), deadline);
   // The checkpoints after it belong to the trajectory given up.
   if (engine.is_primary()) remove_checkpoints_after(c.checkpoints.dir, m.step);
@@ -181,6 +179,53 @@ CheckpointManifest roll_back(Engine& engine, Checkpointer& checkpointer, std::in
     log::outputf("rolled back to %s (step %lld) after %lld non-finite steps in a row; learning rate now %g",
                  folder.c_str(), static_cast<long long>(m.step), static_cast<long long>(bad), engine.lr());
   return m;
+}
+
+// " (fp16 loss scale 1024)" under fp16 loss scaling, else empty.
+std::string loss_scale_note(const Engine& engine) {
+  if (engine.loss_scaler().mode() == LossScaler::Mode::Off) return "";
+  std::ostringstream out;
+  out << " (fp16 loss scale " << engine.loss_scaler().scale() << ")";
+  return out.str();
+}
+
+// A resumed job must make steps: /data/steps (or the epochs) is the job's total, counted from its start.
+void check_steps_beyond(const JobConfig& c, std::int64_t total_steps, const std::string& folder,
+                        std::int64_t saved_step) {
+  if (total_steps > saved_step) return;
+  if (c.data.steps > 0)
+    throw ConfigError("/data/steps", std::to_string(total_steps) + " is at or below step " + std::to_string(saved_step) +
+                                         " of the checkpoint resumed (" + folder +
+                                         "); /data/steps is the job's total: give more than " +
+                                         std::to_string(saved_step));
+  throw ConfigError("/data/epochs", std::to_string(c.data.epochs) + " (" + std::to_string(total_steps) +
+                                        " steps) is at or below step " + std::to_string(saved_step) +
+                                        " of the checkpoint resumed (" + folder +
+                                        "); give more epochs, or /data/steps above " + std::to_string(saved_step));
+}
+
+// A flag that differs from the checkpoint's job: refused by resume_difference when the checkpoint's
+// tensors or data position depend on it; applied here otherwise (the learning rate, the loss
+// scale: the checkpoint restored its own), and logged by rank 0 either way.
+void apply_overrides(Engine& engine, const CheckpointManifest& m, const FitOptions& o, const FitCallbacks& callbacks) {
+  const auto& plan = engine.plan();
+  for (const auto& change : resume_overrides(m.config, to_json(plan.config))) {
+    std::ostringstream line;
+    line << "resuming from " << m.folder << ": overriding " << change.path << " ";
+    if (change.path == "/optimizer/lr") {
+      line << engine.lr();   // in force at the checkpoint (after any rollback)
+      engine.set_lr(plan.optimizer.lr);
+      line << " from the checkpoint with " << plan.optimizer.lr;
+    } else if (change.path == "/numerics/initial_loss_scale" && engine.loss_scaler().mode() == LossScaler::Mode::Dynamic) {
+      line << engine.loss_scaler().scale();   // the checkpoint's scale in force
+      engine.set_loss_scale(plan.config.numerics.initial_loss_scale);
+      line << " from the checkpoint with " << engine.loss_scaler().scale();
+    } else {
+      line << change.saved.dump() << " from the checkpoint with " << change.now.dump();
+    }
+    if (engine.is_primary() && o.progress)
+      log::output(callbacks.name_fields ? callbacks.name_fields(line.str()) : line.str());
+  }
 }
 
 nlohmann::json summary_of(Engine& engine, const std::vector<double>& loss_history,
@@ -344,7 +389,12 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
   const std::string resume_folder = resume_folder_of(engine, startup);
   std::optional<std::int64_t> resumed_from;
   if (!resume_folder.empty()) {
+    // A launcher's restart of a job whose last checkpoint is its last step has nothing left to make
+    // but its evaluation; a job resumed by hand with no step to make is a mistake.
+    if (engine.links().restarts().count == 0)
+      check_steps_beyond(c, total_steps, resume_folder, read_manifest(resume_folder).step);
     const auto m = restore_checkpoint(engine, resume_folder, "resumed", startup);
+    apply_overrides(engine, m, o, callbacks);
     resumed_from = m.step;
     step = m.step;
     loss_history = m.loss_history;
@@ -371,7 +421,14 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
   UtilisationLine utilisation(o.log_every);
   const bool prefetching = engine.parameter_servers() != nullptr;
   const auto step_delay = injected_step_delay(engine.rank());   // tests only
-  while (step < total_steps) {
+  // Why the job did not train, once it is known (the same on every rank: it follows from the
+  // steps' outcomes, which every rank shares). Training stops there; the job still evaluates and
+  // writes its summary, then fails (TrainingFailed).
+  std::string failure;
+  std::int64_t steps_run = 0, steps_applied = 0, overflows_in_a_row = 0;
+  // Rollbacks since the job last trained past the step where a rollback began.
+  std::int64_t rollbacks_in_a_row = 0, rolled_back_from = -1;
+  while (step < total_steps && failure.empty()) {
     // Batches past the last step are not read (nor their bad samples counted).
     feed.start_epoch(epoch, first_batch, first_batch + (total_steps - step));
     std::int64_t batch_in_epoch = first_batch;
@@ -408,6 +465,7 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
       train_seconds += dt;
       step_seconds.push_back(dt);
       ++step;
+      ++steps_run;
       samples += last.samples;
       correct += last.correct;
       loss_history.push_back(last.skipped ? std::nan("") : last.loss);
@@ -419,33 +477,67 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
         if (callbacks.on_step) callbacks.on_step(StepEvent{step, total_steps, dt, &last});
       }
       if (last.skipped && last.overflow) {
-        // fp16 loss scaling at work (torch's GradScaler skips such steps silently): not a bad step.
+        // fp16 loss scaling at work (torch's GradScaler skips such steps silently): not a bad step,
+        // unless the scale is above any the scaler reaches by itself and keeps overflowing.
         ++skipped_steps;
+        ++overflows_in_a_row;
         if (primary)
           log::outputf("step %lld: fp16 gradients overflowed at loss scale %g; the step is skipped on every "
                                "rank and the scale halved",
                        static_cast<long long>(step), last.loss_scale);
+        if (overflows_in_a_row >= c.recovery.max_bad_steps && last.loss_scale > LossScaler::kMaxScale) {
+          std::ostringstream why;
+          why << "fp16 gradients overflowed on " << overflows_in_a_row << " steps in a row (up to step " << step
+              << "), the last at loss scale " << last.loss_scale
+              << ", above 2^24 (the largest dynamic loss scaling grows to); give /numerics/initial_loss_scale 65536 "
+                 "or less";
+          failure = why.str();
+          break;
+        }
       } else if (last.skipped) {
         ++skipped_steps;
         ++bad_in_a_row;
+        overflows_in_a_row = 0;
         if (primary)
           log::outputf("step %lld: the loss or gradients are not finite (first seen on rank %d); the step is "
                                "skipped on every rank (%lld in a row)",
                        static_cast<long long>(step), last.nonfinite_rank, static_cast<long long>(bad_in_a_row));
         if (bad_in_a_row >= c.recovery.max_bad_steps) {
-          const auto m = roll_back(engine, checkpointer, step, bad_in_a_row, rollbacks);
+          std::ostringstream why;
+          why << bad_in_a_row << " steps in a row (up to step " << step
+              << ") had a non-finite loss or gradients" << loss_scale_note(engine);
+          if (rollbacks_in_a_row >= c.recovery.max_rollbacks) {
+            why << " after " << rollbacks_in_a_row << " rollbacks in a row (/recovery/max_rollbacks "
+                << c.recovery.max_rollbacks << "; learning rate now " << engine.lr()
+                << "); giving up: lower /optimizer/lr or clip with /recovery/clip_grad_norm";
+            failure = why.str();
+            break;
+          }
+          const auto m = roll_back(engine, checkpointer, bad_in_a_row, rollbacks);
+          if (!m) {
+            why << " and there is no checkpoint to roll back to; lower /optimizer/lr, clip with "
+                   "/recovery/clip_grad_norm, or give /checkpoints/dir";
+            failure = why.str();
+            break;
+          }
           ++rollbacks;
+          ++rollbacks_in_a_row;
+          rolled_back_from = std::max(rolled_back_from, step);
           bad_in_a_row = 0;
-          step = m.step;
-          loss_history = m.loss_history;
+          overflows_in_a_row = 0;
+          step = m->step;
+          loss_history = m->loss_history;
           // skipped_steps keeps counting the rolled-back ones: they happened.
-          epoch = m.epoch;
-          first_batch = m.batch_in_epoch;
+          epoch = m->epoch;
+          first_batch = m->batch_in_epoch;
           rolled_back = true;
           break;
         }
       } else {
         bad_in_a_row = 0;
+        overflows_in_a_row = 0;
+        ++steps_applied;
+        if (step > rolled_back_from) rollbacks_in_a_row = 0;
       }
       if (checkpointer.due(step, last)) {
         const bool epoch_done = batch_in_epoch == feed.batches_per_epoch();
@@ -461,13 +553,34 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
   engine.synchronize();
   if (!o.trace_path.empty()) write_trace(engine, o, startup);
 
-  // The weights are written before evaluation, so nothing that goes wrong there loses them.
-  if (saves) engine.save(o.save_path);
+  // Every rank learns the same answers, so all save and evaluate alike.
+  if (failure.empty() && !engine.weights_finite()) {
+    std::ostringstream why;
+    why << "the weights are not finite after step " << step << loss_scale_note(engine)
+        << "; lower /optimizer/lr or clip with /recovery/clip_grad_norm";
+    failure = why.str();
+  }
+  if (failure.empty() && steps_run > 0 && steps_applied == 0) {
+    std::ostringstream why;
+    why << "every one of the " << steps_run << " steps made was skipped (non-finite loss or gradients"
+        << loss_scale_note(engine) << "); no step updated the weights";
+    failure = why.str();
+  }
+  // The weights are written before evaluation, so nothing that goes wrong there loses them; the
+  // weights of a job known not to have trained are not written.
+  if (saves && failure.empty()) engine.save(o.save_path);
   // Evaluation batches are micro-batch sized: a stage holds no more at once than in training.
   const FeedShape test_shape{test_data.size,          sample_shape,           parts, plan.replicas(), engine.replica(),
                              engine.loader_input_dtype(), engine.loader_memory()};
   EvalFeed eval_feed(test_data.set.get(), test_shape, c.data.batch_size / plan.eval_fraction(), c.data.eval_batches);
   const models::EvalResult eval = engine.evaluate(eval_feed);
+  if (failure.empty() && eval.samples > 0 && !std::isfinite(eval.loss)) {
+    std::ostringstream why;
+    why << "the test loss is " << eval.loss << " after step " << step << loss_scale_note(engine)
+        << "; lower /optimizer/lr or clip with /recovery/clip_grad_norm";
+    failure = why.str();
+  }
+  if (!failure.empty() && callbacks.name_fields) failure = callbacks.name_fields(failure);
   std::optional<nlohmann::json> skipped;
   if (c.data.bad_samples == models::data::BadSamples::Skip)
     skipped = gather_bad_samples(engine, *bad_samples,
@@ -485,6 +598,8 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
   auto j = summary_of(engine, loss_history, step_seconds, last, train_seconds, samples, correct, eval, wall, o);
   if (skipped) j["bad_samples"] = *skipped;
   if (resumed_from) j["resumed_from_step"] = *resumed_from;
+  j["status"] = failure.empty() ? "trained" : "did-not-train";
+  if (!failure.empty()) j["failure"] = failure;
   j["skipped_steps"] = skipped_steps;
   j["rollbacks"] = rollbacks;
   j["lr"] = engine.lr();
@@ -496,6 +611,7 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
   if (engine.parameter_servers()) engine.parameter_servers()->add_summary(j);
   if (callbacks.on_summary) callbacks.on_summary(j);
   if (!o.summary_path.empty()) write_json_file(o.summary_path, j);
+  if (!failure.empty()) throw TrainingFailed(failure);
   return j;
 }
 

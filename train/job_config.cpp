@@ -89,7 +89,8 @@ void fields(CheckpointConfig& c, F&& f) {
 }
 template <typename F>
 void fields(RecoveryConfig& c, F&& f) {
-  f("max_bad_steps", c.max_bad_steps), f("rollback_lr_factor", c.rollback_lr_factor);
+  f("max_bad_steps", c.max_bad_steps), f("rollback_lr_factor", c.rollback_lr_factor),
+      f("max_rollbacks", WrittenUnlessDefault<int>{c.max_rollbacks, 3});
   f("clip_grad_norm", c.clip_grad_norm);
 }
 template <typename F>
@@ -376,7 +377,8 @@ std::string resume_difference(const nlohmann::json& saved, const nlohmann::json&
                                            "/data/image_size", "/data/augment",         "/data/bad_samples",
                                            "/data/normalize",  "/seed",                "/optimizer/kind",
                                            "/optimizer/momentum", "/optimizer/weight_decay", "/ps/servers",
-                                           "/ps/mode",         "/ps/optimizer"};
+                                           "/ps/mode",         "/ps/optimizer",        "/ps/lr",
+                                           "/load_path"};
   auto flat = [](const nlohmann::json& j, const char* field) {
     const nlohmann::json::json_pointer at(field);
     nlohmann::json out = nlohmann::json::object();
@@ -405,6 +407,41 @@ std::string resume_difference(const nlohmann::json& saved, const nlohmann::json&
       if (!a.contains(key)) return key + ": absent in the checkpoint, " + value.dump() + " now";
   }
   return "";
+}
+
+std::vector<ResumeOverride> resume_overrides(const nlohmann::json& saved, const nlohmann::json& mine) {
+  // Not the job's settings but where it runs, for how long and where it writes; and the fields
+  // resume_difference holds equal.
+  static const char* const kNotOverrides[] = {"/data/steps", "/data/epochs", "/data/eval_batches", "/timeouts",
+                                              "/checkpoints", "/ps/addresses", "/ps/dir", "/transport",
+                                              "/model", "/program_model", "/data/dataset", "/data/synthetic_shape",
+                                              "/data/synthetic_size", "/data/batch_size", "/data/image_size",
+                                              "/data/augment", "/data/bad_samples", "/data/normalize", "/seed",
+                                              "/optimizer/kind", "/optimizer/momentum", "/optimizer/weight_decay",
+                                              "/ps/servers", "/ps/mode", "/ps/optimizer", "/ps/lr", "/load_path"};
+  auto skipped = [](const std::string& key) {
+    for (const std::string prefix : kNotOverrides)
+      if (key == prefix || key.rfind(prefix + "/", 0) == 0) return true;
+    return false;
+  };
+  auto with_effective_lr = [](nlohmann::json j) {
+    const nlohmann::json::json_pointer lr("/optimizer/lr"), kind("/optimizer/kind");
+    if (j.contains(lr) && j.at(lr).is_number() && j.at(lr).get<double>() <= 0.0) {
+      const bool adam = !j.contains(kind) || j.at(kind) == std::string(enum_name(models::OptimizerKind::Adam));
+      j[lr] = adam ? 1e-3 : 1e-2;
+    }
+    return j;
+  };
+  const auto a = with_effective_lr(saved).flatten(), b = with_effective_lr(mine).flatten();
+  std::vector<ResumeOverride> out;
+  for (const auto& [key, value] : b.items()) {
+    if (skipped(key)) continue;
+    const auto other = a.find(key);
+    // A field the checkpoint's job did not have yet (an older pipewright) is not an override.
+    if (other == a.end() || *other == value) continue;
+    out.push_back({key, *other, value});
+  }
+  return out;
 }
 
 double effective_lr(const OptimizerSettings& o) {

@@ -2,6 +2,7 @@
 // The job's configuration (pipewright/job_config.h) and what the engine does with it: the identity
 // hash ranks compare, and the rules a checkpoint's job must meet to be resumed.
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -20,6 +21,17 @@ std::string first_difference(const nlohmann::json& mine, const nlohmann::json& t
 // here"), or empty. The model, data, seed, optimizer and parameter servers must match; the
 // pipeline's shape, split and replica count, the steps and the timeouts may differ.
 std::string resume_difference(const nlohmann::json& saved, const nlohmann::json& mine);
+
+// A field of the job that a resumed job may set otherwise than the checkpoint's job did (the
+// pipeline's shape, the learning rate, the numerics, the recovery rules, ...): the new value
+// applies, and fit logs it as an override. Where the job runs and for how long (steps, epochs,
+// timeouts, checkpoints, addresses) are not overrides. The learning rates are compared after
+// defaults.
+struct ResumeOverride {
+  std::string path;   // "/optimizer/lr"
+  nlohmann::json saved, now;
+};
+std::vector<ResumeOverride> resume_overrides(const nlohmann::json& saved, const nlohmann::json& mine);
 
 // The job's "ps" block alone, as in to_json(JobConfig) (a parameter server's own config file,
 // train/ps_serve_config.h); from_json throws InputError naming the bad field.

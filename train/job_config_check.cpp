@@ -90,6 +90,7 @@ void validate(const JobConfig& c) {
   k.at_least("/checkpoints/every_seconds", c.checkpoints.every_seconds, 0.0);
   k.at_least("/checkpoints/keep", c.checkpoints.keep, 1);
   k.at_least("/recovery/max_bad_steps", c.recovery.max_bad_steps, 1);
+  k.at_least("/recovery/max_rollbacks", c.recovery.max_rollbacks, 0);
   k.in_range("/recovery/rollback_lr_factor", c.recovery.rollback_lr_factor, 1e-6, 1.0);
   k.at_least("/recovery/clip_grad_norm", c.recovery.clip_grad_norm, 0.0);
   k.at_least("/numerics/loss_scale", c.numerics.loss_scale, 0.0);

@@ -20,8 +20,7 @@ void LossScaler::update(bool overflow) {
     return;
   }
   if (mode_ == Mode::Dynamic && ++good_steps_ >= window_) {
-    // Doubling stops at 2^24: beyond it an F32 sum of scaled gradients loses its low bits for nothing.
-    scale_ = std::min(scale_ * 2.0, 16777216.0);
+    scale_ = std::min(scale_ * 2.0, kMaxScale);
     good_steps_ = 0;
   }
 }

@@ -13,6 +13,9 @@ class LossScaler {
  public:
   enum class Mode { Off, Fixed, Dynamic };
   static constexpr double kMinScale = 1.0;   // a dynamic scale never falls below this
+  // Nor does it grow above 2^24 by itself: beyond it an F32 sum of scaled gradients loses its low
+  // bits for nothing. Only an initial scale starts above it.
+  static constexpr double kMaxScale = 16777216.0;
 
   LossScaler() = default;   // Off: scale 1
   LossScaler(Mode mode, double scale, int window);

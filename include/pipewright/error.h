@@ -1,7 +1,8 @@
 #pragma once
 // The exceptions pipewright throws. Catch InputError for bad input (flags, model specs, data
 // files, checkpoints, network frames: the message is one line saying what was wrong and what is
-// accepted), AbortedError when another rank of the job failed first, and Error for the rest.
+// accepted), TrainingFailed for a job that ran but did not train, AbortedError when another rank
+// of the job failed first, and Error for the rest.
 #include <stdexcept>
 #include <string>
 
@@ -28,6 +29,15 @@ class TimeoutError : public Error {
 // A peer's connection broke or could not be made: often the echo of that peer's death, which the
 // job's failure detection then names.
 class PeerLostError : public Error {
+ public:
+  using Error::Error;
+};
+
+// The job ran but did not train: it diverged (non-finite weights or test loss), gave up after its
+// rollbacks, or skipped every step (fp16 overflow on every step). The message is one line naming
+// the cause; the summary, when one is written, records it as `status` and `failure`. The
+// pipewright command exits with status 6 for it.
+class TrainingFailed : public Error {
  public:
   using Error::Error;
 };

@@ -69,10 +69,16 @@ struct FitCallbacks {
   std::function<void(const Engine&, std::int64_t total_steps)> on_start;
   std::function<void(const StepEvent&)> on_step;                           // rank 0, after every step
   std::function<void(nlohmann::json& summary)> on_summary;                 // rank 0, before it is written
+  // Rank 0's log lines and failure causes that name config fields by their paths ("/optimizer/lr")
+  // pass through this when set (the pipewright command names its flags instead: "--lr").
+  std::function<std::string(const std::string& text)> name_fields;
 };
 
 // Builds the world and the engines, and fits. Returns rank 0's summary where this process runs
-// rank 0 (an empty object elsewhere).
+// rank 0 (an empty object elsewhere). A job that ran but did not train (non-finite weights or test
+// loss, no rollback left, every step skipped) throws TrainingFailed naming the cause, after
+// writing the summary (its `status` is then "did-not-train" and `failure` the cause; "trained"
+// otherwise).
 nlohmann::json run_job(const JobConfig& config, const FitOptions& options, const FitCallbacks& callbacks = {});
 
 // "A:B" -> [A, B); every step when empty. InputError saying what is accepted otherwise.

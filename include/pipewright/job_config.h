@@ -112,6 +112,9 @@ struct CheckpointConfig {
 struct RecoveryConfig {
   int max_bad_steps = 3;             // consecutive skipped steps that roll back to the newest checkpoint
   double rollback_lr_factor = 0.5;   // the learning rate after a rollback, relative to before
+  // Rollbacks in a row, none of which trained past the step where the previous one began, before
+  // the job gives up (TrainingFailed).
+  int max_rollbacks = 3;
   double clip_grad_norm = 0.0;       // clip by the norm of the whole model's gradient; 0: off
 };
 

@@ -218,6 +218,59 @@ BOOST_AUTO_TEST_CASE(the_identity_is_the_same_json_as_before_the_config_was_type
              std::int64_t{2} << 30);
 }
 
+BOOST_AUTO_TEST_CASE(a_resumed_job_overrides_what_may_change_and_refuses_the_rest) {
+  train::JobConfig saved;
+  saved.optimizer.kind = models::OptimizerKind::Sgd;
+  saved.optimizer.lr = 0.1;
+  saved.data.steps = 6;
+  saved.checkpoints.dir = "ckpt";
+  // Where it runs, for how long, where it writes: not overrides.
+  auto now = saved;
+  now.data.steps = 20;
+  now.checkpoints.resume = "ckpt";
+  now.timeouts.stage_seconds = 5;
+  now.data.eval_batches = 1;
+  BOOST_TEST(train::resume_overrides(train::to_json(saved), train::to_json(now)).empty());
+  // The learning rate, the pipeline's shape, the numerics: overrides, each with both values.
+  now.optimizer.lr = 0.5;
+  now.pipeline.stages = 2;
+  now.numerics.initial_loss_scale = 1024;
+  const auto changes = train::resume_overrides(train::to_json(saved), train::to_json(now));
+  std::vector<std::string> paths;
+  for (const auto& c : changes) paths.push_back(c.path);
+  BOOST_TEST((paths == std::vector<std::string>{"/numerics/initial_loss_scale", "/optimizer/lr", "/pipeline/stages"}));
+  BOOST_TEST(changes[1].saved == 0.1);
+  BOOST_TEST(changes[1].now == 0.5);
+  // Learning rates compare after defaults: sgd's default given by hand is no change.
+  saved.optimizer.lr = 0;
+  now = saved;
+  now.optimizer.lr = 0.01;
+  BOOST_TEST(train::resume_overrides(train::to_json(saved), train::to_json(now)).empty());
+  now.optimizer.lr = 0.02;
+  BOOST_TEST(train::resume_overrides(train::to_json(saved), train::to_json(now)).size() == 1u);
+  // What the checkpoint's tensors mean is refused by resume_difference, never reported as an override.
+  now = saved;
+  now.data.batch_size = 32;
+  now.optimizer.momentum = 0.5;
+  BOOST_TEST(train::resume_overrides(train::to_json(saved), train::to_json(now)).empty());
+  BOOST_TEST(train::resume_difference(train::to_json(saved), train::to_json(now)) ==
+             "/data/batch_size: 64 in the checkpoint, 32 now");
+  // The servers' learning rate is in their snapshot and weights given to load are replaced by the
+  // checkpoint's: neither can change on resume.
+  now = saved;
+  now.ps.lr = 0.5;
+  BOOST_TEST(train::resume_difference(train::to_json(saved), train::to_json(now)) == "/ps/lr: 0.0 in the checkpoint, 0.5 now");
+  now = saved;
+  now.load_path = "w.safetensors";
+  BOOST_TEST(train::resume_difference(train::to_json(saved), train::to_json(now)) ==
+             "/load_path: \"\" in the checkpoint, \"w.safetensors\" now");
+  // A field added later is written only when set, so an old identity stays the same.
+  now = saved;
+  now.recovery.max_rollbacks = 5;
+  BOOST_TEST(!train::to_json(saved)["recovery"].contains("max_rollbacks"));
+  BOOST_TEST(train::to_json(now)["recovery"]["max_rollbacks"] == 5);
+}
+
 BOOST_AUTO_TEST_CASE(validate_names_the_first_field_out_of_range_by_its_path) {
   train::JobConfig c;
   train::validate(c);
@@ -241,6 +294,7 @@ BOOST_AUTO_TEST_CASE(validate_names_the_first_field_out_of_range_by_its_path) {
   BOOST_TEST(bad([](auto& c) { c.resources.threads = 65536; }) == "/resources/threads: 65536; at most " + most);
   BOOST_TEST(bad([](auto& c) { c.resources.loader_threads = 32768; }) == "/resources/loader_threads: 32768; at most " + most);
   BOOST_TEST(bad([=](auto& c) { c.resources.threads = 4 * hardware; }).empty());
+  BOOST_TEST(bad([](auto& c) { c.recovery.max_rollbacks = -1; }) == "/recovery/max_rollbacks: -1; must be >= 0");
   // plan_job validates first.
   c.recovery.max_bad_steps = 0;
   BOOST_CHECK_THROW(train::plan_job(c), train::ConfigError);

@@ -10,6 +10,9 @@ namespace pw::launcher {
 // `pipewright train` exits 5 when it stopped because another rank failed: an echo, not a cause.
 inline constexpr int kStoppedByOtherRank = 5;
 bool is_echo(int wait_status);
+// It exits 6 when the job ran but did not train (diverged, no rollback left, every step skipped):
+// a restart would resume the same checkpoint and, the job being deterministic, fail alike.
+inline constexpr int kDidNotTrain = 6;
 
 struct Outcome {
   enum class Kind {
@@ -38,6 +41,7 @@ struct Decision {
 };
 
 // After attempt `attempt` (0 first) ended with `outcome`, at most `max_restarts` restarts in all.
+// A cause that exited kDidNotTrain fails the job without a restart.
 Decision decide(const Outcome& outcome, int attempt, int max_restarts);
 
 // Every node's outcome of one attempt → the one the job goes by: an abort if any, else a cause,

@@ -60,6 +60,17 @@ BOOST_AUTO_TEST_CASE(an_abort_fails_at_once_even_with_restarts_left) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(a_job_that_did_not_train_fails_at_once_even_with_restarts_left) {
+  // Status 6: the job diverged or skipped every step; a restart would resume the same checkpoint.
+  const std::string cause = "attempt 0: rank 0 (pid 7) exited with status 6";
+  const Decision d = decide(outcome(Kind::kCause, cause, kDidNotTrain), 0, 5);
+  BOOST_TEST((d.kind == Next::kFail));
+  BOOST_TEST(d.exit_code == kDidNotTrain);
+  BOOST_TEST(d.cause == cause);
+  // Any other status of a cause restarts as before.
+  BOOST_TEST((decide(outcome(Kind::kCause, cause, 3), 0, 5).kind == Next::kRestart));
+}
+
 BOOST_AUTO_TEST_CASE(a_failure_never_ends_with_status_zero) {
   BOOST_TEST(decide(outcome(Kind::kCause, "x", 0), 0, 0).exit_code == 1);
   BOOST_TEST(decide(outcome(Kind::kAbort, "x", 0), 0, 3).exit_code == 1);
