@@ -102,7 +102,7 @@ void add_restarts(nlohmann::json& j, const rpc::RestartEnv& restarts) {
 
 // What to resume from: /checkpoints/resume, or after a launcher's restart the newest checkpoint
 // of /checkpoints/dir (none yet: from the start). Rank 0 decides and tells the others.
-std::string resume_folder_of(Engine& engine, rpc::Deadline deadline) {
+std::string resume_folder_of(Engine& engine, Checkpointer& checkpointer, rpc::Deadline deadline) {
   const auto& c = engine.plan().config;
   const std::string key = "fit/resume";
   if (engine.rank() != 0) {
@@ -113,6 +113,8 @@ std::string resume_folder_of(Engine& engine, rpc::Deadline deadline) {
   }
   std::string folder;
   try {
+    // First of all, the checkpoint folder becomes this job's (another job's lock is refused here).
+    checkpointer.claim();
     const auto& dir = c.checkpoints.dir;
     if (!c.checkpoints.resume.empty()) folder = resolve_resume(c.checkpoints.resume);
     // A restarted job goes on from its own newest checkpoint, when that is later than the one resumed.
@@ -175,7 +177,7 @@ CheckpointManifest roll_back(Engine& engine, Checkpointer& checkpointer, std::in
                                          "to; lower /optimizer/lr, clip with /recovery/clip_grad_norm, or give /checkpoints/dir");
   const auto m = restore_checkpoint(engine, folder, "rollback/" + std::to_string(rollbacks), deadline);
   // The checkpoints after it belong to the trajectory given up.
-  if (engine.is_primary()) remove_checkpoints_after(c.checkpoints.dir, m.step);
+  checkpointer.drop_after(m.step);
   engine.set_lr(std::min(m.lr, lr_now) * c.recovery.rollback_lr_factor);
   if (engine.is_primary())
     log::outputf("rolled back to %s (step %lld) after %lld non-finite steps in a row; learning rate now %g",
@@ -341,7 +343,7 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
   loss_history.reserve(static_cast<std::size_t>(total_steps));
   std::int64_t step = 0, epoch = 0, first_batch = 0, skipped_steps = 0, rollbacks = 0, bad_in_a_row = 0;
   // Resuming: the newest checkpoint of /checkpoints/resume, or of /checkpoints/dir when a launcher restarted us.
-  const std::string resume_folder = resume_folder_of(engine, startup);
+  const std::string resume_folder = resume_folder_of(engine, checkpointer, startup);
   std::optional<std::int64_t> resumed_from;
   if (!resume_folder.empty()) {
     const auto m = restore_checkpoint(engine, resume_folder, "resumed", startup);
@@ -447,7 +449,7 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
       } else {
         bad_in_a_row = 0;
       }
-      if (checkpointer.due(step, last)) {
+      if (checkpointer.due(step, last, true)) {
         const bool epoch_done = batch_in_epoch == feed.batches_per_epoch();
         checkpointer.save(TrainingPosition{step, epoch_done ? epoch + 1 : epoch, epoch_done ? 0 : batch_in_epoch,
                                            &loss_history, skipped_steps, rollbacks});
