@@ -83,9 +83,11 @@ bool Checkpointer::due(std::int64_t steps_made, const StepOutcome& outcome, bool
                             std::to_string(steps_made) + " because a checkpoint could not be written");
   }
   if (!enabled()) return false;
-  (void)good;
-  return (every_steps_ > 0 && steps_made % every_steps_ == 0) || (flags & kCheckpointByTime) ||
-         steps_made == total_steps_;
+  const bool wanted = pending_ || (every_steps_ > 0 && steps_made % every_steps_ == 0) || (flags & kCheckpointByTime) ||
+                      steps_made == total_steps_;
+  if (!wanted) return false;
+  pending_ = !good;
+  return good;
 }
 
 void Checkpointer::fail(const std::string& why) {

@@ -342,6 +342,8 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
   std::vector<double> loss_history;
   loss_history.reserve(static_cast<std::size_t>(total_steps));
   std::int64_t step = 0, epoch = 0, first_batch = 0, skipped_steps = 0, rollbacks = 0, bad_in_a_row = 0;
+  // The checkpoint rolled back to, until a step is applied after it (-1: none).
+  std::int64_t rolled_back_to = -1;
   // Resuming: the newest checkpoint of /checkpoints/resume, or of /checkpoints/dir when a launcher restarted us.
   const std::string resume_folder = resume_folder_of(engine, checkpointer, startup);
   std::optional<std::int64_t> resumed_from;
@@ -435,7 +437,17 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
                                "skipped on every rank (%lld in a row)",
                        static_cast<long long>(step), last.nonfinite_rank, static_cast<long long>(bad_in_a_row));
         if (bad_in_a_row >= c.recovery.max_bad_steps) {
+          // No step was applied since the last rollback: the weights are the checkpoint's own, and
+          // they give non-finite values whatever the learning rate; going back again would loop.
+          PW_INPUT_CHECK(rolled_back_to < 0,
+                         bad_in_a_row << " steps in a row (up to step " << step
+                                      << ") had a non-finite loss or gradients right after rolling back to the "
+                                         "checkpoint of step "
+                                      << rolled_back_to
+                                      << ": its own weights give them, whatever the learning rate; start again "
+                                         "with a lower /optimizer/lr or from an earlier checkpoint");
           const auto m = roll_back(engine, checkpointer, step, bad_in_a_row, rollbacks);
+          rolled_back_to = m.step;
           ++rollbacks;
           bad_in_a_row = 0;
           step = m.step;
@@ -448,8 +460,10 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
         }
       } else {
         bad_in_a_row = 0;
+        rolled_back_to = -1;
       }
-      if (checkpointer.due(step, last, true)) {
+      // Written only after a good step: not while steps are being skipped as non-finite.
+      if (checkpointer.due(step, last, bad_in_a_row == 0 && !last.skipped)) {
         const bool epoch_done = batch_in_epoch == feed.batches_per_epoch();
         checkpointer.save(TrainingPosition{step, epoch_done ? epoch + 1 : epoch, epoch_done ? 0 : batch_in_epoch,
                                            &loss_history, skipped_steps, rollbacks});
