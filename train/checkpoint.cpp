@@ -1,10 +1,22 @@
 #include "train/checkpoint.h"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <cmath>
 #include <fstream>
+#include <set>
+#include <thread>
 
 #include "core/clock.h"
 #include "core/durable_file.h"
@@ -46,8 +58,79 @@ nlohmann::json to_json(const CheckpointManifest& m) {
   j["files"] = m.files;
   if (!m.ps_folder.empty()) j["parameter_servers"] = {{"folder", m.ps_folder}, {"files", m.ps_files}};
   j["config"] = m.config;
+  if (!m.run.empty()) j["run"] = m.run;
   return j;
 }
+
+namespace {
+
+// Why `name` is not one plain component of a path (empty: it is).
+std::string component_problem(const std::string& name) {
+  if (name.empty()) return "has an empty part";
+  if (name == "..") return "climbs out of its folder with '..'";
+  if (name == ".") return "has a '.' part";
+  if (name.find('\\') != std::string::npos) return "holds a backslash";
+  if (name.find('\0') != std::string::npos) return "holds a NUL byte";
+  return "";
+}
+
+// Why a manifest's file name is not a plain name inside the checkpoint folder (empty: it is). Files
+// of the parameter servers lie below their own folder (`under`, one plain name); the others are
+// plain names.
+std::string name_problem(const std::string& name, const std::string& under) {
+  if (name.empty()) return "is empty";
+  if (name.front() == '/') return "is an absolute path";
+  std::vector<std::string> parts;
+  for (std::size_t at = 0;;) {
+    const auto slash = name.find('/', at);
+    parts.push_back(name.substr(at, slash == std::string::npos ? std::string::npos : slash - at));
+    if (slash == std::string::npos) break;
+    at = slash + 1;
+  }
+  for (const auto& part : parts)
+    if (const auto why = component_problem(part); !why.empty()) return why;
+  if (under.empty()) return parts.size() == 1 ? "" : "holds a path separator (a checkpoint's files are plain names in it)";
+  if (parts.size() < 2 || parts.front() != under) return "is not inside the parameter-server folder '" + under + "'";
+  return "";
+}
+
+// Whether `path` (which exists) resolves, through any symbolic link, to a place inside `folder`.
+bool resolves_inside(const fs::path& folder, const fs::path& path) {
+  std::error_code error;
+  const auto base = fs::canonical(folder, error);
+  if (error) return false;
+  const auto target = fs::weakly_canonical(path, error);
+  if (error) return false;
+  const auto rel = target.lexically_relative(base);
+  return !rel.empty() && *rel.begin() != ".." && rel != ".";
+}
+
+// Refuses, in one line naming the manifest and the entry, file names that are not plain names inside
+// `folder`, duplicates, and symbolic links leading out of it.
+void check_file_names(const std::string& folder, const std::string& path, const CheckpointManifest& m) {
+  const auto bad = [&](const std::string& name, const std::string& why) {
+    return InputError("'" + path + "': file entry '" + name + "' " + why +
+                      "; a checkpoint names only files inside its own folder");
+  };
+  if (!m.ps_folder.empty()) {
+    if (const auto why = name_problem(m.ps_folder, ""); !why.empty())
+      throw InputError("'" + path + "': parameter-server folder '" + m.ps_folder + "' " + why +
+                       "; a checkpoint names only files inside its own folder");
+  }
+  std::set<std::string> seen;
+  const auto check = [&](const CheckpointFile& f, const std::string& under) {
+    if (const auto why = name_problem(f.name, under); !why.empty()) throw bad(f.name, why);
+    if (!seen.insert(f.name).second) throw bad(f.name, "is listed twice");
+    const auto file = fs::path(folder) / f.name;
+    std::error_code error;
+    if (fs::symlink_status(file, error).type() != fs::file_type::not_found && !error && !resolves_inside(folder, file))
+      throw bad(f.name, "is a symbolic link (or lies below one) leading out of " + folder);
+  };
+  for (const auto& f : m.files) check(f, "");
+  for (const auto& f : m.ps_files) check(f, m.ps_folder);
+}
+
+}  // namespace
 
 CheckpointManifest read_manifest(const std::string& folder) {
   const auto path = (fs::path(folder) / kManifestName).string();
@@ -74,12 +157,14 @@ CheckpointManifest read_manifest(const std::string& folder) {
       m.ps_files = j.at("parameter_servers").at("files").get<std::vector<CheckpointFile>>();
     }
     m.config = j.at("config");
+    m.run = j.value("run", std::string());
   } catch (const nlohmann::json::exception& e) {
     throw InputError("'" + path + "' is not a valid checkpoint manifest: " + e.what());
   }
   PW_INPUT_CHECK(m.step >= 0 && static_cast<std::int64_t>(m.loss_history.size()) == m.step,
                  "'" << path << "' is not a valid checkpoint manifest: step " << m.step << " with "
                      << m.loss_history.size() << " losses");
+  check_file_names(folder, path, m);
   m.folder = folder;
   return m;
 }
@@ -132,34 +217,54 @@ std::string resolve_resume(const std::string& path) {
   return *newest;
 }
 
-void prune_checkpoints(const std::string& dir, int keep) {
+std::set<std::string> checkpoint_folder_names(const std::string& dir) {
+  std::set<std::string> out;
+  for (const auto& [step, folder] : checkpoint_folders(dir)) out.insert(folder.filename().string());
+  return out;
+}
+
+bool CheckpointOwnership::owns(const std::string& folder) const {
+  if (!present_before.count(fs::path(folder).filename().string())) return true;   // made since the lock
+  if (run.empty() || !complete(folder)) return false;
+  try {
+    std::ifstream in((fs::path(folder) / kManifestName).string());
+    return nlohmann::json::parse(in).value("run", std::string()) == run;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+namespace {
+
+void remove_checkpoint_folder(const fs::path& folder, const char* what) {
+  std::error_code error;
+  // The manifest goes first: a half-removed folder is then an unfinished one, never a damaged one.
+  fs::remove(folder / kManifestName, error);
+  fs::remove_all(folder, error);
+  if (error) PW_LOG(Warn, "cannot remove " << what << " " << folder.string() << ": " << error.message());
+}
+
+}  // namespace
+
+void prune_checkpoints(const std::string& dir, int keep, const CheckpointOwnership& mine) {
   const auto folders = checkpoint_folders(dir);
   int kept = 0;
   bool seen_complete = false;
   for (auto it = folders.rbegin(); it != folders.rend(); ++it) {
+    if (!mine.owns(it->second.string())) continue;   // another run's: never ours to remove
     const bool done = complete(it->second);
     bool remove = false;
     if (done) remove = ++kept > keep;
     else remove = seen_complete;   // unfinished and older than a complete one: never to be finished
     seen_complete = seen_complete || done;
-    if (!remove) continue;
-    std::error_code error;
-    // The manifest goes first: a half-removed folder is then an unfinished one, never a damaged one.
-    fs::remove(it->second / kManifestName, error);
-    fs::remove_all(it->second, error);
-    if (error) PW_LOG(Warn, "cannot remove old checkpoint " << it->second.string() << ": " << error.message());
+    if (remove) remove_checkpoint_folder(it->second, "old checkpoint");
   }
   sync_directory(dir);
 }
 
-void remove_checkpoints_after(const std::string& dir, std::int64_t step) {
-  for (const auto& [s, folder] : checkpoint_folders(dir)) {
-    if (s <= step) continue;
-    std::error_code error;
-    fs::remove(folder / kManifestName, error);
-    fs::remove_all(folder, error);
-    if (error) PW_LOG(Warn, "cannot remove checkpoint " << folder.string() << ": " << error.message());
-  }
+void remove_checkpoints_after(const std::string& dir, std::int64_t step, const CheckpointOwnership& mine) {
+  for (const auto& [s, folder] : checkpoint_folders(dir))
+    if (s > step && mine.owns(folder.string())) remove_checkpoint_folder(folder, "checkpoint");
   sync_directory(dir);
 }
 
@@ -173,6 +278,128 @@ void verify_file(const std::string& folder, const CheckpointFile& file) {
   const auto sum = file_checksum(path);
   PW_INPUT_CHECK(sum == file.checksum, "checkpoint file '" << path << "' is damaged: checksum " << sum
                                                              << ", the manifest says " << file.checksum);
+}
+
+std::string this_host_name() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return "unknown-host";
+  return name;
+}
+
+namespace {
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
+std::string read_fd(int fd) {
+  std::string text;
+  char buf[1024];
+  for (off_t at = 0;;) {
+    const auto n = ::pread(fd, buf, sizeof buf, at);
+    if (n <= 0) break;
+    text.append(buf, static_cast<std::size_t>(n));
+    at += n;
+  }
+  return text;
+}
+
+std::optional<LockHolder> parse_holder(const std::string& text) {
+  try {
+    const auto j = nlohmann::json::parse(text);
+    LockHolder h;
+    h.host = j.at("host").get<std::string>();
+    h.pid = j.at("pid").get<long long>();
+    h.started = j.value("started", std::string());
+    h.run = j.value("run", std::string());
+    return h;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+bool process_alive(long long pid) { return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
+
+std::string describe(const LockHolder& h) {
+  return "host " + h.host + ", pid " + std::to_string(h.pid) + (h.started.empty() ? "" : ", started " + h.started);
+}
+
+}  // namespace
+
+CheckpointDirLock::CheckpointDirLock(const std::string& dir, const std::string& run)
+    : path_((fs::path(dir) / kLockName).string()) {
+  const auto host = this_host_name();
+  const auto in_use = [&](const std::string& problem) { return ConfigError("/checkpoints/dir", dir + problem); };
+  for (;;) {
+    const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) throw in_use(": cannot open its lock file " + path_ + " (" + std::strerror(errno) + ")");
+    bool locked = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+    const int lock_errno = locked ? 0 : errno;
+    if (!locked && lock_errno == EWOULDBLOCK) {
+      // Held. Its holder writes its name just after taking the lock: read until a live one shows.
+      std::optional<LockHolder> holder;
+      for (int attempt = 0; attempt < 100; ++attempt) {
+        holder = parse_holder(read_fd(fd));
+        if (holder && (holder->host != host || process_alive(holder->pid))) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      ::close(fd);
+      throw in_use(" is in use by another job (" + (holder ? describe(*holder) : std::string("its lock file names no holder yet")) +
+                   "; lock " + path_ + "); give each job its own --checkpoint-dir");
+    }
+    const auto previous = parse_holder(read_fd(fd));
+    if (!locked) {
+      // No flock on this file system: the pid in the file is all there is (PostgreSQL's rule).
+      PW_LOG(Warn, "cannot flock " << path_ << " (" << std::strerror(lock_errno) << "); relying on the pid it names");
+      if (previous && previous->host == host && previous->pid != ::getpid() && process_alive(previous->pid)) {
+        ::close(fd);
+        throw in_use(" is in use by another job (" + describe(*previous) + "; lock " + path_ +
+                     "); give each job its own --checkpoint-dir");
+      }
+    } else {
+      // Another job may have removed the file between our open and flock (its release): lock the new one.
+      struct stat mine {}, now {};
+      if (::fstat(fd, &mine) != 0 || ::stat(path_.c_str(), &now) != 0 || mine.st_ino != now.st_ino ||
+          mine.st_dev != now.st_dev) {
+        ::close(fd);
+        continue;
+      }
+    }
+    if (previous && previous->host != host) {
+      ::close(fd);
+      throw in_use(" holds the lock of a job on another host (" + describe(*previous) + "; lock " + path_ +
+                   ") that this host cannot check; if that job has ended, remove " + path_);
+    }
+    if (previous) {
+      taken_over_ = previous;
+      log::outputf("checkpoint folder %s: taking over the lock left by pid %lld on this host%s%s (%s)", dir.c_str(),
+                   previous->pid, previous->started.empty() ? "" : ", started ", previous->started.c_str(),
+                   process_alive(previous->pid) ? "it no longer holds it" : "no longer running");
+    }
+    const nlohmann::json me = {{"host", host}, {"pid", static_cast<long long>(::getpid())}, {"started", utc_now()}, {"run", run}};
+    const auto text = me.dump() + "\n";
+    if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size())) {
+      const std::string why = std::strerror(errno);
+      ::close(fd);
+      throw in_use(": cannot write its lock file " + path_ + " (" + why + ")");
+    }
+    fd_ = fd;
+    return;
+  }
+}
+
+CheckpointDirLock::~CheckpointDirLock() {
+  if (fd_ < 0) return;
+  // Removed while still held, so a job that opened it meanwhile sees it went and locks a new one.
+  struct stat mine {}, now {};
+  if (::fstat(fd_, &mine) == 0 && ::stat(path_.c_str(), &now) == 0 && mine.st_ino == now.st_ino && mine.st_dev == now.st_dev)
+    ::unlink(path_.c_str());
+  ::close(fd_);
 }
 
 CheckpointWriter::CheckpointWriter() : thread_([this] { run(); }) {}

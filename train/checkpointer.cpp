@@ -3,12 +3,39 @@
 #include <cstdio>
 #include <filesystem>
 
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "core/durable_file.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "rpc/job_token.h"
 #include "train/parameter_servers.h"
 
 namespace pw::train {
 namespace fs = std::filesystem;
+
+namespace {
+
+// Which run wrote a checkpoint. The attempts of one launch (launch --max-restarts) share their job
+// token and so one run; a job started without a launcher is a run of its own. The token is a
+// secret: only a checksum of it is written.
+std::string job_run_id() {
+  std::optional<std::string> token;
+  try {
+    token = rpc::job_token_from_env();
+  } catch (const std::exception&) {
+  }
+  if (token) return "launch-" + checksum_hex(checksum64(token->data(), token->size()));
+  const auto self = this_host_name() + "/" + std::to_string(::getpid()) + "/" +
+                    std::to_string(std::chrono::system_clock::now().time_since_epoch().count()) + "/" +
+                    std::to_string(reinterpret_cast<std::uintptr_t>(&token));
+  return "run-" + checksum_hex(checksum64(self.data(), self.size()));
+}
+
+}  // namespace
 
 Checkpointer::Checkpointer(Engine& engine, std::int64_t total_steps)
     : engine_(engine),
@@ -18,8 +45,20 @@ Checkpointer::Checkpointer(Engine& engine, std::int64_t total_steps)
       keep_(engine.plan().config.checkpoints.keep),
       stop_on_error_(engine.plan().config.checkpoints.on_error != CheckpointErrorPolicy::Continue),
       total_steps_(total_steps),
-      last_time_(Clock::now()) {
+      last_time_(Clock::now()),
+      run_(job_run_id()) {
   if (enabled()) writer_ = std::make_unique<CheckpointWriter>();
+}
+
+void Checkpointer::claim() {
+  if (!enabled() || !engine_.is_primary() || lock_) return;
+  lock_ = std::make_unique<CheckpointDirLock>(dir_, run_);
+  mine_.run = run_;
+  mine_.present_before = checkpoint_folder_names(dir_);
+}
+
+void Checkpointer::drop_after(std::int64_t step) {
+  if (enabled() && engine_.is_primary()) remove_checkpoints_after(dir_, step, mine_);
 }
 
 Checkpointer::~Checkpointer() = default;
@@ -33,7 +72,7 @@ double Checkpointer::primary_flags() const {
   return flags;
 }
 
-bool Checkpointer::due(std::int64_t steps_made, const StepOutcome& outcome) {
+bool Checkpointer::due(std::int64_t steps_made, const StepOutcome& outcome, bool good) {
   const int flags = static_cast<int>(outcome.primary_flags);
   if (flags & kStopForCheckpointError) {
     if (engine_.is_primary()) {
@@ -44,8 +83,11 @@ bool Checkpointer::due(std::int64_t steps_made, const StepOutcome& outcome) {
                             std::to_string(steps_made) + " because a checkpoint could not be written");
   }
   if (!enabled()) return false;
-  return (every_steps_ > 0 && steps_made % every_steps_ == 0) || (flags & kCheckpointByTime) ||
-         steps_made == total_steps_;
+  const bool wanted = pending_ || (every_steps_ > 0 && steps_made % every_steps_ == 0) || (flags & kCheckpointByTime) ||
+                      steps_made == total_steps_;
+  if (!wanted) return false;
+  pending_ = !good;
+  return good;
 }
 
 void Checkpointer::fail(const std::string& why) {
@@ -79,6 +121,7 @@ void Checkpointer::save(const TrainingPosition& position) {
     manifest.rollbacks = position.rollbacks;
     manifest.epoch = position.epoch;
     manifest.batch_in_epoch = position.batch_in_epoch;
+    manifest.run = run_;
     if (engine_.parameter_servers()) {
       // At the boundary, before any rank starts the next step: the servers hold exactly the
       // pushes of the steps made.
@@ -138,8 +181,15 @@ void Checkpointer::collect_and_commit(std::int64_t sequence, std::string folder,
     }
   }
   if (!error.empty()) {
+    // An unfinished checkpoint; the previous one stands. Only what this job wrote goes: the whole
+    // folder when the job made it, else the files its ranks reported.
     std::error_code ignored;
-    fs::remove_all(folder, ignored);   // an unfinished checkpoint; the previous one stands
+    if (mine_.owns(folder)) {
+      fs::remove_all(folder, ignored);
+    } else {
+      for (const auto* list : {&manifest.files, &manifest.ps_files})
+        for (const auto& f : *list) fs::remove(fs::path(folder) / f.name, ignored);
+    }
     fail("checkpoint " + folder + " was not written: " + error);
     return;
   }
@@ -148,7 +198,7 @@ void Checkpointer::collect_and_commit(std::int64_t sequence, std::string folder,
     ++written_;
     last_complete_ = folder;
   }
-  prune_checkpoints(dir_, keep_);
+  prune_checkpoints(dir_, keep_, mine_);
 }
 
 void Checkpointer::finish() {

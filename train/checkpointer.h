@@ -40,9 +40,17 @@ class Checkpointer {
 
   // Rank 0's flags for the next step (a time-based checkpoint due, a failed one to stop for).
   double primary_flags() const;
-  // After a step, on every rank: whether to checkpoint now. Throws (every rank) when rank 0 said to
-  // stop for a failed checkpoint.
-  bool due(std::int64_t steps_made, const StepOutcome& outcome);
+  // Rank 0, before anything is read from or written to the checkpoint folder: takes its lock for
+  // the job's whole run (CheckpointDirLock) and notes which step folders are another run's.
+  void claim();
+  // After a step, on every rank: whether to checkpoint now. Only after a good step (`good`: applied,
+  // and no non-finite step since the last good one): a checkpoint due at a bad one waits for the next
+  // good one, so a rollback's target always precedes the run of bad steps and nothing written while
+  // steps are skipped pushes it out. Throws (every rank) when rank 0 said to stop for a failed
+  // checkpoint.
+  bool due(std::int64_t steps_made, const StepOutcome& outcome, bool good);
+  // Rank 0, on a rollback to `step`: removes this job's checkpoints after it.
+  void drop_after(std::int64_t step);
   // On every rank at the same boundary: hands this rank's part to the background writer.
   void save(const TrainingPosition& position);
   // Waits for the write under way (the end of the job, a rollback); rank 0 throws when the last
@@ -77,6 +85,10 @@ class Checkpointer {
   std::string failure_;          // rank 0: the last checkpoint's error, until reported
   std::int64_t failures_ = 0;
   std::string last_complete_;
+  bool pending_ = false;         // a checkpoint was due at a bad step: the next good one writes it
+  std::string run_;              // this job's run id, in its manifests
+  CheckpointOwnership mine_;     // rank 0: what in dir_ this job may remove
+  std::unique_ptr<CheckpointDirLock> lock_;    // rank 0; released after the writer stopped
   std::unique_ptr<CheckpointWriter> writer_;   // last member: its thread stops first
 };
 

@@ -102,7 +102,7 @@ void add_restarts(nlohmann::json& j, const rpc::RestartEnv& restarts) {
 
 // What to resume from: /checkpoints/resume, or after a launcher's restart the newest checkpoint
 // of /checkpoints/dir (none yet: from the start). Rank 0 decides and tells the others.
-std::string resume_folder_of(Engine& engine, rpc::Deadline deadline) {
+std::string resume_folder_of(Engine& engine, Checkpointer& checkpointer, rpc::Deadline deadline) {
   const auto& c = engine.plan().config;
   const std::string key = "fit/resume";
   if (engine.rank() != 0) {
@@ -113,6 +113,8 @@ std::string resume_folder_of(Engine& engine, rpc::Deadline deadline) {
   }
   std::string folder;
   try {
+    // First of all, the checkpoint folder becomes this job's (another job's lock is refused here).
+    checkpointer.claim();
     const auto& dir = c.checkpoints.dir;
     if (!c.checkpoints.resume.empty()) folder = resolve_resume(c.checkpoints.resume);
     // A restarted job goes on from its own newest checkpoint, when that is later than the one resumed.
@@ -173,7 +175,7 @@ std::optional<CheckpointManifest> roll_back(Engine& engine, Checkpointer& checkp
   if (folder.empty()) return std::nullopt;
   const auto m = restore_checkpoint(engine, folder, "rollback/" + std::to_string(rollbacks), deadline);
   // The checkpoints after it belong to the trajectory given up.
-  if (engine.is_primary()) remove_checkpoints_after(c.checkpoints.dir, m.step);
+  checkpointer.drop_after(m.step);
   engine.set_lr(std::min(m.lr, lr_now) * c.recovery.rollback_lr_factor);
   if (engine.is_primary())
     log::outputf("rolled back to %s (step %lld) after %lld non-finite steps in a row; learning rate now %g",
@@ -385,8 +387,10 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
   std::vector<double> loss_history;
   loss_history.reserve(static_cast<std::size_t>(total_steps));
   std::int64_t step = 0, epoch = 0, first_batch = 0, skipped_steps = 0, rollbacks = 0, bad_in_a_row = 0;
+  // The checkpoint rolled back to, until a step is applied after it (-1: none).
+  std::int64_t rolled_back_to = -1;
   // Resuming: the newest checkpoint of /checkpoints/resume, or of /checkpoints/dir when a launcher restarted us.
-  const std::string resume_folder = resume_folder_of(engine, startup);
+  const std::string resume_folder = resume_folder_of(engine, checkpointer, startup);
   std::optional<std::int64_t> resumed_from;
   if (!resume_folder.empty()) {
     // A launcher's restart of a job whose last checkpoint is its last step has nothing left to make
@@ -506,6 +510,15 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
           std::ostringstream why;
           why << bad_in_a_row << " steps in a row (up to step " << step
               << ") had a non-finite loss or gradients" << loss_scale_note(engine);
+          // No step was applied since the last rollback: the weights are the checkpoint's own, and
+          // they give non-finite values whatever the learning rate; going back again would loop.
+          if (rolled_back_to >= 0) {
+            why << " right after rolling back to the checkpoint of step " << rolled_back_to
+                << ": its own weights give them, whatever the learning rate; start again with a lower "
+                   "/optimizer/lr or from an earlier checkpoint";
+            failure = why.str();
+            break;
+          }
           if (rollbacks_in_a_row >= c.recovery.max_rollbacks) {
             why << " after " << rollbacks_in_a_row << " rollbacks in a row (/recovery/max_rollbacks "
                 << c.recovery.max_rollbacks << "; learning rate now " << engine.lr()
@@ -520,6 +533,7 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
             failure = why.str();
             break;
           }
+          rolled_back_to = m->step;
           ++rollbacks;
           ++rollbacks_in_a_row;
           rolled_back_from = std::max(rolled_back_from, step);
@@ -538,8 +552,10 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
         overflows_in_a_row = 0;
         ++steps_applied;
         if (step > rolled_back_from) rollbacks_in_a_row = 0;
+        rolled_back_to = -1;
       }
-      if (checkpointer.due(step, last)) {
+      // Written only after a good step: not while steps are being skipped as non-finite.
+      if (checkpointer.due(step, last, bad_in_a_row == 0 && !last.skipped)) {
         const bool epoch_done = batch_in_epoch == feed.batches_per_epoch();
         checkpointer.save(TrainingPosition{step, epoch_done ? epoch + 1 : epoch, epoch_done ? 0 : batch_in_epoch,
                                            &loss_history, skipped_steps, rollbacks});

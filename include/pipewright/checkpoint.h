@@ -40,12 +40,16 @@ struct CheckpointManifest {
   std::vector<CheckpointFile> files;
   std::string ps_folder;             // parameter-server shards' snapshot (relative); empty: none
   std::vector<CheckpointFile> ps_files;
+  std::string run;                   // the run that wrote it (empty: unknown, an older pipewright)
   std::string folder;                // where it was read from (not written)
 };
 
 std::string checkpoint_folder_name(std::int64_t step);   // "step-0000012"
 nlohmann::json to_json(const CheckpointManifest& m);
-// Reads FOLDER/manifest.json; InputError naming the file when it is missing or malformed.
+// Reads FOLDER/manifest.json; InputError naming the file when it is missing or malformed, and naming
+// the manifest and the entry when a file name is not a plain name inside FOLDER: `..`, an absolute
+// path, a separator (parameter-server files: only below their folder), a duplicate, or a symbolic
+// link that leads out of FOLDER.
 CheckpointManifest read_manifest(const std::string& folder);
 // The newest folder in `dir` holding a readable manifest (nullopt: none).
 std::optional<std::string> newest_checkpoint(const std::string& dir);

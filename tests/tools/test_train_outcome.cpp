@@ -96,18 +96,28 @@ BOOST_AUTO_TEST_CASE(a_diverging_job_exits_non_zero_with_the_cause) {
 }
 
 BOOST_AUTO_TEST_CASE(a_job_gives_up_after_max_rollbacks_in_a_row) {
-  // Step 3 goes bad every time it is made: each rollback goes back to step 2 and makes it again.
+  // Step 4 goes bad every time it is made: each rollback goes back to step 2, makes step 3 (a good
+  // one, so the weights move on from the checkpoint's) and step 4 again.
   ScratchDir dir("outcome_rollbacks");
-  const std::string bad3 = "nonfinite-grad@3:0";
-  const auto r = run_with_faults(bad3 + "," + bad3 + "," + bad3,
+  const std::string bad4 = "nonfinite-grad@4:0";
+  const auto r = run_with_faults(bad4 + "," + bad4 + "," + bad4,
                                  kJob + "--steps 6 --max-bad-steps 1 --max-rollbacks 2 --checkpoint-every 2 "
                                         "--checkpoint-dir " + dir.file("ckpt") + " --summary " + dir.file("s.json"));
-  check_did_not_train(r, "1 steps in a row (up to step 3) had a non-finite loss or gradients after 2 rollbacks in a "
+  check_did_not_train(r, "1 steps in a row (up to step 4) had a non-finite loss or gradients after 2 rollbacks in a "
                          "row (--max-rollbacks 2;");
   BOOST_TEST(r.output.find("giving up: lower --lr or clip with --clip-grad-norm") != std::string::npos, r.output);
   const auto s = read_json(dir.file("s.json"));
   BOOST_TEST(s["status"] == "did-not-train");
   BOOST_TEST(s["rollbacks"] == 2);
+
+  // The same step bad right after a rollback, before any step is applied: the checkpoint's own
+  // weights and the same batch give the same result, so the job stops rather than loop.
+  const std::string bad3 = "nonfinite-grad@3:0";
+  const auto again = run_with_faults(bad3 + "," + bad3,
+                                     kJob + "--steps 6 --max-bad-steps 1 --checkpoint-every 2 --checkpoint-dir " +
+                                         dir.file("ckpt3"));
+  check_did_not_train(again, "1 steps in a row (up to step 3) had a non-finite loss or gradients right after rolling "
+                             "back to the checkpoint of step 2");
 
   // Rollbacks that train past the step where the last one began are not in a row: the same
   // limit lets a job with two separate bad steps finish.

@@ -2,7 +2,11 @@
 // the uninterrupted run bitwise (one device, 4 stages, 2x2, DLRM with 2 parameter servers); a
 // checkpoint resumes under another layout; bad checkpoints are one-line errors; non-finite steps
 // are skipped by every rank and roll back; clipping is over the whole model; a full disk stops
-// the job and keeps the previous checkpoint.
+// the job and keeps the previous checkpoint. Checkpoint folders are owned and confined: a second
+// job on a folder is refused while the first goes on untouched, a killed job's lock is taken over,
+// a manifest cannot name files outside its folder, and a rollback's target precedes the bad steps
+// and survives --keep-checkpoints.
+#include <signal.h>
 #include <sys/mount.h>
 #include <unistd.h>
 
@@ -11,11 +15,13 @@
 #include <fstream>
 #include <filesystem>
 #include <random>
+#include <sstream>
 
 #include <boost/test/unit_test.hpp>
 #include <nlohmann/json.hpp>
 
 #include "kernels/safetensors.h"
+#include "tests/tools/background_command.h"
 #include "tests/tools/job_outputs.h"
 
 using pw::test::read_json;
@@ -32,6 +38,28 @@ const std::string kDlrm =
     "train --model dlrm --dataset synthetic-clicks --synthetic-size 4000 --batch-size 64 --threads 1 --ps 2 "
     "--eval-batches 4 ";
 constexpr int kSteps = 10;
+
+std::string host_name() {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  return name;
+}
+
+int count_lines(const std::string& text) {
+  int n = 0;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) n += !line.empty();
+  return n;
+}
+
+// The lock file of a checkpoint folder as JSON (null while absent or being written).
+nlohmann::json lock_of(const std::string& ckpt) {
+  try {
+    return read_json(ckpt + "/pipewright.lock");
+  } catch (const std::exception&) {
+    return nullptr;
+  }
+}
 
 int random_step(int lo, int hi) {
   std::random_device device;
@@ -272,6 +300,164 @@ BOOST_AUTO_TEST_CASE(a_full_disk_stops_the_job_and_keeps_the_previous_checkpoint
                             "continue --summary " + dir.file("s.json"));
   BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
   BOOST_TEST(read_json(dir.file("s.json"))["checkpoints"]["failures"].get<int>() >= 1);
+}
+
+BOOST_AUTO_TEST_CASE(a_second_job_on_the_same_checkpoint_dir_is_refused_and_the_first_one_is_intact) {
+  ScratchDir dir("two_jobs");
+  const std::string job = kJob + "--steps 6 --checkpoint-every 2 --keep-checkpoints 10 ";
+  run_ok(job + "--checkpoint-dir " + dir.file("alone") + " --summary " + dir.file("alone.json") + " --save " +
+         dir.file("alone.safetensors"));
+  const auto ckpt = dir.file("ckpt");
+  bool checked = false;
+  // The first job is frozen (SIGSTOP) once it holds the folder's lock, so nothing below depends on
+  // timing; a slower first job is only needed when it ended before it could be caught.
+  for (int delay_ms = 250; !checked && delay_ms <= 16000; delay_ms *= 4) {
+    fs::remove_all(ckpt);
+    pw::test::BackgroundCommand first("env PW_INJECT_STEP_DELAY=0:" + std::to_string(delay_ms) + " " +
+                                          pw::test::pipewright_binary() + " " + job + "--checkpoint-dir " + ckpt +
+                                          " --summary " + dir.file("first.json") + " --save " +
+                                          dir.file("first.safetensors"),
+                                      dir.file("first.log"));
+    const auto holds = [&] {
+      const auto lock = lock_of(ckpt);
+      return lock.is_object() && lock.value("pid", -1LL) == first.pid();
+    };
+    bool stopped = false;
+    while (!stopped && !first.wait(std::chrono::milliseconds(10))) {
+      if (!holds()) continue;
+      ::kill(first.pid(), SIGSTOP);
+      stopped = holds();   // still its lock: it is frozen holding it
+      if (!stopped) ::kill(first.pid(), SIGCONT);
+    }
+    if (!stopped) {
+      BOOST_TEST_MESSAGE("the first job ended before it was caught holding the lock; again, slower");
+      continue;
+    }
+    const auto second = run_pipewright(job + "--checkpoint-dir " + ckpt + " --summary " + dir.file("second.json"));
+    ::kill(first.pid(), SIGCONT);
+    BOOST_TEST(second.status == 2, second.output);
+    BOOST_TEST(second.output.find("pipewright: error: --checkpoint-dir: " + ckpt + " is in use by another job (host " +
+                                  host_name() + ", pid " + std::to_string(first.pid()) + ", started ") !=
+                   std::string::npos,
+               second.output);
+    BOOST_TEST(count_lines(second.output) == 1, second.output);
+    BOOST_TEST(!fs::exists(dir.file("second.json")));
+    const auto status = first.wait(std::chrono::minutes(10));
+    BOOST_REQUIRE_MESSAGE(status && *status == 0, first.output());
+    checked = true;
+  }
+  BOOST_REQUIRE_MESSAGE(checked, "the first job was never caught holding its lock");
+  pw::test::check_same(dir, "alone", "first");
+  // Its checkpoints are bitwise those of the same job run alone, and the second wrote none.
+  for (const char* step : {"step-0000002", "step-0000004", "step-0000006"}) {
+    const auto alone = read_json(dir.file("alone") + "/" + step + "/manifest.json");
+    const auto first = read_json(ckpt + "/" + step + "/manifest.json");
+    BOOST_TEST(alone["files"] == first["files"], step);
+    for (const auto& f : first["files"]) {
+      const auto name = f["name"].get<std::string>();
+      BOOST_TEST(pw::test::read_file(ckpt + "/" + step + "/" + name) ==
+                     pw::test::read_file(dir.file("alone") + "/" + step + "/" + name),
+                 step << "/" << name);
+    }
+  }
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(ckpt)) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  BOOST_TEST(names == (std::vector<std::string>{"step-0000002", "step-0000004", "step-0000006"}),
+             "left in the folder: " << nlohmann::json(names).dump());
+}
+
+BOOST_AUTO_TEST_CASE(the_lock_left_by_a_killed_job_is_taken_over_by_its_resume) {
+  ScratchDir dir("stale_lock");
+  const auto ckpt = dir.file("ckpt");
+  const std::string job = kJob + "--steps 6 --checkpoint-every 2 --checkpoint-dir " + ckpt + " ";
+  const auto killed = run_command("PW_INJECT_FAULT=sigkill@5:0 " + pw::test::pipewright_binary() + " " + job);
+  BOOST_REQUIRE_MESSAGE(killed.status == 128 + 9, killed.output);
+  const auto left = lock_of(ckpt);   // a killed job cannot remove it
+  BOOST_REQUIRE_MESSAGE(left.is_object(), "no lock file left by the killed job");
+  BOOST_TEST(left["host"] == host_name());
+  const auto r = run_pipewright(job + "--resume " + ckpt + " --summary " + dir.file("s.json"));
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+  BOOST_TEST(r.output.find("checkpoint folder " + ckpt + ": taking over the lock left by pid " +
+                           std::to_string(left["pid"].get<long long>()) + " on this host") != std::string::npos,
+             r.output);
+  BOOST_TEST(read_json(dir.file("s.json"))["loss_history"].size() == 6u);
+  BOOST_TEST(!fs::exists(ckpt + "/pipewright.lock"));
+}
+
+BOOST_AUTO_TEST_CASE(a_manifest_naming_files_outside_its_folder_or_twice_is_refused_in_one_line) {
+  ScratchDir dir("escape");
+  const auto ckpt = dir.file("ckpt");
+  run_ok(kJob + "--steps 2 --checkpoint-dir " + ckpt + " --checkpoint-every 2");
+  const auto folder = ckpt + "/step-0000002";
+  const auto manifest_path = folder + "/manifest.json";
+  const auto good = read_json(manifest_path);
+  const auto name = good["files"][0]["name"].get<std::string>();
+  const auto resume = [&](const nlohmann::json& manifest) {
+    std::ofstream(manifest_path) << manifest.dump(1);
+    return run_pipewright(kJob + "--steps 4 --resume " + ckpt);
+  };
+  const auto check_refused = [&](const pw::test::CommandResult& r, const std::string& entry, const std::string& why) {
+    BOOST_TEST(r.status == 2, r.output);
+    BOOST_TEST(r.output.find("pipewright: error: '" + manifest_path + "': file entry '" + entry + "' " + why) !=
+                   std::string::npos,
+               r.output);
+    BOOST_TEST(count_lines(r.output) == 1, r.output);
+  };
+  // The file itself, moved out of the folder: its size and checksum still match.
+  fs::create_directories(dir.file("other"));
+  fs::rename(folder + "/" + name, dir.file("other/x.safetensors"));
+  auto escaping = good;
+  escaping["files"][0]["name"] = "../../other/x.safetensors";
+  check_refused(resume(escaping), "../../other/x.safetensors", "climbs out of its folder with '..'");
+  escaping["files"][0]["name"] = dir.file("other/x.safetensors");
+  check_refused(resume(escaping), dir.file("other/x.safetensors"), "is an absolute path");
+  // Under its own name, but a link to the file outside.
+  fs::create_symlink(dir.file("other/x.safetensors"), folder + "/" + name);
+  check_refused(resume(good), name, "is a symbolic link (or lies below one) leading out of " + folder);
+  fs::remove(folder + "/" + name);
+  fs::rename(dir.file("other/x.safetensors"), folder + "/" + name);
+  auto twice = good;
+  twice["files"].push_back(good["files"][0]);
+  check_refused(resume(twice), name, "is listed twice");
+  const auto r = resume(good);
+  BOOST_TEST(r.status == 0, r.output);
+}
+
+BOOST_AUTO_TEST_CASE(a_rollback_goes_to_the_checkpoint_before_the_bad_steps_which_keep_checkpoints_keeps) {
+  ScratchDir dir("rollback_target");
+  const auto ckpt = dir.file("ckpt");
+  // Steps 5, 6 and 7 are not finite; a checkpoint is due after every step and only one is kept.
+  const auto r = run_command("PW_INJECT_FAULT=nonfinite-grad@5:0,nonfinite-grad@6:0,nonfinite-grad@7:0 " +
+                             pw::test::pipewright_binary() + " " + kJob +
+                             "--steps 9 --max-bad-steps 3 --checkpoint-dir " + ckpt +
+                             " --checkpoint-every 1 --keep-checkpoints 1 --summary " + dir.file("s.json"));
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+  BOOST_TEST(r.output.find("rolled back to " + ckpt + "/step-0000004 (step 4) after 3 non-finite steps") !=
+                 std::string::npos,
+             r.output);
+  const auto s = read_json(dir.file("s.json"));
+  BOOST_TEST(s["rollbacks"] == 1);
+  BOOST_TEST(s["skipped_steps"] == 3);
+  BOOST_TEST(s["loss_history"].size() == 9u);
+  for (const auto& loss : s["loss_history"]) BOOST_TEST(loss.is_number());
+  BOOST_TEST(fs::exists(ckpt + "/step-0000009/manifest.json"));
+  BOOST_TEST(!fs::exists(ckpt + "/step-0000004"));   // pushed out once a later good one was written
+
+  // The case: SGD at lr 1e6 in fp16 blows the weights up in its first step, and every step
+  // from that checkpoint on is not finite. It goes back once and then says so, instead of going back
+  // to checkpoints written while steps were skipped (which pushed out every good one).
+  const std::string b = "train --model seed-cnn --dataset synthetic --synthetic-size 512 --threads 1 --eval-batches 1 "
+                        "--batch-size 16 ";
+  const auto blown = run_pipewright(b + "--precision fp16 --optimizer sgd --lr 1e6 --checkpoint-every 1 "
+                                        "--keep-checkpoints 3 --steps 40 --checkpoint-dir " + dir.file("blown"));
+  BOOST_TEST(blown.status == 6, blown.output);   // ran, but did not train
+  BOOST_TEST(blown.output.find("right after rolling back to the checkpoint of step") != std::string::npos, blown.output);
+  for (const auto& entry : fs::directory_iterator(dir.file("blown"))) {
+    const auto m = read_json(entry.path().string() + "/manifest.json");
+    const auto& losses = m["loss_history"];
+    BOOST_TEST((losses.empty() || losses.back().is_number()), entry.path().string() << " was written after a bad step");
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
