@@ -35,6 +35,7 @@ void InputStager::stage(const std::vector<Tensor>& parts) {
     return;
   }
   drain_previous_copies();
+  host_ = parts;   // take() falls back to them for parts with nothing to copy
   std::size_t index = 0;
   const Tensor* first = nullptr;
   std::int64_t elements = 0;
@@ -55,7 +56,6 @@ void InputStager::stage(const std::vector<Tensor>& parts) {
   }
   if (release_recorded_) released_->wait_on(*copy_stream_);
   while (copied_.size() < parts.size()) copied_.emplace_back(device_);
-  host_ = parts;
   std::int64_t offset = 0;
   for (const auto& p : parts) {
     if (p.defined() && p.numel() != 0) {

@@ -2,6 +2,8 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
+
 #include <thrift/transport/TSocket.h>
 
 #include "core/error.h"
@@ -23,7 +25,14 @@ class GatedProcessor : public TProcessor {
  public:
   GatedProcessor(std::shared_ptr<ConnectionGate> gate, std::uint64_t id, std::shared_ptr<TProcessor> inner,
                  std::shared_ptr<transport::TSocket> socket, std::chrono::milliseconds deadline)
-      : gate_(std::move(gate)), id_(id), inner_(std::move(inner)), socket_(std::move(socket)), deadline_(deadline) {}
+      : gate_(std::move(gate)), id_(id), inner_(std::move(inner)), socket_(std::move(socket)), deadline_(deadline) {
+    // Until it proves itself a connection may not hold its thread past the deadline, reading or
+    // writing (a peer that sends calls and never reads the answers blocks the send).
+    if (socket_) {
+      socket_->setRecvTimeout(static_cast<int>(deadline_.count()));
+      socket_->setSendTimeout(static_cast<int>(deadline_.count()));
+    }
+  }
 
   ~GatedProcessor() override { gate_->forget(id_); }
 
@@ -54,7 +63,10 @@ class GatedProcessor : public TProcessor {
     if (proven_) return;
     proven_ = true;
     gate_->forget(id_);
-    if (socket_) socket_->setRecvTimeout(0);   // a proven connection may stay idle between calls
+    if (socket_) {   // a proven connection may stay idle between calls
+      socket_->setRecvTimeout(0);
+      socket_->setSendTimeout(0);
+    }
   }
 
  private:
@@ -72,28 +84,50 @@ void mark_connection_proven() {
 }
 
 ConnectionGate::ConnectionGate(std::shared_ptr<apache::thrift::TProcessorFactory> inner, GateLimits limits)
-    : inner_(std::move(inner)), limits_(limits) {}
+    : inner_(std::move(inner)), limits_(limits), reaper_([this](std::stop_token stop) { reap(stop); }) {}
 
 std::shared_ptr<TProcessor> ConnectionGate::getProcessor(const apache::thrift::TConnectionInfo& info) {
   auto socket = std::dynamic_pointer_cast<transport::TSocket>(info.transport);
-  if (socket) socket->setRecvTimeout(static_cast<int>(limits_.first_call_deadline.count()));
   std::uint64_t id = 0;
   {
     std::lock_guard lock(mutex_);
     id = next_id_++;
-    while (!unproven_.empty() && static_cast<int>(unproven_.size()) >= limits_.unproven_slots) {
-      // The oldest unproven connection makes room. Its thread is blocked reading (or answering a
-      // call without the token); shutting the socket down ends that read. It is still registered,
-      // so its descriptor is still its own (a connection leaves the map before it closes).
-      const auto oldest = unproven_.begin();
-      if (oldest->second >= 0) ::shutdown(oldest->second, SHUT_RDWR);
-      unproven_.erase(oldest);
-      ++evicted_;
-    }
-    unproven_.emplace(id, socket ? static_cast<int>(socket->getSocketFD()) : -1);
   }
-  return std::make_shared<GatedProcessor>(shared_from_this(), id, inner_->getProcessor(info), socket,
-                                          limits_.first_call_deadline);
+  // Made before the connection is registered: if making it throws, nothing is left in the map
+  // whose descriptor could later belong to another connection.
+  auto processor = std::make_shared<GatedProcessor>(shared_from_this(), id, inner_->getProcessor(info), socket,
+                                                    limits_.first_call_deadline);
+  std::lock_guard lock(mutex_);
+  while (!unproven_.empty() && static_cast<int>(unproven_.size()) >= limits_.unproven_slots) {
+    // The oldest unproven connection makes room: shutting its socket down ends its thread's read
+    // or write, and that thread then closes it.
+    const auto oldest = unproven_.begin();
+    if (oldest->second.fd >= 0) ::shutdown(oldest->second.fd, SHUT_RDWR);
+    unproven_.erase(oldest);
+    ++evicted_;
+  }
+  unproven_.emplace(id, Unproven{socket ? static_cast<int>(socket->getSocketFD()) : -1,
+                                 std::chrono::steady_clock::now() + limits_.first_call_deadline});
+  return processor;
+}
+
+void ConnectionGate::reap(std::stop_token stop) {
+  const auto period = std::clamp(limits_.first_call_deadline / 4, std::chrono::milliseconds(10),
+                                 std::chrono::milliseconds(1000));
+  std::unique_lock lock(mutex_);
+  while (!stop.stop_requested()) {
+    wake_.wait_for(lock, stop, period, [] { return false; });
+    const auto now = std::chrono::steady_clock::now();
+    for (auto it = unproven_.begin(); it != unproven_.end();) {
+      if (it->second.deadline > now) {
+        ++it;
+        continue;
+      }
+      if (it->second.fd >= 0) ::shutdown(it->second.fd, SHUT_RDWR);
+      it = unproven_.erase(it);
+      ++expired_;
+    }
+  }
 }
 
 void ConnectionGate::forget(std::uint64_t id) {
@@ -109,6 +143,11 @@ int ConnectionGate::unproven() const {
 std::int64_t ConnectionGate::evicted() const {
   std::lock_guard lock(mutex_);
   return evicted_;
+}
+
+std::int64_t ConnectionGate::expired() const {
+  std::lock_guard lock(mutex_);
+  return expired_;
 }
 
 }  // namespace pw::rpc

@@ -2,16 +2,18 @@
 // Admission of a server's connections. A connection is unproven until a call on it carries the
 // job's token (the handler that checked the token calls mark_connection_proven() on the serving
 // thread). An unproven connection that has not made such a call within a deadline (default 5 s)
-// is closed: a silent one when its read times out, one whose calls lack the token (each answered
-// with the refusal) after the first call past the deadline. Unproven connections have slots of
-// their own (default 64), the oldest closed when a new one needs a slot.
+// of connecting is shut down, whatever it is doing (silent, trickling bytes, sending calls
+// without the token, or not reading the answers). Unproven connections have slots of their own
+// (default 64), the oldest shut down when a new one needs a slot.
 // So connections that send nothing, or not the job's token, never hold the slots of the job's
 // ranks, and a rank connecting during a flood of them still gets in.
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <thread>
 
 #include <thrift/TProcessor.h>
 
@@ -31,18 +33,29 @@ class ConnectionGate : public apache::thrift::TProcessorFactory, public std::ena
   std::shared_ptr<apache::thrift::TProcessor> getProcessor(const apache::thrift::TConnectionInfo& info) override;
 
   int unproven() const;        // connections waiting to prove themselves
-  std::int64_t evicted() const;   // unproven connections closed to make room for newer ones
+  std::int64_t evicted() const;   // unproven connections shut down to make room for newer ones
+  std::int64_t expired() const;   // unproven connections shut down at their deadline
 
  private:
   friend class GatedProcessor;
+  struct Unproven {
+    int fd;
+    std::chrono::steady_clock::time_point deadline;
+  };
   void forget(std::uint64_t id);
+  void reap(std::stop_token stop);
 
   std::shared_ptr<apache::thrift::TProcessorFactory> inner_;
   GateLimits limits_;
   mutable std::mutex mutex_;
+  std::condition_variable_any wake_;
   std::uint64_t next_id_ = 0;
-  std::map<std::uint64_t, int> unproven_;   // id (oldest first) -> socket descriptor
+  // Oldest first. A connection leaves the map before its socket is closed, so a descriptor found
+  // here is still that connection's and may be shut down.
+  std::map<std::uint64_t, Unproven> unproven_;
   std::int64_t evicted_ = 0;
+  std::int64_t expired_ = 0;
+  std::jthread reaper_;   // last: stopped and joined first
 };
 
 }  // namespace pw::rpc

@@ -67,8 +67,9 @@ ThriftServer::ThriftServer(const HostPort& bind, std::shared_ptr<apache::thrift:
 
 void ThriftServer::start(const HostPort& bind, std::shared_ptr<apache::thrift::TProcessorFactory> factory,
                          std::size_t max_message_bytes, int max_connections, GateLimits gate) {
-  PW_CHECK(max_connections > 0, "a server needs at least one connection, got " << max_connections);
-  PW_CHECK(gate.unproven_slots > 0 && gate.first_call_deadline.count() > 0,
+  PW_CHECK(max_connections > 0 && max_connections <= (1 << 20),
+           "a server serves 1 to 1048576 connections, asked for " << max_connections);
+  PW_CHECK(gate.unproven_slots > 0 && gate.unproven_slots <= (1 << 20) && gate.first_call_deadline.count() > 0,
            "a server needs unproven slots and a first-call deadline above 0");
   gate_ = std::make_shared<ConnectionGate>(std::move(factory), gate);
   PW_CHECK(max_message_bytes > 0 && max_message_bytes <= static_cast<std::size_t>(INT_MAX),

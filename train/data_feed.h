@@ -46,6 +46,7 @@ class TrainFeed {
   // This rank's part of the next global batch (tensors it does not read are left undefined), or
   // nullopt at the end of the epoch.
   std::optional<models::data::Batch> next();
+  std::size_t buffer_count() const { return buffers_->size(); }   // host buffers made so far
 
  private:
   models::data::Batch assemble(std::int64_t batch, tbb::task_group_context& context) const;

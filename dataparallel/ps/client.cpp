@@ -8,9 +8,11 @@
 #include <random>
 #include <thread>
 
+#include <thrift/TApplicationException.h>
 #include <thrift/TConfiguration.h>
 #include <thrift/protocol/TBinaryProtocol.h>
 #include <thrift/transport/TSocket.h>
+#include <thrift/transport/TTransportException.h>
 
 #include "core/error.h"
 #include "dataparallel/ps/client_wire.h"
@@ -29,15 +31,18 @@ constexpr auto kRetryPause = std::chrono::milliseconds(200);
 constexpr auto kAnswerSlack = std::chrono::milliseconds(2000);
 constexpr auto kFileWorkSlack = std::chrono::minutes(10);
 
-// Thrift's words for a socket timeout ("THRIFT_EAGAIN (timed out)", "Resource temporarily
-// unavailable") are the operating system's; say what happened.
+// What a failed attempt met, in words (Thrift's for a socket timeout are the operating system's:
+// "THRIFT_EAGAIN (timed out)", "Resource temporarily unavailable").
 std::string plain_transport_error(const apache::thrift::TException& e) {
-  const std::string what = e.what();
-  if (what.find("EAGAIN") != std::string::npos || what.find("temporarily unavailable") != std::string::npos ||
-      what.find("timed out") != std::string::npos)
-    return "the server did not answer in time";
-  if (what.find("refused") != std::string::npos) return "connection refused (no server listening)";
-  return what;
+  if (const auto* t = dynamic_cast<const transport::TTransportException*>(&e)) {
+    switch (t->getType()) {
+      case transport::TTransportException::TIMED_OUT: return "the server did not answer in time";
+      case transport::TTransportException::END_OF_FILE: return "the server closed the connection";
+      case transport::TTransportException::NOT_OPEN: return std::string("could not connect: ") + e.what();
+      default: break;
+    }
+  }
+  return e.what();
 }
 
 // One framed connection to a shard, opened on first use and after a failure.
@@ -81,6 +86,11 @@ class PsConnection {
         if (e.code == rpc::wire::PsErrorCode::TIMED_OUT) throw rpc::TimeoutError(where + e.reason);
         if (e.code == rpc::wire::PsErrorCode::FAILED) throw Error(where + e.reason);
         throw InputError(where + e.reason);
+      } catch (const apache::thrift::TApplicationException& e) {
+        // The server answered but does not know the call (an older pipewright): no retry helps.
+        close();
+        throw Error(where + "the server does not serve this call (" + e.what() +
+                    "); are the servers of another pipewright version?");
       } catch (const apache::thrift::TException& e) {
         close();
         if (std::chrono::steady_clock::now() + kRetryPause >= deadline)

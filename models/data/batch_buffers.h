@@ -21,6 +21,7 @@ class BatchBuffers {
   kernels::Tensor acquire(const kernels::Shape& shape, kernels::DType dtype);
   kernels::HostMemory memory() const { return memory_; }
   std::size_t size() const;   // buffers in the pool, free or not
+  static constexpr std::size_t kMaxBuffers = 32;   // past this, free buffers of other shapes go
 
  private:
   kernels::HostMemory memory_;

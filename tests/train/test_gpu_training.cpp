@@ -208,27 +208,37 @@ BOOST_AUTO_TEST_CASE(replicas_sharing_the_gpu_reduce_on_the_host) {
 // The stager's copies run on their own stream from pinned loader buffers; a step's copies must not
 // overwrite the device buffer while the last step's queued work still reads it, and each part must
 // have landed before the work that takes it. Each step's parts are read by work queued on the
-// compute stream (clones), the next step is staged at once, and only then is anything read back.
+// compute stream behind a long stretch of other device work (so the GPU is still busy with a step
+// when the host stages the next), the next step is staged at once, and only then is anything read.
 BOOST_AUTO_TEST_CASE(the_input_stager_orders_its_copies_against_the_compute_stream) {
   const auto gpu = pw::kernels::Device::cuda(0);
   pw::pipeline::InputStager stager(gpu);
   constexpr int kParts = 4;
-  constexpr std::int64_t kElements = 1 << 20;   // 4 MiB a part: long enough copies to race
-  std::vector<std::vector<pw::kernels::Tensor>> seen;
-  for (int step = 0; step < 3; ++step) {
+  constexpr int kSteps = 3;
+  constexpr std::int64_t kElements = 1 << 20;   // 4 MiB a part
+  std::vector<pw::kernels::Tensor> batches;   // filled before the loop: the host stages at once
+  for (int step = 0; step < kSteps; ++step) {
     auto batch = pw::kernels::Tensor::empty_pinned({kParts * kElements});
     BOOST_TEST(batch.is_pinned());
     auto* values = batch.data<float>();
     for (std::int64_t i = 0; i < kParts * kElements; ++i) values[i] = static_cast<float>(step * 10 + i / kElements);
+    batches.push_back(batch);
+  }
+  const auto busy = pw::kernels::Tensor::zeros({std::int64_t{1} << 28}, pw::kernels::DType::F32, gpu);   // 1 GiB
+  std::vector<std::vector<pw::kernels::Tensor>> seen;
+  for (int step = 0; step < kSteps; ++step) {
     std::vector<pw::kernels::Tensor> parts;
-    for (int m = 0; m < kParts; ++m) parts.push_back(batch.view(m * kElements, {kElements}));
+    for (int m = 0; m < kParts; ++m) parts.push_back(batches[step].view(m * kElements, {kElements}));
     stager.stage(parts);
+    std::vector<pw::kernels::Tensor> taken;
+    for (int m = 0; m < kParts; ++m) taken.push_back(stager.take(m));
+    for (int i = 0; i < 4; ++i) (void)busy.clone();   // milliseconds of device copies before the reads
     std::vector<pw::kernels::Tensor> clones;
-    for (int m = 0; m < kParts; ++m) clones.push_back(stager.take(m).clone());
+    for (const auto& t : taken) clones.push_back(t.clone());
     stager.release();
     seen.push_back(std::move(clones));
   }
-  for (int step = 0; step < 3; ++step)
+  for (int step = 0; step < kSteps; ++step)
     for (int m = 0; m < kParts; ++m) {
       const auto v = seen[step][m].to_float_vector();
       const float expected = static_cast<float>(step * 10 + m);
