@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "rpc/job_token.h"
+#include "tools/flag_checks.h"
 #include "tools/train_command.h"
 #include "train/job_plan.h"
 #include "train/launcher/stop_signals.h"
@@ -35,28 +36,28 @@ void add_launch_command(CLI::App& app, LaunchOptions& o) {
     return cmd->add_option(flag, field, help);
   };
   bind("--nproc-per-node", "/nproc_per_node", o.nproc_per_node, "ranks on this node")->capture_default_str()
-      ->check(CLI::Range(1, 1024));
-  bind("--nnodes", "/nnodes", o.nnodes, "nodes in the job")->capture_default_str()->check(CLI::Range(1, 65536));
+      ->check(range(1, 1024));
+  bind("--nnodes", "/nnodes", o.nnodes, "nodes in the job")->capture_default_str()->check(range(1, 65536));
   bind("--node-rank", "/node_rank", o.node_rank, "this node's index, 0 to nnodes-1")->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegative);
   bind("--master", "/master", o.master,
        "HOST:PORT of node 0, where rank 0 serves the rendezvous (default 127.0.0.1 and a free port; "
        "required with --nnodes > 1)");
   bind("--grace", "/grace_seconds", o.grace_seconds,
        "seconds the other ranks get to stop by themselves after one fails, before they are killed")
-      ->capture_default_str()->check(CLI::Range(0.0, 3600.0));
+      ->capture_default_str()->check(range(0.0, 3600.0));
   bind("--max-restarts", "/max_restarts", o.max_restarts,
        "after a rank fails and the others stopped, start every rank again, at most this many times "
        "(each attempt sees PW_RESTART_COUNT and PW_RESTART_CAUSES); with --nnodes > 1 every node restarts "
        "together")
-      ->capture_default_str()->check(CLI::Range(0, 1000000));
+      ->capture_default_str()->check(range(0, 1000000));
   bind("--node-timeout", "/node_timeout_seconds", o.node_timeout_seconds,
        "with --nnodes > 1 and --max-restarts: seconds a launcher waits for the other nodes' launchers "
        "(to join, and to end an attempt)")
-      ->capture_default_str()->check(CLI::Range(1.0, 86400.0));
+      ->capture_default_str()->check(range(1.0, 86400.0));
   bind("--ps", "/servers/count", o.ps, "parameter servers to start (pipewright ps serve, one shard each, on loopback) "
        "for the embedding tables of a --model dlrm job; single-node jobs")
-      ->capture_default_str()->check(CLI::Range(0, 64));
+      ->capture_default_str()->check(range(0, 64));
   bind("--ps-dir", "/servers/config/dir", o.ps_dir, "with --ps: the servers keep their shards here (snapshots and logs) and "
        "resume from them");
   o.flags.add("/job_token", rpc::kJobTokenEnv);   // read from the environment by run_launch

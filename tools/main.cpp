@@ -3,6 +3,7 @@
 // 6 the job ran but did not train (docs/long_jobs.md).
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
@@ -38,7 +39,19 @@ int main(int argc, char** argv) {
     pw::tools::install_fault_hooks_from_environment();   // tests only: PW_INJECT_FAULT, PW_INJECT_STEP_DELAY
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == 0) return app.exit(e);   // --help: the text, status 0
+    // A bad flag is bad input like any other: one line, status 2, and where to look.
+    std::string message = e.what();
+    for (auto& c : message)
+      if (c == '\n') c = ' ';
+    std::string command = "pipewright";
+    for (const CLI::App* sub = &app; sub != nullptr;) {
+      const auto parsed = sub->get_subcommands();
+      sub = parsed.empty() ? nullptr : parsed.front();
+      if (sub != nullptr) command += " " + sub->get_name();
+    }
+    std::fprintf(stderr, "pipewright: error: %s (%s --help lists what is accepted)\n", message.c_str(), command.c_str());
+    return 2;
   } catch (const pw::rpc::AbortedError& e) {
     // Another rank of the job failed; the message names it and what this rank was doing.
     std::fprintf(stderr, "pipewright: stopped: %s\n", e.what());

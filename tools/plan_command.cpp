@@ -22,6 +22,7 @@
 #include "pipeline/schedule.h"
 #include "pipeline/planner.h"
 #include "pipeline/simulator.h"
+#include "tools/flag_checks.h"
 
 namespace pw::tools {
 namespace {
@@ -298,16 +299,19 @@ nlohmann::json to_json(const Plan& plan) {
 void add_plan_command(CLI::App& app, PlanOptions& o) {
   auto* cmd = app.add_subcommand("plan", "split a model into pipeline stages and predict step time and memory");
   cmd->add_option("--model", o.model, "seed-cnn, resnet18/34/50/101/152, vgg16")->capture_default_str();
-  cmd->add_option("--width", o.width, "ResNet base width / VGG width scale (64 = standard)")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--width", o.width, "ResNet base width / VGG width scale (64 = standard)")->capture_default_str()->check(Positive);
   cmd->add_option("--dataset", o.dataset, "fashion-mnist or synthetic (sets the sample shape)")->capture_default_str();
   cmd->add_option("--synthetic-shape", o.synthetic_shape, "CxHxW of synthetic samples")->capture_default_str();
-  auto* stages = cmd->add_option("--stages", o.stages, "pipeline stages P (default: from --split, else 1)");
-  auto* micro_batches = cmd->add_option("--micro-batches", o.micro_batches, "micro-batches M per mini-batch (default: P)");
-  cmd->add_option("--batch-size", o.batch_size, "mini-batch size, split into M equal micro-batches")->capture_default_str();
+  auto* stages = cmd->add_option("--stages", o.stages, "pipeline stages P (default: from --split, else 1)")
+                     ->check(range(1, 4096));
+  auto* micro_batches = cmd->add_option("--micro-batches", o.micro_batches, "micro-batches M per mini-batch (default: P)")
+                            ->check(range(1, 1 << 20));
+  cmd->add_option("--batch-size", o.batch_size, "mini-batch size, split into M equal micro-batches")->capture_default_str()
+      ->check(range(1, 1 << 24));
   cmd->add_option("--schedule", o.schedule, "gpipe, 1f1b, interleaved or zb-h1")->capture_default_str();
-  cmd->add_option("--chunks", o.chunks, "model chunks per stage V (interleaved; default 2)");
+  cmd->add_option("--chunks", o.chunks, "model chunks per stage V (interleaved; default 2)")->check(range(1, 64));
   cmd->add_option("--device", o.device, "device the layers are profiled on, cpu:N or cuda:N")->capture_default_str();
-  cmd->add_option("--threads", o.threads, "threads of the CPU device (default: all)")->check(CLI::PositiveNumber);
+  cmd->add_option("--threads", o.threads, "threads of the CPU device (default: all)")->check(Positive);
   cmd->add_option("--device-memory", o.device_memory, "memory cap of each stage's device, e.g. 1GiB (default: none)");
   auto* method = cmd->add_option("--partition", o.partition, "uniform, params or profile")->capture_default_str();
   auto* split = cmd->add_option("--split", o.split, "explicit split points: first layer of stages 1..P-1, e.g. 3,7,12");
@@ -315,7 +319,8 @@ void add_plan_command(CLI::App& app, PlanOptions& o) {
   cmd->add_option("--recompute", o.recompute, "none, all or except-last")->capture_default_str();
   cmd->add_option("--optimizer", o.optimizer, "sgd, adam or adagrad (optimizer state memory)")->capture_default_str();
   cmd->add_option("--link-bandwidth", o.link_bandwidth, "bytes per second between stages, e.g. 10GB (default: 10GB on CPU, 25GB on CUDA)");
-  cmd->add_option("--repeats", o.repeats, "timed runs per layer after one warm-up")->capture_default_str();
+  cmd->add_option("--repeats", o.repeats, "timed runs per layer after one warm-up")->capture_default_str()
+      ->check(range(1, 1000));
   cmd->add_option("--seed", o.seed, "seed of weights and profiling inputs")->capture_default_str();
   cmd->add_flag("--json", o.json, "print the plan as one JSON object");
   cmd->add_flag("--grid", o.grid, "also print the schedule's step x stage grid (equal op times)");
@@ -327,6 +332,27 @@ void add_plan_command(CLI::App& app, PlanOptions& o) {
 }
 
 int run_plan(const PlanOptions& o) {
+  // Each named value is checked up front, so its one-line error names the flag it came from.
+  const auto as_flag = [](const char* flag, const auto& check) {
+    try {
+      check();
+    } catch (const InputError& e) {
+      throw InputError(std::string(flag) + ": " + e.what());
+    }
+  };
+  as_flag("--model", [&] {
+    const auto names = models::model_names();
+    if (std::find(names.begin(), names.end(), o.model) != names.end()) return;
+    std::string accepted;
+    for (const auto& n : names) accepted += (accepted.empty() ? "" : ", ") + n;
+    throw InputError("unknown model '" + o.model + "'; accepted: " + accepted);
+  });
+  as_flag("--dataset", [&] { sample_shape_of(o); });
+  as_flag("--device", [&] { kernels::Device::parse(o.device); });
+  as_flag("--schedule", [&] { pipeline::parse_schedule_kind(o.schedule); });
+  if (o.split.empty()) as_flag("--partition", [&] { partition::parse_partition_method(o.partition); });
+  as_flag("--recompute", [&] { partition::parse_recompute(o.recompute); });
+  as_flag("--optimizer", [&] { models::parse_optimizer_kind(o.optimizer); });
   const Plan plan = make_plan(o);
   if (o.json) {
     std::printf("%s\n", to_json(plan).dump(2).c_str());

@@ -10,6 +10,7 @@
 #include "dataparallel/ps/server.h"
 #include "rpc/host_port.h"
 #include "rpc/job_token.h"
+#include "tools/flag_checks.h"
 #include "tools/ps_bound_flags.h"
 #include "train/ps_serve_config.h"
 
@@ -30,14 +31,14 @@ void add_ps_command(CLI::App& app, PsServeOptions& o) {
                                    "snapshot_every and the job's \"ps\" block), as pipewright launch --ps writes it");
   serve->add_option("--bind", o.bind, "HOST:PORT to listen on (port 0: any free port, printed)")->capture_default_str();
   serve->add_option("--shard", o.shard, "this server's shard, 0 to shards-1")->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  serve->add_option("--shards", o.shards, "servers in the job")->capture_default_str()->check(CLI::PositiveNumber);
+      ->check(NonNegative);
+  serve->add_option("--shards", o.shards, "servers in the job")->capture_default_str()->check(Positive);
   serve->add_option("--workers", o.workers, "workers that push every step")->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(Positive);
   serve->add_option("--mode", o.mode, "sync, async or bounded")->capture_default_str();
   serve->add_option("--dir", o.dir, "keep the shard here (snapshots and a write-ahead log) and resume from it");
   serve->add_option("--snapshot-every", o.snapshot_every, "pushes between snapshots")->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(Positive);
   add_table_bound_options(*serve, o.admit_after, o.max_rows, o.row_ttl, "--");
   for (const char* flag : {"--bind", "--shard", "--shards", "--workers", "--mode", "--dir", "--snapshot-every",
                            "--admit-after", "--max-rows", "--row-ttl"})
@@ -61,14 +62,24 @@ int run_ps_serve(const PsServeOptions& o) {
     c.shard = o.shard;
     c.shards = o.shards;
     c.workers = o.workers;
-    c.mode = dp::parse_update_mode(o.mode);
+    try {
+      c.mode = dp::parse_update_mode(o.mode);
+    } catch (const InputError& e) {
+      throw InputError(std::string("--mode: ") + e.what());
+    }
     c.dir = o.dir;
     c.snapshot_every = o.snapshot_every;
     if (o.bounds_given) c.bounds = dp::TableBounds{o.admit_after, o.max_rows, o.row_ttl};
   }
   std::signal(SIGINT, request_stop);
   std::signal(SIGTERM, request_stop);
-  dp::PsServer server(rpc::parse_host_port(bind), c, *token);
+  rpc::HostPort address;
+  try {
+    address = rpc::parse_host_port(bind);
+  } catch (const InputError& e) {
+    throw InputError((o.config.empty() ? std::string("--bind: ") : "--config " + o.config + ": bind: ") + e.what());
+  }
+  dp::PsServer server(address, c, *token);
   std::printf("parameter server shard %d of %d listening on %s (mode %s, %d workers%s%s%s%s)\n", c.shard, c.shards,
               server.address().str().c_str(), dp::update_mode_name(c.mode), c.workers, c.dir.empty() ? "" : ", dir ",
               c.dir.c_str(), c.bounds ? ", tables: " : "", c.bounds ? dp::describe_bounds(*c.bounds).c_str() : "");

@@ -18,6 +18,7 @@
 #include "partition/model_description.h"
 #include "rpc/job_token.h"
 #include "rpc/transport.h"
+#include "tools/flag_checks.h"
 #include "train/fit.h"
 #include "train/parameter_servers.h"
 #include "tools/ps_bound_flags.h"
@@ -176,12 +177,12 @@ void add_train_command(CLI::App& app, TrainCommand& t) {
   const std::string model = "Model";
   b.option("--model", "/model/name", job.model.name, "seed-cnn, resnet18/34/50/101/152, vgg16, dlrm")->capture_default_str()->group(model);
   b.option("--width", "/model/width", job.model.width, "ResNet base width / VGG width scale (64 = standard)")
-      ->capture_default_str()->check(CLI::PositiveNumber)->group(model);
+      ->capture_default_str()->check(Positive)->group(model);
   b.option("--embedding-rows", "/model/embedding_rows", job.model.embedding_rows,
                   "dlrm: rows of each sparse feature's table, e.g. 10000000,10000000,10000000 (default 1000 each; "
                   "at most 2^24)")->delimiter(',')->group(model);
   b.option("--embedding-dim", "/model/embedding_dim", job.model.embedding_dim, "dlrm: width of the embedding rows")->capture_default_str()
-      ->check(CLI::Range(1, 4096))->group(model);
+      ->check(range(1, 4096))->group(model);
   b.option("--seed", "/seed", job.seed, "seed of weights, shuffling and dropout")->capture_default_str()->group(model);
   b.option("--load", "/load_path", job.load_path, "start from these weights (safetensors)")->group(model);
 
@@ -196,7 +197,7 @@ void add_train_command(CLI::App& app, TrainCommand& t) {
                "DIR/train-{000000..000031}.tar); cifar10: folder with data_batch_1.bin ... test_batch.bin")
       ->group(data);
   b.option("--image-size", "/data/image_size", job.data.image_size, "image-folder, shards: samples are 3 x S x S")
-      ->capture_default_str()->check(CLI::Range(1, 8192))->group(data);
+      ->capture_default_str()->check(range(1, 8192))->group(data);
   b.choice("--augment", "/data/augment", job.data.augment,
            "image-folder, shards: RandomResizedCrop + flip in training, or Resize + CenterCrop")
       ->group(data);
@@ -213,32 +214,32 @@ void add_train_command(CLI::App& app, TrainCommand& t) {
   b.option("--synthetic-size", "/data/synthetic_size", job.data.synthetic_size, "training samples of the synthetic data set")
       ->capture_default_str()->group(data);
   b.option("--batch-size", "/data/batch_size", job.data.batch_size, "global mini-batch size")->capture_default_str()
-      ->check(CLI::PositiveNumber)->group(data);
+      ->check(Positive)->group(data);
   b.option("--epochs", "/data/epochs", job.data.epochs, "passes over the training set")->capture_default_str()
-      ->check(CLI::PositiveNumber)->group(data);
-  b.option("--steps", "/data/steps", job.data.steps, "optimizer steps (overrides --epochs)")->check(CLI::PositiveNumber)->group(data);
+      ->check(Positive)->group(data);
+  b.option("--steps", "/data/steps", job.data.steps, "optimizer steps (overrides --epochs)")->check(Positive)->group(data);
   b.option("--eval-batches", "/data/eval_batches", job.data.eval_batches, "evaluate on at most N test batches (default: all)")
       ->group(data);
 
   const std::string optimizer = "Optimizer";
   b.choice("--optimizer", "/optimizer/kind", job.optimizer.kind, "")->group(optimizer);
   b.option("--lr", "/optimizer/lr", job.optimizer.lr, "learning rate (default: adam 0.001, sgd 0.01, adagrad 0.01)")
-      ->check(CLI::PositiveNumber)->group(optimizer);
+      ->check(Positive)->group(optimizer);
   b.option("--momentum", "/optimizer/momentum", job.optimizer.momentum, "SGD momentum")->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0))->group(optimizer);
+      ->check(range(0.0, 1.0))->group(optimizer);
   b.option("--weight-decay", "/optimizer/weight_decay", job.optimizer.weight_decay, "L2 weight decay")->capture_default_str()
-      ->check(CLI::NonNegativeNumber)->group(optimizer);
+      ->check(NonNegative)->group(optimizer);
   b.option("--clip-grad-norm", "/recovery/clip_grad_norm", job.recovery.clip_grad_norm, "clip gradients by the norm of the whole model (0: off)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber)->group(optimizer);
+      ->capture_default_str()->check(NonNegative)->group(optimizer);
 
   const std::string pipeline = "Pipeline";
   b.option("--stages", "/pipeline/stages", job.pipeline.stages, "pipeline stages, one rank and device each (default: from --split, else 1)")
-      ->check(CLI::PositiveNumber)->group(pipeline);
+      ->check(Positive)->group(pipeline);
   b.option("--micro-batches", "/pipeline/micro_batches", job.pipeline.micro_batches, "micro-batches per mini-batch (default: one per stage)")
-      ->check(CLI::PositiveNumber)->group(pipeline);
+      ->check(Positive)->group(pipeline);
   b.choice("--schedule", "/pipeline/schedule", job.pipeline.schedule, "")->group(pipeline);
   b.option("--chunks", "/pipeline/chunks", job.pipeline.chunks, "model chunks per stage (default: 2 for interleaved, else 1)")
-      ->check(CLI::PositiveNumber)->group(pipeline);
+      ->check(Positive)->group(pipeline);
   b.option("--schedule-file", "/pipeline/schedule_file", job.pipeline.schedule_file,
                   "run these programs, one line per stage in the text form (e.g. 'F0 sA0 F1 sA1 rG0 B0 rG1 B1 RG S'); "
                   "checked by the simulator before anything runs")->group(pipeline);
@@ -249,12 +250,12 @@ void add_train_command(CLI::App& app, TrainCommand& t) {
   b.choice("--recompute", "/pipeline/recompute", job.pipeline.recompute, "which stages re-run forward instead of keeping activations")
       ->group(pipeline);
   b.option("--stage-timeout", "/timeouts/stage_seconds", job.timeouts.stage_seconds, "seconds a stage waits for a neighbour before failing")
-      ->capture_default_str()->check(CLI::Range(0.001, 1e6))->group(pipeline);
+      ->capture_default_str()->check(range(0.001, 1e6))->group(pipeline);
 
   const std::string replicas = "Replicas";
   b.option("--replicas", "/replicas/replicas", job.replicas.replicas,
                   "data-parallel replicas of the pipeline; --batch-size is the global batch, split evenly over them")
-      ->capture_default_str()->check(CLI::Range(1, 4096))->group(replicas);
+      ->capture_default_str()->check(range(1, 4096))->group(replicas);
   b.parsed("--bucket-size", "/replicas/bucket_bytes", job.replicas.bucket_bytes, parse_bytes,
              "gradients are all-reduced in buckets of about this size")->default_str("25MiB")->group(replicas);
   b.flag("--sync-batch-norm", "/replicas/sync_batch_norm", job.replicas.sync_batch_norm,
@@ -266,18 +267,18 @@ void add_train_command(CLI::App& app, TrainCommand& t) {
   const std::string servers = "Parameter servers";
   b.option("--ps", "/ps/servers", job.ps.servers, "parameter servers holding the embedding tables (run in this process unless "
                                           "started by pipewright launch --ps or given with --ps-servers)")
-      ->check(CLI::Range(0, 64))->group(servers);
+      ->check(range(0, 64))->group(servers);
   b.option("--ps-servers", "/ps/addresses", job.ps.addresses, "HOST:PORT,... of running parameter servers (pipewright ps serve; "
                                                     "the job token comes from PW_JOB_TOKEN)")->group(servers);
   b.choice("--ps-mode", "/ps/mode", job.ps.mode, "bounded waits as --staleness says")->group(servers);
   b.option("--staleness", "/ps/staleness", job.ps.staleness, "bounded: a pull of step t waits until step t-s is applied")
-      ->capture_default_str()->check(CLI::Range(0, 1000000))->group(servers);
+      ->capture_default_str()->check(range(0, 1000000))->group(servers);
   b.parsed("--ps-optimizer", "/ps/optimizer", job.ps.optimizer,
            [](const std::string& text) { return std::optional(parse_enum<dp::SparseOptimizerKind>(text)); },
            "sparse optimizer on the servers: " + enum_choices<dp::SparseOptimizerKind>() + " (default: --optimizer)")
       ->group(servers);
   b.option("--ps-lr", "/ps/lr", job.ps.lr, "learning rate of the sparse optimizer (default: --lr)")
-      ->check(CLI::PositiveNumber)->group(servers);
+      ->check(Positive)->group(servers);
   b.option("--ps-dir", "/ps/dir", job.ps.dir, "with --ps: the servers keep their shards here and resume from them")
       ->group(servers);
   add_table_bound_options(*cmd, job.ps.admit_after, job.ps.max_rows, job.ps.row_ttl, "--ps-");
@@ -294,11 +295,11 @@ void add_train_command(CLI::App& app, TrainCommand& t) {
                   "write checkpoints of the whole job (weights, optimizer state, step, data position) to D/step-N/")
       ->group(checkpoints);
   b.option("--checkpoint-every", "/checkpoints/every_steps", job.checkpoints.every_steps, "checkpoint every N steps (and after the last)")
-      ->check(CLI::PositiveNumber)->group(checkpoints);
+      ->check(Positive)->group(checkpoints);
   b.option("--checkpoint-every-seconds", "/checkpoints/every_seconds", job.checkpoints.every_seconds, "checkpoint every S seconds")
-      ->check(CLI::PositiveNumber)->group(checkpoints);
+      ->check(Positive)->group(checkpoints);
   b.option("--keep-checkpoints", "/checkpoints/keep", job.checkpoints.keep, "newest complete checkpoints kept")
-      ->capture_default_str()->check(CLI::PositiveNumber)->group(checkpoints);
+      ->capture_default_str()->check(Positive)->group(checkpoints);
   b.choice("--on-checkpoint-error", "/checkpoints/on_error", job.checkpoints.on_error, "when a checkpoint cannot be written")
       ->group(checkpoints);
   b.option("--resume", "/checkpoints/resume", job.checkpoints.resume,
@@ -306,25 +307,25 @@ void add_train_command(CLI::App& app, TrainCommand& t) {
                   "job's total)")->group(checkpoints);
   b.option("--max-bad-steps", "/recovery/max_bad_steps", job.recovery.max_bad_steps,
                   "non-finite steps in a row (each skipped on every rank) that roll back to the newest checkpoint")
-      ->capture_default_str()->check(CLI::PositiveNumber)->group(checkpoints);
+      ->capture_default_str()->check(Positive)->group(checkpoints);
   b.option("--rollback-lr-factor", "/recovery/rollback_lr_factor", job.recovery.rollback_lr_factor, "learning rate after a rollback, relative to before")
-      ->capture_default_str()->check(CLI::Range(1e-6, 1.0))->group(checkpoints);
+      ->capture_default_str()->check(range(1e-6, 1.0))->group(checkpoints);
   b.option("--max-rollbacks", "/recovery/max_rollbacks", job.recovery.max_rollbacks,
            "rollbacks in a row that do not get past the step where the last one began before the job gives up "
            "(exit status 6)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber)->group(checkpoints);
+      ->capture_default_str()->check(NonNegative)->group(checkpoints);
 
   const std::string numerics = "Numerics";
   b.choice("--precision", "/numerics/precision", job.numerics.precision,
            "activations, their gradients, convolutions and matrix products in 16 bits; weights, optimizer state, "
            "batch-norm statistics and the loss stay fp32")->group(numerics);
   b.option("--loss-scale", "/numerics/loss_scale", job.numerics.loss_scale, "fp16: a fixed loss scale; 0 (default) scales dynamically")
-      ->check(CLI::NonNegativeNumber)->group(numerics);
+      ->check(NonNegative)->group(numerics);
   b.option("--initial-loss-scale", "/numerics/initial_loss_scale", job.numerics.initial_loss_scale, "fp16 dynamic loss scaling: the first scale")
-      ->capture_default_str()->check(CLI::PositiveNumber)->group(numerics);
+      ->capture_default_str()->check(Positive)->group(numerics);
   b.option("--loss-scale-window", "/numerics/loss_scale_window", job.numerics.loss_scale_window,
                   "fp16 dynamic loss scaling: steps without overflow before the scale doubles")
-      ->capture_default_str()->check(CLI::PositiveNumber)->group(numerics);
+      ->capture_default_str()->check(Positive)->group(numerics);
   b.flag("--allow-tf32", "/numerics/allow_tf32", job.numerics.allow_tf32,
                 "CUDA: TF32 tensor-core math for fp32 convolutions and matrix products (faster, ~1e-3 relative error)")
       ->group(numerics);
@@ -338,31 +339,31 @@ void add_train_command(CLI::App& app, TrainCommand& t) {
   b.parsed("--devices", "/resources/devices", job.resources.devices, device_list,
              "one device per stage, e.g. cpu:0,cpu:1 (default cpu:0..P-1)")->group(devices);
   b.option("--threads", "/resources/threads", job.resources.threads, "threads of the CPU device (default: all)")
-      ->check(CLI::PositiveNumber)->group(devices);
+      ->check(Positive)->group(devices);
   b.option("--prefetch-batches", "/resources/prefetch_batches", job.resources.prefetch_batches,
            "training batches decoded ahead of the step that needs them (0: when asked for)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber)->group(devices);
+      ->capture_default_str()->check(NonNegative)->group(devices);
   b.option("--loader-threads", "/resources/loader_threads", job.resources.loader_threads,
            "threads of the data loader's own pool (default 0: shared with the machine)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber)->group(devices);
+      ->capture_default_str()->check(NonNegative)->group(devices);
   b.parsed("--device-memory", "/resources/device_memory", job.resources.device_memory, parse_bytes, "memory cap of the device, e.g. 512MiB")
       ->group(devices);
   b.choice("--transport", "/transport", job.transport,
            "auto: in-process within one process, NCCL between GPUs of a multi-process job, else Thrift")->group(devices);
   b.option("--heartbeat-timeout", "/timeouts/heartbeat_seconds", job.timeouts.heartbeat_seconds,
                   "multi-process jobs: seconds after which a silent rank ends the job (a killed rank ends it at once)")
-      ->capture_default_str()->check(CLI::Range(0.5, 1e6))->group(devices);
+      ->capture_default_str()->check(range(0.5, 1e6))->group(devices);
   b.option("--startup-timeout", "/timeouts/startup_seconds", job.timeouts.startup_seconds,
                   "multi-process jobs: seconds for every rank to reach the rendezvous")
-      ->capture_default_str()->check(CLI::Range(0.1, 1e6))->group(devices);
+      ->capture_default_str()->check(range(0.1, 1e6))->group(devices);
 
   const std::string output = "Output";
   cmd->add_option("--summary", fit.summary_path, "write a JSON summary here")->group(output);
   cmd->add_option("--save", fit.save_path, "save the trained weights (safetensors)")->group(output);
   cmd->add_option("--log-every", fit.log_every, "progress line every N steps when output is not a terminal")
-      ->capture_default_str()->check(CLI::PositiveNumber)->group(output);
+      ->capture_default_str()->check(Positive)->group(output);
   cmd->add_option("--warmup-steps", fit.warmup_steps, "steps left out of the steady-state throughput figures")
-      ->capture_default_str()->check(CLI::NonNegativeNumber)->group(output);
+      ->capture_default_str()->check(NonNegative)->group(output);
   cmd->add_option("--trace", fit.trace_path,
                   "write a Chrome trace (Perfetto, chrome://tracing; read by pipewright prof) of the steps; "
                   "multi-process jobs write FILE with .rankN before the extension")
@@ -411,7 +412,11 @@ train::JobConfig with_environment(train::JobConfig job) {
 int run_train(const TrainCommand& t) {
   const train::JobConfig job = with_environment(t.job);
   if (t.print_config) {
-    train::validate(job);
+    try {
+      train::validate(job);
+    } catch (const train::ConfigError& e) {
+      throw InputError(t.flags.message_of(e));
+    }
     std::printf("%s\n", train::to_full_json(job).dump(2).c_str());
     return 0;
   }

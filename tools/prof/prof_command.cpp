@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "tools/flag_checks.h"
 #include "tools/prof/analysis.h"
 #include "tools/prof/timeline_svg.h"
 
@@ -18,7 +19,7 @@ void add_prof_command(CLI::App& app, ProfOptions& o) {
   cmd->add_option("files", o.files, "trace files")->required();
   cmd->add_option("--svg", o.svg_path, "draw the timeline of the last traced steps into this SVG file");
   cmd->add_option("--svg-steps", o.svg_steps, "how many steps the timeline shows")->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(Positive);
   cmd->add_flag("--json", o.json, "print the report as JSON");
   cmd->callback([&o] { std::exit(run_prof(o)); });
 }
