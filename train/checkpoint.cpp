@@ -350,7 +350,7 @@ CheckpointDirLock::CheckpointDirLock(const std::string& dir, const std::string& 
       }
       ::close(fd);
       throw in_use(" is in use by another job (" + (holder ? describe(*holder) : std::string("its lock file names no holder yet")) +
-                   "; lock " + path_ + "); give each job its own --checkpoint-dir");
+                   "; lock " + path_ + "); give each job its own /checkpoints/dir");
     }
     const auto previous = parse_holder(read_fd(fd));
     if (!locked) {
@@ -359,7 +359,7 @@ CheckpointDirLock::CheckpointDirLock(const std::string& dir, const std::string& 
       if (previous && previous->host == host && previous->pid != ::getpid() && process_alive(previous->pid)) {
         ::close(fd);
         throw in_use(" is in use by another job (" + describe(*previous) + "; lock " + path_ +
-                     "); give each job its own --checkpoint-dir");
+                     "); give each job its own /checkpoints/dir");
       }
     } else {
       // Another job may have removed the file between our open and flock (its release): lock the new one.

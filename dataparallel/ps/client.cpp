@@ -311,7 +311,7 @@ void PsClient::check_identities(int workers, UpdateMode mode) {
     PW_INPUT_CHECK(id.workers == workers, where << " was started for " << id.workers << " worker(s), but the job has "
                                                 << workers << " replica(s)");
     PW_INPUT_CHECK(id.mode == update_mode_name(mode), where << " runs " << id.mode << " updates, but the job asks for "
-                                                            << update_mode_name(mode) << " (--ps-mode)");
+                                                            << update_mode_name(mode) << " (/ps/mode)");
   }
 }
 

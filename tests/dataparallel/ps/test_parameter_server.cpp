@@ -310,7 +310,7 @@ BOOST_AUTO_TEST_CASE(a_client_checks_that_each_server_is_the_shard_the_job_lists
   BOOST_TEST(twice.find(a.str() + " was started as shard 0 of 2, but the job lists it as shard 1") != std::string::npos,
              twice);
   const auto mode = check({a, b}, 1, dp::UpdateMode::Async);
-  BOOST_TEST(mode.find("runs sync updates, but the job asks for async (--ps-mode)") != std::string::npos, mode);
+  BOOST_TEST(mode.find("runs sync updates, but the job asks for async (/ps/mode)") != std::string::npos, mode);
   const auto workers = check({a, b}, 2, dp::UpdateMode::Sync);
   BOOST_TEST(workers.find("was started for 1 worker(s), but the job has 2 replica(s)") != std::string::npos, workers);
 }
