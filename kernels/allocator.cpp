@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "core/host_memory.h"
 #include "core/log.h"
 #include "core/units.h"
 #include "kernels/cuda_check.h"
@@ -44,7 +45,7 @@ std::size_t CachingAllocator::round_size(std::size_t bytes) {
 void* CachingAllocator::raw_allocate(std::size_t bytes) {
   if (device_.is_cpu()) {
     void* p = std::aligned_alloc(64, bytes);
-    if (p == nullptr) throw OutOfMemory(device_, static_cast<std::int64_t>(bytes), 0, stats_.cap);
+    if (p == nullptr) throw OutOfMemory(device_, static_cast<std::int64_t>(bytes), host_available_memory_bytes(), stats_.cap);
     return p;
   }
 #ifdef PW_WITH_CUDA

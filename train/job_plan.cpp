@@ -5,6 +5,7 @@
 #include <thread>
 #include <tuple>
 
+#include "core/host_memory.h"
 #include "core/log.h"
 #include "core/units.h"
 #include "kernels/runtime.h"
@@ -15,6 +16,7 @@
 #include "partition/profiler.h"
 #include "pipeline/planner.h"
 #include "pipeline/schedule_file.h"
+#include "train/memory_bounds.h"
 #include "train/parameter_servers.h"
 
 namespace pw::train {
@@ -237,6 +239,7 @@ JobPlan plan_job(const JobConfig& c) {
                                                    "recomputes with its own R instructions; leave out /pipeline/recompute");
     plan.programs = pipeline::load_schedule_file(c.pipeline.schedule_file, plan.schedule);
   }
+  check_host_memory(plan, host_memory_bytes());
   return plan;
 }
 

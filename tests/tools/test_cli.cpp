@@ -78,6 +78,11 @@ BOOST_AUTO_TEST_CASE(bad_flags_and_inputs_get_one_line_errors) {
               "free of a 8.00 MiB cap; raise the device's memory cap or lower the batch size");
   check_error(kQuick + "--synthetic-shape 1x28", 2, "expected CxHxW");
   check_error(kQuick + "--batch-size 100000", 2, "larger than the 256 training samples");
+  // Sizes that could never fit this host are refused before anything is allocated.
+  check_error("train --model seed-cnn --dataset synthetic --synthetic-size 1000000000000000", 2,
+              "--synthetic-size: 1000000000000000 samples need at least 16 bytes each");
+  check_error("train --model resnet50 --dataset synthetic --synthetic-size 10000000 --batch-size 1000000", 2,
+              "--batch-size: 1000000: a micro-batch of 1000000 samples at 34.43 MiB of activations each");
   check_error("train --data-dir " + dir.path.string(), 2, dir.path.string());
   check_error(kQuick + "--summary /nonexistent/dir/s.json", 2, "does not exist");
   std::ofstream(dir.file("junk.safetensors")) << "junk";
