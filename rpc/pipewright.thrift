@@ -65,7 +65,8 @@ struct JobLayout {
 enum RendezvousError {
   JOB_FAILED = 1,   // another rank failed or was lost; the reason names it
   TIMED_OUT = 2,
-  REFUSED = 3,      // wrong token or a request outside the job (rank out of range...)
+  REFUSED = 3,      // a request outside the job (rank out of range...)
+  WRONG_TOKEN = 4,  // the caller's job token is not this job's
 }
 
 exception RendezvousFailed {

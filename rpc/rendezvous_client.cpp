@@ -95,6 +95,9 @@ auto RendezvousClient::call(const char* what, Deadline deadline, Call body) {
     switch (e.code) {
       case wire::RendezvousError::JOB_FAILED: throw AbortedError("job stopped: " + e.reason);
       case wire::RendezvousError::TIMED_OUT: throw TimeoutError(where + e.reason);
+      case wire::RendezvousError::WRONG_TOKEN:
+        throw InputError(where + "refused this rank's job token: it is not the token rank 0 was started with; "
+                                 "give every rank of the job the same PW_JOB_TOKEN");
       default: throw Error(where + "refused: " + e.reason);
     }
   } catch (const apache::thrift::TException& e) {

@@ -11,6 +11,8 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
+#include <thrift/transport/TSocket.h>
+
 #include "pw_thrift/Rendezvous.h"
 #include "rpc/connection_gate.h"
 #include "rpc/frame_check.h"
@@ -55,8 +57,21 @@ class RendezvousState {
   }
 
   void check_token(const std::string& token) const {
-    if (!tokens_equal(token, config_.job_token)) refuse("wrong job token", wire::RendezvousError::REFUSED);
+    if (!tokens_equal(token, config_.job_token)) refuse("wrong job token", wire::RendezvousError::WRONG_TOKEN);
     mark_connection_proven();
+  }
+  bool token_is_right(const std::string& token) const { return tokens_equal(token, config_.job_token); }
+
+  // A registration with a wrong token: named at once in the log and again when registration
+  // times out. It does not stop the job, so that whoever can reach the port cannot end it.
+  void note_wrong_token(int rank, const std::string& peer) {
+    if (rank < 0 || rank >= config_.world_size) return;
+    std::lock_guard lock(mutex_);
+    auto& note = wrong_token_[rank];
+    if (note == peer) return;
+    note = peer;
+    PW_LOG(Warn, "rendezvous: a connection from " << peer << " claiming rank " << rank << " presented a wrong job token; rank "
+                                                    << rank << " stays unregistered until it starts with this job's token");
   }
   void check_rank(int rank) const {
     if (rank < 0 || rank >= config_.world_size)
@@ -77,7 +92,14 @@ class RendezvousState {
     slot = address;
     changed_.notify_all();
     wait(lock, timeout_ms, [&] { return registered_ == config_.world_size; },
-         [&] { return "registration: " + missing_ranks([&](int r) { return addresses_[r].empty(); }) + " not registered"; });
+         [&] {
+           std::string text =
+               "registration: " + missing_ranks([&](int r) { return addresses_[r].empty(); }) + " not registered";
+           for (const auto& [r, peer] : wrong_token_)
+             if (addresses_[static_cast<std::size_t>(r)].empty())
+               text += "; rank " + std::to_string(r) + " tried from " + peer + " with a wrong job token";
+           return text;
+         });
     wire::JobLayout layout;
     layout.world_size = config_.world_size;
     layout.pipeline_stages = config_.pipeline_stages;
@@ -254,6 +276,7 @@ class RendezvousState {
   int registered_ = 0;
   std::map<std::string, std::string> store_;
   std::map<std::string, std::set<int>> barriers_;
+  std::map<int, std::string> wrong_token_;   // rank -> the address a wrong token came from
   std::vector<Clock::time_point> last_beat_;
   std::vector<bool> beating_, left_, informed_;
   std::string failure_;
@@ -267,13 +290,15 @@ namespace {
 // closing (the rank's process died) fails the job at once.
 class RendezvousHandler : public wire::RendezvousIf {
  public:
-  explicit RendezvousHandler(std::shared_ptr<RendezvousState> state) : state_(std::move(state)) {}
+  RendezvousHandler(std::shared_ptr<RendezvousState> state, std::string peer)
+      : state_(std::move(state)), peer_(std::move(peer)) {}
   ~RendezvousHandler() override {
     if (heartbeat_rank_ >= 0) state_->heartbeat_connection_closed(heartbeat_rank_);
   }
 
   void register_rank(wire::JobLayout& out, const std::string& token, int32_t rank, const std::string& address,
                      int32_t timeout_ms) override {
+    if (!state_->token_is_right(token)) state_->note_wrong_token(rank, peer_);
     guarded(token, [&] { out = state_->register_rank(rank, address, timeout_ms); });
   }
   void store_set(const std::string& token, const std::string& key, const std::string& value) override {
@@ -320,14 +345,18 @@ class RendezvousHandler : public wire::RendezvousIf {
   }
 
   std::shared_ptr<RendezvousState> state_;
+  std::string peer_;   // "HOST:PORT" of the connection, for messages
   int heartbeat_rank_ = -1;
 };
 
 class HandlerFactory : public wire::RendezvousIfFactory {
  public:
   explicit HandlerFactory(std::shared_ptr<RendezvousState> state) : state_(std::move(state)) {}
-  wire::RendezvousIf* getHandler(const apache::thrift::TConnectionInfo&) override {
-    return new RendezvousHandler(state_);
+  wire::RendezvousIf* getHandler(const apache::thrift::TConnectionInfo& info) override {
+    std::string peer = "an unknown address";
+    if (auto socket = std::dynamic_pointer_cast<apache::thrift::transport::TSocket>(info.transport))
+      peer = socket->getPeerAddress() + ":" + std::to_string(socket->getPeerPort());
+    return new RendezvousHandler(state_, std::move(peer));
   }
   void releaseHandler(wire::RendezvousIf* handler) override { delete handler; }
 

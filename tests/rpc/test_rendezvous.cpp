@@ -1,10 +1,14 @@
 // The rendezvous service: layout, store, barriers, token checks, and how a lost or silent rank
 // fails the job for everyone; and the launcher environments a rank reads.
+#include <algorithm>
 #include <chrono>
 #include <map>
+#include <mutex>
 #include <thread>
 
 #include <boost/test/unit_test.hpp>
+
+#include "pipewright/log.h"
 
 #include "rpc/launch_env.h"
 #include "rpc/rendezvous_client.h"
@@ -91,13 +95,55 @@ BOOST_AUTO_TEST_CASE(a_wrong_token_or_rank_is_refused) {
   try {
     intruder.set("k", "v");
     BOOST_FAIL("expected a refusal");
-  } catch (const Error& e) {
-    BOOST_TEST(std::string(e.what()).find("refused: wrong job token") != std::string::npos, e.what());
+  } catch (const InputError& e) {
+    BOOST_TEST(std::string(e.what()).find("refused this rank's job token") != std::string::npos, e.what());
   }
   auto outsider = job.client(7);
   BOOST_CHECK_THROW(outsider.register_rank("127.0.0.1:1", in(1000ms)), Error);
   auto bad_address = job.client(0);
   BOOST_CHECK_THROW(bad_address.register_rank("no-port-here", in(1000ms)), Error);
+}
+
+BOOST_AUTO_TEST_CASE(a_rank_with_a_wrong_token_is_named_by_itself_and_by_rank_0_at_once) {
+  std::mutex mutex;
+  std::vector<std::string> warnings;
+  pw::set_log_sink([&](pw::LogLevel level, std::string_view message) {
+    if (level != pw::LogLevel::Warn) return;
+    std::lock_guard lock(mutex);
+    warnings.emplace_back(message);
+  });
+  Job job(2);
+  std::string rank0_error;
+  std::thread rank0([&] {
+    auto c = job.client(0);
+    try {
+      c.register_rank("127.0.0.1:4000", in(1500ms));
+    } catch (const rpc::TimeoutError& e) {
+      rank0_error = e.what();
+    }
+  });
+  rpc::RendezvousClient rank1(job.server.address(), "another-jobs-token", 1);
+  try {
+    rank1.register_rank("127.0.0.1:4001", in(1000ms));
+    BOOST_FAIL("expected a refusal");
+  } catch (const InputError& e) {
+    BOOST_TEST(std::string(e.what()).find("rank 1: rendezvous at") != std::string::npos, e.what());
+    BOOST_TEST(std::string(e.what()).find("give every rank of the job the same PW_JOB_TOKEN") != std::string::npos,
+               e.what());
+  }
+  {
+    // Rank 0's log names the intruder as soon as it is refused, before registration times out.
+    std::lock_guard lock(mutex);
+    const auto named = std::find_if(warnings.begin(), warnings.end(), [](const std::string& w) {
+      return w.find("a connection from 127.0.0.1:") != std::string::npos &&
+             w.find("claiming rank 1 presented a wrong job token") != std::string::npos;
+    });
+    BOOST_TEST((named != warnings.end()));
+  }
+  rank0.join();
+  pw::set_log_sink({});
+  BOOST_TEST(rank0_error.find("rank 1 not registered; rank 1 tried from 127.0.0.1:") != std::string::npos, rank0_error);
+  BOOST_TEST(rank0_error.find("with a wrong job token") != std::string::npos, rank0_error);
 }
 
 BOOST_AUTO_TEST_CASE(a_rank_whose_heartbeat_connection_closes_fails_the_job) {
