@@ -11,6 +11,7 @@ target_link_libraries(pw_dnnl INTERFACE ${DNNL_LIBRARY})
 find_package(nlohmann_json REQUIRED)             # nlohmann_json::nlohmann_json
 find_package(CLI11 REQUIRED)                     # CLI11::CLI11
 find_package(Boost REQUIRED COMPONENTS unit_test_framework)
+find_package(Protobuf REQUIRED)                  # protobuf::libprotobuf-lite, protobuf_generate (TensorBoard events)
 
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(THRIFT REQUIRED IMPORTED_TARGET thrift)   # PkgConfig::THRIFT

@@ -160,6 +160,8 @@ StageStepResult StageExecutor::run_step(std::int64_t step, const MicroBatchInput
       const double dt = seconds_since(t0);
       result_.busy_seconds += dt;
       result_.op_seconds[{in.op, in.chunk}] += dt;
+    } else if (in.op != OpType::RecvActivation && in.op != OpType::RecvGradient) {
+      result_.communication_seconds += seconds_since(t0);
     }
   }
   PW_CHECK(states_.empty(), "stage " << config_.stage << ": " << states_.size()
@@ -305,7 +307,9 @@ kernels::Tensor StageExecutor::received(const kernels::Tensor& t, const Instruct
   const auto span = tracer_.begin(trace::SpanKind::Transfer, in.micro_batch, in.chunk);
   kernels::Tensor local = t.to(config_.device);
   tracer_.end(span);
-  result_.op_seconds[{in.op, in.chunk}] += seconds_since(t0);
+  const double dt = seconds_since(t0);
+  result_.op_seconds[{in.op, in.chunk}] += dt;
+  result_.communication_seconds += dt;
   return local;
 }
 

@@ -61,6 +61,9 @@ struct StageStepResult {
   std::int64_t correct = 0;
   std::int64_t samples = 0;
   double busy_seconds = 0.0;   // compute instructions
+  // Sends, the all-reduce's exposed wait (ReduceGrads) and received tensors' copies onto the
+  // device; not the waits for a neighbour's message (those are the bubble).
+  double communication_seconds = 0.0;
   std::int64_t boundary_bytes = 0;   // activations and gradients this stage sent to its neighbours
   double wall_seconds = 0.0;
   // Measured seconds per (op kind, chunk), summed over the step's micro-batches: what the

@@ -13,6 +13,7 @@ packages=(
   libdnnl-dev
   libgloo-dev
   nlohmann-json3-dev
+  libprotobuf-dev protobuf-compiler python3-protobuf
   libcli11-dev
   dataset-fashion-mnist
   python3 python3-torch python3-numpy python3-torchvision python3-pil

@@ -369,6 +369,11 @@ void add_train_command(CLI::App& app, TrainCommand& t) {
                   "multi-process jobs write FILE with .rankN before the extension")
       ->check([](const std::string& s) { return s.empty() ? std::string("--trace needs a file name") : std::string(); })
       ->group(output);
+  cmd->add_option("--tensorboard", fit.tensorboard_dir,
+                  "write TensorBoard scalars (loss, learning rate, samples/s, gradient norm, per-stage busy, "
+                  "bubble and communication shares, memory, test accuracy) to event files in this folder")
+      ->check([](const std::string& s) { return s.empty() ? std::string("--tensorboard needs a folder") : std::string(); })
+      ->group(output);
   cmd->add_option_function<std::string>(
          "--trace-steps",
          [&fit](const std::string& text) {

@@ -59,7 +59,7 @@ std::string split_text(const partition::Partition& p) {
 
 // Every figure a rank reports after a step, in this order.
 enum StepFigure : std::size_t {
-  kLoss, kCorrect, kSamples, kBusy, kPeak, kBuckets, kExposed, kFlags, kBoundaryBytes, kFigureCount
+  kLoss, kCorrect, kSamples, kBusy, kPeak, kBuckets, kExposed, kFlags, kBoundaryBytes, kCommunication, kFigureCount
 };
 
 LossScaler loss_scaler_of(const JobPlan& plan) {
@@ -384,11 +384,13 @@ StepOutcome Engine::step(const models::data::Batch& local, double primary_flags)
   }
   figures[kFlags] = primary_flags;
   figures[kBoundaryBytes] = static_cast<double>(mine.boundary_bytes);
+  figures[kCommunication] = mine.communication_seconds;
   const auto all = exchange(figures, kStepFigures, step);
   StepOutcome r;
   const int P = plan_.schedule.stages;
   const int R = plan_.replicas();
   r.stage_busy_seconds.assign(static_cast<std::size_t>(P), 0.0);
+  r.stage_communication_seconds.assign(static_cast<std::size_t>(P), 0.0);
   r.stage_peak_memory.assign(static_cast<std::size_t>(P), 0);
   if (R > 1) r.gradient_buckets.assign(static_cast<std::size_t>(P), 0);
   double loss_sum = 0.0;
@@ -399,6 +401,7 @@ StepOutcome Engine::step(const models::data::Batch& local, double primary_flags)
     r.correct += static_cast<std::int64_t>(f[kCorrect]);
     r.samples += static_cast<std::int64_t>(f[kSamples]);
     r.stage_busy_seconds[s] += f[kBusy] / static_cast<double>(R);
+    r.stage_communication_seconds[s] += f[kCommunication] / static_cast<double>(R);
     r.stage_peak_memory[s] = std::max(r.stage_peak_memory[s], static_cast<std::int64_t>(f[kPeak]));
     if (R > 1 && rank < static_cast<std::size_t>(P)) r.gradient_buckets[s] = static_cast<std::int64_t>(f[kBuckets]);
     r.allreduce_exposed_seconds = std::max(r.allreduce_exposed_seconds, f[kExposed]);

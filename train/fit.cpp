@@ -25,6 +25,7 @@
 #include "train/job_session.h"
 #include "train/parameter_servers.h"
 #include "train/progress.h"
+#include "train/tensorboard_log.h"
 #include "train/trace_file.h"
 
 namespace pw::train {
@@ -413,6 +414,8 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
   // Each process says once what it runs (a world of threads: rank 0 for all of them).
   if (engine.links().first_in_process() && callbacks.on_start) callbacks.on_start(engine, total_steps);
 
+  std::optional<TensorBoardLog> tensorboard;
+  if (primary && !o.tensorboard_dir.empty()) tensorboard.emplace(o.tensorboard_dir);
   engine.reset_peak_memory();
   const auto start = Clock::now();
   double train_seconds = 0.0;
@@ -445,20 +448,25 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
     while (step < total_steps) {
       maybe_kill_at(step + 1, engine.rank());
       std::optional<models::data::Batch> batch;
+      double data_wait = 0.0;   // in feed.next(), for the TensorBoard log
       if (upcoming) {
         batch = std::move(upcoming);
         upcoming.reset();
       } else if (!epoch_read) {
+        const auto l0 = Clock::now();
         trace::ScopedSpan loading(trace::SpanKind::DataLoad, -1, 0, step);
         batch = feed.next();
+        data_wait += seconds_since(l0);
       }
       if (!batch) break;
       ++batch_in_epoch;
       const auto t0 = Clock::now();
       if (prefetching && step + 1 < total_steps) {
         {
+          const auto l0 = Clock::now();
           trace::ScopedSpan loading(trace::SpanKind::DataLoad, -1, 0, step + 1);
           upcoming = feed.next();
+          data_wait += seconds_since(l0);
         }
         if (upcoming) engine.prefetch(*upcoming);
         else epoch_read = true;
@@ -479,6 +487,18 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
         progress.update(step, last.loss, static_cast<double>(samples) / train_seconds, seconds_since(start));
         if (o.progress && !progress.in_place()) utilisation.add(step, dt, last.stage_busy_seconds);
         if (callbacks.on_step) callbacks.on_step(StepEvent{step, total_steps, dt, &last});
+        if (tensorboard) {
+          StepFigures f;
+          f.step = step;
+          f.outcome = &last;
+          f.data_wait_seconds = data_wait;
+          f.step_seconds = std::max(0.0, dt - (upcoming ? data_wait : 0.0));
+          f.learning_rate = engine.lr();
+          f.samples_per_second = static_cast<double>(samples) / train_seconds;
+          f.skipped_steps = skipped_steps + (last.skipped ? 1 : 0);
+          f.fp16 = plan.precision == models::Precision::Fp16;
+          tensorboard->step(f);
+        }
       }
       if (last.skipped && last.overflow) {
         // fp16 loss scaling at work (torch's GradScaler skips such steps silently): not a bad step,
@@ -603,6 +623,7 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
                                  Clock::now() + std::chrono::milliseconds(static_cast<std::int64_t>(c.timeouts.stage_seconds * 1000)));
   const double wall = seconds_since(start);
   if (!primary) return nlohmann::json::object();
+  if (tensorboard && eval.samples > 0) tensorboard->evaluation(step, eval.accuracy, eval.loss);
   const double sps = train_seconds > 0 ? static_cast<double>(samples) / train_seconds : 0.0;
   if (o.progress && eval.auc >= 0) log::outputf("test AUC %.4f", eval.auc);
   if (o.progress)

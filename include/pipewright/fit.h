@@ -30,6 +30,9 @@ struct StepOutcome {
   std::int64_t correct = 0;
   std::int64_t samples = 0;
   std::vector<double> stage_busy_seconds;        // per stage, the mean over its replicas
+  // Per stage, the mean over its replicas: sends, the all-reduce's exposed wait, copies of what
+  // arrived (not the waits for a neighbour, which are the bubble).
+  std::vector<double> stage_communication_seconds;
   std::vector<std::int64_t> stage_peak_memory;   // per stage, the largest over its replicas
   std::vector<std::int64_t> gradient_buckets;    // per stage (replica 0); empty with one replica
   double allreduce_exposed_seconds = 0.0;        // the largest over ranks
@@ -52,6 +55,8 @@ struct FitOptions {
   // multi-process jobs write FILE.rankN.json.
   std::string trace_path;
   std::int64_t trace_first = 0, trace_last = INT64_MAX;   // traced steps [first, last)
+  // TensorBoard event files (rank 0): the job's scalars after every step and the evaluation.
+  std::string tensorboard_dir;
   std::int64_t log_every = 50;       // progress line every N steps when stderr is not a terminal
   std::int64_t warmup_steps = 5;     // left out of the steady-state throughput
   bool progress = true;              // rank 0 prints a progress line and the results

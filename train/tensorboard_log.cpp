@@ -1,0 +1,55 @@
+#include "train/tensorboard_log.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/log.h"
+
+namespace pw::train {
+
+monitor::Scalars step_scalars(const StepFigures& f) {
+  const StepOutcome& o = *f.outcome;
+  monitor::Scalars s;
+  if (!o.skipped) s.emplace_back("train/loss", o.loss);
+  s.emplace_back("train/learning_rate", f.learning_rate);
+  s.emplace_back("train/samples_per_second", f.samples_per_second);
+  if (!o.skipped) s.emplace_back("train/gradient_norm", o.gradient_norm);
+  if (f.fp16) s.emplace_back("train/loss_scale", o.loss_scale);
+  s.emplace_back("train/skipped_steps", static_cast<double>(f.skipped_steps));
+  const double wall = f.step_seconds + f.data_wait_seconds;
+  s.emplace_back("train/data_wait_share", wall > 0 ? f.data_wait_seconds / wall : 0.0);
+  const auto share = [&](double seconds) { return f.step_seconds > 0 ? std::clamp(seconds / f.step_seconds, 0.0, 1.0) : 0.0; };
+  for (std::size_t i = 0; i < o.stage_busy_seconds.size(); ++i) {
+    const std::string stage = "stage" + std::to_string(i) + "/";
+    const double busy = share(o.stage_busy_seconds[i]);
+    const double communication =
+        i < o.stage_communication_seconds.size() ? std::min(share(o.stage_communication_seconds[i]), 1.0 - busy) : 0.0;
+    s.emplace_back(stage + "busy_share", busy);
+    s.emplace_back(stage + "communication_share", communication);
+    s.emplace_back(stage + "bubble_share", 1.0 - busy - communication);
+    if (i < o.stage_peak_memory.size())
+      s.emplace_back(stage + "peak_memory_bytes", static_cast<double>(o.stage_peak_memory[i]));
+  }
+  return s;
+}
+
+TensorBoardLog::TensorBoardLog(const std::string& folder)
+    : writer_(std::make_unique<monitor::TensorBoardWriter>(folder)) {}
+
+void TensorBoardLog::step(const StepFigures& f) { write(f.step, step_scalars(f)); }
+
+void TensorBoardLog::evaluation(std::int64_t step, double accuracy, double loss) {
+  write(step, {{"test/accuracy", accuracy}, {"test/loss", loss}});
+}
+
+void TensorBoardLog::write(std::int64_t step, const monitor::Scalars& scalars) {
+  if (!writer_) return;
+  try {
+    writer_->write(step, scalars);
+  } catch (const std::exception& e) {
+    PW_LOG(Warn, "TensorBoard: " << e.what() << "; no more scalars are written, training goes on");
+    writer_.reset();
+  }
+}
+
+}  // namespace pw::train
