@@ -374,6 +374,12 @@ void add_train_command(CLI::App& app, TrainCommand& t) {
                   "bubble and communication shares, memory, test accuracy) to event files in this folder")
       ->check([](const std::string& s) { return s.empty() ? std::string("--tensorboard needs a folder") : std::string(); })
       ->group(output);
+  cmd->add_option("--straggler-threshold", fit.straggler_threshold,
+                  "with replicas: report a rank whose own time per step is this much above its stage's other "
+                  "replicas (0.2: 20% slower)")
+      ->capture_default_str()->check(range(1e-3, 100.0))->group(output);
+  cmd->add_option("--straggler-window", fit.straggler_window, "steps over which ranks are compared for stragglers")
+      ->capture_default_str()->check(range(std::int64_t{1}, std::int64_t{1000000}))->group(output);
   cmd->add_option_function<std::string>(
          "--trace-steps",
          [&fit](const std::string& text) {

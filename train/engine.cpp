@@ -59,7 +59,7 @@ std::string split_text(const partition::Partition& p) {
 
 // Every figure a rank reports after a step, in this order.
 enum StepFigure : std::size_t {
-  kLoss, kCorrect, kSamples, kBusy, kPeak, kBuckets, kExposed, kFlags, kBoundaryBytes, kCommunication, kFigureCount
+  kLoss, kCorrect, kSamples, kBusy, kPeak, kBuckets, kExposed, kFlags, kBoundaryBytes, kCommunication, kOwn, kFigureCount
 };
 
 LossScaler loss_scaler_of(const JobPlan& plan) {
@@ -354,6 +354,8 @@ std::vector<std::vector<double>> Engine::exchange(const std::vector<double>& val
 }
 
 StepOutcome Engine::step(const models::data::Batch& local, double primary_flags) {
+  const auto entered = std::chrono::steady_clock::now();
+  const double gap = last_step_end_ ? std::chrono::duration<double>(entered - *last_step_end_).count() : 0.0;
   const int M = plan_.schedule.micro_batches;
   pipeline::MicroBatchInputs inputs;
   inputs.images = local.images.defined() ? pipeline::split_batch(local.images, M)
@@ -385,12 +387,14 @@ StepOutcome Engine::step(const models::data::Batch& local, double primary_flags)
   figures[kFlags] = primary_flags;
   figures[kBoundaryBytes] = static_cast<double>(mine.boundary_bytes);
   figures[kCommunication] = mine.communication_seconds;
+  figures[kOwn] = mine.busy_seconds + gap;
   const auto all = exchange(figures, kStepFigures, step);
   StepOutcome r;
   const int P = plan_.schedule.stages;
   const int R = plan_.replicas();
   r.stage_busy_seconds.assign(static_cast<std::size_t>(P), 0.0);
   r.stage_communication_seconds.assign(static_cast<std::size_t>(P), 0.0);
+  r.rank_own_seconds.assign(all.size(), 0.0);
   r.stage_peak_memory.assign(static_cast<std::size_t>(P), 0);
   if (R > 1) r.gradient_buckets.assign(static_cast<std::size_t>(P), 0);
   double loss_sum = 0.0;
@@ -402,6 +406,7 @@ StepOutcome Engine::step(const models::data::Batch& local, double primary_flags)
     r.samples += static_cast<std::int64_t>(f[kSamples]);
     r.stage_busy_seconds[s] += f[kBusy] / static_cast<double>(R);
     r.stage_communication_seconds[s] += f[kCommunication] / static_cast<double>(R);
+    r.rank_own_seconds[rank] = f[kOwn];
     r.stage_peak_memory[s] = std::max(r.stage_peak_memory[s], static_cast<std::int64_t>(f[kPeak]));
     if (R > 1 && rank < static_cast<std::size_t>(P)) r.gradient_buckets[s] = static_cast<std::int64_t>(f[kBuckets]);
     r.allreduce_exposed_seconds = std::max(r.allreduce_exposed_seconds, f[kExposed]);
@@ -418,6 +423,7 @@ StepOutcome Engine::step(const models::data::Batch& local, double primary_flags)
   // A non-finite loss is the model's fault, not the scale's: it neither halves nor counts as good.
   if (!r.skipped) loss_scaler_.update(false);
   else if (step_guard_->last_loss_finite()) loss_scaler_.update(true);
+  last_step_end_ = std::chrono::steady_clock::now();
   return r;
 }
 

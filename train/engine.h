@@ -4,8 +4,10 @@
 // clients. Built the same way whether the ranks are threads of one process or processes on many
 // hosts: an embedded job is N engines on a world of threads, a multi-process job one engine per
 // process. Every method that exchanges figures (step, evaluate, save) is called by every rank.
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -136,6 +138,9 @@ class Engine {
   std::unique_ptr<pipeline::StageExecutor> executor_;
   LossScaler loss_scaler_;
   pipeline::StageStepResult last_;
+  // When the previous step() returned: the time until the next one is this rank's own (loading,
+  // host work), counted with its compute in StepOutcome::rank_own_seconds.
+  std::optional<std::chrono::steady_clock::time_point> last_step_end_;
   std::int64_t step_ = 0;
   std::int64_t evaluations_ = 0;
   std::int64_t gathers_ = 0;

@@ -25,6 +25,7 @@
 #include "train/job_session.h"
 #include "train/parameter_servers.h"
 #include "train/progress.h"
+#include "train/straggler_detector.h"
 #include "train/tensorboard_log.h"
 #include "train/trace_file.h"
 
@@ -416,6 +417,14 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
 
   std::optional<TensorBoardLog> tensorboard;
   if (primary && !o.tensorboard_dir.empty()) tensorboard.emplace(o.tensorboard_dir);
+  PW_INPUT_CHECK(std::isfinite(o.straggler_threshold) && o.straggler_threshold > 0 && o.straggler_window >= 1,
+                 "straggler threshold " << o.straggler_threshold << " and window " << o.straggler_window
+                                        << ": expected a threshold above 0 (0.2: 20% slower) and a window of 1 step "
+                                           "or more");
+  std::optional<StragglerDetector> stragglers;
+  if (primary && plan.replicas() > 1)
+    stragglers.emplace(plan.schedule.stages, plan.replicas(), o.straggler_threshold,
+                       static_cast<int>(o.straggler_window));
   engine.reset_peak_memory();
   const auto start = Clock::now();
   double train_seconds = 0.0;
@@ -487,6 +496,14 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
         progress.update(step, last.loss, static_cast<double>(samples) / train_seconds, seconds_since(start));
         if (o.progress && !progress.in_place()) utilisation.add(step, dt, last.stage_busy_seconds);
         if (callbacks.on_step) callbacks.on_step(StepEvent{step, total_steps, dt, &last});
+        std::vector<StragglerWindow> straggled;
+        if (stragglers) straggled = stragglers->add(step, last.rank_own_seconds, dt);
+        for (const auto& w : straggled)
+          PW_LOG(Warn, "straggler: rank " << w.rank << " (stage " << w.stage << ", replica " << w.replica << ") took "
+                                          << w.own_seconds << " s per step over steps " << w.first_step << "-"
+                                          << w.last_step << ", " << static_cast<int>(w.slower_by * 100 + 0.5)
+                                          << "% more than its stage's other replicas (" << w.peer_seconds
+                                          << " s); it cost the job about " << w.cost_seconds << " s");
         if (tensorboard) {
           StepFigures f;
           f.step = step;
@@ -497,6 +514,8 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
           f.samples_per_second = static_cast<double>(samples) / train_seconds;
           f.skipped_steps = skipped_steps + (last.skipped ? 1 : 0);
           f.fp16 = plan.precision == models::Precision::Fp16;
+          f.stragglers = straggled;
+          if (stragglers) f.straggler_cost_seconds = stragglers->cost_seconds();
           tensorboard->step(f);
         }
       }
@@ -639,6 +658,7 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
   if (!failure.empty()) j["failure"] = failure;
   j["skipped_steps"] = skipped_steps;
   j["rollbacks"] = rollbacks;
+  j["stragglers"] = stragglers ? stragglers->summary() : nlohmann::json::array();
   j["lr"] = engine.lr();
   if (checkpointer.enabled()) j["checkpoints"] = checkpointer.summary();
   add_restarts(j, engine.links().restarts());

@@ -30,6 +30,9 @@ monitor::Scalars step_scalars(const StepFigures& f) {
     if (i < o.stage_peak_memory.size())
       s.emplace_back(stage + "peak_memory_bytes", static_cast<double>(o.stage_peak_memory[i]));
   }
+  if (f.straggler_cost_seconds) s.emplace_back("stragglers/cost_seconds", *f.straggler_cost_seconds);
+  for (const auto& w : f.stragglers)
+    s.emplace_back("stragglers/rank" + std::to_string(w.rank) + "_slower_by", w.slower_by);
   return s;
 }
 

@@ -8,14 +8,18 @@
 // its loader over the step), stage<S>/busy_share (computing), stage<S>/communication_share
 // (sending, the all-reduce's exposed wait, copying what arrived), stage<S>/bubble_share (waiting for
 // a neighbour: the rest, so the three add up to 1), stage<S>/peak_memory_bytes; test/accuracy and
-// test/loss after the evaluation. Shares are of the step's time on rank 0, each stage's figure the
+// test/loss after the evaluation; with replicas, stragglers/cost_seconds (so far) and, at the end
+// of a window in which rank R straggled, stragglers/rank<R>_slower_by. Shares are of the step's time on rank 0, each stage's figure the
 // mean over its replicas.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "pipewright/fit.h"
 #include "train/monitor/tensorboard_writer.h"
+#include "train/straggler_detector.h"
 
 namespace pw::train {
 
@@ -28,6 +32,9 @@ struct StepFigures {
   double samples_per_second = 0.0;   // over the run so far
   std::int64_t skipped_steps = 0;    // so far
   bool fp16 = false;
+  // Straggler windows that ended with this step, and the time stragglers cost so far (replicas > 1).
+  std::vector<StragglerWindow> stragglers;
+  std::optional<double> straggler_cost_seconds;
 };
 
 class TensorBoardLog {

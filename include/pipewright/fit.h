@@ -34,6 +34,9 @@ struct StepOutcome {
   // arrived (not the waits for a neighbour, which are the bubble).
   std::vector<double> stage_communication_seconds;
   std::vector<std::int64_t> stage_peak_memory;   // per stage, the largest over its replicas
+  // Per job rank (rank = replica * stages + stage): its compute plus its time between steps
+  // (loading, host work), leaving out waits for other ranks; what straggler detection compares.
+  std::vector<double> rank_own_seconds;
   std::vector<std::int64_t> gradient_buckets;    // per stage (replica 0); empty with one replica
   double allreduce_exposed_seconds = 0.0;        // the largest over ranks
   // Non-finite loss or gradients somewhere: no rank updated (nonfinite_rank: the lowest that saw it).
@@ -57,6 +60,11 @@ struct FitOptions {
   std::int64_t trace_first = 0, trace_last = INT64_MAX;   // traced steps [first, last)
   // TensorBoard event files (rank 0): the job's scalars after every step and the evaluation.
   std::string tensorboard_dir;
+  // With replicas: a rank whose own time per step (compute and host work, not waits) is more than
+  // this much above its stage's other replicas over a window of steps is reported as a straggler
+  // (a log line, TensorBoard scalars, the summary's `stragglers`).
+  double straggler_threshold = 0.2;
+  std::int64_t straggler_window = 20;   // steps
   std::int64_t log_every = 50;       // progress line every N steps when stderr is not a terminal
   std::int64_t warmup_steps = 5;     // left out of the steady-state throughput
   bool progress = true;              // rank 0 prints a progress line and the results
