@@ -1,4 +1,4 @@
-// The pipewright command: train, plan, launch, prof, ps, data and info. Exit statuses: 0 done, 1 out
+// The pipewright command: train, plan, launch, prof, top, ps, data and info. Exit statuses: 0 done, 1 out
 // of memory, 2 bad input, 3 internal error, 4 timeout, 5 stopped because another rank failed,
 // 6 the job ran but did not train (docs/long_jobs.md).
 #include <cstdio>
@@ -13,6 +13,7 @@
 #include "tools/data_command.h"
 #include "tools/fault_env.h"
 #include "tools/info_command.h"
+#include "tools/top_command.h"
 #include "tools/launch_command.h"
 #include "tools/prof/prof_command.h"
 #include "tools/ps_command.h"
@@ -25,6 +26,7 @@ int main(int argc, char** argv) {
   pw::tools::TrainCommand train;
   pw::tools::add_train_command(app, train);
   pw::tools::add_info_command(app);
+  pw::tools::add_top_command(app);
   pw::tools::PlanOptions plan;
   pw::tools::add_plan_command(app, plan);
   pw::tools::LaunchOptions launch;

@@ -374,6 +374,10 @@ void add_train_command(CLI::App& app, TrainCommand& t) {
                   "bubble and communication shares, memory, test accuracy) to event files in this folder")
       ->check([](const std::string& s) { return s.empty() ? std::string("--tensorboard needs a folder") : std::string(); })
       ->group(output);
+  cmd->add_option("--metrics-port", fit.metrics_port,
+                  "rank 0 serves live figures in Prometheus' text format at http://BIND:PORT/metrics (0: any free "
+                  "port; read them with pipewright top)")
+      ->check(range(0, 65535))->group(output);
   cmd->add_option("--straggler-threshold", fit.straggler_threshold,
                   "with replicas: report a rank whose own time per step is this much above its stage's other "
                   "replicas (0.2: 20% slower)")

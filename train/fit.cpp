@@ -25,6 +25,7 @@
 #include "train/job_session.h"
 #include "train/parameter_servers.h"
 #include "train/progress.h"
+#include "train/job_metrics.h"
 #include "train/straggler_detector.h"
 #include "train/tensorboard_log.h"
 #include "train/trace_file.h"
@@ -421,6 +422,11 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
                  "straggler threshold " << o.straggler_threshold << " and window " << o.straggler_window
                                         << ": expected a threshold above 0 (0.2: 20% slower) and a window of 1 step "
                                            "or more");
+  std::optional<JobMetrics> metrics;
+  if (primary && o.metrics_port >= 0) {
+    metrics.emplace(engine.links().bind_host(), o.metrics_port, plan.schedule.stages, total_steps);
+    if (o.progress) log::outputf("metrics: %s", metrics->url().c_str());
+  }
   std::optional<StragglerDetector> stragglers;
   if (primary && plan.replicas() > 1)
     stragglers.emplace(plan.schedule.stages, plan.replicas(), o.straggler_threshold,
@@ -504,7 +510,7 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
                                           << w.last_step << ", " << static_cast<int>(w.slower_by * 100 + 0.5)
                                           << "% more than its stage's other replicas (" << w.peer_seconds
                                           << " s); it cost the job about " << w.cost_seconds << " s");
-        if (tensorboard) {
+        if (tensorboard || metrics) {
           StepFigures f;
           f.step = step;
           f.outcome = &last;
@@ -516,7 +522,8 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
           f.fp16 = plan.precision == models::Precision::Fp16;
           f.stragglers = straggled;
           if (stragglers) f.straggler_cost_seconds = stragglers->cost_seconds();
-          tensorboard->step(f);
+          if (tensorboard) tensorboard->step(f);
+          if (metrics) metrics->step(f);
         }
       }
       if (last.skipped && last.overflow) {
@@ -643,6 +650,7 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
   const double wall = seconds_since(start);
   if (!primary) return nlohmann::json::object();
   if (tensorboard && eval.samples > 0) tensorboard->evaluation(step, eval.accuracy, eval.loss);
+  if (metrics && eval.samples > 0) metrics->evaluation(eval.accuracy, eval.loss);
   const double sps = train_seconds > 0 ? static_cast<double>(samples) / train_seconds : 0.0;
   if (o.progress && eval.auc >= 0) log::outputf("test AUC %.4f", eval.auc);
   if (o.progress)

@@ -19,23 +19,10 @@
 
 #include "pipewright/fit.h"
 #include "train/monitor/tensorboard_writer.h"
-#include "train/straggler_detector.h"
+#include "train/step_figures.h"
 
 namespace pw::train {
 
-struct StepFigures {
-  std::int64_t step = 0;             // 1-based, after the step
-  const StepOutcome* outcome = nullptr;
-  double step_seconds = 0.0;         // engine.step
-  double data_wait_seconds = 0.0;    // waiting for the loader before and during it
-  double learning_rate = 0.0;
-  double samples_per_second = 0.0;   // over the run so far
-  std::int64_t skipped_steps = 0;    // so far
-  bool fp16 = false;
-  // Straggler windows that ended with this step, and the time stragglers cost so far (replicas > 1).
-  std::vector<StragglerWindow> stragglers;
-  std::optional<double> straggler_cost_seconds;
-};
 
 class TensorBoardLog {
  public:

@@ -83,10 +83,11 @@ class RankLinks {
   virtual std::string link_text() const = 0;                 // "inprocess", "thrift", "nccl+thrift"
   virtual std::vector<std::string> addresses() const { return {}; }
   virtual std::int64_t clock_offset_ns() const { return 0; }  // rank 0's trace clock minus this rank's
+  // The address this rank's servers listen on (its collectives, the metrics endpoint).
+  virtual std::string bind_host() const { return "127.0.0.1"; }
 
  protected:
   RankLinks(int rank, WorldShape shape) : rank_(rank), shape_(shape) {}
-  virtual std::string bind_host() const { return "127.0.0.1"; }
   virtual void store_barrier(const std::string& name, rpc::Deadline deadline);
 
  private:

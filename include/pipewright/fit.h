@@ -64,6 +64,9 @@ struct FitOptions {
   // this much above its stage's other replicas over a window of steps is reported as a straggler
   // (a log line, TensorBoard scalars, the summary's `stragglers`).
   double straggler_threshold = 0.2;
+  // Rank 0 serves the job's live figures in Prometheus' text format at http://HOST:PORT/metrics,
+  // HOST the job's bind address (loopback in one process); 0: any free port (logged); -1: off.
+  int metrics_port = -1;
   std::int64_t straggler_window = 20;   // steps
   std::int64_t log_every = 50;       // progress line every N steps when stderr is not a terminal
   std::int64_t warmup_steps = 5;     // left out of the steady-state throughput

@@ -1,0 +1,146 @@
+// The metrics endpoint (train --metrics-port) and `pipewright top`: the exposition a registry
+// renders parses back to the same values; a running job answers GET /metrics in Prometheus' text
+// format with per-stage and per-rank series whose step count grows, 404 elsewhere; top draws it.
+#include <chrono>
+#include <cmath>
+#include <optional>
+#include <regex>
+#include <thread>
+
+#include <boost/test/unit_test.hpp>
+
+#include "core/error.h"
+#include "tests/tools/background_command.h"
+#include "tests/tools/cli_runner.h"
+#include "tools/top_view.h"
+#include "train/monitor/metrics_registry.h"
+#include "train/monitor/metrics_server.h"
+
+using namespace std::chrono_literals;
+namespace monitor = pw::monitor;
+namespace tools = pw::tools;
+
+namespace {
+
+double value(const std::vector<tools::MetricSample>& samples, const std::string& name,
+             const std::map<std::string, std::string>& labels = {}) {
+  for (const auto& s : samples)
+    if (s.name == name && s.labels == labels) return s.value;
+  BOOST_FAIL("no sample " << name);
+  return 0.0;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(top)
+
+BOOST_AUTO_TEST_CASE(a_registrys_exposition_parses_back_to_its_values) {
+  monitor::MetricsRegistry r;
+  r.describe("demo_total", monitor::MetricType::Counter, "a help text\nwith a newline and a \\");
+  r.describe("demo_share", monitor::MetricType::Gauge, "per stage");
+  r.set("demo_total", 42);
+  r.set("demo_share", {{"stage", "0"}}, 0.25);
+  r.set("demo_share", {{"stage", "1"}, {"note", "a \"quoted\"\nvalue\\"}}, std::nan(""));
+  r.set("demo_share", {{"stage", "2"}}, -INFINITY);
+  r.set("demo_share", {{"stage", "3"}}, 0.1 + 0.2);   // the shortest exact decimal, not rounded
+  const std::string text = r.exposition();
+  BOOST_TEST(text.find("# TYPE demo_total counter\n") != std::string::npos, text);
+  BOOST_TEST(text.find("# HELP demo_total a help text\\nwith a newline and a \\\\\n") != std::string::npos, text);
+  BOOST_TEST(text.find("demo_share{stage=\"2\"} -Inf\n") != std::string::npos, text);
+  const auto samples = tools::parse_exposition(text);
+  BOOST_TEST(samples.size() == 5u);
+  BOOST_TEST(value(samples, "demo_total") == 42.0);
+  BOOST_TEST(value(samples, "demo_share", {{"stage", "0"}}) == 0.25);
+  BOOST_TEST(std::isnan(value(samples, "demo_share", {{"stage", "1"}, {"note", "a \"quoted\"\nvalue\\"}})));
+  BOOST_TEST(value(samples, "demo_share", {{"stage", "3"}}) == 0.1 + 0.2);
+  BOOST_CHECK_THROW(monitor::MetricsRegistry().set("undescribed", 1.0), pw::Error);
+}
+
+BOOST_AUTO_TEST_CASE(a_malformed_page_is_named_by_line) {
+  try {
+    tools::parse_exposition("# HELP x y\nx 1\nx{a=\"b\"} lots\n");
+    BOOST_FAIL("expected an InputError");
+  } catch (const pw::InputError& e) {
+    BOOST_TEST(std::string(e.what()).find("metrics line 3: 'lots' is not a number") != std::string::npos, e.what());
+  }
+  BOOST_CHECK_THROW(tools::parse_exposition("x{a=\"b} 1\n"), pw::InputError);
+}
+
+BOOST_AUTO_TEST_CASE(a_running_job_serves_its_figures_and_top_draws_them) {
+  pw::test::ScratchDir dir("top");
+  // Long enough to outlast the test, which stops it.
+  pw::test::BackgroundCommand job(
+      pw::test::pipewright_binary() +
+          " train --model seed-cnn --dataset synthetic --synthetic-size 2048 --threads 1 --batch-size 16 "
+          "--stages 2 --replicas 2 --steps 1000000 --metrics-port 0 --log-every 1000000",
+      dir.file("job.log"));
+  BOOST_REQUIRE_MESSAGE(job.wait_for_output("/metrics", 120s), job.output());
+  std::smatch m;
+  const std::string out = job.output();
+  BOOST_REQUIRE(std::regex_search(out, m, std::regex(R"(metrics: http://([0-9.]+):([0-9]+)/metrics)")));
+  const std::string host = m[1];
+  const int port = std::stoi(m[2]);
+
+  // The step count grows (an eventual value: polled until it does, within a deadline).
+  const auto scrape = [&] { return tools::parse_exposition(monitor::http_get(host, port, "/metrics", 10000)); };
+  auto first = scrape();
+  while (first.empty() || value(first, "pipewright_steps_total") < 1) {
+    std::this_thread::sleep_for(100ms);
+    first = scrape();
+  }
+  const auto deadline = std::chrono::steady_clock::now() + 120s;
+  auto later = scrape();
+  while (value(later, "pipewright_steps_total") <= value(first, "pipewright_steps_total") &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(200ms);
+    later = scrape();
+  }
+  BOOST_TEST(value(later, "pipewright_steps_total") > value(first, "pipewright_steps_total"));
+  BOOST_TEST(value(later, "pipewright_total_steps") == 1000000.0);
+  for (int s = 0; s < 2; ++s) {
+    const std::map<std::string, std::string> stage{{"stage", std::to_string(s)}};
+    const double busy = value(later, "pipewright_stage_busy_share", stage);
+    const double comm = value(later, "pipewright_stage_communication_share", stage);
+    const double bubble = value(later, "pipewright_stage_bubble_share", stage);
+    BOOST_TEST(busy + comm + bubble == 1.0, boost::test_tools::tolerance(1e-9));
+    BOOST_TEST(value(later, "pipewright_stage_peak_memory_bytes", stage) > 0);
+  }
+  for (int rank = 0; rank < 4; ++rank)
+    BOOST_TEST(value(later, "pipewright_rank_own_seconds",
+                     {{"rank", std::to_string(rank)}, {"stage", std::to_string(rank % 2)}, {"replica", std::to_string(rank / 2)}}) >= 0);
+  BOOST_TEST(std::isfinite(value(later, "pipewright_loss")));
+
+  try {
+    monitor::http_get(host, port, "/other", 10000);
+    BOOST_FAIL("expected a 404");
+  } catch (const pw::Error& e) {
+    BOOST_TEST(std::string(e.what()).find("answered 404") != std::string::npos, e.what());
+  }
+
+  const auto top = pw::test::run_pipewright("top --once " + host + ":" + std::to_string(port));
+  BOOST_TEST_INFO(top.output);
+  BOOST_TEST(top.status == 0);
+  BOOST_TEST(top.output.find("pipewright top  " + host + ":" + std::to_string(port) + "  step ") == 0u);
+  BOOST_TEST(std::regex_search(top.output, std::regex(R"(\n0 +\[#*\.*\] +[0-9]+%)")));
+  BOOST_TEST(std::regex_search(top.output, std::regex(R"(\n1 +\[#*\.*\] +[0-9]+%)")));
+  BOOST_TEST(top.output.find("slowest rank: ") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(top_without_a_job_and_a_port_in_use_are_one_line_errors) {
+  // A port nobody listens on: bound here, so that nothing else takes it while the test runs.
+  monitor::MetricsRegistry r;
+  r.describe("x", monitor::MetricType::Gauge, "x");
+  std::optional<monitor::MetricsServer> taken(std::in_place, "127.0.0.1", 0, r);
+  const int port = taken->port();
+  const auto busy = pw::test::run_pipewright("train --model seed-cnn --dataset synthetic --synthetic-size 64 "
+                                             "--threads 1 --batch-size 16 --steps 1 --metrics-port " +
+                                             std::to_string(port));
+  BOOST_TEST(busy.status == 2, busy.output);
+  BOOST_TEST(busy.output.find("cannot listen there") != std::string::npos, busy.output);
+  taken.reset();
+  const auto none = pw::test::run_pipewright("top --once 127.0.0.1:" + std::to_string(port));
+  BOOST_TEST(none.status == 2, none.output);
+  BOOST_TEST(none.output.find("is a job running with --metrics-port?") != std::string::npos, none.output);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

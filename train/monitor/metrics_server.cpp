@@ -1,0 +1,164 @@
+#include "train/monitor/metrics_server.h"
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include "core/error.h"
+#include "core/log.h"
+
+namespace pw::monitor {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+constexpr auto kRequestDeadline = std::chrono::seconds(5);
+
+http::response<http::string_body> answer(const http::request<http::string_body>& request,
+                                         const MetricsRegistry& registry) {
+  http::response<http::string_body> response;
+  response.version(request.version());
+  response.set(http::field::server, "pipewright");
+  response.keep_alive(false);
+  if (request.method() != http::verb::get && request.method() != http::verb::head) {
+    response.result(http::status::method_not_allowed);
+    response.set(http::field::content_type, "text/plain");
+    response.body() = "only GET /metrics\n";
+  } else if (request.target() != "/metrics") {
+    response.result(http::status::not_found);
+    response.set(http::field::content_type, "text/plain");
+    response.body() = "pipewright serves /metrics only\n";
+  } else {
+    response.result(http::status::ok);
+    response.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
+    response.body() = request.method() == http::verb::head ? std::string() : registry.exposition();
+  }
+  response.prepare_payload();
+  return response;
+}
+
+}  // namespace
+
+struct MetricsServer::State {
+  asio::io_context io;
+  tcp::acceptor acceptor{io};
+  std::string host;
+  const MetricsRegistry* registry = nullptr;
+  std::thread thread;
+
+  void accept() {
+    auto stream = std::make_shared<beast::tcp_stream>(io);
+    acceptor.async_accept(stream->socket(), [this, stream](beast::error_code ec) {
+      if (ec) {
+        if (ec != asio::error::operation_aborted) accept();
+        return;
+      }
+      serve(stream);
+    });
+  }
+
+  // One request per connection; the next connection is accepted once this one is answered or
+  // dropped, so a silent client costs at most the deadline.
+  void serve(std::shared_ptr<beast::tcp_stream> stream) {
+    auto buffer = std::make_shared<beast::flat_buffer>();
+    auto request = std::make_shared<http::request<http::string_body>>();
+    stream->expires_after(kRequestDeadline);
+    http::async_read(*stream, *buffer, *request, [this, stream, buffer, request](beast::error_code ec, std::size_t) {
+      if (ec) {
+        accept();
+        return;
+      }
+      auto response = std::make_shared<http::response<http::string_body>>(answer(*request, *registry));
+      stream->expires_after(kRequestDeadline);
+      http::async_write(*stream, *response, [this, stream, response](beast::error_code, std::size_t) {
+        beast::error_code ignored;
+        stream->socket().shutdown(tcp::socket::shutdown_both, ignored);
+        accept();
+      });
+    });
+  }
+};
+
+MetricsServer::MetricsServer(const std::string& host, int port, const MetricsRegistry& registry)
+    : state_(std::make_unique<State>()) {
+  state_->host = host;
+  state_->registry = &registry;
+  beast::error_code ec;
+  const auto address = asio::ip::make_address(host, ec);
+  PW_INPUT_CHECK(!ec, "metrics address " << host << ": not an IP address (" << ec.message() << ")");
+  PW_INPUT_CHECK(port >= 0 && port <= 65535, "metrics port " << port << ": expected 0 (any free port) to 65535");
+  const tcp::endpoint endpoint(address, static_cast<unsigned short>(port));
+  state_->acceptor.open(endpoint.protocol(), ec);
+  if (!ec) state_->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) state_->acceptor.bind(endpoint, ec);
+  if (!ec) state_->acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  PW_INPUT_CHECK(!ec, "metrics endpoint " << host << ":" << port << ": cannot listen there (" << ec.message() << ")");
+  state_->accept();
+  state_->thread = std::thread([s = state_.get()] {
+    try {
+      s->io.run();
+    } catch (const std::exception& e) {
+      PW_LOG(Warn, "metrics endpoint stopped: " << e.what());
+    }
+  });
+}
+
+MetricsServer::~MetricsServer() {
+  asio::post(state_->io, [s = state_.get()] {
+    beast::error_code ignored;
+    s->acceptor.close(ignored);
+  });
+  state_->io.stop();
+  if (state_->thread.joinable()) state_->thread.join();
+}
+
+int MetricsServer::port() const { return state_->acceptor.local_endpoint().port(); }
+
+std::string MetricsServer::url() const {
+  return "http://" + state_->host + ":" + std::to_string(port()) + "/metrics";
+}
+
+std::string http_get(const std::string& host, int port, const std::string& path, int timeout_ms) {
+  const std::string where = "http://" + host + ":" + std::to_string(port) + path;
+  asio::io_context io;
+  beast::tcp_stream stream(io);
+  beast::error_code ec;
+  tcp::resolver resolver(io);
+  const auto endpoints = resolver.resolve(host, std::to_string(port), ec);
+  PW_INPUT_CHECK(!ec, where << ": cannot resolve " << host << " (" << ec.message() << ")");
+  stream.expires_after(std::chrono::milliseconds(timeout_ms));
+  http::request<http::string_body> request{http::verb::get, path, 11};
+  request.set(http::field::host, host);
+  request.set(http::field::user_agent, "pipewright");
+  http::response<http::string_body> response;
+  beast::flat_buffer buffer;
+  stream.async_connect(endpoints, [&](beast::error_code e, const tcp::endpoint&) {
+    if (e) {
+      ec = e;
+      return;
+    }
+    http::async_write(stream, request, [&](beast::error_code e2, std::size_t) {
+      if (e2) {
+        ec = e2;
+        return;
+      }
+      http::async_read(stream, buffer, response, [&](beast::error_code e3, std::size_t) { ec = e3; });
+    });
+  });
+  io.run();
+  if (ec == beast::error::timeout) throw TimeoutError(where + ": no answer within " + std::to_string(timeout_ms) + " ms");
+  if (ec) throw Error(where + ": " + ec.message());
+  if (response.result() != http::status::ok)
+    throw Error(where + ": answered " + std::to_string(response.result_int()) + " " + std::string(response.reason()));
+  return response.body();
+}
+
+}  // namespace pw::monitor
