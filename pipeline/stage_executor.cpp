@@ -150,11 +150,16 @@ StageStepResult StageExecutor::run_step(std::int64_t step, const MicroBatchInput
     const auto t0 = Clock::now();
     const auto kind = span_of(in.op);
     const auto span = kind ? tracer_.begin(*kind, in.micro_batch, in.chunk) : StageTracer::Token{};
+    const auto flight = record_start(step, in);
+    message_bytes_ = 0;
     try {
+      if (config_.before_instruction) config_.before_instruction(step, in);
       (this->*handler)(in);
     } catch (...) {
+      flight_.finish(flight, FlightState::Failed, message_bytes_);
       rethrow_with_context(describe(in));
     }
+    flight_.finish(flight, FlightState::Done, message_bytes_);
     if (kind) tracer_.end(span);
     if (is_compute(in.op)) {
       const double dt = seconds_since(t0);
@@ -170,6 +175,19 @@ StageStepResult StageExecutor::run_step(std::int64_t step, const MicroBatchInput
   tracer_.end_step();
   inputs_ = nullptr;
   return result_;
+}
+
+std::uint64_t StageExecutor::record_start(std::int64_t step, const Instruction& in) {
+  int peer = -1, message_to = -1;
+  const int v = in.op == OpType::ReduceGrads || in.op == OpType::OptimizerStep ? -1 : virtual_stage_of(in);
+  switch (in.op) {
+    case OpType::RecvActivation: peer = stage_of_virtual(v - 1), message_to = v; break;
+    case OpType::SendActivation: peer = stage_of_virtual(v + 1), message_to = v + 1; break;
+    case OpType::RecvGradient: peer = stage_of_virtual(v + 1), message_to = v; break;
+    case OpType::SendGradient: peer = stage_of_virtual(v - 1), message_to = v - 1; break;
+    default: break;
+  }
+  return flight_.start(step, in, static_cast<int>(current_index_), peer, message_to);
 }
 
 void StageExecutor::run_forward(const Instruction& in, models::Mode mode) {
@@ -289,6 +307,7 @@ void StageExecutor::send_activation(const Instruction& in) {
   transport_.send(stage_of_virtual(v + 1), {step_, in.micro_batch, rpc::PayloadKind::Activation, v + 1}, st.output,
                   deadline());
   result_.boundary_bytes += static_cast<std::int64_t>(st.output.nbytes());
+  message_bytes_ = static_cast<std::int64_t>(st.output.nbytes());
   st.output = kernels::Tensor();
 }
 
@@ -307,6 +326,7 @@ kernels::Tensor StageExecutor::received(const kernels::Tensor& t, const Instruct
   const auto span = tracer_.begin(trace::SpanKind::Transfer, in.micro_batch, in.chunk);
   kernels::Tensor local = t.to(config_.device);
   tracer_.end(span);
+  message_bytes_ = static_cast<std::int64_t>(t.nbytes());
   const double dt = seconds_since(t0);
   result_.op_seconds[{in.op, in.chunk}] += dt;
   result_.communication_seconds += dt;
@@ -320,6 +340,7 @@ void StageExecutor::send_gradient(const Instruction& in) {
   transport_.send(stage_of_virtual(v - 1), {step_, in.micro_batch, rpc::PayloadKind::Gradient, v - 1}, st.grad_input,
                   deadline());
   result_.boundary_bytes += static_cast<std::int64_t>(st.grad_input.nbytes());
+  message_bytes_ = static_cast<std::int64_t>(st.grad_input.nbytes());
   st.grad_input = kernels::Tensor();
   if (!st.ctx) states_.erase({in.micro_batch, in.chunk});
 }

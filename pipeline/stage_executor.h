@@ -4,6 +4,7 @@
 // kind, talking to neighbouring stages through a Transport.
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -15,6 +16,7 @@
 #include "pipeline/gradient_sync.h"
 #include "pipeline/recompute.h"
 #include "pipeline/remote_rows_sync.h"
+#include "pipeline/flight_recorder.h"
 #include "pipeline/schedule.h"
 #include "pipeline/input_stager.h"
 #include "pipeline/stage_tracer.h"
@@ -47,6 +49,8 @@ struct StageConfig {
   RemoteRowsSync* remote_rows = nullptr;   // this stage's rows on parameter servers, if any
   UpdateCheck* update_check = nullptr;     // whether each step updates; none: every step does, unscaled
   int replica = 0;                         // for trace spans
+  // Called before each instruction with the step: tests make a stage stall here (train/fault_injection.h).
+  std::function<void(std::int64_t step, const Instruction&)> before_instruction;
   models::Loss loss;   // the last stage's
 };
 
@@ -93,6 +97,8 @@ class StageExecutor {
   void prefetch_remote(const std::vector<kernels::Tensor>& next_micro_batches);
   // Waits for every send of remote gradients still in flight (RemoteRowsSync::flush).
   void flush_remote();
+  // The last instructions this stage ran or is running (read from any thread).
+  const FlightRecorder& flight_recorder() const { return flight_; }
 
  private:
   struct MicroBatchState {
@@ -122,6 +128,7 @@ class StageExecutor {
   template <typename Body>
   void with_final_gradients(const Instruction& in, std::size_t index, Body body);
   kernels::Tensor received(const kernels::Tensor& t, const Instruction& in);
+  std::uint64_t record_start(std::int64_t step, const Instruction& in);
   void run_forward(const Instruction& in, models::Mode mode);
   models::Context& context_for_backward(const Instruction& in);
   int virtual_stage_of(const Instruction& in) const { return virtual_stage(config_.spec, config_.stage, in.chunk); }
@@ -133,6 +140,8 @@ class StageExecutor {
 
   StageConfig config_;
   StageTracer tracer_;
+  FlightRecorder flight_;
+  std::int64_t message_bytes_ = 0;   // of the instruction running, for its flight entry
   std::vector<std::unique_ptr<models::Sequential>> chunks_;
   std::unique_ptr<models::Optimizer> optimizer_;
   rpc::Transport& transport_;

@@ -40,6 +40,7 @@ std::vector<Entry> parse(const std::string& text) {
       const auto kind = item.substr(0, at);
       if (kind == "nonfinite-grad") e.kind = FaultKind::NonfiniteGradient;
       else if (kind == "sigkill") e.kind = FaultKind::Kill;
+      else if (kind == "stall") e.kind = FaultKind::Stall;
       else ok = false;
       try {
         std::size_t used = 0;
@@ -56,8 +57,8 @@ std::vector<Entry> parse(const std::string& text) {
         ok = false;
       }
     }
-    PW_INPUT_CHECK(ok, kInjectFaultEnv << ": '" << item << "' is not KIND@STEP:RANK[/ATTEMPT] with KIND nonfinite-grad "
-                                       << "or sigkill, STEP >= 1, e.g. nonfinite-grad@5:0");
+    PW_INPUT_CHECK(ok, kInjectFaultEnv << ": '" << item << "' is not KIND@STEP:RANK[/ATTEMPT] with KIND nonfinite-grad, "
+                                       << "sigkill or stall, STEP >= 1, e.g. nonfinite-grad@5:0");
     out.push_back(e);
   }
   return out;

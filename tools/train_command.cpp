@@ -1,12 +1,16 @@
 // `pipewright train`: the flags become a JobConfig and the engine runs it (train/fit.h).
 #include "tools/train_command.h"
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <thread>
 #include <tuple>
 
 #include "core/units.h"
@@ -20,6 +24,7 @@
 #include "rpc/transport.h"
 #include "tools/flag_checks.h"
 #include "train/fit.h"
+#include "train/flight_dump.h"
 #include "train/parameter_servers.h"
 #include "tools/ps_bound_flags.h"
 
@@ -378,6 +383,11 @@ void add_train_command(CLI::App& app, TrainCommand& t) {
                   "rank 0 serves live figures in Prometheus' text format at http://BIND:PORT/metrics (0: any free "
                   "port; read them with pipewright top)")
       ->check(range(0, 65535))->group(output);
+  cmd->add_option("--debug-dir", fit.debug_dir,
+                  "write every rank's flight record (its last instructions) here when the job fails on a timeout "
+                  "or an abort, or on SIGUSR1; read it with pipewright prof --hang DIR")
+      ->check([](const std::string& s) { return s.empty() ? std::string("--debug-dir needs a folder") : std::string(); })
+      ->group(output);
   cmd->add_option("--straggler-threshold", fit.straggler_threshold,
                   "with replicas: report a rank whose own time per step is this much above its stage's other "
                   "replicas (0.2: 20% slower)")
@@ -424,8 +434,25 @@ train::JobConfig with_environment(train::JobConfig job) {
   return job;
 }
 
+// With --debug-dir, SIGUSR1 writes every local rank's flight record there (a job that seems stuck
+// can be asked where it is without stopping it). Blocked here, before any rank thread starts, so
+// that only this thread receives it.
+void dump_flight_records_on_sigusr1(const std::string& dir) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGUSR1);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::thread([dir, set] {
+    for (;;) {
+      int signal = 0;
+      if (sigwait(&set, &signal) == 0) train::dump_flight_records(dir, "SIGUSR1");
+    }
+  }).detach();
+}
+
 int run_train(const TrainCommand& t) {
   const train::JobConfig job = with_environment(t.job);
+  if (!t.fit.debug_dir.empty() && !t.print_config) dump_flight_records_on_sigusr1(t.fit.debug_dir);
   if (t.print_config) {
     try {
       train::validate(job);

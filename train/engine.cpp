@@ -1,5 +1,7 @@
 #include "train/engine.h"
 
+#include "train/fault_injection.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -132,8 +134,20 @@ Engine::Engine(std::shared_ptr<const JobPlan> plan, RankLinks& links, ParameterS
   built.config.gradient_sync = reducer_.get();
   built.config.update_check = step_guard_.get();
   built.config.remote_rows = remote_rows_.get();
+  // A test's stall (FaultKind::Stall): the rank stops in the step's first forward until the job is
+  // cancelled, so that every other rank times out waiting for it.
+  built.config.before_instruction = [this](std::int64_t step, const pipeline::Instruction& in) {
+    if (in.op != pipeline::OpType::Forward || in.micro_batch != 0 || in.chunk != 0) return;
+    if (!injected_fault(FaultKind::Stall, step + 1, rank())) return;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::hours(1);
+    while (!links_.cancel_token().cancelled() && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  };
   executor_ = std::make_unique<pipeline::StageExecutor>(std::move(built.config), std::move(built.chunks),
                                                         plan_.optimizer, *pipeline_, std::move(built.tied));
+  flight_registration_ = FlightRegistration({rank(), stage(), replica(), P, plan_.replicas(), plan_.schedule.chunks,
+                                             &executor_->flight_recorder(),
+                                             pipeline::to_text(executor_->config().program, true)});
   links_.barrier("built", startup);
 }
 

@@ -21,6 +21,7 @@
 #include "rpc/subgroup_transport.h"
 #include "train/checkpoint.h"
 #include "train/data_feed.h"
+#include "train/flight_dump.h"
 #include "train/job_plan.h"
 #include "train/loss_scaler.h"
 #include "train/parameter_servers.h"
@@ -136,6 +137,7 @@ class Engine {
   std::unique_ptr<StepGuard> step_guard_;
   // Calls the registry, the reducer and the step guard: declared after them, so it goes first.
   std::unique_ptr<pipeline::StageExecutor> executor_;
+  FlightRegistration flight_registration_;   // of executor_'s recorder: declared after it, gone first
   LossScaler loss_scaler_;
   pipeline::StageStepResult last_;
   // When the previous step() returned: the time until the next one is this rank's own (loading,

@@ -4,13 +4,14 @@
 // installs hooks from PW_INJECT_FAULT and PW_INJECT_STEP_DELAY (tools/fault_env.h).
 //   NonfiniteGradient  the rank's gradients become NaN just before that step's update
 //   Kill               the rank kills itself (SIGKILL) as it is about to make that step
+//   Stall              the rank stops in that step's first forward until the job is cancelled
 #include <chrono>
 #include <cstdint>
 #include <functional>
 
 namespace pw::train {
 
-enum class FaultKind { NonfiniteGradient, Kill };
+enum class FaultKind { NonfiniteGradient, Kill, Stall };
 
 struct FaultHooks {
   // Whether to inject `kind` at (1-based step, job rank); asked once per step and rank.

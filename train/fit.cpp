@@ -694,6 +694,8 @@ nlohmann::json run_job(const JobConfig& config, const FitOptions& options, const
   const auto launch = rpc::launch_env();
   JobSession session(std::move(plan), launch, launch ? rpc::RestartEnv{} : rpc::restart_env());
   nlohmann::json summary = nlohmann::json::object();
+  std::optional<FlightDumpOnce> flight_dump;
+  if (!options.debug_dir.empty()) flight_dump.emplace(options.debug_dir);
   session.run([&](Engine& engine) {
     const auto& p = engine.plan();
     if (engine.rank() == 0 && p.replicas() > 1) {
@@ -701,7 +703,13 @@ nlohmann::json run_job(const JobConfig& config, const FitOptions& options, const
       if (!grid.empty() && grid.back() == '\n') grid.pop_back();
       log::output(grid);
     }
-    auto result = fit(engine, options, callbacks);
+    nlohmann::json result;
+    try {
+      result = fit(engine, options, callbacks);
+    } catch (const std::exception& e) {
+      if (flight_dump) flight_dump->dump("rank " + std::to_string(engine.rank()) + ": " + e.what());
+      throw;
+    }
     if (engine.rank() == 0) summary = std::move(result);
   });
   session.finish();

@@ -67,6 +67,9 @@ struct FitOptions {
   // Rank 0 serves the job's live figures in Prometheus' text format at http://HOST:PORT/metrics,
   // HOST the job's bind address (loopback in one process); 0: any free port (logged); -1: off.
   int metrics_port = -1;
+  // Flight records (the last instructions of every rank, pipeline/flight_recorder.h) are written
+  // here when the job fails on a timeout or an abort, for `pipewright prof --hang DIR`. Empty: none.
+  std::string debug_dir;
   std::int64_t straggler_window = 20;   // steps
   std::int64_t log_every = 50;       // progress line every N steps when stderr is not a terminal
   std::int64_t warmup_steps = 5;     // left out of the steady-state throughput

@@ -73,7 +73,7 @@ BOOST_AUTO_TEST_CASE(every_flag_of_every_command_refuses_bad_values_in_one_line)
   // a server started with an accepted value is stopped by `timeout` (status 124).
   const std::vector<std::pair<std::string, std::string>> commands = {
       {"train", " --print-config"}, {"plan", ""},      {"launch", ""},       {"prof", ""},
-      {"ps serve", ""},             {"data pack", ""}, {"data inspect", ""},
+      {"ps serve", ""},             {"data pack", ""}, {"data inspect", ""}, {"top", ""},
   };
   const auto prefix = [](const std::string& command) {
     return command == "ps serve" ? std::string("env PW_JOB_TOKEN=flag-walk-token-0123456789 timeout 5 ") : std::string();

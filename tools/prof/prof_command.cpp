@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "tools/flag_checks.h"
 #include "tools/prof/analysis.h"
+#include "tools/prof/hang_analysis.h"
 #include "tools/prof/timeline_svg.h"
 
 namespace pw::tools {
@@ -16,7 +17,11 @@ namespace pw::tools {
 void add_prof_command(CLI::App& app, ProfOptions& o) {
   auto* cmd = app.add_subcommand("prof", "per-stage utilisation of a trace written by pipewright train --trace "
                                          "(several files of one multi-process run are merged)");
-  cmd->add_option("files", o.files, "trace files")->required();
+  cmd->add_option("files", o.files, "trace files");
+  cmd->add_option("--hang", o.hang_dir,
+                  "instead of traces: say where a stuck job was stuck from the flight records in this folder "
+                  "(train --debug-dir)")
+      ->check([](const std::string& s) { return s.empty() ? std::string("--hang needs a folder") : std::string(); });
   cmd->add_option("--svg", o.svg_path, "draw the timeline of the last traced steps into this SVG file");
   cmd->add_option("--svg-steps", o.svg_steps, "how many steps the timeline shows")->capture_default_str()
       ->check(Positive);
@@ -25,6 +30,13 @@ void add_prof_command(CLI::App& app, ProfOptions& o) {
 }
 
 int run_prof(const ProfOptions& o) {
+  if (!o.hang_dir.empty()) {
+    PW_INPUT_CHECK(o.files.empty() && o.svg_path.empty() && !o.json,
+                   "prof --hang reads flight records only; give no trace files, --svg or --json with it");
+    std::printf("%s", format_hang(diagnose_hang(read_flight_records(o.hang_dir))).c_str());
+    return 0;
+  }
+  PW_INPUT_CHECK(!o.files.empty(), "prof: give the trace files of a run (train --trace), or --hang DIR");
   const auto data = read_traces(o.files);
   const auto report = analyze(data);
   if (o.json) std::printf("%s\n", report_json(report).dump(2).c_str());

@@ -1,0 +1,114 @@
+// pipewright prof --hang: flight records of a stuck job name where it was stuck. A rank made to
+// stall (PW_INJECT_FAULT=stall) is named as computing, with the rank that waited for it; programs
+// whose sends and receives come in mismatched orders are named as a deadlock between the two.
+#include <filesystem>
+#include <future>
+
+#include <boost/test/unit_test.hpp>
+
+#include "models/data/dataset.h"
+#include "partition/partitioners.h"
+#include "pipeline/micro_batch.h"
+#include "pipeline/stage_executor.h"
+#include "rpc/in_process_transport.h"
+#include "tests/tools/cli_runner.h"
+#include "tools/prof/hang_analysis.h"
+#include "train/flight_dump.h"
+
+using namespace pw;
+using namespace pw::pipeline;
+
+BOOST_AUTO_TEST_SUITE(hang_analysis)
+
+BOOST_AUTO_TEST_CASE(a_stalled_rank_is_named_computing_and_its_neighbour_waiting_for_it) {
+  pw::test::ScratchDir dir("hang-stall");
+  const auto debug = dir.path / "debug";
+  const auto r = pw::test::run_command(
+      "env PW_INJECT_FAULT=stall@3:1 " + pw::test::pipewright_binary() +
+      " train --model seed-cnn --dataset synthetic --synthetic-size 512 --threads 1 --batch-size 16 --stages 2 "
+      "--steps 6 --stage-timeout 3 --debug-dir " + debug.string());
+  BOOST_TEST(r.status == 4, r.output);   // a timeout
+  BOOST_TEST(std::filesystem::exists(debug / "flight-rank0.json"));
+  BOOST_TEST(std::filesystem::exists(debug / "flight-rank1.json"));
+  const auto prof = pw::test::run_pipewright("prof --hang " + debug.string());
+  BOOST_TEST_INFO(prof.output);
+  BOOST_TEST(prof.status == 0);
+  // Step 3 of the job is the executor's step 2; rank 1 stalls in its first forward.
+  BOOST_TEST(prof.output.find("stuck: rank 0 (stage 0, replica 0) waited in 'rG0' (instruction 4 of step 2, "
+                              "micro-batch 0) for the gradient of micro-batch 0 (step 2) from rank 1") == 0u);
+  BOOST_TEST(prof.output.find("rank 1 (stage 1, replica 0) sends it only at instruction 3 'sG0' of its program, and "
+                              "was still computing 'F0' (instruction 1 of step 2, micro-batch 0)") != std::string::npos);
+  BOOST_TEST(prof.output.find("  rank 1 (stage 1, replica 0): computing 'F0'") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(programs_with_mismatched_send_and_receive_orders_are_named_a_deadlock) {
+  // Stage 0 waits for micro-batch 0's gradient before it sends micro-batch 1's activation; stage 1
+  // waits for micro-batch 1's activation before it sends micro-batch 0's gradient. Each program is
+  // whole on its own; together they deadlock (a schedule file's simulation would refuse them, so
+  // they are given to the executors directly).
+  const ScheduleSpec spec{ScheduleKind::GPipe, 2, 2, 1};
+  const std::vector<std::string> programs = {"F0 sA0 rG0 B0 F1 sA1 rG1 B1 RG S", "rA1 F1 B1 sG1 rA0 F0 B0 sG0 RG S"};
+  models::ModelOptions o;
+  o.sample_shape = {1, 12, 12};
+  const auto model = partition::describe(models::make_model_spec("seed-cnn", o));
+  const auto split = partition::split_at(model.layer_count(), {3});
+  rpc::InProcessHub hub(2);
+  std::vector<std::unique_ptr<rpc::Transport>> transports;
+  std::vector<std::unique_ptr<StageExecutor>> executors;
+  std::vector<train::FlightRegistration> registered;
+  models::OptimizerConfig optimizer;
+  optimizer.kind = models::OptimizerKind::Sgd;
+  for (int s = 0; s < 2; ++s) {
+    const auto su = static_cast<std::size_t>(s);
+    StageConfig config;
+    config.spec = spec;
+    config.stage = s;
+    config.device = kernels::Device::cpu(s);
+    config.program = from_text(programs[su]);
+    config.timeout = std::chrono::seconds(2);
+    std::vector<std::unique_ptr<models::Sequential>> chunks;
+    {
+      models::LayerDeviceScope on_device(config.device);
+      chunks.push_back(partition::build_stage(model, split[su], 11));
+    }
+    transports.push_back(hub.endpoint(s));
+    executors.push_back(std::make_unique<StageExecutor>(config, std::move(chunks), optimizer, *transports[su]));
+    registered.emplace_back(train::FlightSource{s, s, 0, 2, 1, 1, &executors.back()->flight_recorder(), programs[su]});
+  }
+  auto data = models::data::make_synthetic_images(16, {1, 12, 12}, 10, 5);
+  std::vector<std::int64_t> labels;
+  kernels::Tensor images = kernels::Tensor::empty({4, 1, 12, 12}, kernels::DType::F32);
+  for (int i = 0; i < 4; ++i) {
+    std::int64_t label = 0;
+    data->fill(i, images.data<float>() + i * 144, label);
+    labels.push_back(label);
+  }
+  const MicroBatchInputs inputs{split_batch(images, 2),
+                                split_batch(kernels::Tensor::from_vector(labels, {4}), 2)};
+  std::vector<std::future<void>> done;
+  for (auto& e : executors) done.push_back(std::async(std::launch::async, [&e, &inputs] { e->run_step(0, inputs); }));
+  for (auto& f : done) BOOST_CHECK_THROW(f.get(), pw::TimeoutError);
+
+  pw::test::ScratchDir dir("hang-mismatch");
+  BOOST_REQUIRE(train::dump_flight_records(dir.path.string(), "test") == 2);
+  const auto d = tools::diagnose_hang(tools::read_flight_records(dir.path.string()));
+  BOOST_TEST_MESSAGE(tools::format_hang(d));
+  BOOST_TEST(d.stuck.find("deadlock: ranks 0 -> 1 -> 0 wait for each other (their programs send and receive in orders that "
+                         "do not match).") == 0u);
+  BOOST_TEST(d.stuck.find("rank 0 (stage 0, replica 0) waits in 'rG0' (instruction 2 of step 0, micro-batch 0)") !=
+             std::string::npos);
+  BOOST_TEST(d.stuck.find("rank 1 (stage 1, replica 0) sends it only at instruction 7 'sG0' of its program") !=
+             std::string::npos);
+  BOOST_REQUIRE(d.ranks.size() == 2u);
+  BOOST_TEST(d.ranks[1].find("rank 1 (stage 1, replica 0): waited") == 0u);
+  BOOST_TEST(d.ranks[1].find("in 'rA1' (instruction 0 of step 0, micro-batch 1)") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_folder_without_records_is_one_line) {
+  pw::test::ScratchDir dir("hang-empty");
+  const auto prof = pw::test::run_pipewright("prof --hang " + dir.path.string());
+  BOOST_TEST(prof.status == 2, prof.output);
+  BOOST_TEST(prof.output.find("no flight-rank*.json in it") != std::string::npos, prof.output);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

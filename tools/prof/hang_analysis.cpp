@@ -1,0 +1,240 @@
+#include "tools/prof/hang_analysis.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace pw::tools {
+namespace {
+
+using pipeline::FlightEntry;
+using pipeline::FlightState;
+using pipeline::OpType;
+
+bool is_receive(OpType op) { return op == OpType::RecvActivation || op == OpType::RecvGradient; }
+bool is_send(OpType op) { return op == OpType::SendActivation || op == OpType::SendGradient; }
+OpType send_for(OpType receive) {
+  return receive == OpType::RecvActivation ? OpType::SendActivation : OpType::SendGradient;
+}
+
+std::string text(const RankFlightRecord& r, const pipeline::Instruction& in) {
+  return "'" + pipeline::instruction_text(in, r.chunks) + "'";
+}
+
+std::string who(const RankFlightRecord& r) {
+  return "rank " + std::to_string(r.rank) + " (stage " + std::to_string(r.stage) + ", replica " +
+         std::to_string(r.replica) + ")";
+}
+
+std::string where(const RankFlightRecord& r, const FlightEntry& e) {
+  std::ostringstream out;
+  out << text(r, e.instruction) << " (instruction " << e.index << " of step " << e.step;
+  if (e.instruction.micro_batch >= 0) out << ", micro-batch " << e.instruction.micro_batch;
+  out << ")";
+  return out.str();
+}
+
+double seconds(std::int64_t ns) { return static_cast<double>(ns) / 1e9; }
+
+std::string message_name(const FlightEntry& e) {
+  std::ostringstream out;
+  out << (e.instruction.op == OpType::RecvActivation || e.instruction.op == OpType::SendActivation ? "activation"
+                                                                                                    : "gradient")
+      << " of micro-batch " << e.instruction.micro_batch << " (step " << e.step << ")";
+  return out.str();
+}
+
+const FlightEntry* last_entry(const RankFlightRecord& r) { return r.entries.empty() ? nullptr : &r.entries.back(); }
+
+// The waiting receive a rank stopped in, if it stopped in one.
+const FlightEntry* waiting_receive(const RankFlightRecord& r) {
+  const auto* e = last_entry(r);
+  return e && is_receive(e->instruction.op) && e->state != FlightState::Done ? e : nullptr;
+}
+
+struct Finder {
+  std::map<int, const RankFlightRecord*> by_rank;
+
+  const RankFlightRecord* peer_of(const RankFlightRecord& r, const FlightEntry& e) const {
+    const int rank = r.replica * r.stages + e.peer_stage;
+    const auto it = by_rank.find(rank);
+    return it == by_rank.end() ? nullptr : it->second;
+  }
+  int peer_rank(const RankFlightRecord& r, const FlightEntry& e) const { return r.replica * r.stages + e.peer_stage; }
+
+  // Why the message `wait` of `r` never came from its peer.
+  std::string why_missing(const RankFlightRecord& r, const FlightEntry& wait) const {
+    const auto* q = peer_of(r, wait);
+    const int q_rank = peer_rank(r, wait);
+    if (!q) return "rank " + std::to_string(q_rank) + " left no flight record (did its process die?)";
+    const OpType send = send_for(wait.instruction.op);
+    for (const auto& e : q->entries)
+      if (e.step == wait.step && e.instruction.op == send && e.instruction.micro_batch == wait.instruction.micro_batch &&
+          e.message_virtual_stage == wait.message_virtual_stage) {
+        if (e.state == FlightState::Done)
+          return who(*q) + " sent it at " + where(*q, e) + ", but it never arrived (lost between the two ranks)";
+        return who(*q) + " was sending it: " + where(*q, e) + " " + pipeline::flight_state_name(e.state);
+      }
+    // Where in the peer's program the send is, if it is there at all.
+    std::optional<std::size_t> at;
+    for (std::size_t i = 0; i < q->program.size(); ++i) {
+      const auto& in = q->program[i];
+      if (in.op == send && in.micro_batch == wait.instruction.micro_batch) {
+        at = i;
+        break;
+      }
+    }
+    const auto* q_last = last_entry(*q);
+    std::string now = "no instruction recorded";
+    if (q_last) {
+      now = q_last->state == FlightState::Done ? "done with " + where(*q, *q_last)
+            : is_receive(q_last->instruction.op) ? "itself waiting in " + where(*q, *q_last)
+                                                 : "still computing " + where(*q, *q_last) + " for " +
+                                                       format_seconds(q->dumped_ns - q_last->start_ns);
+    }
+    if (!at) return who(*q) + "'s program has no " + pipeline::instruction_text({send, wait.instruction.micro_batch, wait.instruction.chunk}, q->chunks) +
+                    " at all (a send/receive mismatch); it was " + now;
+    if (q_last && q_last->step == wait.step && q_last->index < static_cast<int>(*at))
+      return who(*q) + " sends it only at instruction " + std::to_string(*at) + " " +
+             text(*q, q->program[*at]) + " of its program, and was " + now;
+    return who(*q) + " never sent it; it was " + now;
+  }
+
+  static std::string format_seconds(std::int64_t ns) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f s", seconds(ns));
+    return buf;
+  }
+};
+
+nlohmann::json read_json(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  PW_INPUT_CHECK(in, path.string() << ": cannot read it");
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(path.string() + ": not a flight record (" + e.what() + ")");
+  }
+}
+
+}  // namespace
+
+std::vector<RankFlightRecord> read_flight_records(const std::string& dir) {
+  PW_INPUT_CHECK(std::filesystem::is_directory(dir), "--hang " << dir << ": not a folder");
+  std::vector<RankFlightRecord> out;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const auto name = entry.path().filename().string();
+    if (name.rfind("flight-rank", 0) != 0 || entry.path().extension() != ".json") continue;
+    const auto j = read_json(entry.path());
+    RankFlightRecord r;
+    r.file = entry.path().string();
+    try {
+      PW_INPUT_CHECK(j.value("format", "") == "pipewright flight record 1", "not a pipewright flight record");
+      r.rank = j.at("rank").get<int>();
+      r.stage = j.at("stage").get<int>();
+      r.replica = j.at("replica").get<int>();
+      r.stages = j.at("stages").get<int>();
+      r.replicas = j.at("replicas").get<int>();
+      r.chunks = j.at("chunks").get<int>();
+      PW_INPUT_CHECK(r.stages >= 1 && r.replicas >= 1 && r.chunks >= 1 && r.stage >= 0 && r.stage < r.stages &&
+                         r.rank == r.replica * r.stages + r.stage,
+                     "rank " << r.rank << ", stage " << r.stage << ", replica " << r.replica << " of " << r.stages
+                             << " stages do not agree");
+      r.reason = j.at("reason").get<std::string>();
+      r.dumped_ns = j.at("dumped_ns").get<std::int64_t>();
+      r.program = pipeline::from_text(j.at("program").get<std::string>());
+      for (const auto& e : j.at("entries")) r.entries.push_back(pipeline::flight_entry_from_json(e));
+    } catch (const nlohmann::json::exception& e) {
+      throw InputError(r.file + ": " + e.what());
+    } catch (const InputError& e) {
+      throw InputError(r.file + ": " + e.what());
+    }
+    out.push_back(std::move(r));
+  }
+  PW_INPUT_CHECK(!out.empty(), "--hang " << dir << ": no flight-rank*.json in it (train --debug-dir writes them)");
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  return out;
+}
+
+HangDiagnosis diagnose_hang(const std::vector<RankFlightRecord>& records) {
+  Finder f;
+  for (const auto& r : records) f.by_rank[r.rank] = &r;
+  HangDiagnosis d;
+  for (const auto& r : records) {
+    const auto* e = last_entry(r);
+    std::string line = who(r) + ": ";
+    if (!e) line += "no instruction recorded";
+    else if (const auto* wait = waiting_receive(r))
+      line += "waited " + Finder::format_seconds(r.dumped_ns - wait->start_ns) + " in " + where(r, *wait) +
+              " for the " + message_name(*wait) + " from rank " + std::to_string(f.peer_rank(r, *wait));
+    else if (e->state == FlightState::Running)
+      line += "computing " + where(r, *e) + " for " + Finder::format_seconds(r.dumped_ns - e->start_ns);
+    else if (e->state == FlightState::Failed)
+      line += "failed in " + where(r, *e);
+    else
+      line += "between instructions, after " + where(r, *e);
+    d.ranks.push_back(line);
+  }
+  // The root cause: follow who waits for whom from the first waiting rank.
+  for (const auto& r : records) {
+    const auto* wait = waiting_receive(r);
+    if (!wait) continue;
+    std::vector<int> chain{r.rank};
+    const RankFlightRecord* at = &r;
+    const FlightEntry* at_wait = wait;
+    for (;;) {
+      const auto* q = f.peer_of(*at, *at_wait);
+      const FlightEntry* q_wait = q ? waiting_receive(*q) : nullptr;
+      if (!q || !q_wait || std::find(chain.begin(), chain.end(), q->rank) != chain.end()) {
+        std::ostringstream out;
+        if (q && q_wait) {   // a cycle: each waits for a message the next sends only later
+          const auto start = std::find(chain.begin(), chain.end(), q->rank);
+          out << "deadlock: ranks ";
+          for (auto it = start; it != chain.end(); ++it) out << *it << " -> ";
+          out << q->rank << " wait for each other (their programs send and receive in orders that do not match).";
+          for (auto it = start; it != chain.end(); ++it) {
+            const auto& link = *f.by_rank.at(*it);
+            const auto& link_wait = *waiting_receive(link);
+            out << " " << who(link) << " waits in " << where(link, link_wait) << " for the "
+                << message_name(link_wait) << "; " << f.why_missing(link, link_wait) << ".";
+          }
+        } else {
+          out << who(*at) << " waited in " << where(*at, *at_wait) << " for the " << message_name(*at_wait)
+              << " from rank " << f.peer_rank(*at, *at_wait) << ": " << f.why_missing(*at, *at_wait);
+        }
+        d.stuck = out.str();
+        break;
+      }
+      chain.push_back(q->rank);
+      at = q;
+      at_wait = q_wait;
+    }
+    break;
+  }
+  if (d.stuck.empty()) {
+    for (const auto& r : records)
+      if (const auto* e = last_entry(r); e && e->state == FlightState::Running) {
+        d.stuck = who(r) + " was still computing " + where(r, *e);
+        break;
+      }
+  }
+  if (d.stuck.empty()) d.stuck = "no rank was waiting for another or computing when the records were written";
+  return d;
+}
+
+std::string format_hang(const HangDiagnosis& d) {
+  std::string out = "stuck: " + d.stuck + "\n";
+  for (const auto& line : d.ranks) out += "  " + line + "\n";
+  return out;
+}
+
+}  // namespace pw::tools

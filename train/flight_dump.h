@@ -1,0 +1,51 @@
+#pragma once
+// The flight recorders of the ranks running in this process, and their dumps: one JSON file per
+// rank, DIR/flight-rank<R>.json, that `pipewright prof --hang DIR` reads to say where a stuck job
+// was stuck. Written when a rank's job fails (a timeout, an abort: every local rank at that moment,
+// once) and on request (the pipewright command's SIGUSR1).
+#include <mutex>
+#include <string>
+
+#include "pipeline/flight_recorder.h"
+
+namespace pw::train {
+
+struct FlightSource {
+  int rank = 0, stage = 0, replica = 0;
+  int stages = 1, replicas = 1, chunks = 1;
+  const pipeline::FlightRecorder* recorder = nullptr;
+  std::string program;   // the stage's program with communication, in the text form
+};
+
+// Registered while the returned handle lives (an Engine holds one for its executor's recorder).
+class FlightRegistration {
+ public:
+  FlightRegistration() = default;
+  explicit FlightRegistration(const FlightSource& source);
+  ~FlightRegistration();
+  FlightRegistration(FlightRegistration&& other) noexcept;
+  FlightRegistration& operator=(FlightRegistration&& other) noexcept;
+
+ private:
+  std::size_t id_ = 0;   // 0: none
+};
+
+// Writes every registered rank's record into `dir` (created if needed) with `reason`; returns how
+// many files were written. Errors are logged, never thrown: a dump happens while something else
+// already went wrong.
+int dump_flight_records(const std::string& dir, const std::string& reason);
+
+// The first call of a run dumps every local rank (the failing rank's reason); later calls, from
+// ranks failing because of it, do nothing.
+class FlightDumpOnce {
+ public:
+  explicit FlightDumpOnce(std::string dir) : dir_(std::move(dir)) {}
+  void dump(const std::string& reason);
+
+ private:
+  std::string dir_;
+  std::mutex mutex_;
+  bool done_ = false;
+};
+
+}  // namespace pw::train
