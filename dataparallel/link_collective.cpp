@@ -30,7 +30,9 @@ struct F32Format {
 struct F16Format {
   using Value = std::uint16_t;
   static constexpr DType dtype = DType::F16;
-  static Value add(Value a, Value b) { return kernels::float_to_f16(kernels::f16_to_float(a) + kernels::f16_to_float(b)); }
+  static Value add(Value a, Value b) {
+    return kernels::float_to_f16(kernels::f16_to_float(a) + kernels::f16_to_float(b));
+  }
 };
 struct BF16Format {
   using Value = std::uint16_t;

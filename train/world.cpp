@@ -27,7 +27,8 @@ namespace {
 dp::GroupSite group_site(const std::vector<int>& members, const std::vector<std::string>& addresses) {
   dp::GroupSite site;
   if (addresses.empty()) return site;
-  for (int m : members) site.member_hosts.push_back(rpc::parse_host_port(addresses.at(static_cast<std::size_t>(m))).host);
+  for (int m : members)
+    site.member_hosts.push_back(rpc::parse_host_port(addresses.at(static_cast<std::size_t>(m))).host);
   return site;
 }
 
@@ -41,7 +42,9 @@ std::shared_ptr<dp::Collective> RankLinks::make_collective(const std::vector<int
   const int index = static_cast<int>(at - members.begin());
   const int size = static_cast<int>(members.size());
   const auto host_collective = [&]() -> std::unique_ptr<dp::Collective> {
-    if (dp::resolve_cpu_collectives(cpu, group_site(members, addresses())) == dp::CpuCollectives::Links)
+    const auto choice = dp::resolve_cpu_collectives(cpu, group_site(members, addresses()));
+    collectives_ = std::string(enum_name(choice)) + (device.is_cpu() ? "" : " via host");
+    if (choice == dp::CpuCollectives::Links)
       return std::make_unique<dp::LinkCollective>(transport(), members, key, timeout);
     return std::make_unique<dp::GlooCollective>(index, size, store(), key, bind_host(), timeout);
   };
@@ -52,8 +55,10 @@ std::shared_ptr<dp::Collective> RankLinks::make_collective(const std::vector<int
   store().set(key + "gpu/" + std::to_string(index), kernels::cuda_device_uuid(device.index));
   std::set<std::string> gpus;
   for (int m = 0; m < size; ++m) gpus.insert(get(key + "gpu/" + std::to_string(m), deadline));
-  if (static_cast<int>(gpus.size()) == size)
+  if (static_cast<int>(gpus.size()) == size) {
+    collectives_ = "nccl";
     return dp::make_nccl_collective(index, size, device, store(), key + "nccl", timeout);
+  }
   return std::make_shared<dp::HostStagedCollective>(host_collective(), device);
 }
 

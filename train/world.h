@@ -77,6 +77,9 @@ class RankLinks {
   std::shared_ptr<dp::Collective> make_collective(const std::vector<int>& members, kernels::Device device,
                                                   const std::string& key, std::chrono::milliseconds timeout,
                                                   dp::CpuCollectives cpu = dp::CpuCollectives::Auto);
+  // What this rank's last make_collective chose, for the summary: "gloo", "links", "nccl", or
+  // "gloo" / "links" staged through the host for GPUs ("links via host"); empty before any.
+  const std::string& collectives_text() const { return collectives_; }
   // Every rank of the job reaches `name` before any goes on.
   void barrier(const std::string& name, rpc::Deadline deadline);
   // store().get() that also ends (AbortedError) as soon as the job is cancelled.
@@ -96,6 +99,7 @@ class RankLinks {
  private:
   int rank_;
   WorldShape shape_;
+  std::string collectives_;
 };
 
 class World {

@@ -177,7 +177,8 @@ BOOST_AUTO_TEST_CASE(compressed_sums_stay_in_16_bits_within_their_rounding) {
         const auto results = allreduce(h, inputs, compression);
         // Every value is a 16-bit number: the sums were taken in that format.
         const auto to16 = [&](float x) {
-          return fp16 ? kernels::f16_to_float(kernels::float_to_f16(x)) : kernels::bf16_to_float(kernels::float_to_bf16(x));
+          return fp16 ? kernels::f16_to_float(kernels::float_to_f16(x))
+                      : kernels::bf16_to_float(kernels::float_to_bf16(x));
         };
         const float* got = results[0].data<float>();
         std::size_t not16 = 0;
@@ -237,8 +238,10 @@ BOOST_AUTO_TEST_CASE(two_groups_on_the_same_ranks_never_mix) {
   // The gradient group and the batch-norm group of a stage reduce at the same time, on other threads.
   rpc::InProcessHub hub(2);
   auto t0 = hub.endpoint(0), t1 = hub.endpoint(1);
-  dp::LinkCollective grads0(*t0, {0, 1}, "dp/stage0/", 30000ms, {64}), grads1(*t1, {0, 1}, "dp/stage0/", 30000ms, {64});
-  dp::LinkCollective norms0(*t0, {0, 1}, "sbn/stage0/", 30000ms, {64}), norms1(*t1, {0, 1}, "sbn/stage0/", 30000ms, {64});
+  dp::LinkCollective grads0(*t0, {0, 1}, "dp/stage0/", 30000ms, {64});
+  dp::LinkCollective grads1(*t1, {0, 1}, "dp/stage0/", 30000ms, {64});
+  dp::LinkCollective norms0(*t0, {0, 1}, "sbn/stage0/", 30000ms, {64});
+  dp::LinkCollective norms1(*t1, {0, 1}, "sbn/stage0/", 30000ms, {64});
   BOOST_TEST(dp::LinkCollective::group_id("dp/stage0/") != dp::LinkCollective::group_id("sbn/stage0/"));
   std::vector<Tensor> g = {Tensor::full({1000}, 1.0), Tensor::full({1000}, 2.0)};
   std::vector<Tensor> b = {Tensor::full({1000}, 10.0), Tensor::full({1000}, 20.0)};
