@@ -2,7 +2,8 @@
 // Which collective a group of replicas uses for CPU tensors (and GPU tensors staged through the
 // host): Gloo, whose TCP pairs carry no job token (Debian's Gloo has no TLS either), or the job's
 // own links, where every frame carries the token (LinkCollective). Auto picks the links as soon as
-// a Gloo pair could accept a connection from another host, Gloo otherwise (faster on one host).
+// a Gloo pair could accept a connection from another host; Gloo otherwise, so that jobs on one
+// host keep the results (bits) they had before the links could reduce.
 #include <string>
 #include <vector>
 
