@@ -5,8 +5,12 @@
 //  (b) step time of 2 replicas x 2 stages, 1 x 4 (pipeline only) and 4 x 1 (data parallel only) on
 //      the same model and global batch, each beside a prediction: the simulator's makespan from
 //      layer times profiled on one thread, plus the all-reduce time measured in (a) for the
-//      largest stage's gradient bytes (no overlap assumed, so an upper bound).
-//   build/bin/dp_bench [--model resnet18] [--width 16] [--batch-size 64] [--steps 5]
+//      largest stage's gradient bytes (no overlap assumed, so an upper bound);
+//  (c) the job's links against Gloo: one all-reduce of the same bytes by 2 ranks on loopback,
+//      LinkCollective over the Thrift transport (what a job spanning hosts uses, every frame
+//      carrying the job token) beside GlooCollective, alternating, with both bandwidths and the
+//      ratio; each result is checked (a wrong sum is an error, as nccl-tests do).
+//   build/bin/dp_bench [--model resnet18] [--width 16] [--batch-size 64] [--steps 5] [--links-only]
 #include <algorithm>
 #include <cstdio>
 #include <random>
@@ -18,6 +22,7 @@
 #include "core/clock.h"
 #include "dataparallel/bucket_reducer.h"
 #include "dataparallel/gloo_collective.h"
+#include "dataparallel/link_collective.h"
 #include "dataparallel/run_per_rank.h"
 #include "kernels/runtime.h"
 #include "models/data/dataset.h"
@@ -26,6 +31,8 @@
 #include "partition/profile_partitioner.h"
 #include "partition/profiler.h"
 #include "pipeline/planner.h"
+#include "rpc/job_token.h"
+#include "rpc/thrift_transport.h"
 #include "train/embedded_job.h"
 
 using namespace pw;
@@ -81,6 +88,77 @@ train::JobConfig job_for(const std::string& model_name, int width, const partiti
   return c;
 }
 
+// Two Thrift transports on loopback, told each other's ports, as a world of processes has them.
+std::vector<std::unique_ptr<rpc::ThriftTransport>> thrift_pair() {
+  const std::string token = rpc::make_job_token();
+  const std::vector<std::string> any_port(2, "127.0.0.1:0");
+  std::vector<std::unique_ptr<rpc::ThriftTransport>> ranks;
+  for (int r = 0; r < 2; ++r) ranks.push_back(std::make_unique<rpc::ThriftTransport>(r, 2, any_port, token));
+  for (auto& self : ranks)
+    for (int peer = 0; peer < 2; ++peer) self->set_peer_address(peer, ranks[static_cast<std::size_t>(peer)]->address());
+  return ranks;
+}
+
+// (c): Gloo and the links, alternating, on the same bytes; every result checked.
+void links_against_gloo(const std::vector<std::int64_t>& sizes, int reps, std::int64_t chunk_bytes) {
+  rpc::InMemoryStore store;
+  std::vector<std::unique_ptr<dp::Collective>> gloo(2), links(2);
+  dp::run_per_rank(2, [&](int r) {
+    gloo[static_cast<std::size_t>(r)] =
+        std::make_unique<dp::GlooCollective>(r, 2, store, "links-vs-gloo/", "127.0.0.1", 60000ms);
+  });
+  auto thrift = thrift_pair();
+  for (int r = 0; r < 2; ++r)
+    links[static_cast<std::size_t>(r)] =
+        std::make_unique<dp::LinkCollective>(*thrift[static_cast<std::size_t>(r)], std::vector<int>{0, 1},
+                                             "links-vs-gloo/", 60000ms, dp::LinkCollectiveOptions{chunk_bytes});
+  for (const std::int64_t elements : sizes) {
+    const double bytes = static_cast<double>(elements) * 4.0;
+    const int runs = std::max(3, std::min(reps, static_cast<int>(2e9 / std::max(bytes, 1.0))));
+    std::vector<kernels::Tensor> data = {kernels::Tensor::full({elements}, 1.0),
+                                         kernels::Tensor::full({elements}, 1.0)};
+    std::vector<double> gloo_times, link_times;
+    // Every member starts from ones: every element must come out 2, exactly.
+    auto check = [&](double expected) {
+      for (auto& t : data) {
+        const float* v = t.data<float>();
+        for (std::int64_t i = 0; i < elements; i += std::max<std::int64_t>(1, elements / 97))
+          if (v[i] != static_cast<float>(expected))
+            throw Error("links against gloo: element " + std::to_string(i) + " is " + std::to_string(v[i]) +
+                        ", expected " + std::to_string(expected));
+      }
+    };
+    auto once = [&](std::vector<std::unique_ptr<dp::Collective>>& group) {
+      for (auto& t : data) std::fill_n(t.data<float>(), elements, 1.0f);
+      const auto t0 = Clock::now();
+      dp::run_per_rank(2, [&](int r) {
+        const auto m = static_cast<std::size_t>(r);
+        group[m]->allreduce_sum(data[m], dp::Compression::None);
+      });
+      const double seconds = seconds_since(t0);
+      check(2.0);
+      return seconds;
+    };
+    for (int i = 0; i < runs + 1; ++i) {   // the first of each warms up
+      const double g = once(gloo);
+      const double l = once(links);
+      if (i > 0) {
+        gloo_times.push_back(g);
+        link_times.push_back(l);
+      }
+    }
+    const double g = median(gloo_times), l = median(link_times);
+    std::printf("%s\n", nlohmann::json{{"bench", "allreduce_links_vs_gloo"}, {"ranks", 2}, {"bytes", bytes},
+                                       {"runs", runs}, {"link_chunk_bytes", chunk_bytes},
+                                       {"gloo_ms", g * 1e3}, {"links_ms", l * 1e3},
+                                       {"gloo_MBps", bytes / g / 1e6}, {"links_MBps", bytes / l / 1e6},
+                                       {"links_over_gloo_time", l / g}}
+                            .dump()
+                            .c_str());
+    std::fflush(stdout);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -93,6 +171,10 @@ int main(int argc, char** argv) {
   app.add_option("--batch-size", batch_size)->check(CLI::PositiveNumber);
   app.add_option("--steps", steps)->check(CLI::PositiveNumber);
   app.add_option("--reps", reps)->check(CLI::PositiveNumber);
+  bool links_only = false;
+  std::int64_t link_chunk = std::int64_t{1} << 20;
+  app.add_flag("--links-only", links_only, "only (c): the job's links against Gloo");
+  app.add_option("--link-chunk", link_chunk, "bytes of one link message")->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -106,6 +188,12 @@ int main(int argc, char** argv) {
     std::int64_t elements = 0;
     for (auto n : sizes) elements += n;
     const double bytes = static_cast<double>(elements) * 4.0;
+
+    // (c) first: it needs no model time.
+    links_against_gloo({std::int64_t{1} << 10, std::int64_t{1} << 16, std::int64_t{1} << 20, elements,
+                        std::int64_t{1} << 24},
+                       reps, link_chunk);
+    if (links_only) return 0;
 
     // (a) bucketed against one plain all-reduce of the same bytes.
     rpc::InMemoryStore store;

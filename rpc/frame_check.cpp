@@ -24,9 +24,11 @@ PayloadKind kind_from_wire(int value) {
     case wire::FrameKind::TIED_GRADIENT: return PayloadKind::TiedGradient;
     case wire::FrameKind::EVALUATION: return PayloadKind::Evaluation;
     case wire::FrameKind::CONTROL: return PayloadKind::Control;
+    case wire::FrameKind::COLLECTIVE: return PayloadKind::Collective;
   }
   throw BadFrameError("unknown frame kind " + std::to_string(value) +
-                      "; expected 1 (activation), 2 (gradient), 3 (tied gradient), 4 (evaluation) or 5 (control)");
+                      "; expected 1 (activation), 2 (gradient), 3 (tied gradient), 4 (evaluation), 5 (control) or "
+                      "6 (collective)");
 }
 
 // Bytes the shape needs, or throws when a dim is negative or the product passes `max_bytes`.
@@ -113,6 +115,7 @@ wire::FrameKind::type to_wire(PayloadKind kind) {
     case PayloadKind::TiedGradient: return wire::FrameKind::TIED_GRADIENT;
     case PayloadKind::Evaluation: return wire::FrameKind::EVALUATION;
     case PayloadKind::Control: return wire::FrameKind::CONTROL;
+    case PayloadKind::Collective: return wire::FrameKind::COLLECTIVE;
   }
   PW_FAIL("payload kind " << static_cast<int>(kind) << " has no wire code");
 }

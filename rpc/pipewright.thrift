@@ -10,6 +10,7 @@ enum FrameKind {
   TIED_GRADIENT = 3,
   EVALUATION = 4,
   CONTROL = 5,
+  COLLECTIVE = 6,            // step: the group's operation, micro_batch: the message, virtual_stage: the group
 }
 
 enum ElementType {

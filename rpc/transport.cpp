@@ -11,6 +11,7 @@ std::string payload_kind_name(PayloadKind kind) {
     case PayloadKind::TiedGradient: return "tied-weight gradient";
     case PayloadKind::Evaluation: return "evaluation activation";
     case PayloadKind::Control: return "control message";
+    case PayloadKind::Collective: return "collective message";
   }
   return "?";
 }
@@ -21,6 +22,9 @@ std::string tag_str(const Tag& tag) {
     out << "tied-weight gradient of group " << tag.micro_batch << " from stage " << tag.virtual_stage;
   } else if (tag.kind == PayloadKind::Control) {
     out << "control message " << tag.micro_batch;
+  } else if (tag.kind == PayloadKind::Collective) {
+    out << "collective message " << tag.micro_batch << " of group " << tag.virtual_stage << "'s operation " << tag.step;
+    return out.str();
   } else {
     out << payload_kind_name(tag.kind) << " of micro-batch " << tag.micro_batch << " for virtual stage "
         << tag.virtual_stage;

@@ -14,8 +14,11 @@ using Deadline = std::chrono::steady_clock::time_point;
 
 // Evaluation: a forward-only activation between stages while evaluating (micro_batch = the
 // evaluation batch). Control: small tensors of the job itself (step metrics, gathered weights),
-// micro_batch names the message.
-enum class PayloadKind { Activation, Gradient, TiedGradient, Evaluation, Control };
+// micro_batch names the message. Collective: a piece of a collective operation among replicas
+// (dataparallel/link_collective.h): step = the group's operation number, micro_batch = the
+// message within the operation, virtual_stage = the group's id, so that two groups on the same
+// ranks, and pipeline traffic, never take each other's messages.
+enum class PayloadKind { Activation, Gradient, TiedGradient, Evaluation, Control, Collective };
 std::string payload_kind_name(PayloadKind kind);
 
 struct Tag {

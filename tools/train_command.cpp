@@ -268,6 +268,9 @@ void add_train_command(CLI::App& app, TrainCommand& t) {
       ->group(replicas);
   b.choice("--grad-compression", "/replicas/grad_compression", job.replicas.grad_compression,
            "all-reduce gradients in 16 bits, each pre-divided by the replica count")->group(replicas);
+  b.choice("--cpu-collectives", "/replicas/cpu_collectives", job.replicas.cpu_collectives,
+           "collectives of CPU replicas: gloo (its connections carry no job token), links (the job's "
+           "token-checked links) or auto (links when a rank's address is not loopback)")->group(replicas);
 
   const std::string servers = "Parameter servers";
   b.option("--ps", "/ps/servers", job.ps.servers, "parameter servers holding the embedding tables (run in this process unless "

@@ -264,12 +264,13 @@ Engine::BuiltStage Engine::build_stage() {
   return {std::move(config), std::move(chunks), std::move(tied)};
 }
 
-// This stage's replicas average their gradients (Gloo on CPU, NCCL on GPU) and start from
+// This stage's replicas average their gradients (Gloo or the job's links on CPU, NCCL on GPU) and start from
 // replica 0's weights.
 void Engine::join_replicas(const std::vector<models::Layer*>& stage_layers) {
   const auto group = dp::Topology(plan_.schedule.stages, plan_.replicas()).stage_group(stage());
   collective_ = links_.make_collective(group, device_, "dp/stage" + std::to_string(stage()) + "/",
-                                       millis(plan_.config.timeouts.stage_seconds));
+                                       millis(plan_.config.timeouts.stage_seconds),
+                                       plan_.config.replicas.cpu_collectives);
   std::vector<models::Parameter*> parameters;   // in model order, as the executor's
   for (auto* layer : stage_layers) {
     for (auto& [name, p] : layer->named_parameters()) collective_->broadcast(p->value, 0);
@@ -296,7 +297,8 @@ void Engine::synchronise_batch_norm(const std::vector<models::Layer*>& stage_lay
   if (plan_.replicas() > 1) {
     const auto group = dp::Topology(plan_.schedule.stages, plan_.replicas()).stage_group(stage());
     batch_norm_group_ = links_.make_collective(group, device_, "sbn/stage" + std::to_string(stage()) + "/",
-                                               millis(plan_.config.timeouts.stage_seconds));
+                                               millis(plan_.config.timeouts.stage_seconds),
+                                               plan_.config.replicas.cpu_collectives);
     batch_norm_cancel_ = CancelSubscription(links_.cancel_token(),
                                             [g = batch_norm_group_](const std::string&) { g->cancel(); });
     sum = [g = batch_norm_group_](kernels::Tensor& values) { g->allreduce_sum(values, dp::Compression::None); };

@@ -66,6 +66,7 @@ template <typename F>
 void fields(ReplicaConfig& c, F&& f) {
   f("replicas", c.replicas), f("bucket_bytes", c.bucket_bytes), f("grad_compression", c.grad_compression);
   f("sync_batch_norm", c.sync_batch_norm);
+  f("cpu_collectives", WrittenUnlessDefault<dp::CpuCollectives>{c.cpu_collectives, dp::CpuCollectives::Auto});
 }
 template <typename F>
 void fields(ParameterServerConfig& c, F&& f) {

@@ -5,10 +5,13 @@
 #include <thread>
 
 #include "core/error.h"
+#include "dataparallel/cpu_collectives.h"
 #include "dataparallel/gloo_collective.h"
 #include "dataparallel/host_staged_collective.h"
+#include "dataparallel/link_collective.h"
 #include "dataparallel/nccl_collective.h"
 #include "kernels/cuda_probe.h"
+#include "rpc/host_port.h"
 
 namespace pw::train {
 
@@ -17,23 +20,46 @@ std::string RankLinks::name() const {
          std::to_string(replica()) + ")";
 }
 
+namespace {
+
+// The members' hosts, from the link addresses a world of processes knows (a world of threads
+// knows none: every member is in this process).
+dp::GroupSite group_site(const std::vector<int>& members, const std::vector<std::string>& addresses) {
+  dp::GroupSite site;
+  if (addresses.empty()) return site;
+  for (int m : members)
+    site.member_hosts.push_back(rpc::parse_host_port(addresses.at(static_cast<std::size_t>(m))).host);
+  return site;
+}
+
+}  // namespace
+
 std::shared_ptr<dp::Collective> RankLinks::make_collective(const std::vector<int>& members, kernels::Device device,
-                                                           const std::string& key, std::chrono::milliseconds timeout) {
+                                                           const std::string& key, std::chrono::milliseconds timeout,
+                                                           dp::CpuCollectives cpu) {
   const auto at = std::find(members.begin(), members.end(), rank_);
   PW_CHECK(at != members.end(), name() << " is not a member of collective group '" << key << "'");
   const int index = static_cast<int>(at - members.begin());
   const int size = static_cast<int>(members.size());
-  if (device.is_cpu()) return std::make_shared<dp::GlooCollective>(index, size, store(), key, bind_host(), timeout);
+  const auto host_collective = [&]() -> std::unique_ptr<dp::Collective> {
+    const auto choice = dp::resolve_cpu_collectives(cpu, group_site(members, addresses()));
+    collectives_ = std::string(enum_name(choice)) + (device.is_cpu() ? "" : " via host");
+    if (choice == dp::CpuCollectives::Links)
+      return std::make_unique<dp::LinkCollective>(transport(), members, key, timeout);
+    return std::make_unique<dp::GlooCollective>(index, size, store(), key, bind_host(), timeout);
+  };
+  if (device.is_cpu()) return host_collective();
   // NCCL refuses two members of one communicator on the same physical GPU ("Duplicate GPU"): every
-  // member publishes its GPU's UUID, and a group with a shared GPU reduces on the host over Gloo.
+  // member publishes its GPU's UUID, and a group with a shared GPU reduces on the host.
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   store().set(key + "gpu/" + std::to_string(index), kernels::cuda_device_uuid(device.index));
   std::set<std::string> gpus;
   for (int m = 0; m < size; ++m) gpus.insert(get(key + "gpu/" + std::to_string(m), deadline));
-  if (static_cast<int>(gpus.size()) == size)
+  if (static_cast<int>(gpus.size()) == size) {
+    collectives_ = "nccl";
     return dp::make_nccl_collective(index, size, device, store(), key + "nccl", timeout);
-  return std::make_shared<dp::HostStagedCollective>(
-      std::make_unique<dp::GlooCollective>(index, size, store(), key, bind_host(), timeout), device);
+  }
+  return std::make_shared<dp::HostStagedCollective>(host_collective(), device);
 }
 
 void RankLinks::barrier(const std::string& name, rpc::Deadline deadline) { store_barrier(name, deadline); }

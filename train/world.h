@@ -70,10 +70,16 @@ class RankLinks {
   virtual rpc::Transport& transport() = 0;
   virtual rpc::Store& store() = 0;
   virtual CancelToken& cancel_token() = 0;
-  // A group of `members` (world ranks; this rank among them) for collectives: Gloo for CPU
-  // devices, NCCL for GPUs. Every member calls it at the same time with the same `key`.
+  // A group of `members` (world ranks; this rank among them) for collectives: NCCL for GPUs
+  // (distinct physical ones); for CPU devices, and GPUs staged through the host, Gloo or the job's
+  // links as `cpu` says (auto: dp::resolve_cpu_collectives on the members' addresses). Every
+  // member calls it at the same time with the same `key`; after connect() when it may use links.
   std::shared_ptr<dp::Collective> make_collective(const std::vector<int>& members, kernels::Device device,
-                                                  const std::string& key, std::chrono::milliseconds timeout);
+                                                  const std::string& key, std::chrono::milliseconds timeout,
+                                                  dp::CpuCollectives cpu = dp::CpuCollectives::Auto);
+  // What this rank's last make_collective chose, for the summary: "gloo", "links", "nccl", or
+  // "gloo" / "links" staged through the host for GPUs ("links via host"); empty before any.
+  const std::string& collectives_text() const { return collectives_; }
   // Every rank of the job reaches `name` before any goes on.
   void barrier(const std::string& name, rpc::Deadline deadline);
   // store().get() that also ends (AbortedError) as soon as the job is cancelled.
@@ -93,6 +99,7 @@ class RankLinks {
  private:
   int rank_;
   WorldShape shape_;
+  std::string collectives_;
 };
 
 class World {

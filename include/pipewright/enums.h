@@ -81,6 +81,10 @@ namespace pw::dp {
 enum class Compression { None, Fp16, Bf16 };                 // gradients on the wire between replicas
 enum class UpdateMode { Sync, Async, Bounded };              // how parameter servers apply pushes
 enum class SparseOptimizerKind { Sgd = 1, Adagrad = 2, Adam = 3 };   // the values are stored in snapshots
+// Which collective a group of CPU tensors (or GPU tensors staged through the host) uses: Gloo's
+// own TCP pairs, or the job's links (every message carries the job token); auto: the links when a
+// member's address is not loopback, Gloo otherwise (dataparallel/cpu_collectives.h).
+enum class CpuCollectives { Auto, Gloo, Links };
 }  // namespace pw::dp
 namespace pw::train {
 enum class CheckpointErrorPolicy { Stop, Continue };   // when a checkpoint cannot be written
@@ -147,6 +151,12 @@ struct EnumNames<dp::Compression> {
   static constexpr std::string_view what = "gradient compression";
   static constexpr NameTable<dp::Compression, 3> names{
       {{dp::Compression::None, "none"}, {dp::Compression::Fp16, "fp16"}, {dp::Compression::Bf16, "bf16"}}};
+};
+template <>
+struct EnumNames<dp::CpuCollectives> {
+  static constexpr std::string_view what = "CPU collectives";
+  static constexpr NameTable<dp::CpuCollectives, 3> names{
+      {{dp::CpuCollectives::Auto, "auto"}, {dp::CpuCollectives::Gloo, "gloo"}, {dp::CpuCollectives::Links, "links"}}};
 };
 template <>
 struct EnumNames<dp::UpdateMode> {

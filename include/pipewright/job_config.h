@@ -65,6 +65,10 @@ struct ReplicaConfig {
   std::int64_t bucket_bytes = std::int64_t{25} << 20;
   dp::Compression grad_compression = dp::Compression::None;   // 16-bit sums are pre-divided by the replica count
   bool sync_batch_norm = false;            // batch-norm statistics over every replica's samples
+  // Gloo or the job's own (token-carrying) links for the replicas' CPU collectives. Part of the
+  // identity: the two sum in different orders (different result bits), and every member of a
+  // group must use the same one.
+  dp::CpuCollectives cpu_collectives = dp::CpuCollectives::Auto;
 };
 
 struct ParameterServerConfig {

@@ -54,6 +54,12 @@ BOOST_AUTO_TEST_CASE(encode_then_decode_keeps_tag_shape_dtype_and_bytes) {
     BOOST_TEST((back.tensor.dtype() == half));
     BOOST_TEST(std::memcmp(back.tensor.raw(), h.raw(), 24) == 0);
   }
+
+  // A collective's message keeps its operation, message and group through the frame.
+  const Tag collective{1LL << 35, 41, PayloadKind::Collective, 123456789};
+  const rpc::ReceivedFrame c = rpc::decode_frame(rpc::encode_frame("token", 0, collective, t), kRules);
+  BOOST_TEST((c.tag == collective));
+  BOOST_TEST(rpc::tag_str(c.tag) == "collective message 41 of group 123456789's operation 34359738368");
 }
 
 // The sender writes fields 1-8 with the protocol and the tensor bytes from the tensor itself; the
@@ -70,6 +76,7 @@ BOOST_AUTO_TEST_CASE(zero_copy_call_writes_the_same_bytes_as_the_generated_clien
       {patterned({128, 1024}, DType::I32), Tag{9, 1, PayloadKind::Control, 0}},
       {patterned({4, 5}, DType::BF16), Tag{2, 1, PayloadKind::Activation, 0}},
       {patterned({6}, DType::F16), Tag{3, 0, PayloadKind::Gradient, 0}},
+      {patterned({9}, DType::BF16), Tag{1LL << 33, 12, PayloadKind::Collective, 0x7ffffffe}},
   };
   for (const auto& [tensor, tag] : cases) {
     auto generated_buffer = std::make_shared<TMemoryBuffer>();
@@ -111,7 +118,8 @@ BOOST_AUTO_TEST_CASE(check_frame_reasons) {
   BOOST_TEST(reason([](auto& f) { f.dtype = static_cast<rpc::wire::ElementType::type>(0); }) ==
              "unknown dtype code 0; expected 1 (F32) to 7 (F16)");
   BOOST_TEST(reason([](auto& f) { f.kind = static_cast<rpc::wire::FrameKind::type>(9); }) ==
-             "unknown frame kind 9; expected 1 (activation), 2 (gradient), 3 (tied gradient), 4 (evaluation) or 5 (control)");
+             "unknown frame kind 9; expected 1 (activation), 2 (gradient), 3 (tied gradient), 4 (evaluation), 5 (control) "
+             "or 6 (collective)");
   BOOST_TEST(reason([](auto& f) { f.shape = {1LL << 62, 1LL << 62}; }).find("exceeds the maximum frame size") !=
              std::string::npos);
   BOOST_TEST(reason([](auto& f) {

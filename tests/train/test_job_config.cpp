@@ -271,6 +271,18 @@ BOOST_AUTO_TEST_CASE(a_resumed_job_overrides_what_may_change_and_refuses_the_res
   BOOST_TEST(train::to_json(now)["recovery"]["max_rollbacks"] == 5);
 }
 
+BOOST_AUTO_TEST_CASE(the_cpu_collectives_are_in_the_identity_only_when_chosen) {
+  train::JobConfig c;
+  BOOST_TEST(!train::to_json(c)["replicas"].contains("cpu_collectives"));   // identities from before stay as they were
+  c.replicas.cpu_collectives = dp::CpuCollectives::Links;
+  const auto j = train::to_json(c);
+  BOOST_TEST(j["replicas"]["cpu_collectives"] == "links");
+  BOOST_TEST((train::job_config_from_json(j).replicas.cpu_collectives == dp::CpuCollectives::Links));
+  BOOST_TEST(config_error([] {
+               train::job_config_from_json(nlohmann::json::parse(R"({"replicas": {"cpu_collectives": "mpi"}})"));
+             }) == "/replicas/cpu_collectives: unknown CPU collectives 'mpi'; accepted: auto, gloo, links");
+}
+
 BOOST_AUTO_TEST_CASE(validate_names_the_first_field_out_of_range_by_its_path) {
   train::JobConfig c;
   train::validate(c);
