@@ -1,5 +1,6 @@
 #include "rpc/tls.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 
@@ -210,17 +211,57 @@ class JobTlsSocket : public transport::TSSLSocket {
     SigpipeShield shield;   // an accepted connection's handshake happens in its first read
     return TSSLSocket::read(buf, len);
   }
+  // Thrift's own write waits for a full send buffer with poll(POLLIN | POLLOUT), which returns at
+  // once while the peer's answers sit unread, so a large write would spin until the buffer drains.
+  // This one waits for what OpenSSL asks for (room to write, or bytes to read).
   void write(const uint8_t* buf, uint32_t len) override {
     SigpipeShield shield;
-    TSSLSocket::write(buf, len);
+    initializeHandshake();   // at once when done
+    uint32_t written = 0;
+    while (written < len) {
+      ERR_clear_error();
+      const int n = SSL_write(ssl_, buf + written, static_cast<int>(std::min<uint32_t>(len - written, INT_MAX)));
+      if (n > 0) {
+        written += static_cast<uint32_t>(n);
+        continue;
+      }
+      const int errno_copy = errno;
+      const int error = SSL_get_error(ssl_, n);
+      const bool retry = error == SSL_ERROR_WANT_WRITE || error == SSL_ERROR_WANT_READ ||
+                         (error == SSL_ERROR_SYSCALL && (errno_copy == EINTR || errno_copy == EAGAIN));
+      if (!retry) {
+        const std::string reason = error == SSL_ERROR_SYSCALL && ERR_peek_error() == 0
+                                       ? std::string(errno_copy != 0 ? std::strerror(errno_copy) : "connection closed")
+                                       : openssl_reason();
+        ERR_clear_error();
+        throw transport::TSSLException("SSL_write: " + reason);
+      }
+      wait_for(error == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, sendTimeout_);
+    }
   }
   uint32_t write_partial(const uint8_t* buf, uint32_t len) override {
-    SigpipeShield shield;
-    return TSSLSocket::write_partial(buf, len);
+    write(buf, len);
+    return len;
   }
   void flush() override {
     SigpipeShield shield;
     TSSLSocket::flush();
+  }
+
+  // Waits until the socket is ready for `events`, at most `timeout_ms` (0: no limit). Throws
+  // TTransportException: TIMED_OUT, or INTERRUPTED when the server is stopping.
+  void wait_for(short events, int timeout_ms) {
+    pollfd fds[2] = {{static_cast<int>(socket_), events, 0}, {-1, POLLIN, 0}};
+    if (interruptListener_) fds[1].fd = static_cast<int>(*interruptListener_);
+    while (true) {
+      const int ready = ::poll(fds, interruptListener_ ? 2 : 1, timeout_ms > 0 ? timeout_ms : -1);
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready < 0) throw transport::TTransportException(transport::TTransportException::UNKNOWN, "poll failed", errno);
+      if (ready == 0) throw transport::TTransportException(transport::TTransportException::TIMED_OUT, "write timed out");
+      if (interruptListener_ && (fds[1].revents & POLLIN) != 0)
+        throw transport::TTransportException(transport::TTransportException::INTERRUPTED, "interrupted");
+      return;
+    }
   }
 
   // The client's whole handshake. A TLS 1.2 server checks the client's certificate within it, so
@@ -264,6 +305,7 @@ void install(SSL_CTX* ctx, const Material& m, const TlsFiles& files) {
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
   SSL_CTX_set_max_proto_version(ctx, TLS1_2_VERSION);
   SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
+  SSL_CTX_set_read_ahead(ctx, 1);   // whole socket reads, not a record header and its body apart
   SSL_CTX_set_default_passwd_cb(ctx, no_password);
   const auto fail = [&](const std::string& what) {
     throw InputError("TLS certificate " + files.cert + ": " + what + " (" + openssl_reason() + ")");

@@ -62,6 +62,21 @@ BOOST_AUTO_TEST_CASE(a_two_process_job_under_tls_trains_bitwise_as_without) {
   check_same(dir, "plain", "threads");
 }
 
+BOOST_AUTO_TEST_CASE(launched_parameter_servers_and_workers_under_tls_train_as_without) {
+  ScratchDir dir("tls_ps");
+  pw::test::TestPki pki("ps_job");
+  const std::string job = "-- train --model dlrm --dataset synthetic-clicks --synthetic-size 4000 --threads 1 "
+                          "--optimizer sgd --momentum 0 --lr 0.1 --steps 12 --replicas 2 --summary ";
+  const auto plain = run_pipewright("launch --ps 2 --nproc-per-node 2 " + job + dir.file("plain.json"));
+  BOOST_REQUIRE_MESSAGE(plain.status == 0, plain.output);
+  const auto tls = run_pipewright("launch --ps 2 --nproc-per-node 2 " + pki.flags() + job + dir.file("tls.json"));
+  BOOST_REQUIRE_MESSAGE(tls.status == 0, tls.output);
+  BOOST_TEST(tls.output.find("mutual TLS") != std::string::npos, tls.output);   // the servers say so
+  const auto a = read_json(dir.file("plain.json")), b = read_json(dir.file("tls.json"));
+  BOOST_TEST(a["loss_history"] == b["loss_history"]);
+  BOOST_TEST(a["test_auc"] == b["test_auc"]);
+}
+
 BOOST_AUTO_TEST_CASE(a_rank_with_a_certificate_of_another_ca_is_refused_in_one_line) {
   ScratchDir dir("tls_stranger");
   pw::test::TestPki pki("stranger");
