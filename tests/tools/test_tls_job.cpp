@@ -77,6 +77,24 @@ BOOST_AUTO_TEST_CASE(launched_parameter_servers_and_workers_under_tls_train_as_w
   BOOST_TEST(a["test_auc"] == b["test_auc"]);
 }
 
+// Two launchers as two nodes with restarts: their own rendezvous and heartbeats (node agents) run
+// over TLS too, and the ranks train bitwise as one process does.
+BOOST_AUTO_TEST_CASE(two_launchers_with_restarts_meet_over_tls) {
+  ScratchDir dir("tls_nodes");
+  pw::test::TestPki pki("nodes");
+  const auto one = run_pipewright("train " + kJob + outputs(dir, "one"));
+  BOOST_REQUIRE_MESSAGE(one.status == 0, one.output);
+  const std::string launch = "env PW_JOB_TOKEN=feedfacefeedface " + pw::test::pipewright_binary() +
+                             " launch --nnodes 2 --nproc-per-node 1 --max-restarts 1 --node-timeout 60 --master 127.0.0.1:" +
+                             std::to_string(free_port()) + " " + pki.flags();
+  BackgroundCommand node1(launch + "--node-rank 1 -- train " + kJob, dir.file("node1.log"));
+  BackgroundCommand node0(launch + "--node-rank 0 -- train " + kJob + outputs(dir, "multi"), dir.file("node0.log"));
+  BOOST_REQUIRE_MESSAGE(node0.wait(std::chrono::seconds(180)).value_or(-1) == 0, node0.output());
+  BOOST_REQUIRE_MESSAGE(node1.wait(std::chrono::seconds(60)).value_or(-1) == 0, node1.output());
+  BOOST_TEST(node0.output().find("every node's launcher joined") != std::string::npos, node0.output());
+  check_same(dir, "one", "multi");
+}
+
 BOOST_AUTO_TEST_CASE(a_rank_with_a_certificate_of_another_ca_is_refused_in_one_line) {
   ScratchDir dir("tls_stranger");
   pw::test::TestPki pki("stranger");
