@@ -176,6 +176,8 @@ class SigpipeShield {
   bool was_pending_ = false;
 };
 
+constexpr int kGoodbyeMs = 1000;
+
 // A TLS socket of the job: chain-only verification (no access manager, so no name checks), a
 // handshake that can be done at once, and no SIGPIPE from its writes.
 class JobTlsSocket : public transport::TSSLSocket {
@@ -192,9 +194,8 @@ class JobTlsSocket : public transport::TSSLSocket {
     server(true);
   }
   ~JobTlsSocket() override {
-    SigpipeShield shield;
     try {
-      TSSLSocket::close();   // here, shielded: the base destructor then finds nothing to shut down
+      close();   // here, shielded: the base destructor then finds nothing to shut down
     } catch (...) {
     }
   }
@@ -203,8 +204,11 @@ class JobTlsSocket : public transport::TSSLSocket {
     SigpipeShield shield;
     return TSSLSocket::peek();
   }
+  // The TLS goodbye (close_notify) is best effort: it waits at most a second for room to write,
+  // however long the connection's own send timeout (0: none) is.
   void close() override {
     SigpipeShield shield;
+    if (TSocket::isOpen() && (sendTimeout_ <= 0 || sendTimeout_ > kGoodbyeMs)) setSendTimeout(kGoodbyeMs);
     TSSLSocket::close();
   }
   uint32_t read(uint8_t* buf, uint32_t len) override {
