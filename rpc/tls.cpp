@@ -213,7 +213,18 @@ class JobTlsSocket : public transport::TSSLSocket {
   }
   uint32_t read(uint8_t* buf, uint32_t len) override {
     SigpipeShield shield;   // an accepted connection's handshake happens in its first read
-    return TSSLSocket::read(buf, len);
+    try {
+      return TSSLSocket::read(buf, len);
+    } catch (const transport::TSSLException&) {
+      // A connection closed before it sent a byte (a probe of the port, as the launcher's) is no
+      // refused peer: it ends quietly.
+      if (server() && !checkHandshake() && ssl_ != nullptr && BIO_number_read(SSL_get_rbio(ssl_)) == 0) {
+        ERR_clear_error();
+        throw transport::TTransportException(transport::TTransportException::END_OF_FILE,
+                                             "closed before its TLS handshake");
+      }
+      throw;
+    }
   }
   // Thrift's own write waits for a full send buffer with poll(POLLIN | POLLOUT), which returns at
   // once while the peer's answers sit unread, so a large write would spin until the buffer drains.
@@ -391,6 +402,12 @@ std::shared_ptr<transport::TServerSocket> make_server_socket(const Tls& tls, con
 
 std::string refused_handshake(const std::exception& e) {
   if (dynamic_cast<const transport::TSSLException*>(&e) == nullptr) return {};
+  // Thrift's handshake and its certificate checks; not a later read or write.
+  const std::string what = e.what();
+  bool handshake = false;
+  for (const char* prefix : {"SSL_accept:", "SSL_get_verify_result", "authorize:"})
+    handshake = handshake || what.rfind(prefix, 0) == 0;
+  if (!handshake) return {};
   ERR_clear_error();
   return "TLS handshake failed: " + plain_reason(e.what());
 }
