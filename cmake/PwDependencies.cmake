@@ -2,6 +2,7 @@
 find_package(Threads REQUIRED)
 find_package(TBB REQUIRED)                       # TBB::tbb
 find_package(ZLIB REQUIRED)                      # ZLIB::ZLIB (gzip-compressed data sets)
+find_package(OpenSSL REQUIRED)                   # OpenSSL::SSL, OpenSSL::Crypto (TLS links, rpc/tls.h)
 # Debian's dnnl-config.cmake insists on OpenCL (its GPU runtime); we use only the CPU engine.
 find_path(DNNL_INCLUDE_DIR oneapi/dnnl/dnnl.hpp REQUIRED)
 find_library(DNNL_LIBRARY dnnl REQUIRED)

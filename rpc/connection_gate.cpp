@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "rpc/tls.h"
 
 namespace pw::rpc {
 
@@ -45,6 +46,16 @@ class GatedProcessor : public TProcessor {
     bool keep = false;
     try {
       keep = inner_->process(std::move(in), std::move(out), context);
+    } catch (const std::exception& e) {
+      // A TLS peer without a certificate of the job's CA (or a peer without TLS) fails the
+      // handshake on its first read: one line, and the connection closes. Connections the gate
+      // already shut down (silent past the deadline, evicted) are not reported.
+      const bool shut_by_gate = !gate_->forget(id_);
+      if (const std::string refused = proven_ ? std::string() : refused_handshake(e); !refused.empty()) {
+        if (!shut_by_gate) PW_LOG(Warn, "refused a connection from " << peer() << ": " << refused);
+        return false;
+      }
+      throw;
     } catch (...) {
       gate_->forget(id_);   // the connection ends: its descriptor must not be shut down once reused
       throw;
@@ -57,6 +68,15 @@ class GatedProcessor : public TProcessor {
     }
     if (!keep) gate_->forget(id_);
     return keep;
+  }
+
+  std::string peer() const {
+    if (!socket_) return "a peer";
+    try {
+      return socket_->getPeerAddress() + ":" + std::to_string(socket_->getPeerPort());
+    } catch (...) {
+      return "a peer";
+    }
   }
 
   void prove() {
@@ -130,9 +150,9 @@ void ConnectionGate::reap(std::stop_token stop) {
   }
 }
 
-void ConnectionGate::forget(std::uint64_t id) {
+bool ConnectionGate::forget(std::uint64_t id) {
   std::lock_guard lock(mutex_);
-  unproven_.erase(id);
+  return unproven_.erase(id) > 0;
 }
 
 int ConnectionGate::unproven() const {

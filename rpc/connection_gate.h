@@ -6,7 +6,8 @@
 // without the token, or not reading the answers). Unproven connections have slots of their own
 // (default 64), the oldest shut down when a new one needs a slot.
 // So connections that send nothing, or not the job's token, never hold the slots of the job's
-// ranks, and a rank connecting during a flood of them still gets in.
+// ranks, and a rank connecting during a flood of them still gets in. On a TLS server the handshake
+// happens within the same deadline, and a peer that fails it is refused with one logged line.
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -42,7 +43,7 @@ class ConnectionGate : public apache::thrift::TProcessorFactory, public std::ena
     int fd;
     std::chrono::steady_clock::time_point deadline;
   };
-  void forget(std::uint64_t id);
+  bool forget(std::uint64_t id);   // true when it was still unproven and not shut down
   void reap(std::stop_token stop);
 
   std::shared_ptr<apache::thrift::TProcessorFactory> inner_;

@@ -119,8 +119,8 @@ class GatherFramedTransport : public transport::TVirtualTransport<GatherFramedTr
 
 }  // namespace
 
-PeerLink::PeerLink(int self_rank, int peer_rank, HostPort address)
-    : self_rank_(self_rank), peer_rank_(peer_rank), address_(std::move(address)) {}
+PeerLink::PeerLink(int self_rank, int peer_rank, HostPort address, Tls tls)
+    : self_rank_(self_rank), peer_rank_(peer_rank), address_(std::move(address)), tls_(std::move(tls)) {}
 
 PeerLink::~PeerLink() {
   drain_answers();
@@ -198,11 +198,16 @@ void PeerLink::connect(const Tag& tag, Deadline deadline, const std::function<vo
     if (Clock::now() >= deadline)
       throw TimeoutError("rank " + std::to_string(self_rank_) + " could not reach " + who() + " to send the " +
                          tag_str(tag) + " before the deadline: " + last_error);
-    auto socket = std::make_shared<transport::TSocket>(address_.host, address_.port);
-    socket->setConnTimeout(millis_until(deadline, kMaxConnectAttempt));
+    auto socket = make_client_socket(tls_, address_);
     socket->setNoDelay(true);
     try {
-      socket->open();
+      try {
+        open_client_socket(*socket, address_, std::chrono::milliseconds(millis_until(deadline, kMaxConnectAttempt)));
+      } catch (const TlsError& e) {
+        throw TlsError("rank " + std::to_string(self_rank_) + " could not reach " + who() + " to send the " +
+                           tag_str(tag),
+                       e.reason());
+      }
       socket_ = socket;
       {
         std::lock_guard lock(fd_mutex_);

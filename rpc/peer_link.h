@@ -17,6 +17,7 @@
 
 #include "pw_thrift/TensorTransfer.h"
 #include "rpc/host_port.h"
+#include "rpc/tls.h"
 #include "rpc/transport.h"
 
 namespace apache::thrift::transport {
@@ -28,7 +29,8 @@ namespace pw::rpc {
 
 class PeerLink {
  public:
-  PeerLink(int self_rank, int peer_rank, HostPort address);
+  // With `tls`, the connection is mutual TLS (rpc/tls.h).
+  PeerLink(int self_rank, int peer_rank, HostPort address, Tls tls = {});
   PeerLink(const PeerLink&) = delete;
   PeerLink& operator=(const PeerLink&) = delete;
 
@@ -42,7 +44,8 @@ class PeerLink {
   // Returns once the peer stored the frame, or for a frame of at least kPipelinedAtLeast bytes,
   // once it is written. Throws TimeoutError when the peer cannot be reached or does not answer
   // before `deadline`, Error when it refuses this or an earlier pipelined frame or drops the
-  // connection, and whatever `throw_if_aborted` throws while waiting to connect.
+  // connection, TlsError when the TLS handshake fails (not retried), and whatever
+  // `throw_if_aborted` throws while waiting to connect.
   void deliver(const wire::TensorFrame& frame, const Tag& tag, Deadline deadline,
                const std::function<void()>& throw_if_aborted);
   // The same for the frame `header` with `data` as its tensor bytes (header.data is ignored): the
@@ -70,6 +73,7 @@ class PeerLink {
   int socket_fd_ = -1;        // of the open connection, for interrupt()
   bool interrupted_ = false;  // the open connection was shut down: the next deliver() reconnects
   HostPort address_;
+  Tls tls_;
   std::shared_ptr<apache::thrift::transport::TSocket> socket_;
   std::shared_ptr<apache::thrift::transport::TTransport> framed_;
   std::unique_ptr<wire::TensorTransferClient> client_;

@@ -30,8 +30,9 @@ int millis_until(Deadline deadline) {
 // One framed binary Thrift connection to the rendezvous service.
 class RendezvousConnection {
  public:
-  explicit RendezvousConnection(const HostPort& master)
-      : socket_(std::make_shared<transport::TSocket>(master.host, master.port)),
+  RendezvousConnection(const HostPort& master, const Tls& tls)
+      : master_(master),
+        socket_(make_client_socket(tls, master)),
         framed_(std::make_shared<transport::TFramedTransport>(socket_)),
         client_(std::make_shared<apache::thrift::protocol::TBinaryProtocol>(framed_)) {
     socket_->setNoDelay(true);
@@ -43,10 +44,7 @@ class RendezvousConnection {
     }
   }
   bool is_open() const { return socket_->isOpen(); }
-  void open(int timeout_ms) {
-    socket_->setConnTimeout(timeout_ms);
-    framed_->open();
-  }
+  void open(int timeout_ms) { open_client_socket(*socket_, master_, std::chrono::milliseconds(timeout_ms)); }
   void close() noexcept {
     try {
       framed_->close();
@@ -60,14 +58,15 @@ class RendezvousConnection {
   wire::RendezvousClient& client() { return client_; }
 
  private:
+  HostPort master_;
   std::shared_ptr<transport::TSocket> socket_;
   std::shared_ptr<transport::TFramedTransport> framed_;
   wire::RendezvousClient client_;
 };
 
-RendezvousClient::RendezvousClient(HostPort master, std::string job_token, int rank)
-    : master_(std::move(master)), token_(std::move(job_token)), rank_(rank),
-      connection_(std::make_unique<RendezvousConnection>(master_)) {}
+RendezvousClient::RendezvousClient(HostPort master, std::string job_token, int rank, Tls tls)
+    : master_(std::move(master)), token_(std::move(job_token)), rank_(rank), tls_(std::move(tls)),
+      connection_(std::make_unique<RendezvousConnection>(master_, tls_)) {}
 
 RendezvousClient::~RendezvousClient() = default;
 
@@ -80,6 +79,8 @@ auto RendezvousClient::call(const char* what, Deadline deadline, Call body) {
   while (!connection_->is_open()) {
     try {
       connection_->open(std::min(millis_until(deadline), 2000));
+    } catch (const TlsError& e) {
+      throw TlsError(where.substr(0, where.size() - 2), e.reason());
     } catch (const transport::TTransportException& e) {
       connection_->close();
       if (Clock::now() + kRetryPause >= deadline)
@@ -134,7 +135,7 @@ void RendezvousClient::barrier(const std::string& name, Deadline deadline) {
 void RendezvousClient::report_failure(const std::string& reason) noexcept {
   // A fresh connection: the shared one may be stuck in a barrier or broken.
   try {
-    RendezvousConnection connection(master_);
+    RendezvousConnection connection(master_, tls_);
     connection.open(static_cast<int>(kReportTimeout.count()));
     connection.set_timeout(static_cast<int>(kReportTimeout.count()));
     connection.client().report_failure(token_, rank_, reason);
@@ -153,9 +154,9 @@ std::int64_t RendezvousClient::server_now_ns() {
 }
 
 Heartbeat::Heartbeat(HostPort master, std::string job_token, int rank, std::chrono::milliseconds interval,
-                     std::chrono::milliseconds timeout, std::function<void(const std::string&)> on_failure)
+                     std::chrono::milliseconds timeout, std::function<void(const std::string&)> on_failure, Tls tls)
     : master_(std::move(master)), token_(std::move(job_token)), rank_(rank), interval_(interval), timeout_(timeout),
-      on_failure_(std::move(on_failure)), connection_(std::make_unique<RendezvousConnection>(master_)) {
+      on_failure_(std::move(on_failure)), connection_(std::make_unique<RendezvousConnection>(master_, tls)) {
   PW_INPUT_CHECK(interval_.count() > 0 && timeout_ > interval_,
                  "the heartbeat timeout (" << timeout_.count() << " ms) must exceed its interval (" << interval_.count()
                                            << " ms)");

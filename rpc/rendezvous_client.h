@@ -14,6 +14,7 @@
 #include "pw_thrift/Rendezvous.h"
 #include "rpc/host_port.h"
 #include "rpc/store.h"
+#include "rpc/tls.h"
 
 namespace pw::rpc {
 
@@ -21,11 +22,13 @@ class RendezvousConnection;
 
 class RendezvousClient : public Store {
  public:
-  RendezvousClient(HostPort master, std::string job_token, int rank);
+  // With `tls`, every connection to the service is mutual TLS (rpc/tls.h).
+  RendezvousClient(HostPort master, std::string job_token, int rank, Tls tls = {});
   ~RendezvousClient() override;
 
   // Retries connecting until the deadline (rank 0 may start last). Throws TimeoutError, or
-  // AbortedError when the job already failed, or Error when the service refuses the rank.
+  // AbortedError when the job already failed, TlsError when the TLS handshake fails, or Error
+  // when the service refuses the rank.
   wire::JobLayout register_rank(const std::string& address, Deadline deadline);
   void set(const std::string& key, const std::string& value) override;
   std::string get(const std::string& key, Deadline deadline) override;
@@ -45,6 +48,7 @@ class RendezvousClient : public Store {
   HostPort master_;
   std::string token_;
   int rank_;
+  Tls tls_;
   std::mutex mutex_;   // one call at a time on the connection
   std::unique_ptr<RendezvousConnection> connection_;
 };
@@ -54,7 +58,7 @@ class RendezvousClient : public Store {
 class Heartbeat {
  public:
   Heartbeat(HostPort master, std::string job_token, int rank, std::chrono::milliseconds interval,
-            std::chrono::milliseconds timeout, std::function<void(const std::string&)> on_failure);
+            std::chrono::milliseconds timeout, std::function<void(const std::string&)> on_failure, Tls tls = {});
   ~Heartbeat();   // stops the thread and closes the connection
   Heartbeat(const Heartbeat&) = delete;
   Heartbeat& operator=(const Heartbeat&) = delete;

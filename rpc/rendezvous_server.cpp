@@ -373,10 +373,11 @@ RendezvousServer::RendezvousServer(const HostPort& bind, RendezvousConfig config
                                << " pipeline stages; give stages x replicas ranks");
   PW_INPUT_CHECK(config.heartbeat_timeout.count() > 0, "the heartbeat timeout must be positive");
   check_job_token(config.job_token, "the rendezvous job token");
+  Tls tls = config.tls;
   state_ = std::make_shared<RendezvousState>(std::move(config));
   server_ = std::make_unique<ThriftServer>(
       bind, std::make_shared<wire::RendezvousProcessorFactory>(std::make_shared<HandlerFactory>(state_)),
-      kMaxRendezvousMessage);
+      kMaxRendezvousMessage, kDefaultMaxConnections, GateLimits{}, std::move(tls));
 }
 
 RendezvousServer::~RendezvousServer() {

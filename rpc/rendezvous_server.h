@@ -9,6 +9,7 @@
 #include <string>
 
 #include "rpc/host_port.h"
+#include "rpc/tls.h"
 
 namespace pw::rpc {
 
@@ -17,6 +18,7 @@ struct RendezvousConfig {
   int pipeline_stages = 1;   // rank r is stage r % stages, replica r / stages
   std::string job_token;
   std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(5)};
+  Tls tls;   // set: every connection is mutual TLS (rpc/tls.h)
 };
 
 class RendezvousState;

@@ -5,7 +5,6 @@
 #include <future>
 #include <mutex>
 
-#include <thrift/TOutput.h>
 #include <thrift/protocol/TBinaryProtocol.h>
 #include <thrift/server/TThreadedServer.h>
 #include <thrift/transport/TServerSocket.h>
@@ -13,6 +12,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "rpc/streaming_framed_transport.h"
+#include "rpc/thrift_output.h"
 
 namespace pw::rpc {
 
@@ -44,29 +44,21 @@ class StartSignal : public server::TServerEventHandler {
   std::promise<void> promise_;
 };
 
-// Thrift reports every refused connect attempt while a peer starts; our own errors carry what matters.
-void route_thrift_output_to_log() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    apache::thrift::GlobalOutput.setOutputFunction([](const char* message) { PW_LOG(Debug, "thrift: " << message); });
-  });
-}
-
 }  // namespace
 
 ThriftServer::ThriftServer(const HostPort& bind, std::shared_ptr<apache::thrift::TProcessor> processor,
-                           std::size_t max_message_bytes, int max_connections, GateLimits gate) {
+                           std::size_t max_message_bytes, int max_connections, GateLimits gate, Tls tls) {
   start(bind, std::make_shared<apache::thrift::TSingletonProcessorFactory>(std::move(processor)), max_message_bytes,
-        max_connections, gate);
+        max_connections, gate, std::move(tls));
 }
 
 ThriftServer::ThriftServer(const HostPort& bind, std::shared_ptr<apache::thrift::TProcessorFactory> factory,
-                           std::size_t max_message_bytes, int max_connections, GateLimits gate) {
-  start(bind, std::move(factory), max_message_bytes, max_connections, gate);
+                           std::size_t max_message_bytes, int max_connections, GateLimits gate, Tls tls) {
+  start(bind, std::move(factory), max_message_bytes, max_connections, gate, std::move(tls));
 }
 
 void ThriftServer::start(const HostPort& bind, std::shared_ptr<apache::thrift::TProcessorFactory> factory,
-                         std::size_t max_message_bytes, int max_connections, GateLimits gate) {
+                         std::size_t max_message_bytes, int max_connections, GateLimits gate, Tls tls) {
   PW_CHECK(max_connections > 0 && max_connections <= (1 << 20),
            "a server serves 1 to 1048576 connections, asked for " << max_connections);
   PW_CHECK(gate.unproven_slots > 0 && gate.unproven_slots <= (1 << 20) && gate.first_call_deadline.count() > 0,
@@ -77,7 +69,8 @@ void ThriftServer::start(const HostPort& bind, std::shared_ptr<apache::thrift::T
   route_thrift_output_to_log();
   const int limit = static_cast<int>(max_message_bytes);
   auto config = std::make_shared<TConfiguration>(limit, limit);
-  auto socket = std::make_shared<transport::TServerSocket>(bind.host, bind.port);
+  // TLS connections do their handshake on their own thread, within the gate's first-call deadline.
+  auto socket = make_server_socket(tls, bind);
   auto signal = std::make_shared<StartSignal>();
   server_ = std::make_shared<server::TThreadedServer>(
       std::shared_ptr<apache::thrift::TProcessorFactory>(gate_), socket, std::make_shared<StreamingFramedTransportFactory>(config),

@@ -2,7 +2,7 @@
 // A Thrift server on its own thread, RAII: listening once constructed, stopped and joined when
 // destroyed (open connections are interrupted, so a connected peer never delays shutdown).
 // Framed transport with a maximum frame size (read without buffering whole frames), binary
-// protocol, one thread per connection.
+// protocol, one thread per connection. With `tls`, every connection is mutual TLS (rpc/tls.h).
 #include <cstddef>
 #include <memory>
 #include <thread>
@@ -11,6 +11,7 @@
 
 #include "rpc/connection_gate.h"
 #include "rpc/host_port.h"
+#include "rpc/tls.h"
 
 namespace apache::thrift::server {
 class TThreadedServer;
@@ -26,10 +27,12 @@ class ThriftServer {
  public:
   // Binds to `bind` (port 0: any free port). Throws Error naming the address when it cannot listen.
   ThriftServer(const HostPort& bind, std::shared_ptr<apache::thrift::TProcessor> processor,
-               std::size_t max_message_bytes, int max_connections = kDefaultMaxConnections, GateLimits gate = {});
+               std::size_t max_message_bytes, int max_connections = kDefaultMaxConnections, GateLimits gate = {},
+               Tls tls = {});
   // One processor per connection (the handler learns when its connection closes).
   ThriftServer(const HostPort& bind, std::shared_ptr<apache::thrift::TProcessorFactory> factory,
-               std::size_t max_message_bytes, int max_connections = kDefaultMaxConnections, GateLimits gate = {});
+               std::size_t max_message_bytes, int max_connections = kDefaultMaxConnections, GateLimits gate = {},
+               Tls tls = {});
   ~ThriftServer();
   ThriftServer(const ThriftServer&) = delete;
   ThriftServer& operator=(const ThriftServer&) = delete;
@@ -39,7 +42,7 @@ class ThriftServer {
 
  private:
   void start(const HostPort& bind, std::shared_ptr<apache::thrift::TProcessorFactory> factory,
-             std::size_t max_message_bytes, int max_connections, GateLimits gate);
+             std::size_t max_message_bytes, int max_connections, GateLimits gate, Tls tls);
 
   std::shared_ptr<ConnectionGate> gate_;
   std::shared_ptr<apache::thrift::server::TThreadedServer> server_;

@@ -19,7 +19,7 @@ constexpr std::size_t kFrameHeaderAllowance = 64 * 1024;
 }  // namespace
 
 ThriftTransport::ThriftTransport(int rank, int world_size, const std::vector<std::string>& addresses,
-                                 std::string job_token, ThriftTransportLimits limits)
+                                 std::string job_token, ThriftTransportLimits limits, Tls tls)
     : rank_(rank), world_size_(world_size), job_token_(std::move(job_token)), limits_(limits), mailbox_(rank) {
   PW_INPUT_CHECK(world_size >= 1, "a Thrift transport needs at least one rank, got " << world_size);
   PW_INPUT_CHECK(rank >= 0 && rank < world_size, "rank " << rank << " outside a world of " << world_size);
@@ -34,10 +34,11 @@ ThriftTransport::ThriftTransport(int rank, int world_size, const std::vector<std
 
   handler_ = std::make_shared<TensorTransferHandler>(rank, FrameRules{job_token_, world_size, limits.max_frame_bytes},
                                                      mailbox_);
-  for (int peer = 0; peer < world_size; ++peer) links_.push_back(std::make_unique<PeerLink>(rank, peer, parsed[peer]));
+  for (int peer = 0; peer < world_size; ++peer) links_.push_back(std::make_unique<PeerLink>(rank, peer, parsed[peer], tls));
   // Reads each frame's tensor bytes straight from the socket into tensor storage, after the header passed the checks.
   server_ = std::make_unique<ThriftServer>(parsed[rank], std::make_shared<DirectTensorTransferProcessor>(handler_),
-                                           limits.max_frame_bytes + kFrameHeaderAllowance);
+                                           limits.max_frame_bytes + kFrameHeaderAllowance, kDefaultMaxConnections,
+                                           GateLimits{}, tls);
 }
 
 ThriftTransport::~ThriftTransport() {

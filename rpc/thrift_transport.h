@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "rpc/mailbox.h"
+#include "rpc/tls.h"
 #include "rpc/transport.h"
 
 namespace pw::rpc {
@@ -25,8 +26,9 @@ class ThriftTransport : public Transport {
   // Serves on addresses[rank] (loopback unless told otherwise; port 0: any free port, see
   // address()) and sends to addresses[peer]. Throws InputError for bad addresses, token or
   // limits, Error when the address cannot be bound.
+  // With `tls`, links and the server are mutual TLS (rpc/tls.h).
   ThriftTransport(int rank, int world_size, const std::vector<std::string>& addresses, std::string job_token,
-                  ThriftTransportLimits limits = {});
+                  ThriftTransportLimits limits = {}, Tls tls = {});
   // Stops the server (interrupting open connections) and wakes local receivers; never waits on peers.
   ~ThriftTransport() override;
   ThriftTransport(const ThriftTransport&) = delete;

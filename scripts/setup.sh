@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   libthrift-dev thrift-compiler
+  libssl-dev openssl
   libtbb-dev
   zlib1g-dev
   libturbojpeg0-dev libpng-dev libarchive-dev

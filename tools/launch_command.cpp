@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "rpc/job_token.h"
 #include "tools/flag_checks.h"
+#include "tools/tls_flags.h"
 #include "tools/train_command.h"
 #include "train/job_plan.h"
 #include "train/launcher/stop_signals.h"
@@ -60,6 +61,7 @@ void add_launch_command(CLI::App& app, LaunchOptions& o) {
       ->capture_default_str()->check(range(0, 64));
   bind("--ps-dir", "/servers/config/dir", o.ps_dir, "with --ps: the servers keep their shards here (snapshots and logs) and "
        "resume from them");
+  add_tls_options(*cmd, o.tls, o.flags);
   o.flags.add("/job_token", rpc::kJobTokenEnv);   // read from the environment by run_launch
   cmd->add_option("command", o.command, "after --: pipewright arguments (-- train --model seed-cnn --stages 4) or any program "
                                     "and its arguments (-- build/bin/example_custom_cnn --steps 50)")
@@ -76,6 +78,7 @@ int run_launch(const LaunchOptions& o) {
   spec.max_restarts = o.max_restarts;
   spec.node_timeout_seconds = o.node_timeout_seconds;
   if (auto token = rpc::job_token_from_env()) spec.job_token = *token;
+  spec.tls = tls_with_environment(o.tls);
   if (!o.master.empty()) {
     spec.master = rpc::parse_host_port(o.master);
     PW_INPUT_CHECK(spec.master.port > 0, "--master " << o.master << ": give a port other than 0");

@@ -9,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "pipewright/job_config.h"
 #include "tools/flag_names.h"
 
 namespace pw::tools {
@@ -23,6 +24,7 @@ struct LaunchOptions {
   std::string ps_dir;            // where they keep their shards (shard<i> below it); empty: not kept
   int max_restarts = 0;          // restarts of every local rank after a failure (0: a failure ends the job)
   double node_timeout_seconds = 300.0;   // nnodes > 1 with restarts: how long launchers wait for each other
+  train::TlsConfig tls;          // --tls-cert, --tls-key, --tls-ca (or PW_TLS_*): given to every rank and server
   std::vector<std::string> command;   // the pipewright arguments after "--" ("train" may be left out)
   FlagNames flags;                    // the LaunchSpec field each flag sets, filled as the flags are added
 };

@@ -12,6 +12,8 @@
 #include "rpc/job_token.h"
 #include "tools/flag_checks.h"
 #include "tools/ps_bound_flags.h"
+#include "tools/tls_flags.h"
+#include "train/job_config.h"
 #include "train/ps_serve_config.h"
 
 namespace pw::tools {
@@ -40,6 +42,7 @@ void add_ps_command(CLI::App& app, PsServeOptions& o) {
   serve->add_option("--snapshot-every", o.snapshot_every, "pushes between snapshots")->capture_default_str()
       ->check(Positive);
   add_table_bound_options(*serve, o.admit_after, o.max_rows, o.row_ttl, "--");
+  add_tls_options(*serve, o.tls, o.flags);
   for (const char* flag : {"--bind", "--shard", "--shards", "--workers", "--mode", "--dir", "--snapshot-every",
                            "--admit-after", "--max-rows", "--row-ttl"})
     config->excludes(serve->get_option(flag));
@@ -71,6 +74,12 @@ int run_ps_serve(const PsServeOptions& o) {
     c.snapshot_every = o.snapshot_every;
     if (o.bounds_given) c.bounds = dp::TableBounds{o.admit_after, o.max_rows, o.row_ttl};
   }
+  rpc::Tls tls;
+  try {
+    tls = train::load_job_tls(tls_with_environment(o.tls));
+  } catch (const train::ConfigError& e) {
+    throw InputError(o.flags.message_of(e));
+  }
   std::signal(SIGINT, request_stop);
   std::signal(SIGTERM, request_stop);
   rpc::HostPort address;
@@ -79,9 +88,10 @@ int run_ps_serve(const PsServeOptions& o) {
   } catch (const InputError& e) {
     throw InputError((o.config.empty() ? std::string("--bind: ") : "--config " + o.config + ": bind: ") + e.what());
   }
-  dp::PsServer server(address, c, *token);
-  std::printf("parameter server shard %d of %d listening on %s (mode %s, %d workers%s%s%s%s)\n", c.shard, c.shards,
-              server.address().str().c_str(), dp::update_mode_name(c.mode), c.workers, c.dir.empty() ? "" : ", dir ",
+  dp::PsServer server(address, c, *token, rpc::GateLimits{}, tls);
+  std::printf("parameter server shard %d of %d listening on %s (mode %s, %d workers%s%s%s%s%s)\n", c.shard, c.shards,
+              server.address().str().c_str(), dp::update_mode_name(c.mode), c.workers, tls ? ", mutual TLS" : "",
+              c.dir.empty() ? "" : ", dir ",
               c.dir.c_str(), c.bounds ? ", tables: " : "", c.bounds ? dp::describe_bounds(*c.bounds).c_str() : "");
   std::fflush(stdout);
   while (g_stop.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));

@@ -5,6 +5,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include "pipewright/job_config.h"
+#include "tools/flag_names.h"
+
 namespace pw::tools {
 
 struct PsServeOptions {
@@ -21,6 +24,8 @@ struct PsServeOptions {
   int admit_after = 1;
   std::int64_t max_rows = 0;
   std::int64_t row_ttl = 0;
+  train::TlsConfig tls;   // --tls-cert, --tls-key, --tls-ca (or PW_TLS_*): mutual TLS on every connection
+  FlagNames flags;        // the /tls/... fields the TLS flags set
 };
 
 void add_ps_command(CLI::App& app, PsServeOptions& options);

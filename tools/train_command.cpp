@@ -27,6 +27,7 @@
 #include "train/flight_dump.h"
 #include "train/parameter_servers.h"
 #include "tools/ps_bound_flags.h"
+#include "tools/tls_flags.h"
 
 namespace pw::tools {
 namespace {
@@ -364,6 +365,7 @@ void add_train_command(CLI::App& app, TrainCommand& t) {
   b.option("--startup-timeout", "/timeouts/startup_seconds", job.timeouts.startup_seconds,
                   "multi-process jobs: seconds for every rank to reach the rendezvous")
       ->capture_default_str()->check(range(0.1, 1e6))->group(devices);
+  add_tls_options(*cmd, job.tls, t.flags, devices);
 
   const std::string output = "Output";
   cmd->add_option("--summary", fit.summary_path, "write a JSON summary here")->group(output);
@@ -434,6 +436,7 @@ train::JobConfig with_environment(train::JobConfig job) {
   if (job.resources.data_dir.empty() && data_dir != nullptr) job.resources.data_dir = data_dir;
   if (!job.ps.addresses.empty() && job.ps.token.empty())
     if (const auto token = rpc::job_token_from_env()) job.ps.token = *token;
+  job.tls = tls_with_environment(job.tls);
   return job;
 }
 

@@ -105,6 +105,10 @@ void fields(Resources& c, F&& f) {
   f("prefetch_batches", c.prefetch_batches), f("loader_threads", c.loader_threads);
   f("device_memory", ByteSize{c.device_memory}), f("data_dir", c.data_dir);
 }
+template <typename F>
+void fields(TlsConfig& c, F&& f) {
+  f("cert", c.cert), f("key", c.key), f("ca", c.ca);
+}
 // The job's sections and top-level scalars, in one list too.
 template <typename F>
 void sections(JobConfig& c, F&& f) {
@@ -316,6 +320,7 @@ nlohmann::json to_full_json(const JobConfig& c) {
   auto j = to_json(c);
   j.erase("program_model");
   j["resources"] = section_json(c.resources);
+  if (c.tls.enabled()) j["tls"] = section_json(c.tls);
   return j;
 }
 
@@ -328,12 +333,13 @@ JobConfig job_config_from_json(const nlohmann::json& j) {
   PW_INPUT_CHECK(!j.contains("program_model"), "job config: a program's own model cannot be read from JSON; "
                                                "the program builds it in code");
   JobConfig c;
-  std::vector<std::string> known{"resources"};
+  std::vector<std::string> known{"resources", "tls"};
   sections(c, [&](const char* name, auto& value) {
     known.emplace_back(name);
     if (const auto it = j.find(name); it != j.end()) read_section_or_value(*it, std::string("/") + name, value);
   });
   if (const auto it = j.find("resources"); it != j.end()) read_section(*it, "/resources", c.resources);
+  if (const auto it = j.find("tls"); it != j.end()) read_section(*it, "/tls", c.tls);
   refuse_unknown_fields(j, "", known, "a job config has ");
   return c;
 }

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pipewright/job_config.h"
+#include "rpc/tls.h"
 
 namespace pw::train {
 
@@ -37,6 +38,12 @@ std::vector<ResumeOverride> resume_overrides(const nlohmann::json& saved, const 
 // train/ps_serve_config.h); from_json throws InputError naming the bad field.
 nlohmann::json ps_config_to_json(const ParameterServerConfig& ps);
 ParameterServerConfig ps_config_from_json(const nlohmann::json& j);
+
+// /tls: all three files or none (ConfigError naming the missing one).
+void check_tls_fields(const TlsConfig& tls);
+// The job's TLS context for its links (null when TLS is off): check_tls_fields, then the files
+// read and checked (InputError naming a bad file; rpc/tls.h).
+rpc::Tls load_job_tls(const TlsConfig& tls);
 
 // The optimizer's learning rate after defaults.
 double effective_lr(const OptimizerSettings& o);

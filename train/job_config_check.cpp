@@ -109,6 +109,21 @@ void validate(const JobConfig& c) {
   }
   k.in_range("/resources/prefetch_batches", c.resources.prefetch_batches, 0, 64);
   k.at_least("/resources/device_memory", c.resources.device_memory, std::int64_t{0});
+  check_tls_fields(c.tls);
+}
+
+void check_tls_fields(const TlsConfig& tls) {
+  if (!tls.enabled()) return;
+  for (const auto& [path, value] :
+       {std::pair{"/tls/cert", &tls.cert}, std::pair{"/tls/key", &tls.key}, std::pair{"/tls/ca", &tls.ca}})
+    if (value->empty())
+      throw ConfigError(path, "missing; TLS needs all three of /tls/cert, /tls/key and /tls/ca (PEM files: this "
+                              "host's certificate, its key, the job's CA), or none");
+}
+
+rpc::Tls load_job_tls(const TlsConfig& tls) {
+  check_tls_fields(tls);
+  return rpc::load_tls(rpc::TlsFiles{tls.cert, tls.key, tls.ca});
 }
 
 }  // namespace pw::train

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "train/data_feed.h"
+#include "train/job_config.h"
 
 namespace pw::train {
 namespace {
@@ -20,15 +21,15 @@ void make_checkpoint_folder(const JobConfig& c) {
 }
 
 std::unique_ptr<World> make_world(const JobPlan& plan, const std::optional<rpc::LaunchEnv>& launch,
-                                  rpc::RestartEnv thread_world_restarts) {
+                                  rpc::RestartEnv thread_world_restarts, const rpc::Tls& tls) {
   const auto& c = plan.config;
   if (!launch)
     return make_thread_world(plan.shape(), c.transport == TransportKind::Thrift ? ThreadLinks::Thrift : ThreadLinks::InProcess,
-                             std::move(thread_world_restarts));
+                             std::move(thread_world_restarts), tls);
   WorldTimeouts timeouts;
   timeouts.heartbeat = std::chrono::milliseconds(static_cast<std::int64_t>(c.timeouts.heartbeat_seconds * 1000));
   timeouts.startup = std::chrono::milliseconds(static_cast<std::int64_t>(c.timeouts.startup_seconds * 1000));
-  return make_process_world(plan.shape(), *launch, timeouts);
+  return make_process_world(plan.shape(), *launch, timeouts, tls);
 }
 
 }  // namespace
@@ -37,8 +38,9 @@ JobSession::JobSession(JobPlan plan, std::optional<rpc::LaunchEnv> launch, rpc::
     : plan_(std::make_shared<const JobPlan>(std::move(plan))) {
   check_devices(plan_->config, plan_->shape().world_size());
   make_checkpoint_folder(plan_->config);
-  servers_ = ParameterServers::open(plan_->config, plan_->server_tables, launch.has_value());
-  world_ = make_world(*plan_, launch, std::move(thread_world_restarts));
+  const rpc::Tls links_tls = load_job_tls(plan_->config.tls);
+  servers_ = ParameterServers::open(plan_->config, plan_->server_tables, launch.has_value(), links_tls);
+  world_ = make_world(*plan_, launch, std::move(thread_world_restarts), links_tls);
   engines_.resize(static_cast<std::size_t>(world_->local_ranks()));
   try {
     world_->run([this](RankLinks& links) {

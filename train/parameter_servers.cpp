@@ -66,12 +66,13 @@ dp::PsShardConfig ps_shard_config(const ParameterServerConfig& ps, int workers, 
 }
 
 std::unique_ptr<ParameterServers> ParameterServers::open(const JobConfig& c, std::vector<std::string> tables,
-                                                         bool multi_process) {
+                                                         bool multi_process, rpc::Tls tls) {
   const auto& o = c.ps;
   const auto bounds = ps_table_bounds(c);
   if (o.servers == 0 && o.addresses.empty()) return nullptr;
   std::unique_ptr<ParameterServers> ps(new ParameterServers);
   ps->tables_ = std::move(tables);
+  ps->tls_ = std::move(tls);
   ps->mode_ = o.mode;
   ps->bounds_ = bounds;
   ps->staleness_ = o.staleness;
@@ -99,7 +100,8 @@ std::unique_ptr<ParameterServers> ParameterServers::open(const JobConfig& c, std
   for (int s = 0; s < o.servers; ++s) {
     dp::PsShardConfig shard = ps_shard_config(c, s, o.servers);
     if (!o.dir.empty()) shard.dir = (std::filesystem::path(o.dir) / ("shard" + std::to_string(s))).string();
-    ps->embedded_.push_back(std::make_unique<dp::PsServer>(rpc::HostPort{"127.0.0.1", 0}, shard, ps->token_));
+    ps->embedded_.push_back(std::make_unique<dp::PsServer>(rpc::HostPort{"127.0.0.1", 0}, shard, ps->token_,
+                                                                rpc::GateLimits{}, ps->tls_));
     ps->addresses_.push_back(ps->embedded_.back()->address());
   }
   return ps;
@@ -122,6 +124,7 @@ models::RemoteTableMaker ParameterServers::table_maker(const JobConfig& c) const
   base.gradient_scale = 1.0 / static_cast<double>(c.replicas.replicas);
   base.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeout_seconds_ * 1000));
   base.traffic = traffic_;
+  base.tls = tls_;
   base.table.optimizer = optimizer;
   base.table.lr = lr;
   base.table.bounds = bounds_;
@@ -195,7 +198,8 @@ void ParameterServers::add_summary(nlohmann::json& j) const {
 }
 
 dp::PsClient ParameterServers::admin_client() const {
-  return dp::PsClient(addresses_, token_, 0, std::chrono::milliseconds(static_cast<std::int64_t>(timeout_seconds_ * 1000)));
+  return dp::PsClient(addresses_, token_, 0, std::chrono::milliseconds(static_cast<std::int64_t>(timeout_seconds_ * 1000)),
+                      tls_);
 }
 
 std::vector<ParameterServers::PsCheckpointFile> ParameterServers::checkpoint(const std::string& folder,

@@ -36,8 +36,9 @@ class ParameterServers {
   // The servers of a job whose model keeps `tables` on them: started here as threads (JobConfig
   // ps.servers), or reached at ps.addresses; nullptr when the job has none. `multi_process`: a rank
   // of a launched job (servers cannot be threads of one rank).
+  // `tls`: mutual TLS on every connection to them (and on the servers run here).
   static std::unique_ptr<ParameterServers> open(const JobConfig& c, std::vector<std::string> tables,
-                                                bool multi_process);
+                                                bool multi_process, rpc::Tls tls = {});
   ~ParameterServers();
 
   // What builds the model's server-backed tables on a rank (open it as a models::RemoteTableScope
@@ -76,6 +77,7 @@ class ParameterServers {
   dp::PsClient admin_client() const;   // worker 0's identity; for calls that push nothing
   std::vector<rpc::HostPort> addresses_;
   std::string token_;
+  rpc::Tls tls_;
   dp::UpdateMode mode_ = dp::UpdateMode::Sync;
   int staleness_ = 1;
   dp::TableBounds bounds_;

@@ -20,6 +20,7 @@
 #include "kernels/device.h"
 #include "rpc/launch_env.h"
 #include "rpc/store.h"
+#include "rpc/tls.h"
 #include "rpc/transport.h"
 #include "train/cancel_token.h"
 
@@ -130,9 +131,11 @@ class World {
 };
 
 // `restarts`: none, unless a launcher restarted this process as a world of one rank.
+// `tls`: mutual TLS on every Thrift link (rpc/tls.h); in-process links have no sockets to protect.
 std::unique_ptr<World> make_thread_world(WorldShape shape, ThreadLinks links = ThreadLinks::InProcess,
-                                         rpc::RestartEnv restarts = {});
+                                         rpc::RestartEnv restarts = {}, rpc::Tls tls = {});
 // Throws InputError when the environment's world size is not shape.world_size().
-std::unique_ptr<World> make_process_world(WorldShape shape, const rpc::LaunchEnv& env, WorldTimeouts timeouts);
+std::unique_ptr<World> make_process_world(WorldShape shape, const rpc::LaunchEnv& env, WorldTimeouts timeouts,
+                                          rpc::Tls tls = {});
 
 }  // namespace pw::train

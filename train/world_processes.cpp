@@ -56,8 +56,8 @@ LinkKind link_kind(TransportKind flag, kernels::Device self, kernels::Device pee
 
 class ProcessRank : public RankLinks {
  public:
-  ProcessRank(const rpc::LaunchEnv& env, WorldShape shape, WorldTimeouts timeouts, CancelToken& token)
-      : RankLinks(env.rank, shape), env_(env), timeouts_(timeouts), token_(token) {
+  ProcessRank(const rpc::LaunchEnv& env, WorldShape shape, WorldTimeouts timeouts, CancelToken& token, rpc::Tls tls)
+      : RankLinks(env.rank, shape), env_(env), timeouts_(timeouts), token_(token), tls_(std::move(tls)) {
     try {
       start();
     } catch (const std::exception& e) {
@@ -76,12 +76,13 @@ class ProcessRank : public RankLinks {
     const auto startup_deadline = Clock::now() + timeouts_.startup;
     if (env.rank == 0)
       rendezvous_ = std::make_unique<rpc::RendezvousServer>(
-          env.master, rpc::RendezvousConfig{env.world_size, shape().stages, env.job_token, timeouts_.heartbeat});
+          env.master, rpc::RendezvousConfig{env.world_size, shape().stages, env.job_token, timeouts_.heartbeat, tls_});
     // Thrift carries the job's control messages in every case; NCCL, when chosen, the tensors.
     std::vector<std::string> addresses(static_cast<std::size_t>(env.world_size), "127.0.0.1:0");
     addresses[static_cast<std::size_t>(env.rank)] = rpc::HostPort{env.advertise_host, 0}.str();
-    thrift_ = std::make_unique<rpc::ThriftTransport>(env.rank, env.world_size, addresses, env.job_token);
-    client_ = std::make_unique<rpc::RendezvousClient>(env.master, env.job_token, env.rank);
+    thrift_ = std::make_unique<rpc::ThriftTransport>(env.rank, env.world_size, addresses, env.job_token,
+                                                     rpc::ThriftTransportLimits{}, tls_);
+    client_ = std::make_unique<rpc::RendezvousClient>(env.master, env.job_token, env.rank, tls_);
     const auto layout = client_->register_rank(thrift_->address(), startup_deadline);
     for (const auto& placement : layout.ranks) {
       if (placement.rank != env.rank) thrift_->set_peer_address(placement.rank, placement.address);
@@ -91,7 +92,7 @@ class ProcessRank : public RankLinks {
     subscription_ = CancelSubscription(token_, [this](const std::string& why) { abort_links(why); });
     heartbeat_ = std::make_unique<rpc::Heartbeat>(
         env.master, env.job_token, env.rank, std::min(milliseconds(250), timeouts_.heartbeat / 4), timeouts_.heartbeat,
-        [this](const std::string& reason) { on_job_failure(reason); });
+        [this](const std::string& reason) { on_job_failure(reason); }, tls_);
   }
 
   ~ProcessRank() override {
@@ -235,6 +236,7 @@ class ProcessRank : public RankLinks {
   rpc::LaunchEnv env_;
   WorldTimeouts timeouts_;
   CancelToken& token_;
+  rpc::Tls tls_;   // before the links that use it
   std::vector<std::string> addresses_;
   std::set<std::string> link_names_;
   std::int64_t clock_offset_ns_ = 0;
@@ -253,13 +255,13 @@ class ProcessRank : public RankLinks {
 
 class ProcessWorld : public World {
  public:
-  ProcessWorld(WorldShape shape, const rpc::LaunchEnv& env, WorldTimeouts timeouts)
+  ProcessWorld(WorldShape shape, const rpc::LaunchEnv& env, WorldTimeouts timeouts, rpc::Tls tls)
       : World(shape), launcher_(env.launcher) {
     PW_INPUT_CHECK(env.world_size == shape.world_size(),
                    "this job has " << env.world_size << " ranks (" << env.launcher << " environment) but /pipeline/stages "
                                    << shape.stages << " x /replicas/replicas " << shape.replicas << " needs "
                                    << shape.world_size() << "; a multi-process job runs one stage of one replica per rank");
-    rank_ = std::make_unique<ProcessRank>(env, shape, timeouts, token_);
+    rank_ = std::make_unique<ProcessRank>(env, shape, timeouts, token_, std::move(tls));
   }
   WorldKind kind() const override { return WorldKind::Processes; }
   int local_ranks() const override { return 1; }
@@ -279,8 +281,9 @@ class ProcessWorld : public World {
 
 }  // namespace
 
-std::unique_ptr<World> make_process_world(WorldShape shape, const rpc::LaunchEnv& env, WorldTimeouts timeouts) {
-  return std::make_unique<ProcessWorld>(shape, env, timeouts);
+std::unique_ptr<World> make_process_world(WorldShape shape, const rpc::LaunchEnv& env, WorldTimeouts timeouts,
+                                          rpc::Tls tls) {
+  return std::make_unique<ProcessWorld>(shape, env, timeouts, std::move(tls));
 }
 
 }  // namespace pw::train

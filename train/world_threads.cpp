@@ -48,7 +48,7 @@ class ThreadRank : public RankLinks {
 
 class ThreadWorld : public World {
  public:
-  ThreadWorld(WorldShape shape, ThreadLinks links, rpc::RestartEnv restarts)
+  ThreadWorld(WorldShape shape, ThreadLinks links, rpc::RestartEnv restarts, rpc::Tls tls)
       : World(shape), restarts_(std::move(restarts)), hub_(shape.world_size()) {
     const int n = shape.world_size();
     if (links == ThreadLinks::Thrift) {
@@ -56,7 +56,7 @@ class ThreadWorld : public World {
       const std::vector<std::string> loopback(static_cast<std::size_t>(n), "127.0.0.1:0");
       std::vector<rpc::ThriftTransport*> thrift;
       for (int r = 0; r < n; ++r) {
-        auto t = std::make_unique<rpc::ThriftTransport>(r, n, loopback, token);
+        auto t = std::make_unique<rpc::ThriftTransport>(r, n, loopback, token, rpc::ThriftTransportLimits{}, tls);
         thrift.push_back(t.get());
         transports_.push_back(std::move(t));
       }
@@ -129,10 +129,10 @@ class ThreadWorld : public World {
 
 }  // namespace
 
-std::unique_ptr<World> make_thread_world(WorldShape shape, ThreadLinks links, rpc::RestartEnv restarts) {
+std::unique_ptr<World> make_thread_world(WorldShape shape, ThreadLinks links, rpc::RestartEnv restarts, rpc::Tls tls) {
   PW_INPUT_CHECK(shape.stages >= 1 && shape.replicas >= 1,
                  "a world needs at least one stage and one replica, got " << shape.stages << " x " << shape.replicas);
-  return std::make_unique<ThreadWorld>(shape, links, std::move(restarts));
+  return std::make_unique<ThreadWorld>(shape, links, std::move(restarts), std::move(tls));
 }
 
 }  // namespace pw::train

@@ -48,7 +48,8 @@ std::string plain_transport_error(const apache::thrift::TException& e) {
 // One framed connection to a shard, opened on first use and after a failure.
 class PsConnection {
  public:
-  PsConnection(rpc::HostPort address, int shard) : address_(std::move(address)), shard_(shard) {}
+  PsConnection(rpc::HostPort address, int shard, rpc::Tls tls)
+      : address_(std::move(address)), shard_(shard), tls_(std::move(tls)) {}
   const rpc::HostPort& address() const { return address_; }
 
   // A lost connection (a restarted server) is opened again and the call retried until `timeout`
@@ -66,17 +67,21 @@ class PsConnection {
           1, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count());
       try {
         if (!socket_ || !socket_->isOpen()) {
-          socket_ = std::make_shared<transport::TSocket>(address_.host, address_.port);
-          socket_->setNoDelay(true);
-          socket_->setConnTimeout(static_cast<int>(std::min<std::int64_t>(left, 10000)));
           // The same frame limit as the server's: answers of a chunk are far below it. Rows are read
           // from the socket straight into the answer (no frame-sized buffer in between).
           auto config = std::make_shared<apache::thrift::TConfiguration>(static_cast<int>(kPsMaxFrameBytes),
                                                                          static_cast<int>(kPsMaxFrameBytes));
+          socket_ = rpc::make_client_socket(tls_, address_);
+          socket_->setNoDelay(true);
           framed_ = std::make_shared<rpc::StreamingFramedTransport>(socket_, config);
           client_ = std::make_unique<rpc::wire::ParameterServerClient>(
               std::make_shared<apache::thrift::protocol::TBinaryProtocol>(framed_));
-          framed_->open();
+          try {
+            rpc::open_client_socket(*socket_, address_, std::chrono::milliseconds(std::min<std::int64_t>(left, 10000)));
+          } catch (const rpc::TlsError& e) {
+            socket_.reset();
+            throw rpc::TlsError(where.substr(0, where.size() - 2), e.reason());
+          }
         }
         const auto socket_ms = static_cast<int>(std::min<std::int64_t>(left + slack.count(), std::numeric_limits<int>::max()));
         socket_->setRecvTimeout(socket_ms);
@@ -115,6 +120,7 @@ class PsConnection {
   }
   rpc::HostPort address_;
   int shard_;
+  rpc::Tls tls_;
   std::mutex mutex_;
   std::shared_ptr<transport::TSocket> socket_;
   std::shared_ptr<transport::TTransport> framed_;
@@ -122,13 +128,13 @@ class PsConnection {
 };
 
 PsClient::PsClient(std::vector<rpc::HostPort> shards, std::string job_token, int worker,
-                   std::chrono::milliseconds timeout)
+                   std::chrono::milliseconds timeout, rpc::Tls tls)
     : token_(std::move(job_token)), worker_(worker), timeout_(timeout) {
   PW_INPUT_CHECK(!shards.empty(), "a parameter-server client needs at least one shard address");
   for (std::size_t i = 0; i < shards.size(); ++i) {
     auto& pool = pools_.emplace_back();
     for (int c = 0; c < kPsConnectionsPerShard; ++c)   // opened on first use
-      pool.push_back(std::make_unique<PsConnection>(shards[i], static_cast<int>(i)));
+      pool.push_back(std::make_unique<PsConnection>(shards[i], static_cast<int>(i), tls));
   }
 }
 

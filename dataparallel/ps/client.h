@@ -13,6 +13,7 @@
 #include "dataparallel/ps/shard.h"
 #include "dataparallel/ps/table.h"
 #include "rpc/host_port.h"
+#include "rpc/tls.h"
 
 namespace pw::dp {
 
@@ -20,8 +21,10 @@ class PsConnection;
 
 class PsClient {
  public:
+  // With `tls`, every connection is mutual TLS (rpc/tls.h); a failed handshake is a TlsError naming
+  // the shard and its address, not retried.
   PsClient(std::vector<rpc::HostPort> shards, std::string job_token, int worker,
-           std::chrono::milliseconds timeout = std::chrono::seconds(60));
+           std::chrono::milliseconds timeout = std::chrono::seconds(60), rpc::Tls tls = {});
   ~PsClient();
 
   int shards() const { return static_cast<int>(pools_.size()); }

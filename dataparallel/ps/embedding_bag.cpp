@@ -79,9 +79,9 @@ kernels::Shape PsEmbeddingBag::output_shape_impl(const kernels::Shape& input) co
 
 void PsEmbeddingBag::start() {
   if (client_) return;
-  client_ = std::make_shared<PsClient>(o_.servers, o_.job_token, 0, o_.timeout);
-  for (auto& c : prefetch_clients_) c = std::make_shared<PsClient>(o_.servers, o_.job_token, 0, o_.timeout);
-  push_client_ = std::make_shared<PsClient>(o_.servers, o_.job_token, 0, o_.timeout);
+  client_ = std::make_shared<PsClient>(o_.servers, o_.job_token, 0, o_.timeout, o_.tls);
+  for (auto& c : prefetch_clients_) c = std::make_shared<PsClient>(o_.servers, o_.job_token, 0, o_.timeout, o_.tls);
+  push_client_ = std::make_shared<PsClient>(o_.servers, o_.job_token, 0, o_.timeout, o_.tls);
   client_->create_table(o_.table);
   // A job that comes back to servers holding an earlier run's rows continues where they stand (the
   // servers accept each worker's steps only in order, and take a repeat of a worker's last step as

@@ -39,6 +39,7 @@
 #include "models/layer.h"
 #include "models/layers/embedding_bag.h"
 #include "rpc/host_port.h"
+#include "rpc/tls.h"
 
 namespace pw::dp {
 
@@ -70,6 +71,7 @@ struct PsBagOptions {
   double gradient_scale = 1.0;
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
   std::shared_ptr<PsTraffic> traffic;   // empty: the layer keeps its own
+  rpc::Tls tls;                         // set: mutual TLS to the servers (rpc/tls.h)
 };
 
 // What a pull of step t asks the server to wait for (PsShard::pull's staleness; -1: nothing).

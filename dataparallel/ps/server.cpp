@@ -134,12 +134,13 @@ class PsHandler : public rpc::wire::ParameterServerIf {
 
 }  // namespace
 
-PsServer::PsServer(const rpc::HostPort& bind, PsShardConfig config, std::string job_token, rpc::GateLimits gate) {
+PsServer::PsServer(const rpc::HostPort& bind, PsShardConfig config, std::string job_token, rpc::GateLimits gate,
+                   rpc::Tls tls) {
   rpc::check_job_token(job_token, "the parameter server's job token");
   shard_ = std::make_shared<PsShard>(std::move(config));
   server_ = std::make_unique<rpc::ThriftServer>(
       bind, std::make_shared<rpc::wire::ParameterServerProcessor>(std::make_shared<PsHandler>(shard_, job_token)),
-      kPsMaxFrameBytes, rpc::kDefaultMaxConnections, gate);
+      kPsMaxFrameBytes, rpc::kDefaultMaxConnections, gate, std::move(tls));
 }
 
 PsServer::~PsServer() { server_.reset(); }

@@ -6,6 +6,7 @@
 #include "dataparallel/ps/shard.h"
 #include "rpc/connection_gate.h"
 #include "rpc/host_port.h"
+#include "rpc/tls.h"
 
 namespace pw::rpc {
 class ThriftServer;
@@ -17,7 +18,9 @@ class PsServer {
  public:
   // `gate`: how long a new connection has to make its first call with the token, and how many
   // such unproven connections are held at once (rpc/connection_gate.h).
-  PsServer(const rpc::HostPort& bind, PsShardConfig config, std::string job_token, rpc::GateLimits gate = {});
+  // With `tls`, every connection is mutual TLS (rpc/tls.h).
+  PsServer(const rpc::HostPort& bind, PsShardConfig config, std::string job_token, rpc::GateLimits gate = {},
+           rpc::Tls tls = {});
   ~PsServer();
   PsServer(const PsServer&) = delete;
   PsServer& operator=(const PsServer&) = delete;

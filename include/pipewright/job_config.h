@@ -147,6 +147,18 @@ struct Resources {
   std::string data_dir;              // fashion-mnist's IDX files (empty: /usr/share/datasets/fashion-mnist), an image folder's root, shards, or CIFAR-10's .bin files
 };
 
+// Mutual TLS on every Thrift link of a multi-process job (stage transports, the rendezvous,
+// parameter servers; docs/running_safely.md): PEM files of this host's certificate, its private
+// key (unencrypted) and the job's CA. All three or none (none: plain TCP). Each host has its own
+// files: not part of the job's identity. A file that cannot be read, is not PEM, or a key that is
+// not the certificate's is an InputError naming the file when the job starts.
+struct TlsConfig {
+  std::string cert;
+  std::string key;
+  std::string ca;
+  bool enabled() const { return !cert.empty() || !key.empty() || !ca.empty(); }
+};
+
 // A program's own data set (docs/own_model.md), as `program_model` is its own model. The engine
 // calls `open` to plan the job (Train) and on every rank that reads data for both splits, possibly
 // from several rank threads at once; each rank then reads only its part of every batch, from
@@ -174,6 +186,7 @@ struct JobConfig {
   TransportKind transport = TransportKind::Auto;
   std::string load_path;            // start from these weights (safetensors)
   Resources resources;
+  TlsConfig tls;
   // A program's own model (layer factories with split points and ties); when it has layers it is
   // trained instead of the zoo model named in `model`. Serialised by its names, not its code.
   std::optional<partition::ModelDescription> program_model;
@@ -185,7 +198,7 @@ struct JobConfig {
 // written by their names (pipewright/enums.h), shapes as "CxHxW", byte sizes as numbers.
 nlohmann::json to_json(const JobConfig& config);
 
-// The whole config (identity and resources) as `--config FILE` reads it and `--print-config` writes it.
+// The whole config (identity, resources and TLS files) as `--config FILE` reads it and `--print-config` writes it.
 nlohmann::json to_full_json(const JobConfig& config);
 
 // A config from its JSON form (either of the above; missing fields keep their defaults). A bad

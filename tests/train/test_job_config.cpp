@@ -218,6 +218,31 @@ BOOST_AUTO_TEST_CASE(the_identity_is_the_same_json_as_before_the_config_was_type
              std::int64_t{2} << 30);
 }
 
+BOOST_AUTO_TEST_CASE(tls_files_are_per_host_and_all_three_or_none) {
+  train::JobConfig c;
+  const auto identity = train::to_json(c);
+  c.tls = {"host.pem", "host.key", "ca.pem"};
+  // Per host: not part of the job's identity, but in the full form, and read back from it.
+  BOOST_TEST(train::to_json(c) == identity);
+  BOOST_TEST(!train::to_full_json(train::JobConfig{}).contains("tls"));
+  const auto back = train::job_config_from_json(train::to_full_json(c));
+  BOOST_TEST((back.tls.cert == "host.pem" && back.tls.key == "host.key" && back.tls.ca == "ca.pem"));
+  BOOST_CHECK_NO_THROW(train::validate(c));
+  for (const auto& [missing, path] : {std::pair{&train::TlsConfig::cert, "/tls/cert"},
+                                      std::pair{&train::TlsConfig::key, "/tls/key"},
+                                      std::pair{&train::TlsConfig::ca, "/tls/ca"}}) {
+    auto partial = c;
+    partial.tls.*missing = "";
+    std::string at;
+    try {
+      train::validate(partial);
+    } catch (const train::ConfigError& e) {
+      at = e.path();
+    }
+    BOOST_TEST(at == path);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_resumed_job_overrides_what_may_change_and_refuses_the_rest) {
   train::JobConfig saved;
   saved.optimizer.kind = models::OptimizerKind::Sgd;

@@ -18,6 +18,7 @@ struct ServerLaunch {
   int workers = 1;                        // workers that push every step: the job's replicas
   train::ParameterServerConfig config;    // the job's "ps" block; dir: where they keep their shards (empty: not kept)
   std::string program;                    // the pipewright executable; empty: this one
+  train::TlsConfig tls;                   // given to each server as PW_TLS_* (LaunchSpec::tls)
 };
 
 struct LaunchSpec {
@@ -33,6 +34,9 @@ struct LaunchSpec {
   std::string program;                    // a path or a name on PATH; empty: this executable, as `pipewright <args>`
   std::vector<std::string> args;          // the program's arguments
   std::string job_token;                  // PW_JOB_TOKEN of every rank and server; empty (one node only): a fresh one
+  // Mutual TLS (rpc/tls.h): every rank and server gets the files as PW_TLS_CERT, PW_TLS_KEY and
+  // PW_TLS_CA (absolute paths), and the launchers' own links (nnodes > 1 with restarts) use them.
+  train::TlsConfig tls;
   ServerLaunch servers;
 };
 

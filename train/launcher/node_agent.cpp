@@ -51,8 +51,9 @@ Message decode(const std::string& value) {
 }  // namespace
 
 NodeAgent::NodeAgent(const rpc::HostPort& master, const std::string& token, int node, int nnodes, int max_restarts,
-                     milliseconds timeout, std::function<int()> take_stop_request)
-    : node_(node), nnodes_(nnodes), timeout_(timeout), take_stop_request_(std::move(take_stop_request)) {
+                     milliseconds timeout, std::function<int()> take_stop_request, rpc::Tls tls)
+    : node_(node), nnodes_(nnodes), timeout_(timeout), take_stop_request_(std::move(take_stop_request)),
+      tls_(std::move(tls)) {
   if (master.port >= 65535)
     throw train::ConfigError("/master", master.str() + ": with /max_restarts the launchers meet at port + 1; give a "
                                         "port below 65535");
@@ -68,14 +69,14 @@ NodeAgent::NodeAgent(const rpc::HostPort& master, const std::string& token, int 
                                                 [this](const std::string& reason) {
                                                   std::lock_guard lock(mutex_);
                                                   lost_ = clean(reason);
-                                                });
+                                                }, tls_);
 }
 
 void NodeAgent::join(const rpc::HostPort& master, const std::string& token, int max_restarts) {
   guarded("joining", [&] {
     if (node_ == 0)
-      server_ = std::make_unique<rpc::RendezvousServer>(address_, rpc::RendezvousConfig{nnodes_, nnodes_, token, kAgentSilence});
-    client_ = std::make_unique<rpc::RendezvousClient>(address_, token, node_);
+      server_ = std::make_unique<rpc::RendezvousServer>(address_, rpc::RendezvousConfig{nnodes_, nnodes_, token, kAgentSilence, tls_});
+    client_ = std::make_unique<rpc::RendezvousClient>(address_, token, node_, tls_);
     const auto deadline = Clock::now() + timeout_;
     const std::string late = "the launchers of the other nodes did not join within " + seconds_text() +
                              " (/node_timeout_seconds); start one on every node with the same /nnodes, /master, "

@@ -19,6 +19,7 @@
 
 #include "core/error.h"
 #include "rpc/host_port.h"
+#include "rpc/tls.h"
 #include "train/launcher/restart_policy.h"
 
 namespace pw::rpc {
@@ -41,8 +42,9 @@ class NodeAgent {
   // Joins the other launchers (node 0's serves them), waiting at most `timeout` for all of them.
   // `take_stop_request` (a signal number, or 0) is asked while waiting. InputError when the master
   // port has no port + 1 or the nodes' max_restarts differ; CoordinationError when one is late.
+  // `tls`: mutual TLS between the launchers (rpc/tls.h).
   NodeAgent(const rpc::HostPort& master, const std::string& token, int node, int nnodes, int max_restarts,
-            std::chrono::milliseconds timeout, std::function<int()> take_stop_request);
+            std::chrono::milliseconds timeout, std::function<int()> take_stop_request, rpc::Tls tls = {});
   // A launcher that ends without leave() (a signal, an error) tells the others why, so that they
   // stop at once instead of waiting for its heartbeat to go silent.
   ~NodeAgent();
@@ -84,6 +86,7 @@ class NodeAgent {
   int node_, nnodes_;
   std::chrono::milliseconds timeout_;
   std::function<int()> take_stop_request_;
+  rpc::Tls tls_;
   rpc::HostPort address_;
   std::unique_ptr<rpc::RendezvousServer> server_;
   std::unique_ptr<rpc::RendezvousClient> client_;

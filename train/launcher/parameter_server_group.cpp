@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "rpc/job_token.h"
+#include "train/launcher/tls_env.h"
 #include "train/launcher/loopback.h"
 #include "train/parameter_servers.h"
 #include "train/ps_serve_config.h"
@@ -74,7 +75,8 @@ void ParameterServerGroup::start(int shard) {
   ChildCommand command;
   command.program = spec_.program;
   command.args = {"ps", "serve", "--config", folder_ + "/shard" + std::to_string(shard) + ".json"};
-  command.env = {{rpc::kJobTokenEnv, token_}};
+  command.env = tls_env(spec_.tls);
+  command.env.emplace_back(rpc::kJobTokenEnv, token_);
   servers_[static_cast<std::size_t>(shard)] = std::make_unique<RankProcess>(shard, command, prefix_of(shard), output_mutex_);
 }
 

@@ -21,6 +21,7 @@
 #include "train/launcher/parameter_server_group.h"
 #include "train/launcher/rank_process.h"
 #include "train/launcher/stop_signals.h"
+#include "train/launcher/tls_env.h"
 #include "train/parameter_servers.h"
 
 namespace pw::launcher {
@@ -68,6 +69,8 @@ void check(const LaunchSpec& s) {
 
 Supervisor::Supervisor(LaunchSpec spec, SupervisorHooks hooks) : spec_(std::move(spec)), hooks_(std::move(hooks)) {
   check(spec_);
+  spec_.tls = checked_tls(spec_.tls);
+  spec_.servers.tls = spec_.tls;
   if (spec_.job_token.empty()) spec_.job_token = rpc::make_job_token();
   if (spec_.master.port == 0) master_port_ = MasterPort::kFreshEachAttempt;
   if (!hooks_.report)
@@ -127,7 +130,8 @@ LaunchResult Supervisor::run_attempts() {
     apache::thrift::GlobalOutput.setOutputFunction([](const char* message) { PW_LOG(Debug, "thrift: " << message); });
     agent_ = std::make_unique<NodeAgent>(spec_.master, spec_.job_token, spec_.node_rank, spec_.nnodes,
                                          spec_.max_restarts, millis(spec_.node_timeout_seconds),
-                                         hooks_.take_stop_request);
+                                         hooks_.take_stop_request,
+                                         rpc::load_tls(rpc::TlsFiles{spec_.tls.cert, spec_.tls.key, spec_.tls.ca}));
     say("node " + std::to_string(spec_.node_rank) + ": every node's launcher joined at " + agent_->address().str() +
         " (restarts are decided by node 0's launcher)");
   }
@@ -194,7 +198,8 @@ void Supervisor::start_ranks(int attempt, const std::vector<std::string>& causes
   // The job's servers of this attempt, as the train flag that names running servers.
   if (servers_) command.args.insert(command.args.end(), {"--ps-servers", servers_->addresses()});
   const auto& s = spec_;
-  command.env = {{rpc::kJobTokenEnv, s.job_token},
+  command.env = tls_env(s.tls);
+  command.env.insert(command.env.end(), {{rpc::kJobTokenEnv, s.job_token},
                  {rpc::kRestartCountEnv, std::to_string(attempt)},
                  {rpc::kRestartCausesEnv, rpc::restart_causes_json(causes)},
                  {rpc::kMaxRestartsEnv, std::to_string(s.max_restarts)},
@@ -202,7 +207,7 @@ void Supervisor::start_ranks(int attempt, const std::vector<std::string>& causes
                  {"MASTER_PORT", std::to_string(s.master.port)},
                  {"WORLD_SIZE", std::to_string(s.nnodes * s.nproc_per_node)},
                  {"LOCAL_WORLD_SIZE", std::to_string(s.nproc_per_node)},
-                 {"GROUP_RANK", std::to_string(s.node_rank)}};
+                 {"GROUP_RANK", std::to_string(s.node_rank)}});
   const std::size_t per_rank = command.env.size();
   for (int local = 0; local < s.nproc_per_node; ++local) {
     const int rank = s.node_rank * s.nproc_per_node + local;
