@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "train/data_feed.h"
+#include "train/restart_baseline.h"
 
 namespace pw::train {
 namespace {
@@ -38,6 +39,8 @@ JobSession::JobSession(JobPlan plan, std::optional<rpc::LaunchEnv> launch, rpc::
   check_devices(plan_->config, plan_->shape().world_size());
   make_checkpoint_folder(plan_->config);
   servers_ = ParameterServers::open(plan_->config, plan_->server_tables, launch.has_value());
+  check_restartable(plan_->config, servers_ != nullptr,
+                    (launch ? launch->restarts : thread_world_restarts).max_restarts);
   world_ = make_world(*plan_, launch, std::move(thread_world_restarts));
   engines_.resize(static_cast<std::size_t>(world_->local_ranks()));
   try {
