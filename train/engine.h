@@ -140,6 +140,7 @@ class Engine {
   std::int64_t evaluations_ = 0;
   std::int64_t gathers_ = 0;
   std::int64_t weight_checks_ = 0;
+  std::int64_t row_exchanges_ = 0;   // the replicas' rows for parameter servers, shown to each other
 };
 
 }  // namespace pw::train

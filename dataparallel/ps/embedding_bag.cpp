@@ -266,6 +266,17 @@ void PsEmbeddingBag::scale_gradients(double factor) {
     for (float& v : g) v = static_cast<float>(static_cast<double>(v) * factor);
 }
 
+PendingRows PsEmbeddingBag::pending_rows() const {
+  PendingRows out;
+  out.keys.reserve(pending_.size());
+  out.rows.reserve(pending_.size() * static_cast<std::size_t>(o_.table.dim));
+  for (const auto& [key, g] : pending_) {
+    out.keys.push_back(key);
+    out.rows.insert(out.rows.end(), g.begin(), g.end());
+  }
+  return out;
+}
+
 void PsEmbeddingBag::reconnect() {
   // The servers were restored: calls still under way belong to steps that no longer count.
   abandon_background_calls();

@@ -88,6 +88,7 @@ class PsEmbeddingBag : public models::Layer, public RemoteRows {
   void set_worker(int worker) override { worker_ = worker; }
   double gradient_sum_of_squares() const override;
   void scale_gradients(double factor) override;
+  PendingRows pending_rows() const override;
   void push_gradients(int worker, RemoteGradients what) override;
   void prefetch(const std::vector<kernels::Tensor>& next_micro_batches) override;
   void flush() override;
