@@ -148,6 +148,9 @@ Engine::Engine(std::shared_ptr<const JobPlan> plan, RankLinks& links, ParameterS
   built.config.gradient_sync = reducer_.get();
   built.config.update_check = step_guard_.get();
   built.config.remote_rows = remote_rows_.get();
+  remote_rows_cancel_ = CancelSubscription(links_.cancel_token(), [r = remote_rows_.get()](const std::string& why) {
+    r->abort(why);
+  });
   executor_ = std::make_unique<pipeline::StageExecutor>(std::move(built.config), std::move(built.chunks),
                                                         plan_.optimizer, *pipeline_, std::move(built.tied));
   links_.barrier("built", startup);

@@ -126,6 +126,7 @@ class Engine {
   std::unique_ptr<rpc::SubgroupTransport> pipeline_;   // this replica's stages as ranks 0..P-1
   // The stage's layers whose rows live on parameter servers (registered as they are built).
   std::unique_ptr<dp::RemoteRowsRegistry> remote_rows_;
+  CancelSubscription remote_rows_cancel_;   // a failed job ends their calls to the servers
   std::shared_ptr<dp::Collective> collective_;          // this stage's replicas
   std::shared_ptr<dp::Collective> batch_norm_group_;    // --sync-batch-norm: the same, for statistics
   CancelSubscription batch_norm_cancel_;

@@ -46,6 +46,9 @@ class RemoteRows {
   // After the servers were restored from a checkpoint: forget the step this layer was at and
   // read it from the servers again.
   virtual void reconnect() = 0;
+  // From any thread, when the job failed elsewhere: calls to the servers under way fail at once
+  // (AbortedError naming `why`) rather than wait for workers that are gone, and so do later ones.
+  virtual void abort(const std::string& why) noexcept { (void)why; }
 };
 
 }  // namespace pw::dp

@@ -33,6 +33,10 @@ void RemoteRowsRegistry::reconnect() {
   for (auto& e : entries_) e.rows->reconnect();
 }
 
+void RemoteRowsRegistry::abort(const std::string& why) noexcept {
+  for (auto& e : entries_) e.rows->abort(why);
+}
+
 double RemoteRowsRegistry::gradient_sum_of_squares() {
   double own = 0.0;
   for (const auto& e : entries_) own += e.rows->gradient_sum_of_squares();

@@ -10,6 +10,7 @@
 // factory finds the registry of the stage being built through the BuildScope open on its thread.
 #include <cstddef>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "dataparallel/ps/remote_rows.h"
@@ -56,6 +57,8 @@ class RemoteRowsRegistry final : public pipeline::RemoteRowsSync {
 
   // After the servers were restored from a checkpoint (RemoteRows::reconnect on each).
   void reconnect();
+  // The job failed elsewhere (RemoteRows::abort on each; from any thread).
+  void abort(const std::string& why) noexcept;
   // With replicas > 1: gradient_sum_of_squares() then returns the squared norm of the replicas'
   // summed gradients (the same figure on every replica), found through `exchange`. Without one it
   // is this replica's own.
