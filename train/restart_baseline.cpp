@@ -12,7 +12,11 @@ bool needs_restart_baseline(const JobConfig& c, bool has_parameter_servers, int 
 }
 
 void check_restartable(const JobConfig& c, bool has_parameter_servers, int max_restarts) {
-  if (!needs_restart_baseline(c, has_parameter_servers, max_restarts) || !c.checkpoints.dir.empty()) return;
+  // A job resumed from a given checkpoint goes back to it on a restart (servers included) when it
+  // has no folder of its own.
+  if (!needs_restart_baseline(c, has_parameter_servers, max_restarts) || !c.checkpoints.dir.empty() ||
+      !c.checkpoints.resume.empty())
+    return;
   throw ConfigError("/checkpoints/dir",
                     "a job with parameter servers that its launcher may restart (max restarts " +
                         std::to_string(max_restarts) +

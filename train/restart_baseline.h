@@ -6,7 +6,8 @@
 // step 0 would meet rows the lost steps updated. So such a job:
 //
 //   - needs /checkpoints/dir (refused at its start otherwise, in one line naming
-//     /checkpoints/dir and /checkpoints/every_steps);
+//     /checkpoints/dir and /checkpoints/every_steps), unless it resumes /checkpoints/resume, which
+//     a restart then goes back to;
 //   - writes a checkpoint of step 0 (its initial weights, the servers' tables before any push)
 //     before its first step, and every rank waits until that checkpoint is complete before it
 //     starts the step. A restart before the first regular checkpoint then resumes from step 0,

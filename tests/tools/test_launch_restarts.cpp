@@ -343,8 +343,8 @@ BOOST_AUTO_TEST_CASE(a_restart_before_the_first_checkpoint_resumes_the_servers_f
   BOOST_TEST(servers_of("full_ckpt") == servers_of("ckpt"));
 }
 
-// Without --checkpoint-dir such a job is refused at its start, in one line naming the flags, with
-// status 2, and the launcher does not restart it (bad input would be refused alike).
+// Without --checkpoint-dir (or --resume) such a job is refused at its start, in one line naming the
+// flags, with status 2, and the launcher does not restart it (bad input would be refused alike).
 BOOST_AUTO_TEST_CASE(a_job_with_servers_and_restarts_but_no_checkpoint_dir_is_refused_once) {
   const auto r = run_pipewright("launch --ps 2 --max-restarts 3 --grace 2 --nproc-per-node 2 -- --model dlrm --dataset "
                                 "synthetic-clicks --synthetic-size 4000 --batch-size 64 --threads 1 --replicas 2 "
@@ -361,6 +361,14 @@ BOOST_AUTO_TEST_CASE(a_job_with_servers_and_restarts_but_no_checkpoint_dir_is_re
                                        "synthetic-clicks --synthetic-size 4000 --batch-size 64 --threads 1 --ps 2 "
                                        "--steps 2 --eval-batches 1");
   BOOST_TEST(embedded.status == 0, embedded.output);
+  // A job that resumes a given checkpoint goes back to it on a restart, servers included: accepted.
+  ScratchDir dir("restart_ps_resume");
+  const std::string job = " --nproc-per-node 2 -- --model dlrm --dataset synthetic-clicks --synthetic-size 4000 "
+                          "--batch-size 64 --threads 1 --replicas 2 --eval-batches 1 ";
+  const auto first = run_pipewright("launch --ps 2" + job + "--steps 2 --checkpoint-dir " + dir.file("ckpt"));
+  BOOST_REQUIRE_MESSAGE(first.status == 0, first.output);
+  const auto resumed = run_pipewright("launch --ps 2 --max-restarts 1" + job + "--steps 4 --resume " + dir.file("ckpt"));
+  BOOST_TEST(resumed.status == 0, resumed.output);
 }
 
 // Two launchers on loopback as two nodes of one rank each: a failure on either node restarts both,
