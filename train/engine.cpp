@@ -158,6 +158,8 @@ Engine::Engine(std::shared_ptr<const JobPlan> plan, RankLinks& links, ParameterS
 
 Engine::~Engine() = default;
 
+void Engine::after_recovery() { remote_rows_->reconnect(); }
+
 // Ranks prove they run the same job: rank 0 publishes its config, the others compare hashes and,
 // on a mismatch, name the first field that differs (and tell rank 0, which names it too).
 void Engine::agree_on_config(rpc::Deadline deadline) {

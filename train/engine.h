@@ -84,6 +84,9 @@ class Engine {
   // it, and continues at its step with its learning rate. InputError naming the file when a tensor
   // is missing, has another shape, or a file is damaged.
   void restore(const CheckpointManifest& manifest);
+  // A world of threads recovered from a failed step (JobSession::run): the server-backed layers,
+  // whose calls the failure aborted, reconnect and go on from where the servers stand.
+  void after_recovery();
   void set_lr(double lr);
   double lr() const;
   const LossScaler& loss_scaler() const { return loss_scaler_; }

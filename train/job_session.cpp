@@ -89,6 +89,7 @@ void JobSession::run(const std::function<void(Engine&)>& body) {
                  << (world_->kind() == WorldKind::Processes ? "its ranks are processes, and the others stopped"
                                                             : "its replicas' collectives were cancelled")
                  << "; make a new one");
+    for (const auto& engine : engines_) engine->after_recovery();
     failed_ = false;
   }
   try {

@@ -299,6 +299,7 @@ void PsEmbeddingBag::reconnect() {
   // The servers were restored: calls still under way belong to steps that no longer count.
   abandon_background_calls();
   std::lock_guard lock(clients_mutex_);
+  aborted_.reset();   // a job of threads that recovered from a failed step goes on
   client_.reset();
   for (auto& c : prefetch_clients_) c.reset();
   push_client_.reset();

@@ -43,11 +43,12 @@ class RemoteRows {
   // Returns once every push sent has been answered (pushes leave in the background); a push's
   // error surfaces here or at the next push.
   virtual void flush() = 0;
-  // After the servers were restored from a checkpoint: forget the step this layer was at and
-  // read it from the servers again.
+  // After the servers were restored from a checkpoint, or a job of threads recovered from a failed
+  // step: forget the step this layer was at (and any abort) and read it from the servers again.
   virtual void reconnect() = 0;
   // From any thread, when the job failed elsewhere: calls to the servers under way fail at once
-  // (AbortedError naming `why`) rather than wait for workers that are gone, and so do later ones.
+  // (AbortedError naming `why`) rather than wait for workers that are gone, and so do later ones
+  // until reconnect().
   virtual void abort(const std::string& why) noexcept { (void)why; }
 };
 
