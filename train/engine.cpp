@@ -26,6 +26,7 @@
 #include "pipeline/error_context.h"
 #include "pipeline/micro_batch.h"
 #include "pipeline/schedule_file.h"
+#include "train/replica_rows_exchange.h"
 
 namespace pw::train {
 namespace {
@@ -38,7 +39,7 @@ milliseconds millis(double seconds) { return milliseconds(static_cast<std::int64
 // the scores' id lies far above any weight count.
 enum ControlMessage : int {
   kStepFigures = 0, kEvalFigures = 1, kWeightNames = 2, kFirstWeight = 3, kEvalScores = 1 << 30, kUpdateCheck = (1 << 30) + 1,
-  kPushesDone = (1 << 30) + 2, kWeightsFinite = (1 << 30) + 3
+  kPushesDone = (1 << 30) + 2, kWeightsFinite = (1 << 30) + 3, kPendingKeys = (1 << 30) + 4, kPendingRows = (1 << 30) + 5
 };
 // Tag::virtual_stage of the tied weights' starting values (other control messages use 0).
 constexpr int kTiedStart = 1 << 20;
@@ -127,8 +128,23 @@ Engine::Engine(std::shared_ptr<const JobPlan> plan, RankLinks& links, ParameterS
     models::load_weights(stage_layers, c.load_path, whole ? models::WeightCoverage::Whole : models::WeightCoverage::Part);
   if (plan_.replicas() > 1) join_replicas(stage_layers);
   if (c.replicas.sync_batch_norm) synchronise_batch_norm(stage_layers);
+  // With replicas, rows on parameter servers count in the clipping norm as the servers apply them:
+  // the replicas of a stage show each other their rows every step (only when clipping: it costs
+  // about one more push's traffic).
+  auto server_rows = ServerRowsInNorm::Counted;
+  if (plan_.replicas() > 1) {
+    if (c.recovery.clip_grad_norm > 0.0 && remote_rows_->size() > 0) {
+      const auto group = dp::Topology(P, plan_.replicas()).stage_group(stage());
+      remote_rows_->set_replica_exchange([this, group](const std::vector<dp::PendingRows>& mine) {
+        return exchange_pending_rows(links_.transport(), group, rank(), mine, row_exchanges_++,
+                                     {kPendingKeys, kPendingRows}, deadline());
+      });
+    } else {
+      server_rows = ServerRowsInNorm::LeftOut;
+    }
+  }
   step_guard_ = std::make_unique<StepGuard>(
-      rank(), P, c.recovery.clip_grad_norm,
+      rank(), P, c.recovery.clip_grad_norm, server_rows,
       [this](const std::vector<double>& values, std::int64_t round) { return exchange(values, kUpdateCheck, round); });
   // The executor is made last, with every object it calls: they are members declared before it.
   built.config.gradient_sync = reducer_.get();
@@ -143,6 +159,9 @@ Engine::Engine(std::shared_ptr<const JobPlan> plan, RankLinks& links, ParameterS
     while (!links_.cancel_token().cancelled() && std::chrono::steady_clock::now() < until)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
   };
+  remote_rows_cancel_ = CancelSubscription(links_.cancel_token(), [r = remote_rows_.get()](const std::string& why) {
+    r->abort(why);
+  });
   executor_ = std::make_unique<pipeline::StageExecutor>(std::move(built.config), std::move(built.chunks),
                                                         plan_.optimizer, *pipeline_, std::move(built.tied));
   flight_registration_ = FlightRegistration({rank(), stage(), replica(), P, plan_.replicas(), plan_.schedule.chunks,
@@ -152,6 +171,8 @@ Engine::Engine(std::shared_ptr<const JobPlan> plan, RankLinks& links, ParameterS
 }
 
 Engine::~Engine() = default;
+
+void Engine::after_recovery() { remote_rows_->reconnect(); }
 
 // Ranks prove they run the same job: rank 0 publishes its config, the others compare hashes and,
 // on a mismatch, name the first field that differs (and tell rank 0, which names it too).

@@ -87,6 +87,9 @@ class Engine {
   // it, and continues at its step with its learning rate. InputError naming the file when a tensor
   // is missing, has another shape, or a file is damaged.
   void restore(const CheckpointManifest& manifest);
+  // A world of threads recovered from a failed step (JobSession::run): the server-backed layers,
+  // whose calls the failure aborted, reconnect and go on from where the servers stand.
+  void after_recovery();
   void set_lr(double lr);
   double lr() const;
   const LossScaler& loss_scaler() const { return loss_scaler_; }
@@ -129,6 +132,7 @@ class Engine {
   std::unique_ptr<rpc::SubgroupTransport> pipeline_;   // this replica's stages as ranks 0..P-1
   // The stage's layers whose rows live on parameter servers (registered as they are built).
   std::unique_ptr<dp::RemoteRowsRegistry> remote_rows_;
+  CancelSubscription remote_rows_cancel_;   // a failed job ends their calls to the servers
   std::shared_ptr<dp::Collective> collective_;          // this stage's replicas
   std::shared_ptr<dp::Collective> batch_norm_group_;    // --sync-batch-norm: the same, for statistics
   CancelSubscription batch_norm_cancel_;
@@ -147,6 +151,7 @@ class Engine {
   std::int64_t evaluations_ = 0;
   std::int64_t gathers_ = 0;
   std::int64_t weight_checks_ = 0;
+  std::int64_t row_exchanges_ = 0;   // the replicas' rows for parameter servers, shown to each other
 };
 
 }  // namespace pw::train

@@ -21,6 +21,7 @@
 #include "rpc/launch_env.h"
 #include "train/bad_sample_summary.h"
 #include "train/checkpointer.h"
+#include "train/restart_baseline.h"
 #include "train/fault_injection.h"
 #include "train/job_session.h"
 #include "train/parameter_servers.h"
@@ -413,6 +414,9 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
     if (primary && o.progress)
       log::outputf("resumed from %s (step %lld of %lld)", resume_folder.c_str(), static_cast<long long>(step),
                    static_cast<long long>(total_steps));
+  } else {
+    // With parameter servers and a launcher that may restart the job: a checkpoint of step 0.
+    write_restart_baseline(engine, checkpointer, loss_history, startup);
   }
   // Each process says once what it runs (a world of threads: rank 0 for all of them).
   if (engine.links().first_in_process() && callbacks.on_start) callbacks.on_start(engine, total_steps);

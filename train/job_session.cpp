@@ -7,6 +7,7 @@
 #include "core/log.h"
 #include "train/data_feed.h"
 #include "train/job_config.h"
+#include "train/restart_baseline.h"
 
 namespace pw::train {
 namespace {
@@ -40,6 +41,8 @@ JobSession::JobSession(JobPlan plan, std::optional<rpc::LaunchEnv> launch, rpc::
   make_checkpoint_folder(plan_->config);
   const rpc::Tls links_tls = load_job_tls(plan_->config.tls);
   servers_ = ParameterServers::open(plan_->config, plan_->server_tables, launch.has_value(), links_tls);
+  check_restartable(plan_->config, servers_ != nullptr,
+                    (launch ? launch->restarts : thread_world_restarts).max_restarts);
   world_ = make_world(*plan_, launch, std::move(thread_world_restarts), links_tls);
   engines_.resize(static_cast<std::size_t>(world_->local_ranks()));
   try {
@@ -88,6 +91,7 @@ void JobSession::run(const std::function<void(Engine&)>& body) {
                  << (world_->kind() == WorldKind::Processes ? "its ranks are processes, and the others stopped"
                                                             : "its replicas' collectives were cancelled")
                  << "; make a new one");
+    for (const auto& engine : engines_) engine->after_recovery();
     failed_ = false;
   }
   try {

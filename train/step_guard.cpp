@@ -8,8 +8,8 @@
 
 namespace pw::train {
 
-StepGuard::StepGuard(int rank, int stages, double clip_norm, Exchange exchange)
-    : rank_(rank), stages_(stages), clip_norm_(clip_norm), exchange_(std::move(exchange)) {}
+StepGuard::StepGuard(int rank, int stages, double clip_norm, ServerRowsInNorm server_rows, Exchange exchange)
+    : rank_(rank), stages_(stages), clip_norm_(clip_norm), server_rows_(server_rows), exchange_(std::move(exchange)) {}
 
 pipeline::UpdateDecision StepGuard::before_update(std::int64_t step, const std::vector<models::Parameter*>& counted,
                                                   double remote_squares, double loss_sum) {
@@ -27,14 +27,16 @@ pipeline::UpdateDecision StepGuard::before_update(std::int64_t step, const std::
   nonfinite_rank_ = -1;
   loss_finite_ = true;
   double total = 0.0;
-  const bool one_replica = static_cast<int>(all.size()) == stages_;
+  const bool rows_counted = server_rows_ == ServerRowsInNorm::Counted;
   for (std::size_t r = 0; r < all.size(); ++r) {
     if (all[r][0] == 0.0 && nonfinite_rank_ < 0) nonfinite_rank_ = static_cast<int>(r);
     if (all[r].size() > 3 && all[r][3] == 0.0) loss_finite_ = false;
-    if (static_cast<int>(r) < stages_) total += all[r][1];   // replica 0: the gradients every replica holds
-    // Rows pushed to parameter servers are summed over the replicas on the servers, so their norm
-    // is known here only with one replica; with more they are checked and scaled but not counted.
-    if (one_replica) total += all[r][2];
+    if (static_cast<int>(r) < stages_) {
+      // Replica 0: the dense gradients every replica holds after the all-reduce, and (when they
+      // count) the rows as the servers apply them, summed over the replicas.
+      total += all[r][1];
+      if (rows_counted) total += all[r][2];
+    }
   }
   pipeline::UpdateDecision d;
   if (nonfinite_rank_ >= 0) {

@@ -1,6 +1,9 @@
 #include "dataparallel/ps/client.h"
 
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <exception>
 #include <limits>
@@ -65,6 +68,7 @@ class PsConnection {
     for (int attempt = 0;; ++attempt) {
       const auto left = std::max<std::int64_t>(
           1, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count());
+      throw_if_aborted(where);
       try {
         if (!socket_ || !socket_->isOpen()) {
           // The same frame limit as the server's: answers of a chunk are far below it. Rows are read
@@ -82,6 +86,9 @@ class PsConnection {
             socket_.reset();
             throw rpc::TlsError(where.substr(0, where.size() - 2), e.reason());
           }
+          std::lock_guard fd_lock(fd_mutex_);
+          fd_ = socket_->getSocketFD();
+          if (aborted_) ::shutdown(fd_, SHUT_RDWR);   // aborted while it connected
         }
         const auto socket_ms = static_cast<int>(std::min<std::int64_t>(left + slack.count(), std::numeric_limits<int>::max()));
         socket_->setRecvTimeout(socket_ms);
@@ -98,6 +105,7 @@ class PsConnection {
                     "); are the servers of another pipewright version?");
       } catch (const apache::thrift::TException& e) {
         close();
+        throw_if_aborted(where);
         if (std::chrono::steady_clock::now() + kRetryPause >= deadline)
           throw rpc::TimeoutError(where + "no answer within the timeout of " + std::to_string(timeout.count()) +
                                   " ms (" + std::to_string(attempt + 1) + " attempts; the last: " +
@@ -110,8 +118,26 @@ class PsConnection {
     }
   }
 
+  // From any thread: the call under way fails at once (its socket is shut down), and so does
+  // every later one, with AbortedError naming `why`; nothing is retried.
+  void abort(const std::string& why) noexcept {
+    std::lock_guard fd_lock(fd_mutex_);
+    if (aborted_) return;
+    why_ = why;
+    aborted_ = true;
+    if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
+  }
+
  private:
+  void throw_if_aborted(const std::string& where) {
+    std::lock_guard fd_lock(fd_mutex_);
+    if (aborted_) throw rpc::AbortedError(where + why_);
+  }
   void close() noexcept {
+    {
+      std::lock_guard fd_lock(fd_mutex_);
+      fd_ = -1;
+    }
     try {
       if (framed_) framed_->close();
     } catch (...) {
@@ -121,6 +147,10 @@ class PsConnection {
   rpc::HostPort address_;
   int shard_;
   rpc::Tls tls_;
+  std::mutex fd_mutex_;   // fd_, aborted_ and why_: abort() comes from another thread
+  int fd_ = -1;           // the open socket's, for abort()
+  bool aborted_ = false;
+  std::string why_;
   std::mutex mutex_;
   std::shared_ptr<transport::TSocket> socket_;
   std::shared_ptr<transport::TTransport> framed_;
@@ -139,6 +169,11 @@ PsClient::PsClient(std::vector<rpc::HostPort> shards, std::string job_token, int
 }
 
 PsClient::~PsClient() = default;
+
+void PsClient::abort(const std::string& why) noexcept {
+  for (auto& pool : pools_)
+    for (auto& connection : pool) connection->abort(why);
+}
 
 std::int64_t PsClient::next_push_id() {
   // Random per client (a restarted worker never reuses its predecessor's ids), then counting.

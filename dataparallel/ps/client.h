@@ -28,6 +28,9 @@ class PsClient {
   ~PsClient();
 
   int shards() const { return static_cast<int>(pools_.size()); }
+  // From any thread (the job failed elsewhere): every call under way and every later one fails at
+  // once with AbortedError naming `why`, instead of waiting for other workers or its timeout.
+  void abort(const std::string& why) noexcept;
   void create_table(const TableConfig& config);   // on every shard
   // Pulls and pushes of any size: each shard's keys go in chunks (ps_limits.h) over up to
   // kPsConnectionsPerShard connections at once.

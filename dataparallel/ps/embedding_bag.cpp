@@ -79,9 +79,15 @@ kernels::Shape PsEmbeddingBag::output_shape_impl(const kernels::Shape& input) co
 
 void PsEmbeddingBag::start() {
   if (client_) return;
-  client_ = std::make_shared<PsClient>(o_.servers, o_.job_token, 0, o_.timeout, o_.tls);
-  for (auto& c : prefetch_clients_) c = std::make_shared<PsClient>(o_.servers, o_.job_token, 0, o_.timeout, o_.tls);
-  push_client_ = std::make_shared<PsClient>(o_.servers, o_.job_token, 0, o_.timeout, o_.tls);
+  {
+    std::lock_guard lock(clients_mutex_);
+    client_ = std::make_shared<PsClient>(o_.servers, o_.job_token, 0, o_.timeout, o_.tls);
+    for (auto& c : prefetch_clients_) c = std::make_shared<PsClient>(o_.servers, o_.job_token, 0, o_.timeout, o_.tls);
+    push_client_ = std::make_shared<PsClient>(o_.servers, o_.job_token, 0, o_.timeout, o_.tls);
+    if (aborted_) {
+      for (auto* c : {&client_, &prefetch_clients_[0], &prefetch_clients_[1], &push_client_}) (*c)->abort(*aborted_);
+    }
+  }
   client_->create_table(o_.table);
   // A job that comes back to servers holding an earlier run's rows continues where they stand (the
   // servers accept each worker's steps only in order, and take a repeat of a worker's last step as
@@ -266,9 +272,34 @@ void PsEmbeddingBag::scale_gradients(double factor) {
     for (float& v : g) v = static_cast<float>(static_cast<double>(v) * factor);
 }
 
+PendingRows PsEmbeddingBag::pending_rows() const {
+  PendingRows out;
+  out.keys.reserve(pending_.size());
+  out.rows.reserve(pending_.size() * static_cast<std::size_t>(o_.table.dim));
+  for (const auto& [key, g] : pending_) {
+    out.keys.push_back(key);
+    out.rows.insert(out.rows.end(), g.begin(), g.end());
+  }
+  return out;
+}
+
+void PsEmbeddingBag::abort(const std::string& why) noexcept {
+  std::lock_guard lock(clients_mutex_);
+  if (aborted_) return;
+  try {
+    aborted_ = why;
+  } catch (...) {
+    return;
+  }
+  for (auto* c : {&client_, &prefetch_clients_[0], &prefetch_clients_[1], &push_client_})
+    if (*c) (*c)->abort(why);
+}
+
 void PsEmbeddingBag::reconnect() {
   // The servers were restored: calls still under way belong to steps that no longer count.
   abandon_background_calls();
+  std::lock_guard lock(clients_mutex_);
+  aborted_.reset();   // a job of threads that recovered from a failed step goes on
   client_.reset();
   for (auto& c : prefetch_clients_) c.reset();
   push_client_.reset();

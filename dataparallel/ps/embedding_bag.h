@@ -27,6 +27,8 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -90,10 +92,12 @@ class PsEmbeddingBag : public models::Layer, public RemoteRows {
   void set_worker(int worker) override { worker_ = worker; }
   double gradient_sum_of_squares() const override;
   void scale_gradients(double factor) override;
+  PendingRows pending_rows() const override;
   void push_gradients(int worker, RemoteGradients what) override;
   void prefetch(const std::vector<kernels::Tensor>& next_micro_batches) override;
   void flush() override;
   void reconnect() override;
+  void abort(const std::string& why) noexcept override;
 
  protected:
   Output forward_impl(const kernels::Tensor& ids, models::Mode mode) override;
@@ -131,6 +135,9 @@ class PsEmbeddingBag : public models::Layer, public RemoteRows {
   // prefetch, still under way, needs.
   std::array<std::shared_ptr<PsClient>, 2> prefetch_clients_;
   std::shared_ptr<PsClient> push_client_;       // background pushes
+  // The clients above are made and dropped on the training thread; abort() comes from another.
+  std::mutex clients_mutex_;
+  std::optional<std::string> aborted_;          // why, once abort() was called
   std::int64_t step_ = -1;   // the step being trained; -1 until started
   int worker_ = 0;           // this copy's worker (replica) on the servers
   std::map<std::int64_t, std::vector<float>> pending_;   // this step's gradients, by key

@@ -1,6 +1,9 @@
 #include "dataparallel/ps/remote_rows_registry.h"
 
+#include <cmath>
+
 #include "core/error.h"
+#include "dataparallel/ps/replica_rows_norm.h"
 
 namespace pw::dp {
 namespace {
@@ -30,10 +33,22 @@ void RemoteRowsRegistry::reconnect() {
   for (auto& e : entries_) e.rows->reconnect();
 }
 
+void RemoteRowsRegistry::abort(const std::string& why) noexcept {
+  for (auto& e : entries_) e.rows->abort(why);
+}
+
 double RemoteRowsRegistry::gradient_sum_of_squares() {
-  double sum = 0.0;
-  for (const auto& e : entries_) sum += e.rows->gradient_sum_of_squares();
-  return sum;
+  double own = 0.0;
+  for (const auto& e : entries_) own += e.rows->gradient_sum_of_squares();
+  if (!exchange_ || entries_.empty()) return own;
+  std::vector<PendingRows> mine;
+  mine.reserve(entries_.size());
+  for (const auto& e : entries_) mine.push_back(e.rows->pending_rows());
+  const auto all = exchange_(mine);   // every replica takes part, finite or not
+  if (!std::isfinite(own)) return own;
+  // A replica whose gradients are not finite says so itself; this one reports its own, finite.
+  const double summed = sum_of_squares_over_replicas(all);
+  return std::isfinite(summed) ? summed : own;
 }
 
 void RemoteRowsRegistry::scale_gradients(double factor) {

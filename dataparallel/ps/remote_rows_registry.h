@@ -2,12 +2,15 @@
 // The layers of one stage (one rank) whose rows live on parameter servers, registered as they are
 // built, and what the stage executor calls in its optimizer step (pipeline::RemoteRowsSync): the
 // registered layers' gradient norm and scale, their pushes as this rank's worker, the step-ahead
-// prefetch of the next batch's rows, and the flush before an evaluation.
+// prefetch of the next batch's rows, and the flush before an evaluation. With several replicas
+// and a replica exchange set, the norm is that of the replicas' gradients summed by key, as the
+// servers apply them (replica_rows_norm.h).
 //
 // A job's layer factories are shared by every rank (ranks may be threads of one process), so a
 // factory finds the registry of the stage being built through the BuildScope open on its thread.
 #include <cstddef>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "dataparallel/ps/remote_rows.h"
@@ -19,6 +22,11 @@ class RemoteRowsRegistry final : public pipeline::RemoteRowsSync {
  public:
   // The ids a registered layer will look up, from a micro-batch of the model's input.
   using IdsFromModelInput = std::function<kernels::Tensor(const kernels::Tensor& model_input)>;
+  // Sends this replica's pending rows (one entry per registered layer, in registration order) to
+  // the stage's other replicas and returns every replica's, by replica (its own included). Every
+  // replica of the stage calls it once per step.
+  using ReplicaExchange =
+      std::function<std::vector<std::vector<PendingRows>>(const std::vector<PendingRows>& mine)>;
 
   // `worker`: the stage's replica, the worker its pushes count for on the servers.
   explicit RemoteRowsRegistry(int worker = 0);
@@ -49,6 +57,12 @@ class RemoteRowsRegistry final : public pipeline::RemoteRowsSync {
 
   // After the servers were restored from a checkpoint (RemoteRows::reconnect on each).
   void reconnect();
+  // The job failed elsewhere (RemoteRows::abort on each; from any thread).
+  void abort(const std::string& why) noexcept;
+  // With replicas > 1: gradient_sum_of_squares() then returns the squared norm of the replicas'
+  // summed gradients (the same figure on every replica), found through `exchange`. Without one it
+  // is this replica's own.
+  void set_replica_exchange(ReplicaExchange exchange) { exchange_ = std::move(exchange); }
 
   double gradient_sum_of_squares() override;
   void scale_gradients(double factor) override;
@@ -63,6 +77,7 @@ class RemoteRowsRegistry final : public pipeline::RemoteRowsSync {
   };
   int worker_;
   std::vector<Entry> entries_;   // in the order they were built
+  ReplicaExchange exchange_;
 };
 
 }  // namespace pw::dp

@@ -42,7 +42,10 @@ struct StepOutcome {
   // Non-finite loss or gradients somewhere: no rank updated (nonfinite_rank: the lowest that saw it).
   bool skipped = false;
   int nonfinite_rank = -1;
-  double gradient_norm = 0.0;   // of the whole model, before clipping (NaN when skipped)
+  // Of the whole model, before clipping (NaN when skipped). Rows on parameter servers count as the
+  // servers apply them; with replicas > 1 only when clipping (/recovery/clip_grad_norm), since their
+  // sum over the replicas costs an exchange of the rows.
+  double gradient_norm = 0.0;
   // fp16: the step was skipped because its scaled gradients overflowed, and the loss scaler
   // halved its scale (not a bad step: the recovery rules do not count it).
   bool overflow = false;

@@ -234,14 +234,14 @@ BOOST_AUTO_TEST_CASE(a_training_job_restarts_on_the_same_rendezvous_port) {
 }
 
 // `launch --ps`: the parameter servers hold the embedding tables and keep running while the ranks
-// restart (same processes, same addresses). These jobs keep no checkpoint, so each attempt trains
-// from step 0 against the servers' tables as they are: async mode, which has no step order to keep
-// (resuming a sync job consistently is the checkpoint's work, not the launcher's).
+// restart (same processes, same addresses); the restarted ranks restore the servers' tables from
+// their newest checkpoint (the one of step 0 at least, see below).
 BOOST_AUTO_TEST_CASE(parameter_servers_keep_running_across_restarts) {
   ScratchDir dir("restart_ps");
   BackgroundCommand job(pw::test::pipewright_binary() + " launch --ps 2 --max-restarts 1 --grace 5 --nproc-per-node 2 -- "
                             "--model dlrm --dataset synthetic-clicks --synthetic-size 20000 --threads 1 --replicas 2 "
-                            "--ps-mode async --optimizer sgd --momentum 0 --lr 0.1 --steps 1200 --log-every 1",
+                            "--ps-mode async --optimizer sgd --momentum 0 --lr 0.1 --steps 1200 --log-every 1 "
+                            "--checkpoint-dir " + dir.file("ckpt") + " --checkpoint-every 200",
                         dir.file("job.log"));
   BOOST_REQUIRE_MESSAGE(job.wait_for_output("[rank 0] step ", 120s, 3), job.output());
   std::vector<pid_t> servers;
@@ -273,14 +273,15 @@ BOOST_AUTO_TEST_CASE(parameter_servers_keep_running_across_restarts) {
 }
 
 // A parameter server that dies fails the attempt; it alone starts again, on its port, from its
-// snapshot under --ps-dir, before the ranks restart. (Whether the second attempt then trains depends
-// on the job resuming at the step the servers hold, which is the checkpoint's work: not checked.)
+// snapshot under --ps-dir, before the ranks restart (which then restore every server's tables from
+// their newest checkpoint).
 BOOST_AUTO_TEST_CASE(a_failed_parameter_server_starts_again_on_its_port) {
   ScratchDir dir("restart_psfail");
   BackgroundCommand job(pw::test::pipewright_binary() + " launch --ps 2 --ps-dir " + dir.file("ps") +
                             " --max-restarts 1 --grace 5 --nproc-per-node 2 -- --model dlrm --dataset synthetic-clicks "
                             "--synthetic-size 20000 --threads 1 --replicas 2 --optimizer sgd --momentum 0 --lr 0.1 "
-                            "--ps-mode async --steps 1200 --log-every 1",
+                            "--ps-mode async --steps 1200 --log-every 1 --checkpoint-dir " + dir.file("ckpt") +
+                            " --checkpoint-every 200",
                         dir.file("job.log"));
   BOOST_REQUIRE_MESSAGE(job.wait_for_output("[rank 0] step ", 120s, 3), job.output());
   std::vector<pid_t> servers;
@@ -307,6 +308,67 @@ BOOST_AUTO_TEST_CASE(a_failed_parameter_server_starts_again_on_its_port) {
   BOOST_TEST((relisten != std::string::npos && relisten < out.find("attempt 1: ranks 0-1 started")), out);
   BOOST_TEST(pw::test::process_exists(servers[1]));
   BOOST_TEST(job.wait(300s).has_value(), "the job still runs after 300 s:\n" << job.output());
+}
+
+// The parameter servers keep every step's updates across a restart. So a job with servers that a
+// launcher may restart writes a checkpoint of step 0 before its first step (every rank waits for
+// it), and a restart before the first regular checkpoint resumes from it, the servers' tables
+// restored to their empty start: the result is bitwise the undisturbed run's, dense weights, losses
+// and the servers' final tables alike (sync mode, 2 replicas, 2 servers).
+BOOST_AUTO_TEST_CASE(a_restart_before_the_first_checkpoint_resumes_the_servers_from_step_0) {
+  ScratchDir dir("restart_ps_start");
+  const std::string job = " launch --ps 2 --max-restarts 2 --grace 2 --nproc-per-node 2 -- --model dlrm --dataset "
+                          "synthetic-clicks --synthetic-size 4000 --batch-size 64 --threads 1 --replicas 2 "
+                          "--eval-batches 4 --steps 12 --checkpoint-every 100 ";
+  auto r = run_pipewright(job + "--checkpoint-dir " + dir.file("full_ckpt") + " --summary " + dir.file("full.json") +
+                          " --save " + dir.file("full.safetensors"));
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+  // Rank 1 kills itself as it is about to make step 5 of the first attempt.
+  r = run_command("PW_INJECT_FAULT=sigkill@5:1/0 " + pw::test::pipewright_binary() + job + "--checkpoint-dir " +
+                  dir.file("ckpt") + " --summary " + dir.file("restarted.json") + " --save " +
+                  dir.file("restarted.safetensors"));
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+  BOOST_TEST(r.output.find("all 2 ranks finished (after 1 restart)") != std::string::npos, r.output);
+  BOOST_TEST(r.output.find("resumed from " + dir.file("ckpt") + "/step-0000000 (step 0 of 12)") != std::string::npos,
+             r.output);
+  pw::test::check_same(dir, "full", "restarted");
+  const auto s = read_json(dir.file("restarted.json"));
+  BOOST_TEST(s["restarts"] == 1);
+  BOOST_TEST(s["resumed_from_step"] == 0);
+  // The servers' tables after the last step: the same bytes.
+  const auto servers_of = [&](const std::string& ckpt) {
+    return read_json(dir.file(ckpt + "/step-0000012/manifest.json"))["parameter_servers"]["files"];
+  };
+  BOOST_TEST(servers_of("full_ckpt").size() == 8u);   // 3 tables and a manifest on each of 2 shards
+  BOOST_TEST(servers_of("full_ckpt") == servers_of("ckpt"));
+}
+
+// Without --checkpoint-dir (or --resume) such a job is refused at its start, in one line naming the
+// flags, with status 2, and the launcher does not restart it (bad input would be refused alike).
+BOOST_AUTO_TEST_CASE(a_job_with_servers_and_restarts_but_no_checkpoint_dir_is_refused_once) {
+  const auto r = run_pipewright("launch --ps 2 --max-restarts 3 --grace 2 --nproc-per-node 2 -- --model dlrm --dataset "
+                                "synthetic-clicks --synthetic-size 4000 --batch-size 64 --threads 1 --replicas 2 "
+                                "--steps 4");
+  BOOST_TEST(r.status == 2, r.output);
+  BOOST_TEST(r.output.find("[rank 0] pipewright: error: --checkpoint-dir: a job with parameter servers that its "
+                           "launcher may restart (max restarts 3) needs checkpoints: give --checkpoint-dir and "
+                           "--checkpoint-every") != std::string::npos,
+             r.output);
+  BOOST_TEST(r.output.find("restart 1 of 3") == std::string::npos, r.output);
+  BOOST_TEST(r.output.find("job failed: attempt 0: rank") != std::string::npos, r.output);
+  // Servers in the job's own process that keep nothing start empty again with it: no checkpoint needed.
+  const auto embedded = run_pipewright("launch --max-restarts 1 --nproc-per-node 1 -- --model dlrm --dataset "
+                                       "synthetic-clicks --synthetic-size 4000 --batch-size 64 --threads 1 --ps 2 "
+                                       "--steps 2 --eval-batches 1");
+  BOOST_TEST(embedded.status == 0, embedded.output);
+  // A job that resumes a given checkpoint goes back to it on a restart, servers included: accepted.
+  ScratchDir dir("restart_ps_resume");
+  const std::string job = " --nproc-per-node 2 -- --model dlrm --dataset synthetic-clicks --synthetic-size 4000 "
+                          "--batch-size 64 --threads 1 --replicas 2 --eval-batches 1 ";
+  const auto first = run_pipewright("launch --ps 2" + job + "--steps 2 --checkpoint-dir " + dir.file("ckpt"));
+  BOOST_REQUIRE_MESSAGE(first.status == 0, first.output);
+  const auto resumed = run_pipewright("launch --ps 2 --max-restarts 1" + job + "--steps 4 --resume " + dir.file("ckpt"));
+  BOOST_TEST(resumed.status == 0, resumed.output);
 }
 
 // Two launchers on loopback as two nodes of one rank each: a failure on either node restarts both,

@@ -10,7 +10,8 @@ Decision decide(const Outcome& outcome, int attempt, int max_restarts) {
   Decision d{Decision::Kind::kOk, outcome.cause, outcome.summary, outcome.exit_code};
   if (outcome.kind == Outcome::Kind::kOk) return d;
   if (outcome.kind == Outcome::Kind::kAbort) d.kind = Decision::Kind::kFail;
-  else if (outcome.kind == Outcome::Kind::kCause && outcome.exit_code == kDidNotTrain) d.kind = Decision::Kind::kFail;
+  else if (outcome.kind == Outcome::Kind::kCause && (outcome.exit_code == kDidNotTrain || outcome.exit_code == kBadInput))
+    d.kind = Decision::Kind::kFail;
   else if (attempt < max_restarts) d.kind = Decision::Kind::kRestart;
   else d.kind = Decision::Kind::kExhausted;
   if (d.exit_code == 0) d.exit_code = 1;

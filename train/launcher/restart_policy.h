@@ -13,6 +13,9 @@ bool is_echo(int wait_status);
 // It exits 6 when the job ran but did not train (diverged, no rollback left, every step skipped):
 // a restart would resume the same checkpoint and, the job being deterministic, fail alike.
 inline constexpr int kDidNotTrain = 6;
+// It exits 2 for bad input (a flag, a file, a checkpoint, a job that cannot resume): the same
+// command would be refused alike, so that is not restarted either.
+inline constexpr int kBadInput = 2;
 
 struct Outcome {
   enum class Kind {
@@ -41,7 +44,7 @@ struct Decision {
 };
 
 // After attempt `attempt` (0 first) ended with `outcome`, at most `max_restarts` restarts in all.
-// A cause that exited kDidNotTrain fails the job without a restart.
+// A cause that exited kDidNotTrain or kBadInput fails the job without a restart.
 Decision decide(const Outcome& outcome, int attempt, int max_restarts);
 
 // Every node's outcome of one attempt → the one the job goes by: an abort if any, else a cause,

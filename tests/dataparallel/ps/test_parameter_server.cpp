@@ -181,6 +181,35 @@ BOOST_AUTO_TEST_CASE(sync_mode_applies_a_step_once_every_worker_pushed_it) {
   BOOST_TEST(std::abs(row[1] - w[1]) <= 1e-6);
 }
 
+// The job failed elsewhere: a pull waiting on the server for a worker that is gone ends at once
+// with AbortedError naming why, long before its timeout, and every later call fails alike.
+BOOST_AUTO_TEST_CASE(an_aborted_client_ends_a_waiting_pull_at_once_and_refuses_later_calls) {
+  Servers ps(1, 2, dp::UpdateMode::Sync);
+  const auto c = table("emb", 2, dp::SparseOptimizerKind::Sgd);
+  ps.clients[0]->create_table(c);
+  const std::vector<std::int64_t> keys = {3};
+  ps.clients[0]->push("emb", 2, keys, {1.0f, 2.0f}, 0);
+  dp::PsClient waiting({ps.servers[0]->address()}, kToken, 0, 60s);
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(200ms);
+    waiting.abort("job stopped: rank 1 was lost");
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string message;
+  try {
+    waiting.pull("emb", 2, keys, 1, 1);   // waits for worker 1's push of step 0, which never comes
+  } catch (const AbortedError& e) {
+    message = e.what();
+  }
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  stopper.join();
+  BOOST_TEST(message.find("parameter server shard 0 at " + ps.servers[0]->address().str()) != std::string::npos, message);
+  BOOST_TEST(message.find("job stopped: rank 1 was lost") != std::string::npos, message);
+  BOOST_TEST(waited < 30s);   // not its 60 s timeout
+  BOOST_CHECK_THROW(waiting.pull("emb", 2, keys, 0, -1), AbortedError);
+  ps.clients[1]->push("emb", 2, keys, {0.0f, 0.0f}, 0);   // the server's wait ends too
+}
+
 BOOST_AUTO_TEST_CASE(bounded_staleness_lets_a_worker_run_ahead_by_s_steps) {
   Servers ps(1, 2, dp::UpdateMode::Bounded);
   ps.clients[0]->create_table(table("emb", 2, dp::SparseOptimizerKind::Sgd));

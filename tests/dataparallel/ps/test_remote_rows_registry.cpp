@@ -43,6 +43,10 @@ class RecordingRows : public models::Layer, public dp::RemoteRows {
   void scale_gradients(double factor) override {
     for (double& v : pending_) v *= factor;
   }
+  dp::PendingRows pending_rows() const override {   // one row, key 0
+    if (pending_.empty()) return {};
+    return {{0}, std::vector<float>(pending_.begin(), pending_.end())};
+  }
   void push_gradients(int worker, dp::RemoteGradients what) override {
     pushes.push_back({worker, what, gradient_sum_of_squares()});
     pending_.clear();
@@ -235,6 +239,64 @@ BOOST_AUTO_TEST_CASE(prefetch_hands_registered_layers_their_ids_on_the_first_sta
   Stage second(0, 1, 2);
   second.executor->prefetch_remote(next);
   BOOST_TEST(second.registered->prefetched.empty());
+}
+
+// Fixed rows by key, for the norm over replicas.
+class FixedRows : public dp::RemoteRows {
+ public:
+  explicit FixedRows(dp::PendingRows rows) : rows_(std::move(rows)) {}
+  void set_worker(int) override {}
+  double gradient_sum_of_squares() const override {
+    double sum = 0.0;
+    for (float v : rows_.rows) sum += static_cast<double>(v) * v;
+    return sum;
+  }
+  void scale_gradients(double) override {}
+  dp::PendingRows pending_rows() const override { return rows_; }
+  void push_gradients(int, dp::RemoteGradients) override {}
+  void prefetch(const std::vector<Tensor>&) override {}
+  void flush() override {}
+  void reconnect() override {}
+
+ private:
+  dp::PendingRows rows_;
+};
+
+BOOST_AUTO_TEST_CASE(with_a_replica_exchange_the_norm_is_that_of_the_rows_summed_by_key) {
+  // Replica 0 and 1 both touched key 7; only replica 1 touched key 9.
+  FixedRows r0(dp::PendingRows{{2, 7}, {1.0f, 1.0f, 0.5f, 0.5f}});
+  FixedRows r1(dp::PendingRows{{7, 9}, {0.5f, -0.5f, 3.0f, 0.0f}});
+  dp::RemoteRowsRegistry replica0(0), replica1(1);
+  replica0.add(r0);
+  replica1.add(r1);
+  BOOST_TEST(replica0.gradient_sum_of_squares() == 2.5);   // its own, without an exchange
+  std::vector<std::vector<dp::PendingRows>> seen;
+  const auto exchange = [&](const std::vector<dp::PendingRows>&) {
+    std::vector<std::vector<dp::PendingRows>> all = {{r0.pending_rows()}, {r1.pending_rows()}};
+    seen.push_back(all.front());
+    return all;
+  };
+  replica0.set_replica_exchange(exchange);
+  replica1.set_replica_exchange(exchange);
+  // Key 2: 1 + 1; key 7: (0.5 + 0.5)^2 + (0.5 - 0.5)^2; key 9: 9.
+  BOOST_TEST(replica0.gradient_sum_of_squares() == 12.0);
+  BOOST_TEST(replica1.gradient_sum_of_squares() == 12.0);
+  BOOST_TEST(seen.size() == 2u);   // once per call, on every replica
+}
+
+BOOST_AUTO_TEST_CASE(a_replica_with_non_finite_rows_reports_them_and_the_others_their_own) {
+  FixedRows finite(dp::PendingRows{{1}, {2.0f}});
+  FixedRows broken(dp::PendingRows{{1}, {std::nanf("")}});
+  dp::RemoteRowsRegistry replica0(0), replica1(1);
+  replica0.add(finite);
+  replica1.add(broken);
+  const auto exchange = [&](const std::vector<dp::PendingRows>&) {
+    return std::vector<std::vector<dp::PendingRows>>{{finite.pending_rows()}, {broken.pending_rows()}};
+  };
+  replica0.set_replica_exchange(exchange);
+  replica1.set_replica_exchange(exchange);
+  BOOST_TEST(replica0.gradient_sum_of_squares() == 4.0);
+  BOOST_TEST(std::isnan(replica1.gradient_sum_of_squares()));
 }
 
 BOOST_AUTO_TEST_CASE(flush_and_reconnect_reach_every_registered_layer) {

@@ -71,6 +71,15 @@ BOOST_AUTO_TEST_CASE(a_job_that_did_not_train_fails_at_once_even_with_restarts_l
   BOOST_TEST((decide(outcome(Kind::kCause, cause, 3), 0, 5).kind == Next::kRestart));
 }
 
+BOOST_AUTO_TEST_CASE(bad_input_fails_at_once_even_with_restarts_left) {
+  // Status 2: the same command would be refused alike.
+  const std::string cause = "attempt 1: rank 0 (pid 7) exited with status 2";
+  const Decision d = decide(outcome(Kind::kCause, cause, kBadInput), 1, 5);
+  BOOST_TEST((d.kind == Next::kFail));
+  BOOST_TEST(d.exit_code == kBadInput);
+  BOOST_TEST(d.cause == cause);
+}
+
 BOOST_AUTO_TEST_CASE(a_failure_never_ends_with_status_zero) {
   BOOST_TEST(decide(outcome(Kind::kCause, "x", 0), 0, 0).exit_code == 1);
   BOOST_TEST(decide(outcome(Kind::kAbort, "x", 0), 0, 3).exit_code == 1);
