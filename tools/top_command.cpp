@@ -3,12 +3,14 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <string>
 #include <thread>
 
 #include "core/error.h"
 #include "rpc/host_port.h"
+#include "rpc/job_token.h"
 #include "tools/flag_checks.h"
 #include "tools/top_view.h"
 #include "train/monitor/metrics_server.h"
@@ -31,13 +33,16 @@ int run_top(const TopOptions& o) {
   }
   const int timeout_ms = std::max(1000, static_cast<int>(o.interval * 1000));
   const bool redraw = !o.once && isatty(STDOUT_FILENO);
+  // An endpoint off loopback asks for the job's token (train --metrics-port).
+  const char* env_token = std::getenv(rpc::kJobTokenEnv);
+  const std::string token = env_token != nullptr ? env_token : "";
   std::vector<MetricSample> before;
   auto then = std::chrono::steady_clock::now();
   for (bool first = true;; first = false) {
     const auto now_time = std::chrono::steady_clock::now();
     std::vector<MetricSample> now;
     try {
-      now = parse_exposition(monitor::http_get(where.host, where.port, "/metrics", timeout_ms));
+      now = parse_exposition(monitor::http_get(where.host, where.port, "/metrics", timeout_ms, token));
     } catch (const InputError&) {
       throw;
     } catch (const Error& e) {

@@ -429,7 +429,11 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
                                            "or more");
   std::optional<JobMetrics> metrics;
   if (primary && o.metrics_port >= 0) {
-    metrics.emplace(engine.links().bind_host(), o.metrics_port, plan.schedule.stages, total_steps);
+    // Another host can reach a non-loopback endpoint: it then asks for the job's token, as every
+    // other link of the job does.
+    const std::string host = engine.links().bind_host();
+    metrics.emplace(host, o.metrics_port, plan.schedule.stages, total_steps,
+                    rpc::is_loopback_host(host) ? std::string() : engine.links().job_token());
     if (o.progress) log::outputf("metrics: %s", metrics->url().c_str());
   }
   std::optional<StragglerDetector> stragglers;

@@ -6,7 +6,8 @@ namespace pw::train {
 
 using monitor::MetricType;
 
-JobMetrics::JobMetrics(const std::string& host, int port, int stages, std::int64_t total_steps) : stages_(stages) {
+JobMetrics::JobMetrics(const std::string& host, int port, int stages, std::int64_t total_steps, std::string token)
+    : stages_(stages) {
   auto& r = registry_;
   r.describe("pipewright_step", MetricType::Gauge, "The last step made (1-based).");
   r.describe("pipewright_steps_total", MetricType::Counter, "Steps the job has made (a resumed job counts from its checkpoint).");
@@ -33,7 +34,7 @@ JobMetrics::JobMetrics(const std::string& host, int port, int stages, std::int64
   r.set("pipewright_step", 0.0);   // counters start at 0, before the first step
   r.set("pipewright_steps_total", 0.0);
   r.set("pipewright_skipped_steps_total", 0.0);
-  server_ = std::make_unique<monitor::MetricsServer>(host, port, registry_);
+  server_ = std::make_unique<monitor::MetricsServer>(host, port, registry_, std::move(token));
 }
 
 void JobMetrics::step(const StepFigures& f) {

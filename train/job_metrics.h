@@ -19,8 +19,9 @@ namespace pw::train {
 
 class JobMetrics {
  public:
-  // Serves on host:port (0: any free port); InputError naming the address when it cannot.
-  JobMetrics(const std::string& host, int port, int stages, std::int64_t total_steps);
+  // Serves on host:port (0: any free port); InputError naming the address when it cannot. Off
+  // loopback, requests must carry the job's token as a bearer token (`token`; empty: none needed).
+  JobMetrics(const std::string& host, int port, int stages, std::int64_t total_steps, std::string token = {});
   void step(const StepFigures& f);
   void evaluation(double accuracy, double loss);
   std::string url() const { return server_->url(); }

@@ -92,6 +92,8 @@ class RankLinks {
   virtual std::int64_t clock_offset_ns() const { return 0; }  // rank 0's trace clock minus this rank's
   // The address this rank's servers listen on (its collectives, the metrics endpoint).
   virtual std::string bind_host() const { return "127.0.0.1"; }
+  // The secret every link of the job proves itself with (empty in a world of threads).
+  virtual std::string job_token() const { return {}; }
 
  protected:
   RankLinks(int rank, WorldShape shape) : rank_(rank), shape_(shape) {}

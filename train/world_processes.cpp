@@ -193,6 +193,7 @@ class ProcessRank : public RankLinks {
 
  protected:
   std::string bind_host() const override { return env_.advertise_host; }
+  std::string job_token() const override { return env_.job_token; }
 
  private:
   // Rank 0's steady clock minus ours, from the round trip with the least delay (Cristian's

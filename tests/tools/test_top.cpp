@@ -56,6 +56,26 @@ BOOST_AUTO_TEST_CASE(a_registrys_exposition_parses_back_to_its_values) {
   BOOST_CHECK_THROW(monitor::MetricsRegistry().set("undescribed", 1.0), pw::Error);
 }
 
+BOOST_AUTO_TEST_CASE(an_endpoint_with_a_token_answers_only_requests_that_carry_it) {
+  monitor::MetricsRegistry r;
+  r.describe("x", monitor::MetricType::Gauge, "x");
+  r.set("x", 1.0);
+  monitor::MetricsServer server("127.0.0.1", 0, r, "the-jobs-token-0123456789");
+  const auto refusal = [&](const std::string& token) {
+    try {
+      monitor::http_get("127.0.0.1", server.port(), "/metrics", 10000, token);
+    } catch (const pw::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  BOOST_TEST(refusal("").find("answered 401") != std::string::npos);
+  BOOST_TEST(refusal("the-jobs-token-012345678X").find("answered 401") != std::string::npos);
+  BOOST_TEST(refusal("the-jobs-token-0123456789").empty());
+  BOOST_TEST(monitor::http_get("127.0.0.1", server.port(), "/metrics", 10000, "the-jobs-token-0123456789") ==
+             r.exposition());
+}
+
 BOOST_AUTO_TEST_CASE(a_malformed_page_is_named_by_line) {
   try {
     tools::parse_exposition("# HELP x y\nx 1\nx{a=\"b\"} lots\n");

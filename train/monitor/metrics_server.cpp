@@ -22,13 +22,27 @@ namespace {
 
 constexpr auto kRequestDeadline = std::chrono::seconds(5);
 
+bool same_secret(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
 http::response<http::string_body> answer(const http::request<http::string_body>& request,
-                                         const MetricsRegistry& registry) {
+                                         const MetricsRegistry& registry, const std::string& bearer_token) {
   http::response<http::string_body> response;
   response.version(request.version());
   response.set(http::field::server, "pipewright");
   response.keep_alive(false);
-  if (request.method() != http::verb::get && request.method() != http::verb::head) {
+  const auto field = request[http::field::authorization];
+  const std::string_view authorization(field.data(), field.size());
+  if (!bearer_token.empty() && !same_secret(authorization, "Bearer " + bearer_token)) {
+    response.result(http::status::unauthorized);
+    response.set(http::field::www_authenticate, "Bearer");
+    response.set(http::field::content_type, "text/plain");
+    response.body() = "send the job's token: Authorization: Bearer <PW_JOB_TOKEN>\n";
+  } else if (request.method() != http::verb::get && request.method() != http::verb::head) {
     response.result(http::status::method_not_allowed);
     response.set(http::field::content_type, "text/plain");
     response.body() = "only GET /metrics\n";
@@ -52,6 +66,7 @@ struct MetricsServer::State {
   tcp::acceptor acceptor{io};
   std::string host;
   const MetricsRegistry* registry = nullptr;
+  std::string bearer_token;
   std::thread thread;
 
   void accept() {
@@ -76,7 +91,7 @@ struct MetricsServer::State {
         accept();
         return;
       }
-      auto response = std::make_shared<http::response<http::string_body>>(answer(*request, *registry));
+      auto response = std::make_shared<http::response<http::string_body>>(answer(*request, *registry, bearer_token));
       stream->expires_after(kRequestDeadline);
       http::async_write(*stream, *response, [this, stream, response](beast::error_code, std::size_t) {
         beast::error_code ignored;
@@ -87,10 +102,12 @@ struct MetricsServer::State {
   }
 };
 
-MetricsServer::MetricsServer(const std::string& host, int port, const MetricsRegistry& registry)
+MetricsServer::MetricsServer(const std::string& host, int port, const MetricsRegistry& registry,
+                             std::string bearer_token)
     : state_(std::make_unique<State>()) {
   state_->host = host;
   state_->registry = &registry;
+  state_->bearer_token = std::move(bearer_token);
   beast::error_code ec;
   const auto address = asio::ip::make_address(host, ec);
   PW_INPUT_CHECK(!ec, "metrics address " << host << ": not an IP address (" << ec.message() << ")");
@@ -126,7 +143,8 @@ std::string MetricsServer::url() const {
   return "http://" + state_->host + ":" + std::to_string(port()) + "/metrics";
 }
 
-std::string http_get(const std::string& host, int port, const std::string& path, int timeout_ms) {
+std::string http_get(const std::string& host, int port, const std::string& path, int timeout_ms,
+                     const std::string& bearer_token) {
   const std::string where = "http://" + host + ":" + std::to_string(port) + path;
   asio::io_context io;
   beast::tcp_stream stream(io);
@@ -138,6 +156,7 @@ std::string http_get(const std::string& host, int port, const std::string& path,
   http::request<http::string_body> request{http::verb::get, path, 11};
   request.set(http::field::host, host);
   request.set(http::field::user_agent, "pipewright");
+  if (!bearer_token.empty()) request.set(http::field::authorization, "Bearer " + bearer_token);
   http::response<http::string_body> response;
   beast::flat_buffer buffer;
   stream.async_connect(endpoints, [&](beast::error_code e, const tcp::endpoint&) {
