@@ -193,4 +193,8 @@ service ParameterServer {
   // before it lets any replace its tables).
   void restore(1: string job_token, 2: string folder, 3: bool check_only) throws (1: PsError error),
   ShardIdentity identity(1: string job_token) throws (1: PsError error),
+  // Binds the server to one job: the first claim (or one with take_over, by a job resuming from a
+  // checkpoint, whose restore replaces every table) sets the job's identity; a claim by another job
+  // is BAD_REQUEST naming both. Kept in the server's folder, so it outlives a restart.
+  void claim(1: string job_token, 2: string job_id, 3: bool take_over) throws (1: PsError error),
 }

@@ -88,6 +88,10 @@ std::unique_ptr<ParameterServers> ParameterServers::open(const JobConfig& c, std
     // Servers started on their own: each must be the shard its place in the list says, for this
     // job's replicas and update mode, or keys would land on the wrong shards without a word.
     ps->admin_client().check_identities(c.replicas.replicas, o.mode);
+    // And they must serve this job: rows another job trained would be this one's without a word.
+    // A job resuming from a checkpoint takes them over (its restore replaces every table).
+    ps->admin_client().claim(config_hash(to_json(c)), c.checkpoints.resume.empty() ? dp::PsClient::ClaimMode::Join
+                                                                                  : dp::PsClient::ClaimMode::TakeOver);
     return ps;
   }
   if (multi_process)

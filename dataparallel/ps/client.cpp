@@ -356,6 +356,14 @@ void PsClient::check_identities(int workers, UpdateMode mode) {
   }
 }
 
+void PsClient::claim(const std::string& job_id, ClaimMode mode) {
+  on_every_shard("claim", [&](int s) {
+    control(s).call("claim", timeout_, [&](rpc::wire::ParameterServerClient& c, int) {
+      c.claim(token_, job_id, mode == ClaimMode::TakeOver);
+    });
+  });
+}
+
 std::vector<PsCheckpointFile> PsClient::checkpoint(const std::string& folder, std::int64_t step) {
   std::vector<std::vector<PsCheckpointFile>> per(static_cast<std::size_t>(shards()));
   on_every_shard("checkpoint", [&](int s) {

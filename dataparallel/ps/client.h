@@ -57,6 +57,10 @@ class PsClient {
   // for `workers` workers, in `mode`: an InputError naming the address and both sides otherwise
   // (addresses swapped, missing or given twice; another replica count or update mode).
   void check_identities(int workers, UpdateMode mode);
+  // Binds every shard to the job `job_id` (its config hash): InputError naming the address when a
+  // shard serves another job, unless `mode` is TakeOver (a job resuming from a checkpoint).
+  enum class ClaimMode { Join, TakeOver };
+  void claim(const std::string& job_id, ClaimMode mode);
 
   // Every shard writes its tables as they stood after the pushes of steps < `step` under
   // folder/shard-<s>/ (the servers' file system), waiting up to the client's timeout for pushes

@@ -1,7 +1,11 @@
 #include "dataparallel/ps/server.h"
 
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
 
+#include "core/durable_file.h"
 #include "dataparallel/ps/limits.h"
 #include "pw_thrift/ParameterServer.h"
 #include "rpc/connection_gate.h"
@@ -106,6 +110,21 @@ class PsHandler : public rpc::wire::ParameterServerIf {
     });
   }
 
+  void claim(const std::string& token, const std::string& job_id, bool take_over) override {
+    guarded(token, [&] {
+      PW_INPUT_CHECK(!job_id.empty() && job_id.size() <= 256 && job_id.find('\n') == std::string::npos,
+                     "a job identity of " << job_id.size() << " bytes; expected 1 to 256, one line");
+      std::lock_guard lock(claim_mutex_);
+      if (claimed_by_.empty()) claimed_by_ = read_claim();
+      if (claimed_by_ == job_id) return;
+      PW_INPUT_CHECK(claimed_by_.empty() || take_over,
+                     "serves job " << claimed_by_ << " (its tables hold that job's rows), not job " << job_id
+                                   << "; start fresh servers for a new job, or resume that job");
+      claimed_by_ = job_id;
+      if (!shard_->config().dir.empty()) write_file_durably(claim_path(), job_id + "\n");
+    });
+  }
+
   void restore(const std::string& token, const std::string& folder, bool check_only) override {
     guarded(token, [&] { shard_->restore(folder, check_only ? PsRestore::CheckOnly : PsRestore::Replace); });
   }
@@ -128,8 +147,19 @@ class PsHandler : public rpc::wire::ParameterServerIf {
     }
   }
 
+  std::string claim_path() const { return (std::filesystem::path(shard_->config().dir) / "job-identity").string(); }
+  std::string read_claim() const {
+    if (shard_->config().dir.empty()) return {};
+    std::ifstream in(claim_path());
+    std::string id;
+    std::getline(in, id);
+    return id;
+  }
+
   std::shared_ptr<PsShard> shard_;
   std::string token_;
+  std::mutex claim_mutex_;
+  std::string claimed_by_;   // the job identity these tables belong to; empty: none yet
 };
 
 }  // namespace

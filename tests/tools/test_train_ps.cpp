@@ -171,6 +171,44 @@ BOOST_AUTO_TEST_CASE(training_goes_on_through_a_server_killed_and_restarted) {
   BOOST_TEST(second.wait(10s).value_or(-1) == 0);
 }
 
+BOOST_AUTO_TEST_CASE(servers_serve_one_job_and_a_resume_takes_them_over) {
+  ScratchDir dir("trainps_claim");
+  const std::string serve = "env PW_JOB_TOKEN=tok-claim " + pw::test::pipewright_binary() + " ps serve --mode sync --dir " +
+                            dir.file("shard") + " --bind 127.0.0.1:0";
+  auto server = std::make_unique<BackgroundCommand>(serve, dir.file("server.log"));
+  BOOST_REQUIRE_MESSAGE(server->wait_for_output("listening on", 30s), server->output());
+  std::smatch m;
+  const auto log = server->output();
+  BOOST_REQUIRE_MESSAGE(std::regex_search(log, m, std::regex("listening on ([0-9.]+:[0-9]+)")), log);
+  const std::string address = m[1].str();
+  const std::string job = "env PW_JOB_TOKEN=tok-claim " + pw::test::pipewright_binary() +
+                          " train --model dlrm --dataset synthetic-clicks --synthetic-size 2000 --threads 1 "
+                          "--eval-batches 1 --ps-servers " + address + " ";
+  // The job that trained first owns the servers; the same job again (a restart) is welcome.
+  auto r = pw::test::run_command(job + "--steps 4 --checkpoint-dir " + dir.file("ckpt") + " --checkpoint-every 4");
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+  // Another job (here: another seed) would train on the first one's rows: refused in one line.
+  r = pw::test::run_command(job + "--steps 4 --seed 9");
+  BOOST_TEST(r.status == 2, r.output);
+  BOOST_TEST(r.output.find("parameter server shard 0 at " + address) != std::string::npos, r.output);
+  BOOST_TEST(r.output.find("serves job ") != std::string::npos, r.output);
+  BOOST_TEST(r.output.find("start fresh servers for a new job, or resume that job") != std::string::npos, r.output);
+  // A job resuming from a checkpoint replaces every table, so it may take them over.
+  r = pw::test::run_command(job + "--steps 8 --resume " + dir.file("ckpt"));
+  BOOST_TEST(r.status == 0, r.output);
+  // The claim outlives the server: restarted on its folder, it still refuses the other job.
+  kill(server->pid(), SIGTERM);
+  BOOST_REQUIRE(server->wait(10s).has_value());
+  server = std::make_unique<BackgroundCommand>(
+      "env PW_JOB_TOKEN=tok-claim " + pw::test::pipewright_binary() + " ps serve --mode sync --dir " + dir.file("shard") +
+          " --bind " + address,
+      dir.file("server2.log"));
+  BOOST_REQUIRE_MESSAGE(server->wait_for_output("listening on", 30s), server->output());
+  r = pw::test::run_command(job + "--steps 4 --seed 9");
+  BOOST_TEST(r.status == 2, r.output);
+  BOOST_TEST(r.output.find("serves job ") != std::string::npos, r.output);
+}
+
 BOOST_AUTO_TEST_CASE(two_servers_and_two_worker_processes_match_the_embedded_job) {
   ScratchDir dir("trainps_launch");
   const std::string args = kSgd + "--replicas 2 --model dlrm --dataset synthetic-clicks --synthetic-size 20000 "
