@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <fstream>
+#include <string>
+
 namespace pw {
 namespace {
 std::int64_t pages_to_bytes(long pages) {
@@ -12,6 +15,13 @@ std::int64_t pages_to_bytes(long pages) {
 }  // namespace
 
 std::int64_t host_memory_bytes() { return pages_to_bytes(sysconf(_SC_PHYS_PAGES)); }
-std::int64_t host_available_memory_bytes() { return pages_to_bytes(sysconf(_SC_AVPHYS_PAGES)); }
+// MemAvailable (what the kernel could give without swapping, reclaimable cache included); free
+// pages where the kernel does not say.
+std::int64_t host_available_memory_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string line; std::getline(meminfo, line);)
+    if (line.rfind("MemAvailable:", 0) == 0) return std::stoll(line.substr(13)) * 1024;   // "MemAvailable:  123 kB"
+  return pages_to_bytes(sysconf(_SC_AVPHYS_PAGES));
+}
 
 }  // namespace pw

@@ -6,6 +6,6 @@
 namespace pw {
 
 std::int64_t host_memory_bytes();            // total physical memory; 0 when the OS does not say
-std::int64_t host_available_memory_bytes();  // physical memory not in use now; 0 when unknown
+std::int64_t host_available_memory_bytes();  // what could be allocated now without swapping; 0 when unknown
 
 }  // namespace pw

@@ -1,5 +1,7 @@
 #include "rpc/frame_check.h"
 
+#include "core/secrets.h"
+
 namespace pw::rpc {
 
 namespace {
@@ -56,13 +58,7 @@ std::size_t required_bytes(const kernels::Shape& shape, kernels::DType dtype, st
 
 }  // namespace
 
-bool tokens_equal(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    diff |= static_cast<unsigned char>(a[i]) ^ static_cast<unsigned char>(b[i]);
-  return diff == 0;
-}
+bool tokens_equal(std::string_view a, std::string_view b) { return secrets_equal(a, b); }
 
 FrameHeader check_frame(const wire::TensorFrame& frame, const FrameRules& rules) {
   return check_frame_header(frame, frame.data.size(), rules);

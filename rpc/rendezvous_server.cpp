@@ -64,14 +64,17 @@ class RendezvousState {
 
   // A registration with a wrong token: named at once in the log and again when registration
   // times out. It does not stop the job, so that whoever can reach the port cannot end it.
-  void note_wrong_token(int rank, const std::string& peer) {
+  void note_wrong_token(int rank, const std::string& peer_host) {
     if (rank < 0 || rank >= config_.world_size) return;
     std::lock_guard lock(mutex_);
+    // Once per rank and host: every new connection has a new port, and whoever can reach the
+    // port must not be able to fill rank 0's log.
     auto& note = wrong_token_[rank];
-    if (note == peer) return;
-    note = peer;
-    PW_LOG(Warn, "rendezvous: a connection from " << peer << " claiming rank " << rank << " presented a wrong job token; rank "
-                                                    << rank << " stays unregistered until it starts with this job's token");
+    if (note == peer_host) return;
+    note = peer_host;
+    PW_LOG(Warn, "rendezvous: a connection from " << peer_host << " claiming rank " << rank
+                                                  << " presented a wrong job token; rank " << rank
+                                                  << " stays unregistered until it starts with this job's token");
   }
   void check_rank(int rank) const {
     if (rank < 0 || rank >= config_.world_size)
@@ -276,7 +279,7 @@ class RendezvousState {
   int registered_ = 0;
   std::map<std::string, std::string> store_;
   std::map<std::string, std::set<int>> barriers_;
-  std::map<int, std::string> wrong_token_;   // rank -> the address a wrong token came from
+  std::map<int, std::string> wrong_token_;   // rank -> the host a wrong token came from
   std::vector<Clock::time_point> last_beat_;
   std::vector<bool> beating_, left_, informed_;
   std::string failure_;
@@ -345,7 +348,7 @@ class RendezvousHandler : public wire::RendezvousIf {
   }
 
   std::shared_ptr<RendezvousState> state_;
-  std::string peer_;   // "HOST:PORT" of the connection, for messages
+  std::string peer_;   // the connection's host, for messages
   int heartbeat_rank_ = -1;
 };
 
@@ -355,7 +358,7 @@ class HandlerFactory : public wire::RendezvousIfFactory {
   wire::RendezvousIf* getHandler(const apache::thrift::TConnectionInfo& info) override {
     std::string peer = "an unknown address";
     if (auto socket = std::dynamic_pointer_cast<apache::thrift::transport::TSocket>(info.transport))
-      peer = socket->getPeerAddress() + ":" + std::to_string(socket->getPeerPort());
+      peer = socket->getPeerAddress();
     return new RendezvousHandler(state_, std::move(peer));
   }
   void releaseHandler(wire::RendezvousIf* handler) override { delete handler; }

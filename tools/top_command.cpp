@@ -46,7 +46,11 @@ int run_top(const TopOptions& o) {
     } catch (const InputError&) {
       throw;
     } catch (const Error& e) {
-      if (first || o.once) throw InputError(std::string("top: ") + e.what() + " (is a job running with --metrics-port?)");
+      const std::string what = e.what();
+      const std::string hint = what.find("answered 401") != std::string::npos
+                                   ? " (the endpoint asks for the job's token: set PW_JOB_TOKEN)"
+                                   : " (is a job running with --metrics-port?)";
+      if (first || o.once) throw InputError("top: " + what + hint);
       std::printf("\n%s (the job has ended or its endpoint is gone)\n", e.what());
       return 0;
     }

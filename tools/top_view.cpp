@@ -142,7 +142,7 @@ std::string render_top(const TopFrame& f, int width) {
   for (const auto& s : now)
     if (s.name == "pipewright_rank_own_seconds" && (!slowest || s.value > slowest->value)) slowest = &s;
   if (slowest) {
-    std::snprintf(line, sizeof line, "slowest rank: %s (stage %s, replica %s), %.4f s of its own per step",
+    std::snprintf(line, sizeof line, "longest own time: rank %s (stage %s, replica %s), %.4f s a step",
                   slowest->labels.at("rank").c_str(), slowest->labels.at("stage").c_str(),
                   slowest->labels.at("replica").c_str(), slowest->value);
     out << line;

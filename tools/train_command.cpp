@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -390,7 +391,7 @@ void add_train_command(CLI::App& app, TrainCommand& t) {
       ->check(range(0, 65535))->group(output);
   cmd->add_option("--debug-dir", fit.debug_dir,
                   "write every rank's flight record (its last instructions) here when the job fails on a timeout "
-                  "or an abort, or on SIGUSR1; read it with pipewright prof --hang DIR")
+                  "or an abort, on SIGUSR1 and on SIGTERM; read it with pipewright prof --hang DIR")
       ->check([](const std::string& s) { return s.empty() ? std::string("--debug-dir needs a folder") : std::string(); })
       ->group(output);
   cmd->add_option("--straggler-threshold", fit.straggler_threshold,
@@ -441,24 +442,35 @@ train::JobConfig with_environment(train::JobConfig job) {
 }
 
 // With --debug-dir, SIGUSR1 writes every local rank's flight record there (a job that seems stuck
-// can be asked where it is without stopping it). Blocked here, before any rank thread starts, so
-// that only this thread receives it.
-void dump_flight_records_on_sigusr1(const std::string& dir) {
+// can be asked where it is without stopping it), and so does SIGTERM (what the launcher sends the
+// ranks it stops) before the process ends as SIGTERM would have ended it. Blocked here, before any
+// rank thread starts, so that only this thread receives them.
+void dump_flight_records_on_signals(const std::string& dir) {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGUSR1);
+  sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   std::thread([dir, set] {
     for (;;) {
       int signal = 0;
-      if (sigwait(&set, &signal) == 0) train::dump_flight_records(dir, "SIGUSR1");
+      if (sigwait(&set, &signal) != 0) continue;
+      train::dump_flight_records(dir, signal == SIGTERM ? "SIGTERM (stopped from outside, e.g. by the launcher)"
+                                                        : "SIGUSR1");
+      if (signal != SIGTERM) continue;
+      std::signal(SIGTERM, SIG_DFL);
+      sigset_t term;
+      sigemptyset(&term);
+      sigaddset(&term, SIGTERM);
+      pthread_sigmask(SIG_UNBLOCK, &term, nullptr);
+      raise(SIGTERM);
     }
   }).detach();
 }
 
 int run_train(const TrainCommand& t) {
   const train::JobConfig job = with_environment(t.job);
-  if (!t.fit.debug_dir.empty() && !t.print_config) dump_flight_records_on_sigusr1(t.fit.debug_dir);
+  if (!t.fit.debug_dir.empty() && !t.print_config) dump_flight_records_on_signals(t.fit.debug_dir);
   if (t.print_config) {
     try {
       train::validate(job);

@@ -158,6 +158,9 @@ Engine::Engine(std::shared_ptr<const JobPlan> plan, RankLinks& links, ParameterS
     const auto until = std::chrono::steady_clock::now() + std::chrono::hours(1);
     while (!links_.cancel_token().cancelled() && std::chrono::steady_clock::now() < until)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    // Stalled here to the end: the flight record shows this forward as where the rank stopped.
+    throw AbortedError("stalled on purpose (PW_INJECT_FAULT stall) until the job stopped: " +
+                       links_.cancel_token().reason());
   };
   remote_rows_cancel_ = CancelSubscription(links_.cancel_token(), [r = remote_rows_.get()](const std::string& why) {
     r->abort(why);
@@ -465,6 +468,7 @@ StepOutcome Engine::step(const models::data::Batch& local, double primary_flags)
 }
 
 models::EvalResult Engine::evaluate(EvalFeed& feed) {
+  last_step_end_.reset();   // the next step's gap would count this, which waits for other ranks
   const int P = plan_.schedule.stages;
   const int V = plan_.schedule.chunks;
   const int last = P * V - 1;
@@ -607,11 +611,13 @@ kernels::NamedTensors Engine::gather_weights() {
 }
 
 void Engine::save(const std::string& path) {
+  last_step_end_.reset();   // the next step's gap would count this, which waits for other ranks
   auto tensors = gather_weights();
   if (rank() == 0) models::save_named_weights(tensors, path, plan_.model.name);
 }
 
 std::vector<CheckpointPart> Engine::checkpoint_parts(std::vector<CheckpointPart> reuse) const {
+  last_step_end_.reset();   // the next step's gap would count this, which waits for other ranks
   if (replica() != 0) return {};
   std::map<std::string, kernels::Tensor> staging;   // by file/tensor
   for (auto& part : reuse)
@@ -651,6 +657,7 @@ std::vector<CheckpointPart> Engine::checkpoint_parts(std::vector<CheckpointPart>
 }
 
 void Engine::restore(const CheckpointManifest& m) {
+  last_step_end_.reset();   // the next step's gap would count this, which waits for other ranks
   // Which file holds each tensor; a tied weight's copies are equal, the first file stands.
   std::map<std::string, const CheckpointFile*> where;
   for (const auto& f : m.files)

@@ -146,7 +146,8 @@ class Engine {
   pipeline::StageStepResult last_;
   // When the previous step() returned: the time until the next one is this rank's own (loading,
   // host work), counted with its compute in StepOutcome::rank_own_seconds.
-  std::optional<std::chrono::steady_clock::time_point> last_step_end_;
+  // Reset by evaluate, save, checkpoint_parts and restore (their waits are for other ranks).
+  mutable std::optional<std::chrono::steady_clock::time_point> last_step_end_;
   std::int64_t step_ = 0;
   std::int64_t evaluations_ = 0;
   std::int64_t gathers_ = 0;

@@ -423,16 +423,17 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
 
   std::optional<TensorBoardLog> tensorboard;
   if (primary && !o.tensorboard_dir.empty()) tensorboard.emplace(o.tensorboard_dir);
-  PW_INPUT_CHECK(std::isfinite(o.straggler_threshold) && o.straggler_threshold > 0 && o.straggler_window >= 1,
+  PW_INPUT_CHECK(std::isfinite(o.straggler_threshold) && o.straggler_threshold > 0 && o.straggler_window >= 1 &&
+                     o.straggler_window <= 1000000,
                  "straggler threshold " << o.straggler_threshold << " and window " << o.straggler_window
                                         << ": expected a threshold above 0 (0.2: 20% slower) and a window of 1 step "
-                                           "or more");
+                                           "to 1000000");
   std::optional<JobMetrics> metrics;
   if (primary && o.metrics_port >= 0) {
     // Another host can reach a non-loopback endpoint: it then asks for the job's token, as every
     // other link of the job does.
     const std::string host = engine.links().bind_host();
-    metrics.emplace(host, o.metrics_port, plan.schedule.stages, total_steps,
+    metrics.emplace(host, o.metrics_port, plan.schedule.stages, total_steps, step,
                     rpc::is_loopback_host(host) ? std::string() : engine.links().job_token());
     if (o.progress) log::outputf("metrics: %s", metrics->url().c_str());
   }
@@ -472,7 +473,8 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
     while (step < total_steps) {
       maybe_kill_at(step + 1, engine.rank());
       std::optional<models::data::Batch> batch;
-      double data_wait = 0.0;   // in feed.next(), for the TensorBoard log
+      double data_wait = 0.0;       // in feed.next(), for the monitors
+      double prefetch_wait = 0.0;   // the part of it inside the step's time (the next batch, read ahead)
       if (upcoming) {
         batch = std::move(upcoming);
         upcoming.reset();
@@ -490,7 +492,8 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
           const auto l0 = Clock::now();
           trace::ScopedSpan loading(trace::SpanKind::DataLoad, -1, 0, step + 1);
           upcoming = feed.next();
-          data_wait += seconds_since(l0);
+          prefetch_wait = seconds_since(l0);
+          data_wait += prefetch_wait;
         }
         if (upcoming) engine.prefetch(*upcoming);
         else epoch_read = true;
@@ -524,7 +527,7 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
           f.step = step;
           f.outcome = &last;
           f.data_wait_seconds = data_wait;
-          f.step_seconds = std::max(0.0, dt - (upcoming ? data_wait : 0.0));
+          f.step_seconds = std::max(0.0, dt - prefetch_wait);
           f.learning_rate = engine.lr();
           f.samples_per_second = static_cast<double>(samples) / train_seconds;
           f.skipped_steps = skipped_steps + (last.skipped ? 1 : 0);

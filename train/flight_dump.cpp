@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 
+#include "core/durable_file.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -19,9 +20,10 @@ struct Registry {
   std::size_t next = 1;
 };
 
+// Never destroyed: a signal may ask for a dump while the process exits.
 Registry& registry() {
-  static Registry r;
-  return r;
+  static auto* r = new Registry;
+  return *r;
 }
 
 nlohmann::json dump_of(const FlightSource& s, const std::string& reason) {
@@ -77,13 +79,7 @@ int dump_flight_records(const std::string& dir, const std::string& reason) {
     std::filesystem::create_directories(dir);
     for (const auto& [id, source] : r.sources) {
       const auto path = std::filesystem::path(dir) / ("flight-rank" + std::to_string(source.rank) + ".json");
-      const auto temporary = path.string() + ".tmp";
-      {
-        std::ofstream out(temporary, std::ios::trunc);
-        out << dump_of(source, reason).dump() << '\n';
-        if (!out) throw std::runtime_error("cannot write " + temporary);
-      }
-      std::filesystem::rename(temporary, path);
+      write_file_durably(path.string(), dump_of(source, reason).dump() + "\n");
       ++written;
     }
   } catch (const std::exception& e) {

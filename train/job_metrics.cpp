@@ -6,7 +6,8 @@ namespace pw::train {
 
 using monitor::MetricType;
 
-JobMetrics::JobMetrics(const std::string& host, int port, int stages, std::int64_t total_steps, std::string token)
+JobMetrics::JobMetrics(const std::string& host, int port, int stages, std::int64_t total_steps, std::int64_t first_step,
+                       std::string token)
     : stages_(stages) {
   auto& r = registry_;
   r.describe("pipewright_step", MetricType::Gauge, "The last step made (1-based).");
@@ -31,8 +32,8 @@ JobMetrics::JobMetrics(const std::string& host, int port, int stages, std::int64
   r.describe("pipewright_test_accuracy", MetricType::Gauge, "Accuracy of the evaluation at the end.");
   r.describe("pipewright_test_loss", MetricType::Gauge, "Loss of the evaluation at the end.");
   r.set("pipewright_total_steps", static_cast<double>(total_steps));
-  r.set("pipewright_step", 0.0);   // counters start at 0, before the first step
-  r.set("pipewright_steps_total", 0.0);
+  r.set("pipewright_step", static_cast<double>(first_step));   // before the first step of this run
+  r.set("pipewright_steps_total", static_cast<double>(first_step));
   r.set("pipewright_skipped_steps_total", 0.0);
   server_ = std::make_unique<monitor::MetricsServer>(host, port, registry_, std::move(token));
 }
@@ -51,18 +52,13 @@ void JobMetrics::step(const StepFigures& f) {
   if (f.fp16) r.set("pipewright_loss_scale", o.loss_scale);
   r.set("pipewright_skipped_steps_total", static_cast<double>(f.skipped_steps));
   r.set("pipewright_step_seconds", f.step_seconds);
-  const double wall = f.step_seconds + f.data_wait_seconds;
-  r.set("pipewright_data_wait_share", wall > 0 ? f.data_wait_seconds / wall : 0.0);
-  const auto share = [&](double seconds) { return f.step_seconds > 0 ? std::clamp(seconds / f.step_seconds, 0.0, 1.0) : 0.0; };
+  r.set("pipewright_data_wait_share", data_wait_share(f));
   for (std::size_t s = 0; s < o.stage_busy_seconds.size(); ++s) {
     const monitor::Labels stage{{"stage", std::to_string(s)}};
-    const double busy = share(o.stage_busy_seconds[s]);
-    const double comm = s < o.stage_communication_seconds.size()
-                            ? std::min(share(o.stage_communication_seconds[s]), 1.0 - busy)
-                            : 0.0;
-    r.set("pipewright_stage_busy_share", stage, busy);
-    r.set("pipewright_stage_communication_share", stage, comm);
-    r.set("pipewright_stage_bubble_share", stage, 1.0 - busy - comm);
+    const auto shares = stage_shares(f, s);
+    r.set("pipewright_stage_busy_share", stage, shares.busy);
+    r.set("pipewright_stage_communication_share", stage, shares.communication);
+    r.set("pipewright_stage_bubble_share", stage, shares.bubble);
     if (s < o.stage_peak_memory.size())
       r.set("pipewright_stage_peak_memory_bytes", stage, static_cast<double>(o.stage_peak_memory[s]));
   }

@@ -52,7 +52,7 @@ void check_host_memory(const JobPlan& plan, std::int64_t host_bytes) {
     throw ConfigError("/data/batch_size",
                       std::to_string(c.data.batch_size) + ": a micro-batch of " + std::to_string(micro_batch) +
                           " samples at " + format_bytes(per_activation) + " of activations each needs at least " +
-                          format_bytes(micro_batch / pieces * per_activation) + " on " +
+                          format_bytes((micro_batch + pieces - 1) / pieces * per_activation) + " on " +
                           (pieces > 1 ? "the busiest of " + std::to_string(pieces) + " stages" : std::string("its rank")) +
                           ", more than this host's " + host + " of memory; at most " + std::to_string(fits) +
                           " samples per micro-batch fit");

@@ -65,6 +65,17 @@ dp::PsShardConfig ps_shard_config(const ParameterServerConfig& ps, int workers, 
   return c;
 }
 
+// What makes the servers' rows one job's: the config's identity without what may differ between
+// runs of that job (how long it trains, its timeouts, checkpoints and recovery, where its servers
+// are), so a restart or a longer run of the same job is the same identity.
+std::string server_claim_identity(const JobConfig& c) {
+  auto j = to_json(c);
+  for (const char* section : {"timeouts", "checkpoints", "recovery"}) j.erase(section);
+  for (const char* key : {"steps", "epochs", "eval_batches"}) j["data"].erase(key);
+  for (const char* key : {"servers", "addresses", "dir"}) j["ps"].erase(key);
+  return config_hash(j);
+}
+
 std::unique_ptr<ParameterServers> ParameterServers::open(const JobConfig& c, std::vector<std::string> tables,
                                                          bool multi_process, rpc::Tls tls) {
   const auto& o = c.ps;
@@ -90,8 +101,8 @@ std::unique_ptr<ParameterServers> ParameterServers::open(const JobConfig& c, std
     ps->admin_client().check_identities(c.replicas.replicas, o.mode);
     // And they must serve this job: rows another job trained would be this one's without a word.
     // A job resuming from a checkpoint takes them over (its restore replaces every table).
-    ps->admin_client().claim(config_hash(to_json(c)), c.checkpoints.resume.empty() ? dp::PsClient::ClaimMode::Join
-                                                                                  : dp::PsClient::ClaimMode::TakeOver);
+    ps->admin_client().claim(server_claim_identity(c), c.checkpoints.resume.empty() ? dp::PsClient::ClaimMode::Join
+                                                                                    : dp::PsClient::ClaimMode::TakeOver);
     return ps;
   }
   if (multi_process)

@@ -31,6 +31,10 @@ dp::PsShardConfig ps_shard_config(const ParameterServerConfig& ps, int workers, 
 dp::TableBounds ps_table_bounds(const JobConfig& c);
 dp::TableBounds ps_table_bounds(const ParameterServerConfig& ps);
 
+// The identity a job claims servers started on their own with (dp::PsClient::claim): the hash of
+// its config without its length, timeouts, checkpoint and recovery settings and server addresses.
+std::string server_claim_identity(const JobConfig& c);
+
 class ParameterServers {
  public:
   // The servers of a job whose model keeps `tables` on them: started here as threads (JobConfig

@@ -24,4 +24,15 @@ struct StepFigures {
   std::optional<double> straggler_cost_seconds;
 };
 
+// A stage's step on rank 0's clock, each share in [0, 1], adding up to 1: computing, communicating
+// (sending, copying what arrived, the all-reduce's exposed wait), and waiting for a neighbour.
+struct StageShares {
+  double busy = 0.0;
+  double communication = 0.0;
+  double bubble = 0.0;
+};
+StageShares stage_shares(const StepFigures& f, std::size_t stage);
+// The share of the step rank 0 waited for its loader.
+double data_wait_share(const StepFigures& f);
+
 }  // namespace pw::train

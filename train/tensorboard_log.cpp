@@ -16,17 +16,13 @@ monitor::Scalars step_scalars(const StepFigures& f) {
   if (!o.skipped) s.emplace_back("train/gradient_norm", o.gradient_norm);
   if (f.fp16) s.emplace_back("train/loss_scale", o.loss_scale);
   s.emplace_back("train/skipped_steps", static_cast<double>(f.skipped_steps));
-  const double wall = f.step_seconds + f.data_wait_seconds;
-  s.emplace_back("train/data_wait_share", wall > 0 ? f.data_wait_seconds / wall : 0.0);
-  const auto share = [&](double seconds) { return f.step_seconds > 0 ? std::clamp(seconds / f.step_seconds, 0.0, 1.0) : 0.0; };
+  s.emplace_back("train/data_wait_share", data_wait_share(f));
   for (std::size_t i = 0; i < o.stage_busy_seconds.size(); ++i) {
     const std::string stage = "stage" + std::to_string(i) + "/";
-    const double busy = share(o.stage_busy_seconds[i]);
-    const double communication =
-        i < o.stage_communication_seconds.size() ? std::min(share(o.stage_communication_seconds[i]), 1.0 - busy) : 0.0;
-    s.emplace_back(stage + "busy_share", busy);
-    s.emplace_back(stage + "communication_share", communication);
-    s.emplace_back(stage + "bubble_share", 1.0 - busy - communication);
+    const auto shares = stage_shares(f, i);
+    s.emplace_back(stage + "busy_share", shares.busy);
+    s.emplace_back(stage + "communication_share", shares.communication);
+    s.emplace_back(stage + "bubble_share", shares.bubble);
     if (i < o.stage_peak_memory.size())
       s.emplace_back(stage + "peak_memory_bytes", static_cast<double>(o.stage_peak_memory[i]));
   }

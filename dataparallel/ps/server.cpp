@@ -1,5 +1,7 @@
 #include "dataparallel/ps/server.h"
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -46,6 +48,7 @@ class PsHandler : public rpc::wire::ParameterServerIf {
   void pull(std::string& out, const std::string& token, const std::string& table, const std::vector<int64_t>& keys,
             int64_t step, int32_t staleness, int32_t timeout_ms) override {
     guarded(token, [&] {
+      last_training_call_ = std::chrono::steady_clock::now().time_since_epoch().count();
       // Rows go straight into the reply; a std::string's buffer is aligned for floats.
       shard_->pull(table, keys, step, staleness,
                    std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(timeout_ms, 0)),
@@ -60,6 +63,7 @@ class PsHandler : public rpc::wire::ParameterServerIf {
             const std::vector<int64_t>& keys, const std::string& grads, int32_t part, int32_t parts,
             int64_t push_id) override {
     guarded(token, [&] {
+      last_training_call_ = std::chrono::steady_clock::now().time_since_epoch().count();
       if (grads.size() % sizeof(float) != 0)
         fail("gradients of " + std::to_string(grads.size()) + " bytes are not whole F32 values",
              rpc::wire::PsErrorCode::BAD_REQUEST);
@@ -120,6 +124,13 @@ class PsHandler : public rpc::wire::ParameterServerIf {
       PW_INPUT_CHECK(claimed_by_.empty() || take_over,
                      "serves job " << claimed_by_ << " (its tables hold that job's rows), not job " << job_id
                                    << "; start fresh servers for a new job, or resume that job");
+      // A resuming job takes the servers over only from a job that has stopped using them.
+      const auto since = std::chrono::steady_clock::now().time_since_epoch() -
+                         std::chrono::steady_clock::duration(last_training_call_.load());
+      const auto quiet_ms = std::chrono::duration_cast<std::chrono::milliseconds>(since).count();
+      PW_INPUT_CHECK(claimed_by_.empty() || last_training_call_.load() == 0 || since >= kQuietBeforeTakeOver,
+                     "serves job " << claimed_by_ << ", which is still training on it (its last pull or push "
+                                   << quiet_ms << " ms ago); stop that job before resuming another on these servers");
       claimed_by_ = job_id;
       if (!shard_->config().dir.empty()) write_file_durably(claim_path(), job_id + "\n");
     });
@@ -160,6 +171,9 @@ class PsHandler : public rpc::wire::ParameterServerIf {
   std::string token_;
   std::mutex claim_mutex_;
   std::string claimed_by_;   // the job identity these tables belong to; empty: none yet
+  // The steady clock's count at the last pull or push (0: none yet).
+  std::atomic<std::chrono::steady_clock::rep> last_training_call_{0};
+  static constexpr auto kQuietBeforeTakeOver = std::chrono::seconds(5);
 };
 
 }  // namespace

@@ -13,6 +13,7 @@
 
 #include "tests/tools/background_command.h"
 #include "tests/tools/cli_runner.h"
+#include "tests/tools/network_namespaces.h"
 #include "tests/tools/job_outputs.h"
 
 using pw::test::BackgroundCommand;
@@ -67,7 +68,6 @@ std::vector<pid_t> ranks_of(const BackgroundCommand& launcher) {
   return by_rank;
 }
 
-bool run_shell(const std::string& command) { return std::system((command + " >/dev/null 2>&1").c_str()) == 0; }
 
 }  // namespace
 
@@ -134,21 +134,10 @@ BOOST_AUTO_TEST_CASE(two_launchers_as_two_nodes_on_loopback) {
 
 // Two network namespaces joined by a veth pair: the ranks of each "node" have their own address.
 BOOST_AUTO_TEST_CASE(two_nodes_in_network_namespaces_when_root) {
-  const std::string a = "pwa" + std::to_string(getpid()), b = "pwb" + std::to_string(getpid());
-  const bool made = geteuid() == 0 && run_shell("ip netns add " + a) && run_shell("ip netns add " + b) &&
-                    run_shell("ip link add " + a + "v type veth peer name " + b + "v") &&
-                    run_shell("ip link set " + a + "v netns " + a) && run_shell("ip link set " + b + "v netns " + b) &&
-                    run_shell("ip -n " + a + " addr add 10.213.7.1/24 dev " + a + "v") &&
-                    run_shell("ip -n " + b + " addr add 10.213.7.2/24 dev " + b + "v") &&
-                    run_shell("ip -n " + a + " link set " + a + "v up") && run_shell("ip -n " + b + " link set " + b + "v up") &&
-                    run_shell("ip -n " + a + " link set lo up") && run_shell("ip -n " + b + " link set lo up");
-  struct Cleanup {
-    std::string a, b;
-    ~Cleanup() {
-      run_shell("ip netns del " + a);
-      run_shell("ip netns del " + b);
-    }
-  } cleanup{a, b};
+  pw::test::TwoHostNamespaces hosts("pw", 7);
+  const std::string& a = hosts.a();
+  const std::string& b = hosts.b();
+  const bool made = hosts.made();
   if (!made) {
     BOOST_TEST_MESSAGE("skipped: network namespaces need root and `ip netns` (two launchers on loopback cover the rest)");
     return;

@@ -11,6 +11,7 @@
 
 #include "tests/tools/background_command.h"
 #include "tests/tools/cli_runner.h"
+#include "tests/tools/network_namespaces.h"
 #include "tests/tools/job_outputs.h"
 
 using pw::test::BackgroundCommand;
@@ -47,7 +48,6 @@ void check_close(const nlohmann::json& a, const nlohmann::json& b, double relati
   }
 }
 
-bool run_shell(const std::string& command) { return std::system((command + " >/dev/null 2>&1").c_str()) == 0; }
 
 }  // namespace
 
@@ -86,21 +86,10 @@ BOOST_AUTO_TEST_CASE(compressed_gradients_and_synchronised_batch_norm_over_links
 // Two network namespaces joined by a veth pair, one replica in each: the ranks advertise
 // non-loopback addresses, so `auto` reduces over the links, and the result is the embedded one's.
 BOOST_AUTO_TEST_CASE(auto_takes_the_links_between_two_hosts_when_root) {
-  const std::string a = "pla" + std::to_string(getpid()), b = "plb" + std::to_string(getpid());
-  const bool made = geteuid() == 0 && run_shell("ip netns add " + a) && run_shell("ip netns add " + b) &&
-                    run_shell("ip link add " + a + "v type veth peer name " + b + "v") &&
-                    run_shell("ip link set " + a + "v netns " + a) && run_shell("ip link set " + b + "v netns " + b) &&
-                    run_shell("ip -n " + a + " addr add 10.213.9.1/24 dev " + a + "v") &&
-                    run_shell("ip -n " + b + " addr add 10.213.9.2/24 dev " + b + "v") &&
-                    run_shell("ip -n " + a + " link set " + a + "v up") && run_shell("ip -n " + b + " link set " + b + "v up") &&
-                    run_shell("ip -n " + a + " link set lo up") && run_shell("ip -n " + b + " link set lo up");
-  struct Cleanup {
-    std::string a, b;
-    ~Cleanup() {
-      run_shell("ip netns del " + a);
-      run_shell("ip netns del " + b);
-    }
-  } cleanup{a, b};
+  pw::test::TwoHostNamespaces hosts("pl", 9);
+  const std::string& a = hosts.a();
+  const std::string& b = hosts.b();
+  const bool made = hosts.made();
   if (!made) {
     BOOST_TEST_MESSAGE("skipped: network namespaces need root and `ip netns`");
     return;

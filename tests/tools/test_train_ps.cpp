@@ -187,13 +187,17 @@ BOOST_AUTO_TEST_CASE(servers_serve_one_job_and_a_resume_takes_them_over) {
   // The job that trained first owns the servers; the same job again (a restart) is welcome.
   auto r = pw::test::run_command(job + "--steps 4 --checkpoint-dir " + dir.file("ckpt") + " --checkpoint-every 4");
   BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+  r = pw::test::run_command(job + "--steps 2");   // the same job, trained for another length
+  BOOST_TEST(r.status == 0, r.output);
   // Another job (here: another seed) would train on the first one's rows: refused in one line.
   r = pw::test::run_command(job + "--steps 4 --seed 9");
   BOOST_TEST(r.status == 2, r.output);
   BOOST_TEST(r.output.find("parameter server shard 0 at " + address) != std::string::npos, r.output);
   BOOST_TEST(r.output.find("serves job ") != std::string::npos, r.output);
   BOOST_TEST(r.output.find("start fresh servers for a new job, or resume that job") != std::string::npos, r.output);
-  // A job resuming from a checkpoint replaces every table, so it may take them over.
+  // A job resuming from a checkpoint replaces every table, so it may take them over, once the job
+  // that trained on them has been quiet for 5 s (it is done: waiting that long is a bound, not a race).
+  std::this_thread::sleep_for(5500ms);
   r = pw::test::run_command(job + "--steps 8 --resume " + dir.file("ckpt"));
   BOOST_TEST(r.status == 0, r.output);
   // The claim outlives the server: restarted on its folder, it still refuses the other job.

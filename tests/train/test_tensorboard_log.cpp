@@ -75,6 +75,8 @@ BOOST_AUTO_TEST_CASE(a_jobs_scalars_read_back_with_tensorflows_definitions) {
         const double busy = s[p + "busy_share"], comm = s[p + "communication_share"], bubble = s[p + "bubble_share"];
         BOOST_TEST((busy >= 0 && comm >= 0 && bubble >= -1e-6));
         BOOST_TEST(busy + comm + bubble == 1.0, boost::test_tools::tolerance(1e-5));
+        BOOST_TEST((busy > 0 && busy < 1));   // measured, not made up: part of the step computing
+        BOOST_TEST(comm > 0);                 // each stage sends to its neighbour every step
         BOOST_TEST(s[p + "peak_memory_bytes"].get<double>() > 0);
       }
       if (i > 0) BOOST_TEST(e["wall_time"].get<double>() >= list[static_cast<std::size_t>(i - 1)]["wall_time"].get<double>());

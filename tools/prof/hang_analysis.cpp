@@ -84,11 +84,15 @@ struct Finder {
           return who(*q) + " sent it at " + where(*q, e) + ", but it never arrived (lost between the two ranks)";
         return who(*q) + " was sending it: " + where(*q, e) + " " + pipeline::flight_state_name(e.state);
       }
-    // Where in the peer's program the send is, if it is there at all.
+    // Where in the peer's program the send is, if it is there at all: the sender's virtual stage is
+    // the receiver's minus one (activations) or plus one (gradients), its chunk that over P.
+    const int sender_virtual =
+        wait.message_virtual_stage + (wait.instruction.op == OpType::RecvActivation ? -1 : 1);
+    const int sender_chunk = q->chunks > 1 ? sender_virtual / q->stages : 0;
     std::optional<std::size_t> at;
     for (std::size_t i = 0; i < q->program.size(); ++i) {
       const auto& in = q->program[i];
-      if (in.op == send && in.micro_batch == wait.instruction.micro_batch) {
+      if (in.op == send && in.micro_batch == wait.instruction.micro_batch && in.chunk == sender_chunk) {
         at = i;
         break;
       }
@@ -101,8 +105,10 @@ struct Finder {
                                                  : "still computing " + where(*q, *q_last) + " for " +
                                                        format_seconds(q->dumped_ns - q_last->start_ns);
     }
-    if (!at) return who(*q) + "'s program has no " + pipeline::instruction_text({send, wait.instruction.micro_batch, wait.instruction.chunk}, q->chunks) +
+    if (!at) return who(*q) + "'s program has no " + pipeline::instruction_text({send, wait.instruction.micro_batch, sender_chunk}, q->chunks) +
                     " at all (a send/receive mismatch); it was " + now;
+    if (q_last && q_last->step < wait.step)
+      return who(*q) + " was still in step " + std::to_string(q_last->step) + ", " + now + "; it sends it only later";
     if (q_last && q_last->step == wait.step && q_last->index < static_cast<int>(*at))
       return who(*q) + " sends it only at instruction " + std::to_string(*at) + " " +
              text(*q, q->program[*at]) + " of its program, and was " + now;

@@ -5,10 +5,12 @@
 #include <thread>
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
 #include "core/error.h"
+#include "core/secrets.h"
 #include "core/log.h"
 
 namespace pw::monitor {
@@ -22,13 +24,6 @@ namespace {
 
 constexpr auto kRequestDeadline = std::chrono::seconds(5);
 
-bool same_secret(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
-}
-
 http::response<http::string_body> answer(const http::request<http::string_body>& request,
                                          const MetricsRegistry& registry, const std::string& bearer_token) {
   http::response<http::string_body> response;
@@ -37,7 +32,7 @@ http::response<http::string_body> answer(const http::request<http::string_body>&
   response.keep_alive(false);
   const auto field = request[http::field::authorization];
   const std::string_view authorization(field.data(), field.size());
-  if (!bearer_token.empty() && !same_secret(authorization, "Bearer " + bearer_token)) {
+  if (!bearer_token.empty() && !secrets_equal(authorization, "Bearer " + bearer_token)) {
     response.result(http::status::unauthorized);
     response.set(http::field::www_authenticate, "Bearer");
     response.set(http::field::content_type, "text/plain");
@@ -73,7 +68,10 @@ struct MetricsServer::State {
     auto stream = std::make_shared<beast::tcp_stream>(io);
     acceptor.async_accept(stream->socket(), [this, stream](beast::error_code ec) {
       if (ec) {
-        if (ec != asio::error::operation_aborted) accept();
+        if (ec == asio::error::operation_aborted) return;
+        // Out of descriptors or the like: try again shortly rather than spin.
+        auto timer = std::make_shared<asio::steady_timer>(io, std::chrono::milliseconds(100));
+        timer->async_wait([this, timer](beast::error_code) { accept(); });
         return;
       }
       serve(stream);
@@ -109,10 +107,12 @@ MetricsServer::MetricsServer(const std::string& host, int port, const MetricsReg
   state_->registry = &registry;
   state_->bearer_token = std::move(bearer_token);
   beast::error_code ec;
-  const auto address = asio::ip::make_address(host, ec);
-  PW_INPUT_CHECK(!ec, "metrics address " << host << ": not an IP address (" << ec.message() << ")");
   PW_INPUT_CHECK(port >= 0 && port <= 65535, "metrics port " << port << ": expected 0 (any free port) to 65535");
-  const tcp::endpoint endpoint(address, static_cast<unsigned short>(port));
+  // A host name (the advertised address may be one) resolves to its first address.
+  tcp::resolver resolver(state_->io);
+  const auto found = resolver.resolve(host, std::to_string(port), ec);
+  PW_INPUT_CHECK(!ec && !found.empty(), "metrics address " << host << ": cannot resolve it (" << ec.message() << ")");
+  const tcp::endpoint endpoint = found.begin()->endpoint();
   state_->acceptor.open(endpoint.protocol(), ec);
   if (!ec) state_->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
   if (!ec) state_->acceptor.bind(endpoint, ec);
@@ -140,7 +140,8 @@ MetricsServer::~MetricsServer() {
 int MetricsServer::port() const { return state_->acceptor.local_endpoint().port(); }
 
 std::string MetricsServer::url() const {
-  return "http://" + state_->host + ":" + std::to_string(port()) + "/metrics";
+  const bool v6 = state_->host.find(':') != std::string::npos;
+  return "http://" + (v6 ? "[" + state_->host + "]" : state_->host) + ":" + std::to_string(port()) + "/metrics";
 }
 
 std::string http_get(const std::string& host, int port, const std::string& path, int timeout_ms,

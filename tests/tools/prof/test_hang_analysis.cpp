@@ -1,6 +1,9 @@
 // pipewright prof --hang: flight records of a stuck job name where it was stuck. A rank made to
 // stall (PW_INJECT_FAULT=stall) is named as computing, with the rank that waited for it; programs
 // whose sends and receives come in mismatched orders are named as a deadlock between the two.
+#include <signal.h>
+
+#include <chrono>
 #include <filesystem>
 #include <future>
 
@@ -11,6 +14,7 @@
 #include "pipeline/micro_batch.h"
 #include "pipeline/stage_executor.h"
 #include "rpc/in_process_transport.h"
+#include "tests/tools/background_command.h"
 #include "tests/tools/cli_runner.h"
 #include "tools/prof/hang_analysis.h"
 #include "train/flight_dump.h"
@@ -102,6 +106,32 @@ BOOST_AUTO_TEST_CASE(programs_with_mismatched_send_and_receive_orders_are_named_
   BOOST_REQUIRE(d.ranks.size() == 2u);
   BOOST_TEST(d.ranks[1].find("rank 1 (stage 1, replica 0): waited") == 0u);
   BOOST_TEST(d.ranks[1].find("in 'rA1' (instruction 0 of step 0, micro-batch 1)") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_rank_stopped_with_sigterm_writes_its_record_first) {
+  pw::test::ScratchDir dir("hang-sigterm");
+  const auto debug = dir.path / "debug";
+  pw::test::BackgroundCommand job(pw::test::pipewright_binary() +
+                                      " train --model seed-cnn --dataset synthetic --synthetic-size 512 --threads 1 "
+                                      "--batch-size 16 --stages 2 --steps 1000000 --log-every 1 --debug-dir " +
+                                      debug.string(),
+                                  dir.file("job.log"));
+  BOOST_REQUIRE_MESSAGE(job.wait_for_output("/1000000", std::chrono::seconds(120), 2), job.output());
+  // SIGUSR1 asks for the records and the job goes on.
+  kill(job.pid(), SIGUSR1);
+  BOOST_REQUIRE_MESSAGE(job.wait_for_output("(SIGUSR1)", std::chrono::seconds(60)), job.output());
+  BOOST_TEST(!job.wait(std::chrono::milliseconds(0)).has_value());   // still running
+  for (const auto& r : tools::read_flight_records(debug.string())) BOOST_TEST(r.reason == "SIGUSR1");
+  kill(job.pid(), SIGTERM);
+  const auto status = job.wait(std::chrono::seconds(60));
+  BOOST_REQUIRE(status.has_value());
+  BOOST_TEST(*status == 128 + SIGTERM, job.output());   // it still ends as SIGTERM ends it
+  const auto records = tools::read_flight_records(debug.string());
+  BOOST_REQUIRE(records.size() == 2u);
+  for (const auto& r : records) {
+    BOOST_TEST(r.reason.find("SIGTERM") == 0u, r.reason);
+    BOOST_TEST(!r.entries.empty());
+  }
 }
 
 BOOST_AUTO_TEST_CASE(a_folder_without_records_is_one_line) {
