@@ -36,7 +36,7 @@ int run_prof(const ProfOptions& o) {
     std::printf("%s", format_hang(diagnose_hang(read_flight_records(o.hang_dir))).c_str());
     return 0;
   }
-  PW_INPUT_CHECK(!o.files.empty(), "prof: give the trace files of a run (train --trace), or --hang DIR");
+  PW_INPUT_CHECK(!o.files.empty(), "prof: a trace file is required (train --trace writes them), or --hang DIR");
   const auto data = read_traces(o.files);
   const auto report = analyze(data);
   if (o.json) std::printf("%s\n", report_json(report).dump(2).c_str());
