@@ -159,7 +159,7 @@ Engine::Engine(std::shared_ptr<const JobPlan> plan, RankLinks& links, ParameterS
     while (!links_.cancel_token().cancelled() && std::chrono::steady_clock::now() < until)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     // Stalled here to the end: the flight record shows this forward as where the rank stopped.
-    throw AbortedError("stalled on purpose (PW_INJECT_FAULT stall) until the job stopped: " +
+    throw AbortedError("stalled on purpose (FaultKind::Stall) until the job stopped: " +
                        links_.cancel_token().reason());
   };
   remote_rows_cancel_ = CancelSubscription(links_.cancel_token(), [r = remote_rows_.get()](const std::string& why) {

@@ -26,9 +26,7 @@
 #include "train/job_session.h"
 #include "train/parameter_servers.h"
 #include "train/progress.h"
-#include "train/job_metrics.h"
-#include "train/straggler_detector.h"
-#include "train/tensorboard_log.h"
+#include "train/run_monitors.h"
 #include "train/trace_file.h"
 
 namespace pw::train {
@@ -421,26 +419,8 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
   // Each process says once what it runs (a world of threads: rank 0 for all of them).
   if (engine.links().first_in_process() && callbacks.on_start) callbacks.on_start(engine, total_steps);
 
-  std::optional<TensorBoardLog> tensorboard;
-  if (primary && !o.tensorboard_dir.empty()) tensorboard.emplace(o.tensorboard_dir);
-  PW_INPUT_CHECK(std::isfinite(o.straggler_threshold) && o.straggler_threshold > 0 && o.straggler_window >= 1 &&
-                     o.straggler_window <= 1000000,
-                 "straggler threshold " << o.straggler_threshold << " and window " << o.straggler_window
-                                        << ": expected a threshold above 0 (0.2: 20% slower) and a window of 1 step "
-                                           "to 1000000");
-  std::optional<JobMetrics> metrics;
-  if (primary && o.metrics_port >= 0) {
-    // Another host can reach a non-loopback endpoint: it then asks for the job's token, as every
-    // other link of the job does.
-    const std::string host = engine.links().bind_host();
-    metrics.emplace(host, o.metrics_port, plan.schedule.stages, total_steps, step,
-                    rpc::is_loopback_host(host) ? std::string() : engine.links().job_token());
-    if (o.progress) log::outputf("metrics: %s", metrics->url().c_str());
-  }
-  std::optional<StragglerDetector> stragglers;
-  if (primary && plan.replicas() > 1)
-    stragglers.emplace(plan.schedule.stages, plan.replicas(), o.straggler_threshold,
-                       static_cast<int>(o.straggler_window));
+  std::optional<RunMonitors> monitors;
+  if (primary) monitors.emplace(engine, o, step, total_steps);
   engine.reset_peak_memory();
   const auto start = Clock::now();
   double train_seconds = 0.0;
@@ -514,29 +494,16 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
         progress.update(step, last.loss, static_cast<double>(samples) / train_seconds, seconds_since(start));
         if (o.progress && !progress.in_place()) utilisation.add(step, dt, last.stage_busy_seconds);
         if (callbacks.on_step) callbacks.on_step(StepEvent{step, total_steps, dt, &last});
-        std::vector<StragglerWindow> straggled;
-        if (stragglers) straggled = stragglers->add(step, last.rank_own_seconds, dt);
-        for (const auto& w : straggled)
-          PW_LOG(Warn, "straggler: rank " << w.rank << " (stage " << w.stage << ", replica " << w.replica << ") took "
-                                          << w.own_seconds << " s per step over steps " << w.first_step << "-"
-                                          << w.last_step << ", " << static_cast<int>(w.slower_by * 100 + 0.5)
-                                          << "% more than its stage's other replicas (" << w.peer_seconds
-                                          << " s); it cost the job about " << w.cost_seconds << " s");
-        if (tensorboard || metrics) {
-          StepFigures f;
-          f.step = step;
-          f.outcome = &last;
-          f.data_wait_seconds = data_wait;
-          f.step_seconds = std::max(0.0, dt - prefetch_wait);
-          f.learning_rate = engine.lr();
-          f.samples_per_second = static_cast<double>(samples) / train_seconds;
-          f.skipped_steps = skipped_steps + (last.skipped ? 1 : 0);
-          f.fp16 = plan.precision == models::Precision::Fp16;
-          f.stragglers = straggled;
-          if (stragglers) f.straggler_cost_seconds = stragglers->cost_seconds();
-          if (tensorboard) tensorboard->step(f);
-          if (metrics) metrics->step(f);
-        }
+        StepFigures f;
+        f.step = step;
+        f.outcome = &last;
+        f.data_wait_seconds = data_wait;
+        f.step_seconds = std::max(0.0, dt - prefetch_wait);
+        f.learning_rate = engine.lr();
+        f.samples_per_second = static_cast<double>(samples) / train_seconds;
+        f.skipped_steps = skipped_steps + (last.skipped ? 1 : 0);
+        f.fp16 = plan.precision == models::Precision::Fp16;
+        monitors->step(std::move(f), dt);
       }
       if (last.skipped && last.overflow) {
         // fp16 loss scaling at work (torch's GradScaler skips such steps silently): not a bad step,
@@ -661,8 +628,7 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
                                  Clock::now() + std::chrono::milliseconds(static_cast<std::int64_t>(c.timeouts.stage_seconds * 1000)));
   const double wall = seconds_since(start);
   if (!primary) return nlohmann::json::object();
-  if (tensorboard && eval.samples > 0) tensorboard->evaluation(step, eval.accuracy, eval.loss);
-  if (metrics && eval.samples > 0) metrics->evaluation(eval.accuracy, eval.loss);
+  if (eval.samples > 0) monitors->evaluation(step, eval.accuracy, eval.loss);
   const double sps = train_seconds > 0 ? static_cast<double>(samples) / train_seconds : 0.0;
   if (o.progress && eval.auc >= 0) log::outputf("test AUC %.4f", eval.auc);
   if (o.progress)
@@ -678,7 +644,7 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
   if (!failure.empty()) j["failure"] = failure;
   j["skipped_steps"] = skipped_steps;
   j["rollbacks"] = rollbacks;
-  j["stragglers"] = stragglers ? stragglers->summary() : nlohmann::json::array();
+  j["stragglers"] = monitors->stragglers();
   j["lr"] = engine.lr();
   if (checkpointer.enabled()) j["checkpoints"] = checkpointer.summary();
   add_restarts(j, engine.links().restarts());

@@ -161,6 +161,9 @@ BOOST_AUTO_TEST_CASE(top_without_a_job_and_a_port_in_use_are_one_line_errors) {
   BOOST_TEST(busy.status == 2, busy.output);
   BOOST_TEST(busy.output.find("cannot listen there") != std::string::npos, busy.output);
   taken.reset();
+  const auto bad_address = pw::test::run_pipewright("top --once nohost");
+  BOOST_TEST(bad_address.status == 2, bad_address.output);
+  BOOST_TEST(bad_address.output.find("top: ") != std::string::npos, bad_address.output);
   const auto none = pw::test::run_pipewright("top --once 127.0.0.1:" + std::to_string(port));
   BOOST_TEST(none.status == 2, none.output);
   BOOST_TEST(none.output.find("is a job running with --metrics-port?") != std::string::npos, none.output);

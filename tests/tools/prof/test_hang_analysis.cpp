@@ -4,7 +4,9 @@
 #include <signal.h>
 
 #include <chrono>
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <future>
 
 #include <boost/test/unit_test.hpp>
@@ -139,6 +141,12 @@ BOOST_AUTO_TEST_CASE(a_folder_without_records_is_one_line) {
   const auto prof = pw::test::run_pipewright("prof --hang " + dir.path.string());
   BOOST_TEST(prof.status == 2, prof.output);
   BOOST_TEST(prof.output.find("no flight-rank*.json in it") != std::string::npos, prof.output);
+  // A damaged record is named, in one line.
+  std::ofstream(dir.file("flight-rank0.json")) << "{\"format\": \"pipewright flight record 1\", \"rank\": 0";
+  const auto damaged = pw::test::run_pipewright("prof --hang " + dir.path.string());
+  BOOST_TEST(damaged.status == 2, damaged.output);
+  BOOST_TEST(damaged.output.find("flight-rank0.json: not a flight record") != std::string::npos, damaged.output);
+  BOOST_TEST(std::count(damaged.output.begin(), damaged.output.end(), '\n') == 1, damaged.output);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
