@@ -37,8 +37,9 @@ StageEstimate estimate_piece(const std::vector<LayerProfile>& layers, const Cost
            "piece [" << range.begin << ", " << range.end << ") outside " << layers.size() << " layers");
   StageEstimate e;
   e.piece = piece;
-  e.device = piece % cost.stages;
-  e.chunk = piece / cost.stages;
+  const PieceLocation where = locate_piece(cost.placement, cost.stages, cost.chunks, piece);
+  e.device = where.stage;
+  e.chunk = where.chunk;
   e.range = range;
   std::int64_t param_bytes = 0, buffer_bytes = 0, stash_bytes = 0, workspace_bytes = 0;
   for (int i = range.begin; i < range.end; ++i) {

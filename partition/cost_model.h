@@ -8,6 +8,7 @@
 #include "pipewright/enums.h"
 #include "models/optimizer.h"
 #include "partition/model_description.h"
+#include "partition/piece_placement.h"
 #include "partition/profiler.h"
 
 namespace pw::partition {
@@ -36,7 +37,8 @@ int optimizer_state_tensors(models::OptimizerKind kind);
 
 struct CostModel {
   int stages = 1;                  // P devices
-  int chunks = 1;                  // V model chunks per device (interleaved); P * V pieces
+  int chunks = 1;                  // V model chunks per device (interleaved or V placement); P * V pieces
+  ChunkPlacement placement = ChunkPlacement::Interleaved;
   int micro_batches = 1;           // M
   InFlight in_flight = InFlight::StagesAhead;
   Recompute recompute = Recompute::None;
@@ -51,8 +53,8 @@ struct CostModel {
 // Estimates for one piece of the model (a stage, or a chunk of a stage when V > 1).
 struct StageEstimate {
   int piece = 0;                    // virtual stage index, 0..P*V-1
-  int device = 0;                   // piece % P
-  int chunk = 0;                    // piece / P
+  int device = 0;                   // the stage holding the piece (locate_piece)
+  int chunk = 0;                    // its chunk there
   StageRange range;
   std::vector<std::string> layer_names;
   std::int64_t parameters = 0;

@@ -10,7 +10,7 @@
 
 namespace pw::partition {
 
-// P * V contiguous pieces (piece v on device v % P). Throws InputError saying by how much the
+// P * V contiguous pieces (placed on devices as CostModel::placement says). Throws InputError saying by how much the
 // least-over split misses the cap when no split fits.
 Partition partition_by_profile(const std::vector<LayerProfile>& layers, const CostModel& cost,
                                const std::string& model_name);

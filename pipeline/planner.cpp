@@ -33,7 +33,7 @@ OpTimes op_times(const ScheduleSpec& spec, const std::vector<partition::StageEst
   t.backward_weight.resize(n);
   t.send_activation.resize(n);
   t.send_gradient.resize(n);
-  const bool split_backward = spec.kind == ScheduleKind::ZeroBubbleH1;
+  const bool split_backward = splits_backward(spec.kind);
   for (std::size_t v = 0; v < n; ++v) {
     const auto& e = pieces[v];
     const double recompute = e.recomputes ? e.forward_seconds : 0.0;

@@ -100,7 +100,9 @@ class ProgramCheck {
     auto expect = [&](OpType op, bool needed, const std::string& why) {
       if (needed && at(seen, op) < 0) fail_missing({op, m, c}, why);
     };
-    auto stage_of = [&](int virtual_stage) { return std::to_string(virtual_stage % spec_.stages); };
+    auto stage_of = [&](int piece) {
+      return piece < 0 || piece > last_virtual_ ? std::string("none") : std::to_string(locate_virtual_stage(spec_, piece).stage);
+    };
     expect(OpType::Forward, true, "every micro-batch runs one forward on each chunk");
     expect(OpType::RecvActivation, v > 0, "stage " + stage_of(v - 1) + " sends that activation");
     expect(OpType::SendActivation, v < last_virtual_, "stage " + stage_of(v + 1) + " receives that activation");

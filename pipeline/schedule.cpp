@@ -158,23 +158,55 @@ void validate(const ScheduleSpec& spec) {
                    kind << " schedule: " << spec.micro_batches << " micro-batches for " << spec.stages
                         << " stages; it needs at least one per stage (micro-batches >= stages), gpipe takes fewer");
   }
-  if (spec.kind == ScheduleKind::Interleaved) {
-    PW_INPUT_CHECK(spec.chunks >= 2, "interleaved schedule: " << spec.chunks
-                                         << " chunk(s) per stage; it needs at least 2 (use 1f1b for one)");
+  if (spec.kind == ScheduleKind::Interleaved || spec.kind == ScheduleKind::InterleavedZeroBubble) {
+    PW_INPUT_CHECK(spec.chunks >= 2, kind << " schedule: " << spec.chunks
+                                          << " chunk(s) per stage; it needs at least 2 (use 1f1b for one)");
     PW_INPUT_CHECK(spec.micro_batches % spec.stages == 0,
-                   "interleaved schedule: " << spec.micro_batches << " micro-batches is not a multiple of "
-                                            << spec.stages << " stages");
+                   kind << " schedule: " << spec.micro_batches << " micro-batches is not a multiple of "
+                        << spec.stages << " stages");
+  } else if (chunk_placement(spec.kind) == partition::ChunkPlacement::V) {
+    PW_INPUT_CHECK(spec.chunks == 2, kind << " schedule: " << spec.chunks
+                                          << " chunks per stage; a V schedule takes exactly 2 (pieces s and 2P-1-s)");
   } else {
     PW_INPUT_CHECK(spec.chunks == 1, kind << " schedule: " << spec.chunks
-                                          << " chunks per stage; it takes exactly 1 (only interleaved takes more)");
+                                          << " chunks per stage; it takes exactly 1 (only interleaved and V schedules "
+                                             "take more)");
+  }
+}
+
+partition::ChunkPlacement chunk_placement(ScheduleKind kind) {
+  switch (kind) {
+    case ScheduleKind::ZeroBubbleV:
+    case ScheduleKind::VHalf:
+    case ScheduleKind::VMin:
+    case ScheduleKind::DualPipeV: return partition::ChunkPlacement::V;
+    default: return partition::ChunkPlacement::Interleaved;
+  }
+}
+
+int default_chunks(ScheduleKind kind) {
+  const bool interleaved = kind == ScheduleKind::Interleaved || kind == ScheduleKind::InterleavedZeroBubble;
+  return interleaved || chunk_placement(kind) == partition::ChunkPlacement::V ? 2 : 1;
+}
+
+bool splits_backward(ScheduleKind kind) {
+  switch (kind) {
+    case ScheduleKind::GPipe:
+    case ScheduleKind::OneFOneB:
+    case ScheduleKind::Interleaved: return false;
+    default: return true;
   }
 }
 
 int virtual_stage(const ScheduleSpec& spec, int stage, int chunk) {
-  PW_CHECK(stage >= 0 && stage < spec.stages, "stage " << stage << " of " << spec.stages);
-  PW_CHECK(chunk >= 0 && chunk < spec.chunks, "chunk " << chunk << " of " << spec.chunks);
-  return chunk * spec.stages + stage;
+  return partition::piece_at(chunk_placement(spec.kind), spec.stages, spec.chunks, stage, chunk);
 }
+
+partition::PieceLocation locate_virtual_stage(const ScheduleSpec& spec, int virtual_stage) {
+  return partition::locate_piece(chunk_placement(spec.kind), spec.stages, spec.chunks, virtual_stage);
+}
+
+int loss_stage(const ScheduleSpec& spec) { return locate_virtual_stage(spec, spec.stages * spec.chunks - 1).stage; }
 
 std::vector<Instruction> stage_schedule(const ScheduleSpec& spec, int stage) {
   validate(spec);
@@ -185,6 +217,13 @@ std::vector<Instruction> stage_schedule(const ScheduleSpec& spec, int stage) {
     case ScheduleKind::OneFOneB: return one_f_one_b(spec, stage);
     case ScheduleKind::Interleaved: return interleaved(spec, stage);
     case ScheduleKind::ZeroBubbleH1: return zero_bubble_h1(spec, stage);
+    case ScheduleKind::ZeroBubbleH2:
+    case ScheduleKind::ZeroBubbleV:
+    case ScheduleKind::VHalf:
+    case ScheduleKind::VMin:
+    case ScheduleKind::InterleavedZeroBubble:
+    case ScheduleKind::DualPipeV:
+      PW_INPUT_CHECK(false, schedule_kind_name(spec.kind) << " schedule: not generated yet");
   }
   PW_FAIL("unknown ScheduleKind " << static_cast<int>(spec.kind));
 }

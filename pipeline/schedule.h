@@ -5,13 +5,14 @@
 #include <string>
 #include <vector>
 
+#include "partition/piece_placement.h"
 #include "pipewright/enums.h"
 
 namespace pw::pipeline {
 
 // ScheduleKind and its names: pipewright/enums.h.
 
-// "gpipe", "1f1b", "interleaved", "zb-h1"; anything else is an InputError listing them.
+// "gpipe", "1f1b", "interleaved", "zb-h1", ...; anything else is an InputError listing them.
 ScheduleKind parse_schedule_kind(const std::string& name);
 std::string schedule_kind_name(ScheduleKind kind);
 
@@ -40,16 +41,29 @@ struct ScheduleSpec {
   ScheduleKind kind = ScheduleKind::OneFOneB;
   int stages = 1;          // P
   int micro_batches = 1;   // M
-  int chunks = 1;          // V, model chunks per stage (interleaved only; must be 1 otherwise)
+  int chunks = 1;          // V, model chunks per stage (interleaved kinds: 2 or more; V-placed kinds: 2; else 1)
 };
+
+// How a kind places its chunks on stages (partition/piece_placement.h): V for zb-v, v-half, v-min
+// and dualpipev, interleaved for the others.
+partition::ChunkPlacement chunk_placement(ScheduleKind kind);
+// The chunks per stage a kind runs when the job does not say: 2 for interleaved kinds and V-placed
+// ones, 1 for the others.
+int default_chunks(ScheduleKind kind);
+// Whether a kind splits each backward into its input half (Bi) and weight half (W).
+bool splits_backward(ScheduleKind kind);
 
 // Throws InputError with a one-line reason (P < 1, M < 1, M < P where the kind needs M >= P,
 // interleaved with V < 2 or M not a multiple of P, V != 1 for the other kinds).
 void validate(const ScheduleSpec& spec);
 
-// Virtual stages: the model is cut into P * V consecutive pieces; piece v runs on stage v % P as
-// its chunk v / P (Megatron's interleaving). With V = 1 piece v is stage v.
+// Virtual stages: the model is cut into P * V consecutive pieces; where piece v runs follows the
+// kind's placement (interleaved: stage v % P as its chunk v / P; V: stages 0..P-1 then back).
+// With V = 1 piece v is stage v.
 int virtual_stage(const ScheduleSpec& spec, int stage, int chunk);
+partition::PieceLocation locate_virtual_stage(const ScheduleSpec& spec, int virtual_stage);
+// The stage that runs the last piece, which computes the loss and reads the labels.
+int loss_stage(const ScheduleSpec& spec);
 
 // The instruction list of `stage` for one mini-batch, communication included. It always ends
 // with ReduceGrads then OptimizerStep. Every Forward of a non-first virtual stage is preceded by

@@ -158,7 +158,10 @@ class Simulation {
         if (activation ? !u.forwarded : !u.input_gradient_done)
           fail(stage, PW_DETAIL_MSG("sends before computing (no earlier " << (activation ? "forward" : "backward")
                                                                             << ")"));
-        const double transfer = activation ? times_.send_activation[vi] : times_.send_gradient[vi];
+        const int to = activation ? v + 1 : v - 1;
+        // A V schedule's turn stays on its stage: no link to cross.
+        const bool local = locate_virtual_stage(spec_, to).stage == stage;
+        const double transfer = local ? 0.0 : activation ? times_.send_activation[vi] : times_.send_gradient[vi];
         mailbox_[{activation ? Payload::Activation : Payload::Gradient, in.micro_batch, activation ? v + 1 : v - 1}]
             .push_back({st.clock + transfer, stage, st.next});
         break;
@@ -240,9 +243,10 @@ class Simulation {
   // Where the sender of a message stands, for deadlock reports.
   std::string sender_status(const MessageKey& key) const {
     const int from_virtual = key.payload == Payload::Activation ? key.to_virtual_stage - 1 : key.to_virtual_stage + 1;
-    const int from_stage = from_virtual % spec_.stages;
+    const auto from = locate_virtual_stage(spec_, from_virtual);
+    const int from_stage = from.stage;
     const Instruction send{key.payload == Payload::Activation ? OpType::SendActivation : OpType::SendGradient,
-                           key.micro_batch, from_virtual / spec_.stages};
+                           key.micro_batch, from.chunk};
     const StageState& sender = state(from_stage);
     const auto& program = program_of(from_stage);
     std::ostringstream out;
@@ -290,7 +294,7 @@ class Simulation {
                                                  << quoted(program_of(m.from_stage)[m.from_instruction])
                                                  << " sends a " << payload_name(key.payload) << " that virtual stage "
                                                  << key.to_virtual_stage << " (stage "
-                                                 << key.to_virtual_stage % spec_.stages << ") never receives"));
+                                                 << locate_virtual_stage(spec_, key.to_virtual_stage).stage << ") never receives"));
     }
     for (int s = 0; s < spec_.stages; ++s)
       if (!state(s).stepped)

@@ -135,6 +135,7 @@ StageStepResult StageExecutor::run_step(std::int64_t step, const MicroBatchInput
   mini_batch_size_ = 0;
   for (const auto& labels : inputs.labels) mini_batch_size_ += labels.numel();
   states_.clear();
+  loopback_.clear();
   result_ = {};
   // Mixed precision: the 16-bit weight copies follow whatever changed the weights since the last step.
   for (auto& c : chunks_) c->refresh_compute_copies();
@@ -180,11 +181,13 @@ StageStepResult StageExecutor::run_step(std::int64_t step, const MicroBatchInput
 std::uint64_t StageExecutor::record_start(std::int64_t step, const Instruction& in) {
   int peer = -1, message_to = -1;
   const int v = in.op == OpType::ReduceGrads || in.op == OpType::OptimizerStep ? -1 : virtual_stage_of(in);
+  const int pieces = config_.spec.stages * config_.spec.chunks;
+  auto stage_of = [&](int piece) { return piece < 0 || piece >= pieces ? -1 : stage_of_virtual(piece); };
   switch (in.op) {
-    case OpType::RecvActivation: peer = stage_of_virtual(v - 1), message_to = v; break;
-    case OpType::SendActivation: peer = stage_of_virtual(v + 1), message_to = v + 1; break;
-    case OpType::RecvGradient: peer = stage_of_virtual(v + 1), message_to = v; break;
-    case OpType::SendGradient: peer = stage_of_virtual(v - 1), message_to = v - 1; break;
+    case OpType::RecvActivation: peer = stage_of(v - 1), message_to = v; break;
+    case OpType::SendActivation: peer = stage_of(v + 1), message_to = v + 1; break;
+    case OpType::RecvGradient: peer = stage_of(v + 1), message_to = v; break;
+    case OpType::SendGradient: peer = stage_of(v - 1), message_to = v - 1; break;
     default: break;
   }
   return flight_.start(step, in, static_cast<int>(current_index_), peer, message_to);
@@ -295,7 +298,7 @@ void StageExecutor::recv_activation(const Instruction& in) {
   const int v = virtual_stage_of(in);
   const rpc::Tag tag{step_, in.micro_batch, rpc::PayloadKind::Activation, v};
   const auto wait = tracer_.begin(trace::SpanKind::RecvWait, in.micro_batch, in.chunk);
-  auto arrived = transport_.recv(stage_of_virtual(v - 1), tag, deadline());
+  auto arrived = recv_from(v - 1, tag);
   tracer_.end(wait);
   state(in).input = received(arrived, in);
 }
@@ -304,8 +307,7 @@ void StageExecutor::send_activation(const Instruction& in) {
   const int v = virtual_stage_of(in);
   auto& st = state(in);
   PW_CHECK(st.output.defined(), "no activation to send (was Forward scheduled before it?)");
-  transport_.send(stage_of_virtual(v + 1), {step_, in.micro_batch, rpc::PayloadKind::Activation, v + 1}, st.output,
-                  deadline());
+  send_to(v + 1, {step_, in.micro_batch, rpc::PayloadKind::Activation, v + 1}, st.output);
   result_.boundary_bytes += static_cast<std::int64_t>(st.output.nbytes());
   message_bytes_ = static_cast<std::int64_t>(st.output.nbytes());
   st.output = kernels::Tensor();
@@ -315,9 +317,30 @@ void StageExecutor::recv_gradient(const Instruction& in) {
   const int v = virtual_stage_of(in);
   const rpc::Tag tag{step_, in.micro_batch, rpc::PayloadKind::Gradient, v};
   const auto wait = tracer_.begin(trace::SpanKind::RecvWait, in.micro_batch, in.chunk);
-  auto arrived = transport_.recv(stage_of_virtual(v + 1), tag, deadline());
+  auto arrived = recv_from(v + 1, tag);
   tracer_.end(wait);
   state(in).grad_output = received(arrived, in);
+}
+
+void StageExecutor::send_to(int v, const rpc::Tag& tag, const kernels::Tensor& t) {
+  const int peer = stage_of_virtual(v);
+  if (peer != config_.stage) {
+    transport_.send(peer, tag, t, deadline());
+    return;
+  }
+  const auto [it, fresh] = loopback_.emplace(std::tuple{tag.micro_batch, static_cast<int>(tag.kind), tag.virtual_stage}, t);
+  PW_CHECK(fresh, "sends micro-batch " << tag.micro_batch << " to itself twice");
+}
+
+kernels::Tensor StageExecutor::recv_from(int v, const rpc::Tag& tag) {
+  const int peer = stage_of_virtual(v);
+  if (peer != config_.stage) return transport_.recv(peer, tag, deadline());
+  const auto it = loopback_.find({tag.micro_batch, static_cast<int>(tag.kind), tag.virtual_stage});
+  PW_CHECK(it != loopback_.end(), "receives micro-batch " << tag.micro_batch
+                                      << " from itself before sending it (the program must send it first)");
+  kernels::Tensor t = std::move(it->second);
+  loopback_.erase(it);
+  return t;
 }
 
 kernels::Tensor StageExecutor::received(const kernels::Tensor& t, const Instruction& in) {
@@ -337,8 +360,7 @@ void StageExecutor::send_gradient(const Instruction& in) {
   const int v = virtual_stage_of(in);
   auto& st = state(in);
   PW_CHECK(st.grad_input.defined(), "no input gradient to send (was a backward scheduled before it?)");
-  transport_.send(stage_of_virtual(v - 1), {step_, in.micro_batch, rpc::PayloadKind::Gradient, v - 1}, st.grad_input,
-                  deadline());
+  send_to(v - 1, {step_, in.micro_batch, rpc::PayloadKind::Gradient, v - 1}, st.grad_input);
   result_.boundary_bytes += static_cast<std::int64_t>(st.grad_input.nbytes());
   message_bytes_ = static_cast<std::int64_t>(st.grad_input.nbytes());
   st.grad_input = kernels::Tensor();

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <tuple>
 #include <memory>
 #include <set>
 #include <vector>
@@ -77,7 +78,7 @@ struct StageStepResult {
 
 class StageExecutor {
  public:
-  // chunks[c] is this stage's model chunk c (virtual stage chunk * P + stage).
+  // chunks[c] is this stage's model chunk c (virtual stage virtual_stage(spec, stage, c)).
   StageExecutor(StageConfig config, std::vector<std::unique_ptr<models::Sequential>> chunks,
                 models::OptimizerConfig optimizer, rpc::Transport& transport, std::vector<TiedGroup> tied = {});
 
@@ -132,7 +133,11 @@ class StageExecutor {
   void run_forward(const Instruction& in, models::Mode mode);
   models::Context& context_for_backward(const Instruction& in);
   int virtual_stage_of(const Instruction& in) const { return virtual_stage(config_.spec, config_.stage, in.chunk); }
-  int stage_of_virtual(int v) const { return v % config_.spec.stages; }
+  int stage_of_virtual(int v) const { return locate_virtual_stage(config_.spec, v).stage; }
+  // Sends to this stage itself (a V schedule's turn from chunk 0 to chunk 1 on the last stage)
+  // stay in `loopback_`; a receive finds them there or fails at once (the program is out of order).
+  void send_to(int v, const rpc::Tag& tag, const kernels::Tensor& t);
+  kernels::Tensor recv_from(int v, const rpc::Tag& tag);
   bool first_virtual(const Instruction& in) const { return virtual_stage_of(in) == 0; }
   bool last_virtual(const Instruction& in) const;
   rpc::Deadline deadline() const { return std::chrono::steady_clock::now() + config_.timeout; }
@@ -158,6 +163,7 @@ class StageExecutor {
   InputStager label_stager_;   // the last virtual stage's labels
   std::int64_t mini_batch_size_ = 1;   // the loss gradient is scaled by 1/mini_batch_size_
   std::map<std::pair<int, int>, MicroBatchState> states_;   // (micro_batch, chunk)
+  std::map<std::tuple<int, int, int>, kernels::Tensor> loopback_;  // (micro-batch, kind, virtual stage) sent to itself
   std::size_t current_index_ = 0;               // of the instruction running
   StageStepResult result_;
 };

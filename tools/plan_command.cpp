@@ -71,7 +71,7 @@ pipeline::ScheduleSpec schedule_of(const PlanOptions& o, const std::vector<int>&
   pipeline::ScheduleSpec s;
   s.kind = pipeline::parse_schedule_kind(o.schedule);
   PW_INPUT_CHECK(o.chunks >= 0, "--chunks " << o.chunks << ": need at least 1 model chunk per stage");
-  s.chunks = o.chunks > 0 ? o.chunks : (s.kind == pipeline::ScheduleKind::Interleaved ? 2 : 1);
+  s.chunks = o.chunks > 0 ? o.chunks : pipeline::default_chunks(s.kind);
   const int split_pieces = static_cast<int>(split_points.size()) + 1;
   if (!o.stages_given && !o.split.empty()) {
     PW_INPUT_CHECK(split_pieces % s.chunks == 0, "--split " << o.split << " makes " << split_pieces
@@ -127,6 +127,7 @@ Plan make_plan(const PlanOptions& o) {
   auto& cost = plan.cost;
   cost.stages = plan.schedule.stages;
   cost.chunks = plan.schedule.chunks;
+  cost.placement = pipeline::chunk_placement(plan.schedule.kind);
   cost.micro_batches = M;
   cost.in_flight = pipeline::in_flight_of(plan.schedule.kind);
   cost.recompute = partition::parse_recompute(o.recompute);
@@ -308,7 +309,7 @@ void add_plan_command(CLI::App& app, PlanOptions& o) {
                             ->check(range(1, 1 << 20));
   cmd->add_option("--batch-size", o.batch_size, "mini-batch size, split into M equal micro-batches")->capture_default_str()
       ->check(range(1, 1 << 24));
-  cmd->add_option("--schedule", o.schedule, "gpipe, 1f1b, interleaved or zb-h1")->capture_default_str();
+  cmd->add_option("--schedule", o.schedule, "gpipe, 1f1b, interleaved, zb-h1, zb-h2, zb-v, v-half, v-min, interleaved-zb or dualpipev")->capture_default_str();
   cmd->add_option("--chunks", o.chunks, "model chunks per stage V (interleaved; default 2)")->check(range(1, 64));
   cmd->add_option("--device", o.device, "device the layers are profiled on, cpu:N or cuda:N")->capture_default_str();
   cmd->add_option("--threads", o.threads, "threads of the CPU device (default: all)")->check(Positive);

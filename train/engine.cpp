@@ -109,7 +109,12 @@ Engine::Engine(std::shared_ptr<const JobPlan> plan, RankLinks& links, ParameterS
   std::set<int> neighbours;
   if (s > 0) neighbours.insert(base + s - 1);
   if (s + 1 < P) neighbours.insert(base + s + 1);
-  if (plan_.schedule.chunks > 1) neighbours.insert({base + (s + 1) % P, base + (s + P - 1) % P});
+  for (int c = 0; c < plan_.schedule.chunks; ++c) {
+    const int v = pipeline::virtual_stage(plan_.schedule, s, c);
+    if (v > 0) neighbours.insert(base + stage_of_piece(v - 1));
+    if (v + 1 < P * plan_.schedule.chunks) neighbours.insert(base + stage_of_piece(v + 1));
+  }
+  neighbours.erase(base + s);
   links_.connect(device_, neighbours, c.transport, startup);
   agree_on_config(startup);
   choose_partition(startup);
@@ -241,7 +246,8 @@ Engine::BuiltStage Engine::build_stage() {
   for (int chunk = 0; chunk < V; ++chunk) {
     models::LayerDeviceScope on_device(device_);
     dp::RemoteRowsRegistry::BuildScope registering(*remote_rows_);
-    chunks.push_back(partition::build_stage(model, partition_[static_cast<std::size_t>(chunk * P + s)], plan_.config.seed));
+    const int piece = pipeline::virtual_stage(plan_.schedule, s, chunk);
+    chunks.push_back(partition::build_stage(model, partition_[static_cast<std::size_t>(piece)], plan_.config.seed));
   }
   // Tied weights: this stage's members of each group, the stages holding one, and the first
   // member's value for everybody (sent by its stage to the other holders).
@@ -251,7 +257,7 @@ Engine::BuiltStage Engine::build_stage() {
     const auto& spec = model.tied[g];
     const auto pieces = partition::tied_stages(model, partition_, spec);
     std::vector<int> owners;
-    for (int v : pieces) owners.push_back(v % P);
+    for (int v : pieces) owners.push_back(stage_of_piece(v));
     const int first_owner = owners.front();
     std::sort(owners.begin(), owners.end());
     owners.erase(std::unique(owners.begin(), owners.end()), owners.end());
@@ -338,8 +344,7 @@ void Engine::sync_buffers() {
 }
 
 models::data::DataParts Engine::data_parts() const {
-  const int P = plan_.schedule.stages;
-  const int last = (P * plan_.schedule.chunks - 1) % P;
+  const int last = pipeline::loss_stage(plan_.schedule);
   const bool inputs = stage() == 0;
   const bool labels = stage() == last;
   using models::data::DataParts;
@@ -469,9 +474,8 @@ StepOutcome Engine::step(const models::data::Batch& local, double primary_flags)
 
 models::EvalResult Engine::evaluate(EvalFeed& feed) {
   last_step_end_.reset();   // the next step's gap would count this, which waits for other ranks
-  const int P = plan_.schedule.stages;
   const int V = plan_.schedule.chunks;
-  const int last = P * V - 1;
+  const int last = plan_.schedule.stages * V - 1;
   const std::int64_t round = evaluations_++;
   double loss_sum = 0.0, correct = 0.0, samples = 0.0, top5 = 0.0;
   const bool scored = plan_.objective == models::Objective::BinaryCrossEntropy;
@@ -488,10 +492,13 @@ models::EvalResult Engine::evaluate(EvalFeed& feed) {
   // Activations travel stage to stage as in training; replica r takes test batches r, r + R, ...
   while (auto next = feed.next()) {
     const auto& [b, batch] = *next;
+    kernels::Tensor carried;   // a V schedule's turn: the next piece is on this stage
     for (int c = 0; c < V; ++c) {
-      const int v = c * P + stage();
+      const int v = pipeline::virtual_stage(plan_.schedule, stage(), c);
       const rpc::Tag in_tag{round, static_cast<int>(b), rpc::PayloadKind::Evaluation, v};
-      kernels::Tensor x = v == 0 ? batch.images.to(device_) : pipeline_->recv((v - 1) % P, in_tag, deadline()).to(device_);
+      kernels::Tensor x = v == 0              ? batch.images.to(device_)
+                          : carried.defined() ? std::exchange(carried, kernels::Tensor())
+                                              : pipeline_->recv(stage_of_piece(v - 1), in_tag, deadline()).to(device_);
       kernels::Tensor y = executor_->chunk(c).forward(x, models::Mode::Eval).y;
       if (v == last) {
         const auto labels = batch.labels.to(y.device());
@@ -505,16 +512,18 @@ models::EvalResult Engine::evaluate(EvalFeed& feed) {
           scores.insert(scores.end(), z.begin(), z.end());
           for (auto label : labels.to_int_vector()) score_labels.push_back(static_cast<double>(label));
         }
+      } else if (stage_of_piece(v + 1) == stage()) {
+        carried = y;
       } else {
-        pipeline_->send((v + 1) % P, rpc::Tag{round, static_cast<int>(b), rpc::PayloadKind::Evaluation, v + 1}, y,
-                        deadline());
+        pipeline_->send(stage_of_piece(v + 1), rpc::Tag{round, static_cast<int>(b), rpc::PayloadKind::Evaluation, v + 1},
+                        y, deadline());
       }
     }
   }
   const auto all = exchange({loss_sum, correct, samples, top5}, kEvalFigures, round);
   double f[4] = {0.0, 0.0, 0.0, 0.0};
   for (std::size_t rank = 0; rank < all.size(); ++rank)
-    if (static_cast<int>(rank) % P == last % P)   // the last stage of each replica
+    if (static_cast<int>(rank) % plan_.schedule.stages == pipeline::loss_stage(plan_.schedule))   // the last stage of each replica
       for (int i = 0; i < 4; ++i) f[i] += all[rank][static_cast<std::size_t>(i)];
   models::EvalResult r;
   r.samples = static_cast<std::int64_t>(f[2]);
@@ -543,7 +552,7 @@ bool Engine::weights_finite() {
 double Engine::gather_auc(const std::vector<std::vector<double>>& figures, std::vector<double> scores,
                           const std::vector<double>& labels, std::int64_t round) {
   const int P = plan_.schedule.stages;
-  const int last = (P * plan_.schedule.chunks - 1) % P;
+  const int last = pipeline::loss_stage(plan_.schedule);
   const rpc::Tag tag{round, kEvalScores, rpc::PayloadKind::Control, 0};
   auto& control = links_.transport();
   const bool is_last = stage() == last;
@@ -632,10 +641,9 @@ std::vector<CheckpointPart> Engine::checkpoint_parts(std::vector<CheckpointPart>
   auto& executor = *executor_;
   auto& optimizer = executor.optimizer();
   std::vector<CheckpointPart> parts;
-  const int P = plan_.schedule.stages;
   for (int c = 0; c < executor.chunk_count(); ++c) {
     CheckpointPart part;
-    part.name = chunk_file_name(partition_[static_cast<std::size_t>(c * P + stage())]);
+    part.name = chunk_file_name(partition_[static_cast<std::size_t>(pipeline::virtual_stage(plan_.schedule, stage(), c))]);
     auto& chunk = executor.chunk(c);
     const auto named = chunk.named_parameters();
     for (const auto& [name, p] : named) part.tensors.emplace(name, host_copy(part.name, name, p->value));

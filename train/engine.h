@@ -44,6 +44,7 @@ class Engine {
 
   int rank() const { return links_.rank(); }
   int stage() const { return links_.stage(); }
+  int stage_of_piece(int piece) const { return pipeline::locate_virtual_stage(plan_.schedule, piece).stage; }
   int replica() const { return links_.replica(); }
   bool is_primary() const { return links_.rank() == 0; }
   kernels::Device device() const { return device_; }

@@ -93,7 +93,7 @@ pipeline::ScheduleSpec schedule_of(const PipelineConfig& p, int model_split_piec
   pipeline::ScheduleSpec s;
   s.kind = p.schedule;
   if (p.chunks < 0) throw ConfigError("/pipeline/chunks", std::to_string(p.chunks) + "; expected 1 or more");
-  s.chunks = p.chunks > 0 ? p.chunks : (s.kind == pipeline::ScheduleKind::Interleaved ? 2 : 1);
+  s.chunks = p.chunks > 0 ? p.chunks : pipeline::default_chunks(s.kind);
   const int pieces = !p.split.empty() ? static_cast<int>(p.split.size()) + 1 : model_split_pieces;
   if (p.stages > 0) {
     s.stages = p.stages;
@@ -315,6 +315,7 @@ partition::Partition choose_split(const JobPlan& plan, kernels::Device profile_o
   partition::CostModel cost;
   cost.stages = plan.schedule.stages;
   cost.chunks = plan.schedule.chunks;
+  cost.placement = pipeline::chunk_placement(plan.schedule.kind);
   cost.micro_batches = plan.schedule.micro_batches;
   cost.in_flight = pipeline::in_flight_of(plan.schedule.kind);
   cost.recompute = plan.recompute;

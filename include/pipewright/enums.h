@@ -58,7 +58,18 @@ E parse_enum(std::string_view name) {
 }  // namespace pw
 
 namespace pw::pipeline {
-enum class ScheduleKind { GPipe, OneFOneB, Interleaved, ZeroBubbleH1 };
+enum class ScheduleKind {
+  GPipe,
+  OneFOneB,
+  Interleaved,
+  ZeroBubbleH1,
+  ZeroBubbleH2,            // zero bubble with twice 1F1B's activation memory
+  ZeroBubbleV,             // zero bubble at 1F1B's memory, V placement (two chunks per stage)
+  VHalf,                   // V placement, about half of 1F1B's activation memory
+  VMin,                    // V placement, about a third of 1F1B's activation memory
+  InterleavedZeroBubble,   // interleaved placement with split backwards
+  DualPipeV,               // DeepSeek's DualPipe on half the ranks: V placement, overlapped F&B pairs
+};
 }
 namespace pw::partition {
 enum class PartitionMethod { Uniform, Params, Profile };
@@ -101,10 +112,17 @@ using NameTable = std::array<std::pair<E, std::string_view>, N>;
 template <>
 struct EnumNames<pipeline::ScheduleKind> {
   static constexpr std::string_view what = "schedule";
-  static constexpr NameTable<pipeline::ScheduleKind, 4> names{{{pipeline::ScheduleKind::GPipe, "gpipe"},
-                                                               {pipeline::ScheduleKind::OneFOneB, "1f1b"},
-                                                               {pipeline::ScheduleKind::Interleaved, "interleaved"},
-                                                               {pipeline::ScheduleKind::ZeroBubbleH1, "zb-h1"}}};
+  static constexpr NameTable<pipeline::ScheduleKind, 10> names{
+      {{pipeline::ScheduleKind::GPipe, "gpipe"},
+       {pipeline::ScheduleKind::OneFOneB, "1f1b"},
+       {pipeline::ScheduleKind::Interleaved, "interleaved"},
+       {pipeline::ScheduleKind::ZeroBubbleH1, "zb-h1"},
+       {pipeline::ScheduleKind::ZeroBubbleH2, "zb-h2"},
+       {pipeline::ScheduleKind::ZeroBubbleV, "zb-v"},
+       {pipeline::ScheduleKind::VHalf, "v-half"},
+       {pipeline::ScheduleKind::VMin, "v-min"},
+       {pipeline::ScheduleKind::InterleavedZeroBubble, "interleaved-zb"},
+       {pipeline::ScheduleKind::DualPipeV, "dualpipev"}}};
 };
 template <>
 struct EnumNames<partition::PartitionMethod> {

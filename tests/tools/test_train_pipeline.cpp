@@ -90,7 +90,7 @@ BOOST_AUTO_TEST_CASE(bad_pipeline_flags_get_one_line_errors) {
       {"--stages 20", "--stages: 20 stages: seed-cnn has only 7 layers, so at most 7 stages"},
       {"--split 5,3", "--split: 5,3: split points must be strictly increasing layer indices in 1..6"},
       {"--split 2,99", "--split: 2,99: split points must be strictly increasing"},
-      {"--stages 2 --schedule zigzag", "unknown schedule 'zigzag'; accepted: gpipe, 1f1b, interleaved, zb-h1"},
+      {"--stages 2 --schedule zigzag", "unknown schedule 'zigzag'; accepted: gpipe, 1f1b, interleaved, zb-h1, zb-h2, zb-v, v-half, v-min, interleaved-zb, dualpipev"},
       {"--stages 4 --micro-batches 2", "2 micro-batches for 4 stages"},
       {"--stages 2 --micro-batches 3", "--batch-size: 32 does not split into 3 equal micro-batches"},
       {"--stages 2 --devices cpu:0", "--devices: 1 devices for 2 stages"},

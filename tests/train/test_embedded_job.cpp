@@ -2,6 +2,10 @@
 // the same losses and weights as one stage with the whole batch; tied weights, memory caps,
 // failures; replicas follow one stage with the global batch.
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <unistd.h>
 #include <random>
 
 #include <boost/test/unit_test.hpp>
@@ -37,9 +41,11 @@ struct Run {
 };
 
 Run train_job(const partition::ModelDescription& model, ScheduleSpec spec, std::vector<int> split,
-          const std::string& recompute = "none", int steps = 3) {
+          const std::string& recompute = "none", int steps = 3, const std::string& schedule_file = "") {
   JobShape shape{spec.kind, spec.stages, spec.micro_batches, spec.chunks, split, recompute};
-  train::EmbeddedJob trainer(train::plan_job(job_of(model, shape, 16)));
+  auto config = job_of(model, shape, 16);
+  config.pipeline.schedule_file = schedule_file;
+  train::EmbeddedJob trainer(train::plan_job(config));
   auto data = models::data::make_synthetic_images(256, {1, 12, 12}, 10, 5);
   models::data::DataLoader loader(*data, 16, models::data::Shuffle::Yes, 3, models::data::LastBatch::Drop);
   loader.start_epoch(0);
@@ -96,6 +102,22 @@ BOOST_AUTO_TEST_CASE(tied_weight_gradients_are_summed_over_both_stages) {
   // Both copies stay bit-identical, and the tied weight did move.
   BOOST_CHECK(apart.weights.at("fc_mid.weight") == apart.weights.at("fc_mid2.weight"));
   BOOST_CHECK(together.weights.at("fc_mid.weight") == together.weights.at("fc_mid2.weight"));
+}
+
+// V placement from a hand-written program (GPipe's order down and back up the V): pieces 1 and 2,
+// which hold the two tied weights, are both on stage 1, so the tie is local to one stage; the loss is
+// on stage 0 and the turn from piece 1 to piece 2 stays on stage 1.
+BOOST_AUTO_TEST_CASE(a_v_placed_program_with_a_local_tie_matches_single_device_training) {
+  const auto model = tied_mlp();   // flatten fc_in relu1 fc_mid relu2 fc_mid2 relu3 fc_out
+  const auto file = std::filesystem::temp_directory_path() / ("pw_v_" + std::to_string(::getpid()) + ".sched");
+  std::ofstream(file) << "F0.0 sA0.0 F1.0 sA1.0 rA0.1 F0.1 rA1.1 F1.1 B0.1 sG0.1 B1.1 sG1.1 rG0.0 B0.0 rG1.0 B1.0 RG S\n"
+                         "rA0.0 F0.0 sA0.0 rA1.0 F1.0 sA1.0 rA0.1 F0.1 sA0.1 rA1.1 F1.1 sA1.1 "
+                         "rG0.1 B0.1 sG0.1 rG1.1 B1.1 sG1.1 rG0.0 B0.0 sG0.0 rG1.0 B1.0 sG1.0 RG S\n";
+  const Run together = train_job(model, spec(ScheduleKind::GPipe, 1, 1), {});
+  const Run v = train_job(model, spec(ScheduleKind::ZeroBubbleV, 2, 2, 2), {2, 4, 6}, "none", 3, file.string());
+  std::filesystem::remove(file);
+  check_same(v, together, "V placement, tie local to stage 1");
+  BOOST_CHECK(v.weights.at("fc_mid.weight") == v.weights.at("fc_mid2.weight"));
 }
 
 BOOST_AUTO_TEST_CASE(a_model_too_big_for_one_capped_device_trains_over_four) {

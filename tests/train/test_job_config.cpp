@@ -103,7 +103,7 @@ BOOST_AUTO_TEST_CASE(bad_json_is_a_config_error_naming_the_field_by_its_path) {
   BOOST_TEST(config_error(parse(R"({"pipeline": {"stages": "four"}})")) ==
              "/pipeline/stages: the text \"four\"; expected a whole number");
   BOOST_TEST(config_error(parse(R"({"pipeline": {"schedule": "pipedream"}})")) ==
-             "/pipeline/schedule: unknown schedule 'pipedream'; accepted: gpipe, 1f1b, interleaved, zb-h1");
+             "/pipeline/schedule: unknown schedule 'pipedream'; accepted: gpipe, 1f1b, interleaved, zb-h1, zb-h2, zb-v, v-half, v-min, interleaved-zb, dualpipev");
   BOOST_TEST(config_error(parse(R"({"optimizer": {"kind": 3}})")) ==
              "/optimizer/kind: 3; expected one of sgd, adam, adagrad");
   BOOST_TEST(config_error(parse(R"({"optimizer": {"learning_rate": 0.1}})")) ==

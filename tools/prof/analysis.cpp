@@ -34,7 +34,7 @@ double analytic_bubble(const TraceMeta& m) {
   spec.micro_batches = m.micro_batches;
   spec.chunks = m.chunks;
   // Equal op times: a backward is twice a forward, split evenly for ZB-H1's two halves.
-  const bool split_backward = spec.kind == pipeline::ScheduleKind::ZeroBubbleH1;
+  const bool split_backward = pipeline::splits_backward(spec.kind);
   return pipeline::simulate(spec, pipeline::OpTimes::uniform(spec, 1.0, split_backward ? 1.0 : 2.0,
                                                              split_backward ? 1.0 : 0.0))
       .bubble_fraction;
