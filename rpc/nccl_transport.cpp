@@ -4,6 +4,7 @@
 #include <cstring>
 #include <deque>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "core/clock.h"
@@ -120,7 +121,7 @@ std::string message_str(const Header& h) {
 }  // namespace
 
 struct NcclTransport::Link {
-  Link(int s, int d) : src(s), dst(d) {}
+  Link(int s, int d, Channel c) : src(s), dst(d), channel(c) {}
 
   // Marks the link unusable (keeping the first reason) and stops its NCCL work.
   void fail(const std::string& why) noexcept {
@@ -130,6 +131,7 @@ struct NcclTransport::Link {
 
   const int src;
   const int dst;
+  const Channel channel;
   std::mutex mutex;      // one call at a time per link
   std::string failure;   // non-empty once unusable
   std::optional<kernels::Stream> stream;
@@ -166,10 +168,14 @@ void NcclTransport::check_peer(int peer) const {
                    << " ranks; there are no links to oneself)");
 }
 
-NcclTransport::Link& NcclTransport::link(int src, int dst) {
+NcclTransport::Channel NcclTransport::channel_of(PayloadKind kind) {
+  return kind == PayloadKind::Gradient ? Channel::Gradients : Channel::Others;
+}
+
+NcclTransport::Link& NcclTransport::link(int src, int dst, Channel channel) {
   std::lock_guard lock(links_mutex_);
-  auto& slot = links_[{src, dst}];
-  if (!slot) slot = std::make_unique<Link>(src, dst);
+  auto& slot = links_[{src, dst, channel}];
+  if (!slot) slot = std::make_unique<Link>(src, dst, channel);
   return *slot;
 }
 
@@ -196,10 +202,11 @@ auto NcclTransport::on_link(Link& link, const std::string& what, Deadline deadli
 void NcclTransport::open(Link& link, const std::string& what, Deadline deadline) {
   const bool root = link.src == rank_;
   const int peer = root ? link.dst : link.src;
-  const std::string name = std::to_string(link.src) + "->" + std::to_string(link.dst);
+  const std::string gradients = link.channel == Channel::Gradients ? "/gradients" : "";
+  const std::string name = std::to_string(link.src) + "->" + std::to_string(link.dst) + gradients;
   try {
     const std::string id = nccl_unique_id_for(store_, prefix_ + "/nccl/" + std::to_string(link.src) + "-" +
-                                                          std::to_string(link.dst),
+                                                          std::to_string(link.dst) + gradients,
                                               root, deadline, abort_.get());
     link.comm.emplace(id, root ? 0 : 1, 2, device_, "link " + name + " of job " + prefix_, deadline, abort_.get());
   } catch (const TimeoutError& e) {
@@ -289,8 +296,10 @@ void NcclTransport::connect(int peer, Deadline deadline) {
   // Both ranks open the lower rank's outgoing link first, so their calls pair up in the same order.
   const int low = std::min(rank_, peer);
   const int high = std::max(rank_, peer);
-  for (const auto& [src, dst] : {std::pair{low, high}, std::pair{high, low}}) {
-    Link& l = link(src, dst);
+  for (const auto& [src, dst, channel] :
+       {std::tuple{low, high, Channel::Others}, std::tuple{high, low, Channel::Others},
+        std::tuple{low, high, Channel::Gradients}, std::tuple{high, low, Channel::Gradients}}) {
+    Link& l = link(src, dst, channel);
     if (src == rank_) {
       const std::string what =
           "rank " + std::to_string(rank_) + " greeting rank " + std::to_string(peer) + " (connect)";
@@ -319,7 +328,7 @@ void NcclTransport::send(int peer, const Tag& tag, const Tensor& tensor, Deadlin
   // NCCL reads the payload on this rank's device (Tensor::to waits for a copy from elsewhere).
   const Tensor payload = tensor.device() == device_ ? tensor : tensor.to(device_);
   const HeaderWords header = encode(tag, payload);
-  Link& l = link(rank_, peer);
+  Link& l = link(rank_, peer, channel_of(tag.kind));
   on_link(l, what, deadline, [&] { enqueue_send(l, header.data(), payload, what, deadline); });
 }
 
@@ -331,7 +340,7 @@ Tensor NcclTransport::recv(int peer, const Tag& tag, Deadline deadline) {
     Tensor tensor;
     std::string mismatch;
   };
-  Link& l = link(peer, rank_);
+  Link& l = link(peer, rank_, channel_of(tag.kind));
   Received got = on_link(l, what, deadline, [&] {
     const Header header = decode(receive_header(l, what, deadline), what);
     const bool is_message = header.magic == kMessageMagic;

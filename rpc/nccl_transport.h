@@ -1,13 +1,16 @@
 #pragma once
 // Transport over NCCL point-to-point, for ranks whose tensors live on CUDA devices.
 //
-// Every directed link src->dst has its own 2-rank communicator (src is its rank 0) and its own CUDA
-// stream, created on the first send/recv over it (or by connect()) from an id the Store carries under
-// "<prefix>/nccl/<src>-<dst>". So a send stuck waiting for its receiver never blocks the stream this
-// rank receives on (the classic deadlock of two stages sending to each other on one stream).
+// Every directed link src->dst has two channels, one for gradients and one for everything else, each
+// with its own 2-rank communicator (src is its rank 0) and its own CUDA stream, created on the first
+// send/recv over it (or by connect()) from an id the Store carries under "<prefix>/nccl/<src>-<dst>"
+// (plus "/gradients"). So a send stuck waiting for its receiver never blocks the stream this rank
+// receives on (the classic deadlock of two stages sending to each other on one stream), and
+// activations and gradients between the same two ranks keep separate orders: a V schedule sends
+// both kinds both ways at once, and each side takes them in its own program's order.
 //
 // A message is a fixed header (tag, dtype, shape) and then the payload, both sent with ncclSend.
-// Links deliver in order: recv(peer, tag) must ask for the tags in the order peer sent them, and a
+// Each channel delivers in order: recv(peer, tag) must ask for the tags of a channel in the order peer sent them, and a
 // mismatch is an Error (unlike the mailbox transports, NCCL cannot pick a later message first).
 // send() returns once the message is enqueued on the link's stream (after the tensor's pending writes
 // on the current stream); recv() waits for the header only, and the current stream waits for the
@@ -17,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "kernels/device.h"
@@ -60,10 +64,12 @@ class NcclTransport : public Transport {
 
  private:
   struct Link;
+  enum class Channel { Others, Gradients };
+  static Channel channel_of(PayloadKind kind);
   // Who waits for a received payload: the device's current stream (recv) or the host (a dropped message).
   enum class Completion { CurrentStreamWaits, HostWaits };
 
-  Link& link(int src, int dst);
+  Link& link(int src, int dst, Channel channel);
   // Runs `fn` holding the link's lock, opening the link first; an exception marks the link unusable.
   template <typename Fn>
   auto on_link(Link& link, const std::string& what, Deadline deadline, Fn&& fn);
@@ -83,7 +89,7 @@ class NcclTransport : public Transport {
   std::string prefix_;
   std::unique_ptr<AbortFlag> abort_;
   std::mutex links_mutex_;   // guards the map only; each Link has its own mutex
-  std::map<std::pair<int, int>, std::unique_ptr<Link>> links_;
+  std::map<std::tuple<int, int, Channel>, std::unique_ptr<Link>> links_;
 };
 #endif
 

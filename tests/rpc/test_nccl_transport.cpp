@@ -297,6 +297,26 @@ BOOST_AUTO_TEST_CASE(tag_order_mismatch_is_a_clear_error_and_the_link_stays_usab
   BOOST_TEST(same_bits(got, activation(1, Device::cpu())));
 }
 
+// A V schedule sends activations and gradients both ways between the same two stages: each kind has
+// its own channel, so the receiver may take a gradient before an activation that was sent first.
+BOOST_AUTO_TEST_CASE(activations_and_gradients_keep_separate_orders) {
+  Tensor got_activation, got_gradient;
+  run_pair(
+      "channels",
+      [&](rpc::NcclTransport& t) {
+        t.connect(1, in_ms(60000));
+        t.send(1, activation_tag(0), activation(0, Device::cuda(0)), in_ms(60000));
+        t.send(1, gradient_tag(0), gradient(0, Device::cuda(0)), in_ms(60000));
+      },
+      [&](rpc::NcclTransport& t) {
+        t.connect(0, in_ms(60000));
+        got_gradient = t.recv(0, gradient_tag(0), in_ms(60000)).to(Device::cpu());
+        got_activation = t.recv(0, activation_tag(0), in_ms(60000)).to(Device::cpu());
+      });
+  BOOST_TEST(same_bits(got_activation, activation(0, Device::cpu())));
+  BOOST_TEST(same_bits(got_gradient, gradient(0, Device::cpu())));
+}
+
 BOOST_AUTO_TEST_CASE(recv_on_an_open_link_times_out_naming_the_peer) {
   const Tag sent = gradient_tag(0);
   const Tag never = gradient_tag(1);
