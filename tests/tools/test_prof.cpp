@@ -38,16 +38,20 @@ trace::SpanKind span_kind_of(pipeline::OpType op) {
 }
 
 // The simulator's timeline of `spec` with the given op times, as a trace of two steps.
+// Two layers per piece; `programs` replaces the kind's own when given.
 tools::TraceData simulated_trace(const pipeline::ScheduleSpec& spec, const pipeline::OpTimes& times,
-                                 pipeline::SimulationResult& sim) {
-  sim = pipeline::simulate(spec, times);
+                                 pipeline::SimulationResult& sim,
+                                 const std::vector<std::vector<pipeline::Instruction>>& programs = {}) {
+  sim = programs.empty() ? pipeline::simulate(spec, times) : pipeline::simulate(spec, programs, times);
   tools::TraceData data;
   data.meta.model = "synthetic";
   data.meta.schedule = pipeline::schedule_kind_name(spec.kind);
   data.meta.stages = spec.stages;
   data.meta.micro_batches = spec.micro_batches;
-  for (int l = 0; l < 2 * spec.stages; ++l) data.meta.layer_names.push_back("layer" + std::to_string(l));
-  for (int s = 1; s < spec.stages; ++s) data.meta.split.push_back(2 * s);
+  data.meta.chunks = spec.chunks;
+  const int pieces = spec.stages * spec.chunks;
+  for (int l = 0; l < 2 * pieces; ++l) data.meta.layer_names.push_back("layer" + std::to_string(l));
+  for (int v = 1; v < pieces; ++v) data.meta.split.push_back(2 * v);
   data.files = {"synthetic"};
   const auto ns = [](double seconds) { return static_cast<std::int64_t>(std::llround(seconds * 1e9)); };
   for (std::int64_t step = 0; step < 2; ++step) {
@@ -67,6 +71,7 @@ tools::TraceData simulated_trace(const pipeline::ScheduleSpec& spec, const pipel
         x.stage = static_cast<std::int16_t>(s);
         x.step = step;
         x.micro_batch = op.instruction.micro_batch;
+        x.chunk = static_cast<std::int16_t>(op.instruction.chunk);
         x.start_ns = base + ns(op.start);
         x.end_ns = base + ns(op.end);
         data.spans.push_back(x);
@@ -109,6 +114,62 @@ BOOST_AUTO_TEST_CASE(busy_shares_of_a_known_schedule_match_the_simulator) {
       BOOST_TEST(report.suggestion.find("--split") != std::string::npos, report.suggestion);
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(split_backwards_show_their_input_and_weight_halves_apart) {
+  pipeline::ScheduleSpec spec{pipeline::ScheduleKind::ZeroBubbleH1, 2, 4, 1};
+  pipeline::SimulationResult sim;
+  const auto data = simulated_trace(spec, pipeline::OpTimes::uniform(spec, 1e-3, 2e-3, 3e-3), sim);
+  const auto report = tools::analyze(data);
+  for (const auto& u : report.ranks) {
+    // Per step: 4 forwards of 1 ms, 4 input halves of 2 ms, 4 weight halves of 3 ms.
+    BOOST_TEST(std::abs(u.compute_by_kind.at(trace::SpanKind::BackwardInput) / 2 - 8e-3) <= 1e-6);
+    BOOST_TEST(std::abs(u.compute_by_kind.at(trace::SpanKind::BackwardWeight) / 2 - 12e-3) <= 1e-6);
+    BOOST_TEST(u.compute_by_kind.count(trace::SpanKind::Backward) == 0u);
+  }
+  const auto text = tools::format_report(report);
+  BOOST_TEST(text.find("input(Bi)  weight(W)") != std::string::npos, text);
+  const auto json = tools::report_json(report);
+  const double w = json["ranks"][0]["compute_by_op"]["backward-weight"].get<double>();
+  BOOST_TEST(std::abs(w - 24e-3 / report.window) <= 1e-6);
+}
+
+// Interleaved: stage 1's chunk 0 (piece 1) is slow; its neighbours, pieces 0 and 2, are on stage 0.
+BOOST_AUTO_TEST_CASE(the_split_suggestion_moves_a_layer_between_pieces) {
+  pipeline::ScheduleSpec spec{pipeline::ScheduleKind::Interleaved, 2, 4, 2};
+  auto times = pipeline::OpTimes::uniform(spec, 1e-3, 2e-3, 0.0);
+  times.forward[1] = 4e-3;
+  times.backward_input[1] = 8e-3;
+  pipeline::SimulationResult sim;
+  const auto report = tools::analyze(simulated_trace(spec, times, sim));
+  BOOST_TEST(report.slowest_stage == 1);
+  // Pieces of two layers: piece 1 is layers 2-3; moving layer 3 to piece 2 gives --split 2,3,6.
+  BOOST_TEST(report.suggestion.find("move layer 3 'layer3' from stage 1 (piece 1) to stage 0 (piece 2): --split 2,3,6") !=
+                 std::string::npos,
+             report.suggestion);
+}
+
+// V placement (a hand-written program, GPipe's order): stage 1 holds pieces 1 and 2. With piece 1
+// slow, its neighbour piece 2 is on the same stage, so the layer goes to piece 0 on stage 0.
+BOOST_AUTO_TEST_CASE(under_v_placement_the_suggestion_never_stays_on_the_stage_and_the_timeline_shows_pieces) {
+  const pipeline::ScheduleSpec spec{pipeline::ScheduleKind::ZeroBubbleV, 2, 2, 2};
+  const std::vector<std::vector<pipeline::Instruction>> programs = {
+      pipeline::from_text("F0.0 sA0.0 F1.0 sA1.0 rA0.1 F0.1 rA1.1 F1.1 B0.1 sG0.1 B1.1 sG1.1 rG0.0 B0.0 rG1.0 B1.0 RG S"),
+      pipeline::from_text("rA0.0 F0.0 sA0.0 rA1.0 F1.0 sA1.0 rA0.1 F0.1 sA0.1 rA1.1 F1.1 sA1.1 rG0.1 B0.1 sG0.1 "
+                          "rG1.1 B1.1 sG1.1 rG0.0 B0.0 sG0.0 rG1.0 B1.0 sG1.0 RG S")};
+  auto times = pipeline::OpTimes::uniform(spec, 1e-3, 2e-3, 0.0);
+  times.forward[1] = 4e-3;
+  times.backward_input[1] = 8e-3;
+  pipeline::SimulationResult sim;
+  const auto data = simulated_trace(spec, times, sim, programs);
+  const auto report = tools::analyze(data);
+  BOOST_TEST(report.slowest_stage == 1);
+  BOOST_TEST(report.suggestion.find("move layer 2 'layer2' from stage 1 (piece 1) to stage 0 (piece 0): --split 3,4,6") !=
+                 std::string::npos,
+             report.suggestion);
+  const auto svg = tools::timeline_svg(data, {});
+  for (const char* text : {"rank 0 (stage 0) piece 0", "rank 0 (stage 0) piece 3", "rank 1 (stage 1) piece 2", ">F1.0<"})
+    BOOST_TEST(svg.find(text) != std::string::npos, text);
 }
 
 BOOST_AUTO_TEST_CASE(the_analytic_bubble_is_the_schedule_formula) {

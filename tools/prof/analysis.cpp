@@ -27,12 +27,18 @@ std::string split_text(const std::vector<int>& split) {
   return out;
 }
 
-double analytic_bubble(const TraceMeta& m) {
+
+pipeline::ScheduleSpec spec_of(const TraceMeta& m) {
   pipeline::ScheduleSpec spec;
   spec.kind = pipeline::parse_schedule_kind(m.schedule);
   spec.stages = m.stages;
   spec.micro_batches = m.micro_batches;
   spec.chunks = m.chunks;
+  return spec;
+}
+
+double analytic_bubble(const TraceMeta& m) {
+  const auto spec = spec_of(m);
   // Equal op times: a backward is twice a forward, split evenly for ZB-H1's two halves.
   const bool split_backward = pipeline::splits_backward(spec.kind);
   return pipeline::simulate(spec, pipeline::OpTimes::uniform(spec, 1.0, split_backward ? 1.0 : 2.0,
@@ -40,38 +46,57 @@ double analytic_bubble(const TraceMeta& m) {
       .bubble_fraction;
 }
 
-// Moving one boundary layer from the slowest stage towards its less busy neighbour.
-std::string suggest(const ProfReport& r, const std::vector<double>& per_stage) {
+// Moving one boundary layer out of the slowest stage: from its busiest piece into the neighbouring
+// piece (the model's previous or next piece) whose stage computes least. With chunks, a piece's
+// neighbours live on other stages (interleaved) or on the same one at a V schedule's turn, which
+// would not relieve the stage and is never chosen.
+std::string suggest(const ProfReport& r, const std::vector<double>& per_stage, const std::vector<double>& per_piece) {
   const auto& m = r.meta;
   const int s = r.slowest_stage;
+  const int pieces = m.stages * m.chunks;
   if (m.stages < 2 || r.imbalance <= kImbalanceWorthMoving) return "";
-  if (m.chunks > 1 || static_cast<int>(m.split.size()) != m.stages - 1 || m.layer_names.empty())
+  if (static_cast<int>(m.split.size()) != pieces - 1 || m.layer_names.empty())
     return "stage " + std::to_string(s) + " is the slowest; rebalance with pipewright plan --partition profile";
+  const auto spec = spec_of(m);
+  const auto stage_of = [&](int v) { return pipeline::locate_virtual_stage(spec, v).stage; };
+  int piece = -1;
+  for (int c = 0; c < m.chunks; ++c) {
+    const int v = pipeline::virtual_stage(spec, s, c);
+    if (piece < 0 || per_piece[static_cast<std::size_t>(v)] > per_piece[static_cast<std::size_t>(piece)]) piece = v;
+  }
   std::vector<int> begins = {0};
   begins.insert(begins.end(), m.split.begin(), m.split.end());
   begins.push_back(static_cast<int>(m.layer_names.size()));
-  const int size = begins[static_cast<std::size_t>(s) + 1] - begins[static_cast<std::size_t>(s)];
-  const bool has_next = s + 1 < m.stages, has_prev = s > 0;
-  const bool to_next = has_next && (!has_prev || per_stage[static_cast<std::size_t>(s) + 1] <=
-                                                     per_stage[static_cast<std::size_t>(s) - 1]);
+  const auto at = [](const std::vector<int>& v, int i) { return v[static_cast<std::size_t>(i)]; };
+  const int size = at(begins, piece + 1) - at(begins, piece);
+  const bool has_next = piece + 1 < pieces && stage_of(piece + 1) != s;
+  const bool has_prev = piece > 0 && stage_of(piece - 1) != s;
+  const auto where = [&](int v) {
+    return m.chunks > 1 ? "stage " + std::to_string(stage_of(v)) + " (piece " + std::to_string(v) + ")"
+                        : "stage " + std::to_string(v);
+  };
   std::ostringstream out;
-  if (size < 2) {
-    out << "stage " << s << " is the slowest but holds one layer; give the pipeline more stages or micro-batches";
+  if (size < 2 || (!has_next && !has_prev)) {
+    out << where(piece) << " is the slowest but "
+        << (size < 2 ? "holds one layer" : "its neighbouring pieces are on the same stage")
+        << "; give the pipeline more stages or micro-batches";
     return out.str();
   }
+  const bool to_next = has_next && (!has_prev || per_stage[static_cast<std::size_t>(stage_of(piece + 1))] <=
+                                                      per_stage[static_cast<std::size_t>(stage_of(piece - 1))]);
   std::vector<int> split = m.split;
   int layer = 0, target = 0;
   if (to_next) {
-    layer = begins[static_cast<std::size_t>(s) + 1] - 1;
-    target = s + 1;
-    split[static_cast<std::size_t>(s)] -= 1;
+    layer = at(begins, piece + 1) - 1;
+    target = piece + 1;
+    split[static_cast<std::size_t>(piece)] -= 1;
   } else {
-    layer = begins[static_cast<std::size_t>(s)];
-    target = s - 1;
-    split[static_cast<std::size_t>(s) - 1] += 1;
+    layer = at(begins, piece);
+    target = piece - 1;
+    split[static_cast<std::size_t>(piece) - 1] += 1;
   }
-  out << "move layer " << layer << " '" << m.layer_names[static_cast<std::size_t>(layer)] << "' from stage " << s
-      << " to stage " << target << ": --split " << split_text(split) << " (now " << split_text(m.split)
+  out << "move layer " << layer << " '" << m.layer_names[static_cast<std::size_t>(layer)] << "' from " << where(piece)
+      << " to " << where(target) << ": --split " << split_text(split) << " (now " << split_text(m.split)
       << "); or let pipewright plan --partition profile choose";
   return out.str();
 }
@@ -101,6 +126,8 @@ ProfReport analyze(const TraceData& data) {
   r.last_step = steps.rbegin()->first;
   for (const auto& [step, w] : steps) r.window += static_cast<double>(w.second - w.first) * 1e-9;
 
+  const auto spec = spec_of(m);
+  std::vector<double> per_piece(static_cast<std::size_t>(m.stages * m.chunks), 0.0);   // mean over replicas
   std::map<int, RankUsage> ranks;
   for (const auto& s : data.spans) {
     if (s.stage < 0 || s.kind == trace::SpanKind::Step || steps.count(s.step) == 0) continue;
@@ -112,7 +139,10 @@ ProfReport analyze(const TraceData& data) {
     if (s.lane == 1) u.background_allreduce += d;
     else if (trace::is_compute(s.kind)) {
       u.compute += d;
+      u.compute_by_kind[s.kind] += d;
       if (s.kind == trace::SpanKind::Recompute) u.recompute += d;
+      const int piece = pipeline::virtual_stage(spec, s.stage, s.chunk);
+      per_piece[static_cast<std::size_t>(piece)] += d / static_cast<double>(m.replicas);
     } else if (trace::is_communication(s.kind)) u.communication += d;
     else if (s.kind == trace::SpanKind::RecvWait) u.waiting += d;
   }
@@ -134,7 +164,7 @@ ProfReport analyze(const TraceData& data) {
   double mean = 0.0;
   for (double x : per_stage) mean += x / static_cast<double>(per_stage.size());
   r.imbalance = mean > 0 ? per_stage[static_cast<std::size_t>(r.slowest_stage)] / mean - 1.0 : 0.0;
-  r.suggestion = suggest(r, per_stage);
+  r.suggestion = suggest(r, per_stage, per_piece);
   return r;
 }
 
@@ -159,6 +189,20 @@ std::string format_report(const ProfReport& r) {
                   pct(u.compute > 0 ? u.recompute / u.compute : 0.0).c_str(), pct(u.background_allreduce / r.window).c_str());
     out << line;
   }
+  // Each rank's compute by operation, as shares of the window: split backwards show their input half
+  // (Bi, on the critical path) apart from their weight half (W, what zero-bubble schedules move).
+  out << "rank   forward  backward  input(Bi)  weight(W)  recompute  optimizer\n";
+  for (const auto& u : r.ranks) {
+    const auto share = [&](trace::SpanKind kind) {
+      const auto it = u.compute_by_kind.find(kind);
+      return pct(it == u.compute_by_kind.end() ? 0.0 : it->second / r.window);
+    };
+    std::snprintf(line, sizeof line, "%4d    %s    %s     %s     %s     %s     %s\n", u.rank,
+                  share(trace::SpanKind::Forward).c_str(), share(trace::SpanKind::Backward).c_str(),
+                  share(trace::SpanKind::BackwardInput).c_str(), share(trace::SpanKind::BackwardWeight).c_str(),
+                  share(trace::SpanKind::Recompute).c_str(), share(trace::SpanKind::OptimizerStep).c_str());
+    out << line;
+  }
   std::snprintf(line, sizeof line, "bubble: measured %.1f%% (mean over ranks), analytic %.1f%% (%s with equal op times)\n",
                 100.0 * r.measured_bubble, 100.0 * r.analytic_bubble, m.schedule.c_str());
   out << line;
@@ -173,7 +217,9 @@ std::string format_report(const ProfReport& r) {
 
 nlohmann::json report_json(const ProfReport& r) {
   nlohmann::json ranks = nlohmann::json::array();
-  for (const auto& u : r.ranks)
+  for (const auto& u : r.ranks) {
+    nlohmann::json by_op = nlohmann::json::object();
+    for (const auto& [kind, seconds] : u.compute_by_kind) by_op[trace::span_kind_name(kind)] = seconds / r.window;
     ranks.push_back({{"rank", u.rank},
                      {"stage", u.stage},
                      {"replica", u.replica},
@@ -182,7 +228,9 @@ nlohmann::json report_json(const ProfReport& r) {
                      {"communication", u.communication / r.window},
                      {"waiting", u.waiting / r.window},
                      {"recompute_share", u.compute > 0 ? u.recompute / u.compute : 0.0},
-                     {"background_allreduce", u.background_allreduce / r.window}});
+                     {"background_allreduce", u.background_allreduce / r.window},
+                     {"compute_by_op", by_op}});
+  }
   return {{"model", r.meta.model},           {"schedule", r.meta.schedule},
           {"stages", r.meta.stages},         {"replicas", r.meta.replicas},
           {"micro_batches", r.meta.micro_batches}, {"steps", r.steps},

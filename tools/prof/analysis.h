@@ -3,6 +3,7 @@
 // traced steps spent computing, communicating, waiting for neighbours and idle, beside the
 // schedule's analytic bubble; the slowest stage and, when stages are imbalanced, which layer to
 // move where.
+#include <map>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,8 @@ struct RankUsage {
   double communication = 0.0;   // send, copy, waiting for the gradient all-reduce
   double waiting = 0.0;         // for a neighbour's activation or gradient
   double background_allreduce = 0.0;   // the reducer's thread (overlaps the above)
+  // compute by span kind: forward, backward, backward-input (B), backward-weight (W), recompute, optimizer
+  std::map<trace::SpanKind, double> compute_by_kind;
   double busy() const;          // compute share of the window
 };
 

@@ -6,8 +6,10 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "core/error.h"
+#include "pipeline/schedule.h"
 
 namespace pw::tools {
 
@@ -38,13 +40,15 @@ std::string fill_of(const trace::Span& s) {
   return buf;
 }
 
-std::string label_of(const trace::Span& s) {
+// "F3", or "F3.1" (micro-batch 3 of chunk 1) when stages hold several chunks.
+std::string label_of(const trace::Span& s, int chunks) {
+  const std::string mb = std::to_string(s.micro_batch) + (chunks > 1 ? "." + std::to_string(s.chunk) : "");
   switch (s.kind) {
-    case trace::SpanKind::Forward: return "F" + std::to_string(s.micro_batch);
-    case trace::SpanKind::Backward: return "B" + std::to_string(s.micro_batch);
-    case trace::SpanKind::BackwardInput: return "Bi" + std::to_string(s.micro_batch);
-    case trace::SpanKind::BackwardWeight: return "W" + std::to_string(s.micro_batch);
-    case trace::SpanKind::Recompute: return "R" + std::to_string(s.micro_batch);
+    case trace::SpanKind::Forward: return "F" + mb;
+    case trace::SpanKind::Backward: return "B" + mb;
+    case trace::SpanKind::BackwardInput: return "Bi" + mb;
+    case trace::SpanKind::BackwardWeight: return "W" + mb;
+    case trace::SpanKind::Recompute: return "R" + mb;
     case trace::SpanKind::OptimizerStep: return "opt";
     case trace::SpanKind::AllReduce: return "AR";
     default: return "";
@@ -63,12 +67,18 @@ std::string timeline_svg(const TraceData& data, const SvgOptions& options) {
   for (auto it = steps.rbegin(); it != steps.rend() && static_cast<int>(shown.size()) < options.steps; ++it)
     shown.insert(*it);
   std::int64_t t0 = INT64_MAX, t1 = INT64_MIN;
-  std::map<std::pair<int, int>, int> rows;   // (rank, lane) -> row
+  // With chunks, each rank's work gets one row per chunk (under a V schedule, the chunk going down
+  // the stages above the one coming back up), so that the V reads as two pipelines.
+  const int chunks = std::max(1, data.meta.chunks);
+  const auto row_key = [&](const trace::Span& s) {
+    return std::tuple{rank_of(data.meta, s), static_cast<int>(s.lane), s.lane == 0 ? static_cast<int>(s.chunk) : 0};
+  };
+  std::map<std::tuple<int, int, int>, int> rows;   // (rank, lane, chunk) -> row
   for (const auto& s : data.spans) {
     if (s.stage < 0 || shown.count(s.step) == 0) continue;
     t0 = std::min(t0, s.start_ns);
     t1 = std::max(t1, s.end_ns);
-    rows[{rank_of(data.meta, s), s.lane}] = 0;
+    rows[row_key(s)] = 0;
   }
   int next_row = 0;
   for (auto& [key, row] : rows) row = next_row++;
@@ -89,23 +99,33 @@ std::string timeline_svg(const TraceData& data, const SvgOptions& options) {
   svg << "<text x=\"10\" y=\"20\" font-size=\"14\">" << m.model << ": " << m.schedule << ", " << m.stages
       << " stages" << (m.replicas > 1 ? " x " + std::to_string(m.replicas) + " replicas" : "") << ", "
       << m.micro_batches << " micro-batches; steps " << *shown.begin() << "-" << *shown.rbegin() << "</text>\n";
+  pipeline::ScheduleSpec spec;
+  spec.kind = pipeline::parse_schedule_kind(m.schedule);
+  spec.stages = m.stages;
+  spec.micro_batches = m.micro_batches;
+  spec.chunks = chunks;
   for (const auto& [key, row] : rows) {
+    const auto [rank, lane, chunk] = key;
     const int y = kTop + row * kRowHeight;
-    svg << "<text x=\"10\" y=\"" << y + 17 << "\">rank " << key.first << " (stage " << key.first % m.stages << ")"
-        << (key.second == 1 ? " all-reduce" : "") << "</text>\n";
+    const int stage = rank % m.stages;
+    svg << "<text x=\"10\" y=\"" << y + 17 << "\">rank " << rank << " (stage " << stage << ")";
+    if (lane == 1) svg << " all-reduce";
+    else if (chunks > 1) svg << " piece " << pipeline::virtual_stage(spec, stage, chunk);
+    svg << "</text>\n";
     svg << "<line x1=\"" << kLeftMargin << "\" y1=\"" << y + kRowHeight - 1 << "\" x2=\"" << options.width - 20
         << "\" y2=\"" << y + kRowHeight - 1 << "\" stroke=\"#eeeeee\"/>\n";
   }
   for (const auto& s : data.spans) {
     if (s.stage < 0 || shown.count(s.step) == 0 || s.kind == trace::SpanKind::Step) continue;
-    const int row = rows.at({rank_of(m, s), s.lane});
+    const int row = rows.at(row_key(s));
     const double x = x_of(s.start_ns), w = std::max(0.5, x_of(s.end_ns) - x);
     const int y = kTop + row * kRowHeight + 3;
     svg << "<rect x=\"" << x << "\" y=\"" << y << "\" width=\"" << w << "\" height=\"" << kRowHeight - 7
         << "\" fill=\"" << fill_of(s) << "\"" << (s.kind == trace::SpanKind::Recompute ? " stroke=\"#333\" stroke-dasharray=\"2,2\"" : "")
-        << "><title>" << trace::span_kind_name(s.kind) << " micro-batch " << s.micro_batch << ", step " << s.step
+        << "><title>" << trace::span_kind_name(s.kind) << " micro-batch " << s.micro_batch
+        << (chunks > 1 ? ", chunk " + std::to_string(s.chunk) : "") << ", step " << s.step
         << ", " << (s.end_ns - s.start_ns) / 1000 << " us</title></rect>\n";
-    const auto label = label_of(s);
+    const auto label = label_of(s, chunks);
     if (!label.empty() && w > 7.0 * static_cast<double>(label.size()))
       svg << "<text x=\"" << x + 2 << "\" y=\"" << y + 14 << "\" fill=\""
           << (s.kind == trace::SpanKind::Forward || s.kind == trace::SpanKind::Recompute ? "black" : "white") << "\">"
