@@ -4,8 +4,12 @@
 //  (b) real speedup: 2 stages on cpu:0 and cpu:1 (one thread each) against 1 stage on one thread,
 //      M micro-batches, against the ideal 2M/(M+1) (target >= 90%);
 //  (c) peak memory per stage with and without recomputation;
-//  (d) the trace recorder's overhead: steps with tracing on and off, alternating (target <= 1%).
-//   build/bin/pipeline_bench [--steps N] [--micro-batches M] [--batch-size B]
+//  (d) the trace recorder's overhead: steps with tracing on and off, alternating (target <= 1%);
+//  (e) every schedule on P = 2 and 4 stages (one thread each): the measured step time beside the
+//      simulator's makespan from the op times measured in the same steps (target <= 1.05), and the
+//      speed-up over 1F1B, measured and simulated.
+//   build/bin/pipeline_bench [--steps N] [--micro-batches M] [--batch-size B] [--only schedules|overheads]
+//                            [--models seed-cnn,resnet18]
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -96,6 +100,7 @@ pipeline::OpTimes measured_op_times(const pipeline::ScheduleSpec& spec, const st
       t.backward_input[v] = (get(pipeline::OpType::Backward, c) + get(pipeline::OpType::BackwardInput, c)) / m;
       t.backward_weight[v] = get(pipeline::OpType::BackwardWeight, c) / m;
       // The receiver's copy onto its device is the transfer from the neighbouring piece.
+      // A V schedule's turn stays on its stage: no copy.
       if (v > 0) t.send_activation[v - 1] = get(pipeline::OpType::RecvActivation, c) / m;
       if (v + 1 < t.forward.size()) t.send_gradient[v + 1] = get(pipeline::OpType::RecvGradient, c) / m;
     }
@@ -103,6 +108,49 @@ pipeline::OpTimes measured_op_times(const pipeline::ScheduleSpec& spec, const st
   }
   (void)pieces;
   return t;
+}
+
+// (e): every schedule kind valid for P stages and M micro-batches, split by profiled layer times.
+void bench_schedules(const partition::ModelDescription& model, const std::vector<partition::LayerProfile>& profiles,
+                     int stages, int micro_batches, const models::data::Batch& batch, int steps) {
+  std::vector<kernels::Device> devices;
+  for (int s = 0; s < stages; ++s) devices.push_back(kernels::Device::cpu(s));
+  double one_f_one_b_measured = 0.0, one_f_one_b_simulated = 0.0;
+  for (const auto& name : enum_names<pipeline::ScheduleKind>()) {
+    pipeline::ScheduleSpec spec{pipeline::parse_schedule_kind(name), stages, micro_batches, 1};
+    spec.chunks = pipeline::default_chunks(spec.kind);
+    nlohmann::json row = {{"bench", "schedule_step"}, {"model", model.name},       {"schedule", name},
+                          {"stages", stages},         {"micro_batches", micro_batches}, {"chunks", spec.chunks}};
+    try {
+      pipeline::validate(spec);
+      PW_INPUT_CHECK(model.layer_count() >= stages * spec.chunks,
+                     model.layer_count() << " layers for " << stages * spec.chunks << " pieces");
+      partition::CostModel cost;
+      cost.stages = stages;
+      cost.chunks = spec.chunks;
+      cost.placement = pipeline::chunk_placement(spec.kind);
+      cost.micro_batches = micro_batches;
+      const auto split = partition::partition_by_profile(profiles, cost, model.name);
+      const auto measured = run(model, split, spec, devices, "none", batch, steps);
+      const auto sim = pipeline::simulate(spec, measured_op_times(spec, measured.stages));
+      if (spec.kind == pipeline::ScheduleKind::OneFOneB) {
+        one_f_one_b_measured = measured.median_step;
+        one_f_one_b_simulated = sim.makespan;
+      }
+      row["measured_step_ms"] = measured.median_step * 1e3;
+      row["simulated_makespan_ms"] = sim.makespan * 1e3;
+      row["ratio"] = measured.last_step / sim.makespan;
+      row["simulated_bubble"] = sim.bubble_fraction;
+      if (one_f_one_b_measured > 0) {
+        row["speedup_over_1f1b"] = one_f_one_b_measured / measured.median_step;
+        row["simulated_speedup_over_1f1b"] = one_f_one_b_simulated / sim.makespan;
+      }
+    } catch (const InputError& e) {
+      row["skipped"] = e.what();
+    }
+    std::printf("%s\n", row.dump().c_str());
+    std::fflush(stdout);
+  }
 }
 
 }  // namespace
@@ -114,6 +162,11 @@ int main(int argc, char** argv) {
   app.add_option("--steps", steps)->check(CLI::PositiveNumber);
   app.add_option("--micro-batches", micro_batches)->check(CLI::PositiveNumber);
   app.add_option("--batch-size", batch_size)->check(CLI::PositiveNumber);
+  std::vector<std::string> model_names = {"seed-cnn", "resnet18"};
+  app.add_option("--models", model_names, "zoo models to run")->delimiter(',');
+  std::string only;
+  app.add_option("--only", only, "run only the schedules section or only the others")
+      ->check(CLI::IsMember({"schedules", "overheads"}));
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -122,7 +175,7 @@ int main(int argc, char** argv) {
     loader.start_epoch(0);
     const auto batch = *loader.next();
 
-    for (const std::string name : {"seed-cnn", "resnet18"}) {
+    for (const std::string& name : model_names) {
       models::ModelOptions mo;
       mo.width = 32;
       const auto model = partition::describe(models::make_model_spec(name, mo));
@@ -138,6 +191,9 @@ int main(int argc, char** argv) {
       cost.micro_batches = micro_batches;
       const auto split2 = partition::partition_by_profile(profiles, cost, model.name);
       const partition::Partition split1 = {{0, model.layer_count()}};
+      if (only != "overheads")
+        for (int stages : {2, 4}) bench_schedules(model, profiles, stages, micro_batches, batch, steps);
+      if (only == "schedules") continue;
 
       const auto base = run(model, split1, one, {kernels::Device::cpu(0)}, "none", batch, steps);
       const auto piped = run(model, split2, two, {kernels::Device::cpu(0), kernels::Device::cpu(1)}, "none", batch,
