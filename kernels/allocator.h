@@ -50,7 +50,7 @@ class CachingAllocator {
  private:
   static std::size_t round_size(std::size_t bytes);
   void* raw_allocate(std::size_t bytes);
-  void raw_free(void* ptr) noexcept;
+  void raw_free(void* ptr, std::size_t bytes) noexcept;
   void release_cache_locked();
 
   Device device_;
