@@ -5,6 +5,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/trace.h"
+#include "kernels/allocator.h"
 #include "kernels/ops/elementwise.h"
 
 namespace pw::dp {
@@ -69,6 +70,7 @@ BucketReducer::BucketReducer(std::vector<models::Parameter*> parameters, std::sh
   }
   for (auto& b : c.buckets) {
     c.stats.bytes += b.elements * static_cast<std::int64_t>(sizeof(float));
+    kernels::MemoryKindScope kind(kernels::MemoryKind::Communication);
     b.flat = kernels::Tensor::empty({b.elements}, kernels::DType::F32, b.parameters.front()->grad.device());
     std::int64_t at = 0;
     for (auto* p : b.parameters) {

@@ -8,6 +8,8 @@
 #include "core/log.h"
 #include "core/units.h"
 #include "kernels/cuda_check.h"
+#include "kernels/runtime.h"
+#include "kernels/tensor.h"
 
 namespace pw::kernels {
 namespace {
@@ -26,7 +28,54 @@ OutOfMemory::OutOfMemory(Device d, std::int64_t req, std::int64_t free_b, std::i
 OutOfMemory::OutOfMemory(const OutOfMemory& cause, const std::string& context)
     : Error(context + cause.what()), device(cause.device), requested(cause.requested), free_bytes(cause.free_bytes) {}
 
+namespace {
+thread_local MemoryKind t_memory_kind = MemoryKind::Workspace;
+std::size_t index_of(MemoryKind kind) { return static_cast<std::size_t>(kind); }
+}  // namespace
+
+const char* memory_kind_name(MemoryKind kind) {
+  switch (kind) {
+    case MemoryKind::Parameters: return "parameters";
+    case MemoryKind::Gradients: return "gradients";
+    case MemoryKind::MasterWeights: return "master_weights";
+    case MemoryKind::OptimizerState: return "optimizer_state";
+    case MemoryKind::Activations: return "activations";
+    case MemoryKind::Communication: return "communication";
+    case MemoryKind::Workspace: return "workspace";
+  }
+  return "workspace";
+}
+
+void set_memory_kind(const Tensor& t, MemoryKind kind) {
+  if (t.defined()) DeviceRuntime::get(t.device()).allocator().set_kind(t.raw(), kind);
+}
+
+MemoryKindScope::MemoryKindScope(MemoryKind kind) : previous_(t_memory_kind) { t_memory_kind = kind; }
+MemoryKindScope::~MemoryKindScope() { t_memory_kind = previous_; }
+MemoryKind MemoryKindScope::current() { return t_memory_kind; }
+
 CachingAllocator::CachingAllocator(Device device) : device_(device) {}
+
+void CachingAllocator::count_in(const LiveBlock& block) {
+  const auto bytes = static_cast<std::int64_t>(block.bytes);
+  stats_.in_use += bytes;
+  stats_.in_use_by_kind[index_of(block.kind)] += bytes;
+  if (stats_.in_use > stats_.peak_in_use) {
+    stats_.peak_in_use = stats_.in_use;
+    stats_.peak_by_kind = stats_.in_use_by_kind;
+  }
+  ++stats_.allocations;
+}
+
+void CachingAllocator::set_kind(void* ptr, MemoryKind kind) {
+  std::lock_guard lock(mutex_);
+  auto it = live_blocks_.find(ptr);
+  if (it == live_blocks_.end() || it->second.kind == kind) return;
+  const auto bytes = static_cast<std::int64_t>(it->second.bytes);
+  stats_.in_use_by_kind[index_of(it->second.kind)] -= bytes;
+  stats_.in_use_by_kind[index_of(kind)] += bytes;
+  it->second.kind = kind;
+}
 
 CachingAllocator::~CachingAllocator() {
   std::lock_guard lock(mutex_);
@@ -98,12 +147,10 @@ void* CachingAllocator::allocate(std::size_t bytes) {
   // Reuse a cached block when it is not much larger than asked (avoids pinning big blocks).
   if (it != free_blocks_.end() && it->first <= size * 2) {
     void* p = it->second;
-    const std::size_t block = it->first;
+    const LiveBlock block{it->first, t_memory_kind};
     free_blocks_.erase(it);
     live_blocks_[p] = block;
-    stats_.in_use += static_cast<std::int64_t>(block);
-    stats_.peak_in_use = std::max(stats_.peak_in_use, stats_.in_use);
-    ++stats_.allocations;
+    count_in(block);
     return p;
   }
   const auto want = static_cast<std::int64_t>(size);
@@ -120,11 +167,10 @@ void* CachingAllocator::allocate(std::size_t bytes) {
     release_cache_locked();
     p = raw_allocate(size);
   }
-  live_blocks_[p] = size;
+  const LiveBlock block{size, t_memory_kind};
+  live_blocks_[p] = block;
   stats_.reserved += want;
-  stats_.in_use += want;
-  stats_.peak_in_use = std::max(stats_.peak_in_use, stats_.in_use);
-  ++stats_.allocations;
+  count_in(block);
   return p;
 }
 
@@ -136,8 +182,9 @@ void CachingAllocator::deallocate(void* ptr) {
     PW_LOG(Error, "deallocate of unknown pointer on " << device_.str());
     return;
   }
-  stats_.in_use -= static_cast<std::int64_t>(it->second);
-  free_blocks_.emplace(it->second, ptr);
+  stats_.in_use -= static_cast<std::int64_t>(it->second.bytes);
+  stats_.in_use_by_kind[index_of(it->second.kind)] -= static_cast<std::int64_t>(it->second.bytes);
+  free_blocks_.emplace(it->second.bytes, ptr);
   live_blocks_.erase(it);
 }
 
@@ -163,6 +210,7 @@ void CachingAllocator::release_cache_locked() {
 void CachingAllocator::reset_peak() {
   std::lock_guard lock(mutex_);
   stats_.peak_in_use = stats_.in_use;
+  stats_.peak_by_kind = stats_.in_use_by_kind;
 }
 
 MemoryStats CachingAllocator::stats() const {

@@ -2,6 +2,7 @@
 // Caching allocator per device with an optional memory cap. Freed blocks stay cached for reuse;
 // an allocation that would take the device over its cap first releases the cache, then throws
 // OutOfMemory naming the device, the bytes asked for and the bytes free.
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -23,12 +24,39 @@ class OutOfMemory : public Error {
   std::int64_t free_bytes;
 };
 
+// What a block holds, for the memory report by kind. A block takes the kind of the
+// MemoryKindScope open on the allocating thread (Workspace when none is); Tensor::set_memory_kind
+// changes it afterwards (a weight that becomes a master copy under mixed precision).
+enum class MemoryKind { Parameters, Gradients, MasterWeights, OptimizerState, Activations, Communication, Workspace };
+inline constexpr std::size_t kMemoryKinds = 7;
+// "parameters", "gradients", "master_weights", "optimizer_state", "activations", "communication", "workspace"
+const char* memory_kind_name(MemoryKind kind);
+using BytesByKind = std::array<std::int64_t, kMemoryKinds>;
+
+class Tensor;
+// Counts the storage of `t` under `kind` from now on (a tensor of pinned or foreign memory: no-op).
+void set_memory_kind(const Tensor& t, MemoryKind kind);
+
+class MemoryKindScope {
+ public:
+  explicit MemoryKindScope(MemoryKind kind);
+  ~MemoryKindScope();
+  MemoryKindScope(const MemoryKindScope&) = delete;
+  MemoryKindScope& operator=(const MemoryKindScope&) = delete;
+  static MemoryKind current();
+
+ private:
+  MemoryKind previous_;
+};
+
 struct MemoryStats {
   std::int64_t in_use = 0;     // bytes held by live tensors (rounded block sizes)
   std::int64_t reserved = 0;   // in_use plus cached free blocks
   std::int64_t peak_in_use = 0;
   std::int64_t cap = 0;        // 0: no cap
   std::int64_t allocations = 0;
+  BytesByKind in_use_by_kind{};   // in_use by kind
+  BytesByKind peak_by_kind{};     // in_use by kind at the moment of peak_in_use
 };
 
 class CachingAllocator {
@@ -40,6 +68,8 @@ class CachingAllocator {
 
   void* allocate(std::size_t bytes);
   void deallocate(void* ptr);
+  // Counts the live block at `ptr` under `kind` from now on (no-op for a pointer it did not give out).
+  void set_kind(void* ptr, MemoryKind kind);
 
   void set_cap(std::int64_t bytes);   // 0 removes the cap
   void release_cache();
@@ -56,7 +86,12 @@ class CachingAllocator {
   Device device_;
   mutable std::mutex mutex_;
   std::multimap<std::size_t, void*> free_blocks_;
-  std::unordered_map<void*, std::size_t> live_blocks_;
+  struct LiveBlock {
+    std::size_t bytes;
+    MemoryKind kind;
+  };
+  void count_in(const LiveBlock& block);
+  std::unordered_map<void*, LiveBlock> live_blocks_;
   MemoryStats stats_;
 };
 

@@ -1,5 +1,6 @@
 #include "models/layer.h"
 
+#include "kernels/allocator.h"
 #include "kernels/ops/elementwise.h"
 #include "kernels/ops/half_support.h"
 #include "models/rng.h"
@@ -67,14 +68,19 @@ const Tensor& Layer::compute_weight(const Parameter& p) const {
 void Layer::set_precision(Precision precision) {
   precision_ = precision;
   for (auto& [name, child] : children_) child->set_precision(precision);
-  if (precision == Precision::Fp32)
-    for (auto* p : compute_copied_parameters()) p->compute = Tensor();
+  // Under mixed precision a weight with a 16-bit copy is the fp32 master; the copy is what runs.
+  const auto value_kind = precision == Precision::Fp32 ? kernels::MemoryKind::Parameters : kernels::MemoryKind::MasterWeights;
+  for (auto* p : compute_copied_parameters()) {
+    if (precision == Precision::Fp32) p->compute = Tensor();
+    kernels::set_memory_kind(p->value, value_kind);
+  }
   refresh_compute_copies();
 }
 
 void Layer::refresh_compute_copies() {
   for (auto& [name, child] : children_) child->refresh_compute_copies();
   if (precision_ == Precision::Fp32) return;
+  kernels::MemoryKindScope kind(kernels::MemoryKind::Parameters);
   for (auto* p : compute_copied_parameters()) p->compute = p->value.to(activation_dtype());
 }
 
@@ -183,10 +189,18 @@ void Layer::initialize(std::uint64_t seed, const std::string& prefix) {
 void Layer::to(Device device) {
   if (device == device_) return;
   for (auto& p : params_) {
-    p->value = p->value.to(device);
-    p->grad = p->grad.to(device);
+    {
+      kernels::MemoryKindScope kind(p->compute.defined() ? kernels::MemoryKind::MasterWeights : kernels::MemoryKind::Parameters);
+      p->value = p->value.to(device);
+    }
+    {
+      kernels::MemoryKindScope kind(kernels::MemoryKind::Gradients);
+      p->grad = p->grad.to(device);
+    }
+    kernels::MemoryKindScope kind(kernels::MemoryKind::Parameters);
     if (p->compute.defined()) p->compute = p->compute.to(device);
   }
+  kernels::MemoryKindScope kind(kernels::MemoryKind::Parameters);
   for (auto& b : buffers_) b->value = b->value.to(device);
   for (auto& [name, child] : children_) child->to(device);
   device_ = device;
@@ -199,7 +213,11 @@ void Layer::zero_grad() {
 Parameter& Layer::add_parameter(const std::string& name, const Shape& shape, Init init) {
   auto p = std::make_unique<Parameter>();
   p->name = name;
-  p->value = Tensor::zeros(shape, kernels::DType::F32, device_);
+  {
+    kernels::MemoryKindScope kind(kernels::MemoryKind::Parameters);
+    p->value = Tensor::zeros(shape, kernels::DType::F32, device_);
+  }
+  kernels::MemoryKindScope kind(kernels::MemoryKind::Gradients);
   p->grad = Tensor::zeros(shape, kernels::DType::F32, device_);
   p->init = init;
   params_.push_back(std::move(p));
@@ -209,6 +227,7 @@ Parameter& Layer::add_parameter(const std::string& name, const Shape& shape, Ini
 Buffer& Layer::add_buffer(const std::string& name, const Shape& shape, Init init) {
   auto b = std::make_unique<Buffer>();
   b->name = name;
+  kernels::MemoryKindScope kind(kernels::MemoryKind::Parameters);
   b->value = Tensor::zeros(shape, kernels::DType::F32, device_);
   b->init = init;
   buffers_.push_back(std::move(b));

@@ -1,5 +1,7 @@
 #include "models/optimizer.h"
 
+#include "kernels/allocator.h"
+
 namespace pw::models {
 
 OptimizerKind parse_optimizer_kind(const std::string& name) { return parse_enum<OptimizerKind>(name); }
@@ -9,6 +11,7 @@ std::string optimizer_kind_name(OptimizerKind kind) { return std::string(enum_na
 Optimizer::Optimizer(std::vector<Parameter*> params, OptimizerConfig config)
     : params_(std::move(params)), config_(config) {
   PW_INPUT_CHECK(config.lr > 0, "learning rate must be > 0, got " << config.lr);
+  kernels::MemoryKindScope kind(kernels::MemoryKind::OptimizerState);
   for (auto* p : params_) {
     State s;
     const auto zeros = [&] { return Tensor::zeros(p->value.shape(), p->value.dtype(), p->value.device()); };

@@ -46,6 +46,20 @@ bool is_compute(OpType op) {
   }
 }
 
+// What the memory an instruction allocates counts as: forward contexts, outputs and the gradients
+// flowing back are activations; received copies and all-reduce buffers communication.
+kernels::MemoryKind memory_kind_of(OpType op) {
+  switch (op) {
+    case OpType::RecvActivation:
+    case OpType::SendActivation:
+    case OpType::RecvGradient:
+    case OpType::SendGradient:
+    case OpType::ReduceGrads: return kernels::MemoryKind::Communication;
+    case OpType::OptimizerStep: return kernels::MemoryKind::Workspace;
+    default: return kernels::MemoryKind::Activations;
+  }
+}
+
 }  // namespace
 
 StageExecutor::StageExecutor(StageConfig config, std::vector<std::unique_ptr<models::Sequential>> chunks,
@@ -155,6 +169,7 @@ StageStepResult StageExecutor::run_step(std::int64_t step, const MicroBatchInput
     message_bytes_ = 0;
     try {
       if (config_.before_instruction) config_.before_instruction(step, in);
+      kernels::MemoryKindScope memory_kind(memory_kind_of(in.op));
       (this->*handler)(in);
     } catch (...) {
       flight_.finish(flight, FlightState::Failed, message_bytes_);

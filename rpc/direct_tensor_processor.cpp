@@ -9,6 +9,7 @@
 #include <thrift/TOutput.h>
 #include <thrift/protocol/TBinaryProtocol.h>
 
+#include "kernels/allocator.h"
 #include "rpc/connection_gate.h"
 #include "rpc/tensor_transfer_handler.h"
 
@@ -56,6 +57,7 @@ void read_bytes_direct(TProtocol& in, Incoming& incoming, const FrameRules& rule
     mark_connection_proven();
     received.source_rank = header.source_rank;
     received.tag = header.tag;
+    kernels::MemoryKindScope kind(kernels::MemoryKind::Communication);
     received.tensor = kernels::Tensor::empty(header.shape, header.dtype, kernels::Device::cpu());
   } catch (const BadFrameError& e) {
     incoming.refusal = e.what();

@@ -62,7 +62,9 @@ std::string split_text(const partition::Partition& p) {
 
 // Every figure a rank reports after a step, in this order.
 enum StepFigure : std::size_t {
-  kLoss, kCorrect, kSamples, kBusy, kPeak, kBuckets, kExposed, kFlags, kBoundaryBytes, kCommunication, kOwn, kFigureCount
+  kLoss, kCorrect, kSamples, kBusy, kPeak, kBuckets, kExposed, kFlags, kBoundaryBytes, kCommunication, kOwn,
+  kPeakByKind,   // kernels::kMemoryKinds figures from here: the peak's bytes by kind
+  kFigureCount = kPeakByKind + kernels::kMemoryKinds
 };
 
 LossScaler loss_scaler_of(const JobPlan& plan) {
@@ -227,6 +229,27 @@ void Engine::choose_partition(rpc::Deadline deadline) {
   partition_ = partition::split_at(plan_.model.layer_count(),
                                    text.empty() ? std::vector<int>{} : partition::parse_split_points(text));
 }
+
+namespace {
+
+RankMemory rank_memory_of(int rank, const std::vector<double>& f) {
+  const auto kind = [&](kernels::MemoryKind k) {
+    return static_cast<std::int64_t>(f[kPeakByKind + static_cast<std::size_t>(k)]);
+  };
+  RankMemory m;
+  m.rank = rank;
+  m.peak_bytes = static_cast<std::int64_t>(f[kPeak]);
+  m.parameters = kind(kernels::MemoryKind::Parameters);
+  m.gradients = kind(kernels::MemoryKind::Gradients);
+  m.master_weights = kind(kernels::MemoryKind::MasterWeights);
+  m.optimizer_state = kind(kernels::MemoryKind::OptimizerState);
+  m.activations = kind(kernels::MemoryKind::Activations);
+  m.communication = kind(kernels::MemoryKind::Communication);
+  m.workspace = kind(kernels::MemoryKind::Workspace);
+  return m;
+}
+
+}  // namespace
 
 Engine::BuiltStage Engine::build_stage() {
   const auto& model = plan_.model;
@@ -417,8 +440,11 @@ StepOutcome Engine::step(const models::data::Batch& local, double primary_flags)
   last_ = executor_->run_step(step, inputs);
   const auto& mine = last_;
   if (collective_) sync_buffers();
-  const auto peak = kernels::DeviceRuntime::get(device_).allocator().stats().peak_in_use;
+  const auto memory = kernels::DeviceRuntime::get(device_).allocator().stats();
+  const auto peak = memory.peak_in_use;
   std::vector<double> figures(kFigureCount, 0.0);
+  for (std::size_t k = 0; k < kernels::kMemoryKinds; ++k)
+    figures[kPeakByKind + k] = static_cast<double>(memory.peak_by_kind[k]);
   figures[kLoss] = mine.loss_sum;
   figures[kCorrect] = static_cast<double>(mine.correct);
   figures[kSamples] = static_cast<double>(mine.samples);
@@ -453,6 +479,7 @@ StepOutcome Engine::step(const models::data::Batch& local, double primary_flags)
     r.stage_communication_seconds[s] += f[kCommunication] / static_cast<double>(R);
     r.rank_own_seconds[rank] = f[kOwn];
     r.stage_peak_memory[s] = std::max(r.stage_peak_memory[s], static_cast<std::int64_t>(f[kPeak]));
+    r.rank_memory.push_back(rank_memory_of(static_cast<int>(rank), f));
     if (R > 1 && rank < static_cast<std::size_t>(P)) r.gradient_buckets[s] = static_cast<std::int64_t>(f[kBuckets]);
     r.allreduce_exposed_seconds = std::max(r.allreduce_exposed_seconds, f[kExposed]);
     r.boundary_bytes += static_cast<std::int64_t>(f[kBoundaryBytes]);

@@ -303,6 +303,18 @@ nlohmann::json summary_of(Engine& engine, const std::vector<double>& loss_histor
   j["peak_memory_bytes"] = last.stage_peak_memory.empty()
                                ? 0
                                : *std::max_element(last.stage_peak_memory.begin(), last.stage_peak_memory.end());
+  j["memory"] = nlohmann::json::array();
+  for (const auto& m : last.rank_memory)
+    j["memory"].push_back({{"rank", m.rank},
+                           {"peak_bytes", m.peak_bytes},
+                           {"by_kind",
+                            {{"parameters", m.parameters},
+                             {"gradients", m.gradients},
+                             {"master_weights", m.master_weights},
+                             {"optimizer_state", m.optimizer_state},
+                             {"activations", m.activations},
+                             {"communication", m.communication},
+                             {"workspace", m.workspace}}}});
   return j;
 }
 

@@ -24,6 +24,20 @@ namespace pw::train {
 
 class Engine;   // one rank's part of the job (internal)
 
+// One rank's device memory at its peak so far (since the job started), and what it held then, as
+// its allocator counted the bytes (rounded block sizes of live tensors).
+struct RankMemory {
+  int rank = 0;
+  std::int64_t peak_bytes = 0;
+  std::int64_t parameters = 0;        // weights the layers compute with (16-bit copies under bf16/fp16), buffers
+  std::int64_t gradients = 0;
+  std::int64_t master_weights = 0;    // fp32 weights under bf16/fp16
+  std::int64_t optimizer_state = 0;   // momentum, Adam's moments
+  std::int64_t activations = 0;       // forward contexts and outputs, and the gradients flowing back
+  std::int64_t communication = 0;     // received copies, all-reduce buckets
+  std::int64_t workspace = 0;         // everything else
+};
+
 // A step as the whole job saw it: the same figures on every rank.
 struct StepOutcome {
   double loss = 0.0;   // mean over the global batch
@@ -34,6 +48,7 @@ struct StepOutcome {
   // arrived (not the waits for a neighbour, which are the bubble).
   std::vector<double> stage_communication_seconds;
   std::vector<std::int64_t> stage_peak_memory;   // per stage, the largest over its replicas
+  std::vector<RankMemory> rank_memory;            // per job rank
   // Per job rank (rank = replica * stages + stage): its compute plus its time between steps
   // (loading, host work), leaving out waits for other ranks; what straggler detection compares.
   std::vector<double> rank_own_seconds;

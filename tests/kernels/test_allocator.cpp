@@ -54,6 +54,50 @@ BOOST_AUTO_TEST_CASE(logical_cpu_devices_keep_their_own_caps_and_threads) {
   DeviceRuntime::get(Device::cpu(13)).set_memory_cap(0);
 }
 
+// Blocks count under the kind of the scope that allocated them, can be re-counted, and the peak
+// keeps what was held at the moment it was reached.
+BOOST_AUTO_TEST_CASE(memory_is_counted_by_kind_and_the_peak_keeps_its_breakdown) {
+  const Device dev = Device::cpu(15);
+  auto& alloc = DeviceRuntime::get(dev).allocator();
+  alloc.release_cache();
+  alloc.reset_peak();
+  const auto kind = [&](MemoryKind k, bool at_peak) {
+    const auto stats = alloc.stats();
+    return (at_peak ? stats.peak_by_kind : stats.in_use_by_kind)[static_cast<std::size_t>(k)];
+  };
+  Tensor weights;
+  {
+    MemoryKindScope scope(MemoryKind::Parameters);
+    weights = Tensor::empty({1024}, DType::F32, dev);   // 4 KiB
+  }
+  Tensor state;
+  {
+    MemoryKindScope outer(MemoryKind::Activations);
+    MemoryKindScope inner(MemoryKind::OptimizerState);
+    state = Tensor::empty({2048}, DType::F32, dev);   // 8 KiB
+  }
+  Tensor scratch = Tensor::empty({512}, DType::F32, dev);   // no scope: workspace
+  BOOST_TEST(kind(MemoryKind::Parameters, false) == 4096);
+  BOOST_TEST(kind(MemoryKind::OptimizerState, false) == 8192);
+  BOOST_TEST(kind(MemoryKind::Workspace, false) == 2048);
+  set_memory_kind(weights, MemoryKind::MasterWeights);
+  BOOST_TEST(kind(MemoryKind::Parameters, false) == 0);
+  BOOST_TEST(kind(MemoryKind::MasterWeights, false) == 4096);
+  // The peak (14 KiB) was reached with the weights still counted as parameters.
+  BOOST_TEST(alloc.stats().peak_in_use == 14336);
+  BOOST_TEST(kind(MemoryKind::Parameters, true) == 4096);
+  state = Tensor();
+  scratch = Tensor();
+  BOOST_TEST(kind(MemoryKind::OptimizerState, false) == 0);
+  BOOST_TEST(kind(MemoryKind::OptimizerState, true) == 8192);
+  {
+    MemoryKindScope scope(MemoryKind::Communication);
+    state = Tensor::empty({2048}, DType::F32, dev);   // a cached block, counted anew under its new kind
+  }
+  BOOST_TEST(kind(MemoryKind::Communication, false) == 8192);
+  BOOST_TEST(std::string(memory_kind_name(MemoryKind::MasterWeights)) == "master_weights");
+}
+
 BOOST_AUTO_TEST_CASE(byte_sizes_parse_and_reject_nonsense) {
   BOOST_CHECK_EQUAL(parse_bytes("512MiB"), 512LL << 20);
   BOOST_CHECK_EQUAL(parse_bytes("2GiB"), 2LL << 30);

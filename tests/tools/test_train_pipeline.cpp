@@ -25,6 +25,43 @@ nlohmann::json train(const ScratchDir& dir, const std::string& name, const std::
 
 BOOST_AUTO_TEST_SUITE(train_pipeline)
 
+// The summary's memory report: every rank's peak and what it held then, by kind. Weights and their
+// gradients have the same shapes, and Adam keeps two tensors of state per weight, so those kinds
+// stand in fixed ratios (up to the allocator's block rounding); under bf16 the fp32 weights become master weights. (The peak is the
+// largest since the job started: a stage with small activations may reach it while setting up.)
+BOOST_AUTO_TEST_CASE(the_summary_reports_each_ranks_peak_memory_by_kind) {
+  ScratchDir dir("memkind");
+  for (const std::string precision : {"fp32", "bf16"}) {
+    const auto path = dir.file(precision + ".json");
+    const auto r = run_pipewright("train --model seed-cnn --dataset synthetic --synthetic-size 256 --batch-size 32 "
+                                  "--optimizer adam --steps 2 --stages 2 --micro-batches 4 --eval-batches 1 "
+                                  "--precision " + precision + " --summary " + path);
+    BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+    const auto memory = nlohmann::json::parse(std::ifstream(path))["memory"];
+    BOOST_REQUIRE_EQUAL(memory.size(), 2u);
+    for (const auto& rank : memory) {
+      BOOST_TEST_CONTEXT(precision << " rank " << rank["rank"]) {
+        const auto& k = rank["by_kind"];
+        std::int64_t sum = 0;
+        for (const auto& [name, bytes] : k.items()) sum += bytes.get<std::int64_t>();
+        BOOST_TEST(sum == rank["peak_bytes"].get<std::int64_t>());
+        const auto gradients = k["gradients"].get<std::int64_t>();
+        BOOST_TEST(gradients > 0);
+        // Blocks are counted as allocated: a cached block up to twice the size asked for may serve.
+        BOOST_TEST(k["optimizer_state"].get<std::int64_t>() >= 2 * gradients);
+        BOOST_TEST(k["optimizer_state"].get<std::int64_t>() <= 4 * gradients);
+        if (precision == "fp32") {
+          BOOST_TEST(k["parameters"].get<std::int64_t>() == gradients);
+          BOOST_TEST(k["master_weights"].get<std::int64_t>() == 0);
+          BOOST_TEST(k["activations"].get<std::int64_t>() > 0);
+        } else {
+          BOOST_TEST(k["master_weights"].get<std::int64_t>() > 0);
+        }
+      }
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(pipeline_runs_match_the_single_device_run_and_report_stages) {
   ScratchDir dir("pipe");
   const auto single = train(dir, "single.json", "--steps 6");
