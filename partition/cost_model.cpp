@@ -63,6 +63,7 @@ StageEstimate estimate_piece(const std::vector<LayerProfile>& layers, const Cost
   const auto m = static_cast<double>(cost.micro_batches);
   e.step_seconds = m * (e.forward_seconds + e.backward_seconds + e.send_seconds);
 
+  e.stash_bytes = stash_bytes;
   e.weight_bytes = param_bytes * (2 + cost.optimizer_state) + buffer_bytes;
   const std::int64_t in_flight = cost.in_flight == InFlight::AllMicroBatches
                                      ? cost.micro_batches
