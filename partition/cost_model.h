@@ -24,6 +24,7 @@ struct LinkModel {
 enum class InFlight {
   AllMicroBatches,   // GPipe: every forward runs before the first backward
   StagesAhead,       // 1F1B, ZB-H1 (and interleaved, approximately): stage s holds min(P - s, M)
+  TwiceStages,       // ZB-H2: every stage holds min(2P - 1, M) until their weight gradients
 };
 
 // Recompute and its names: pipewright/enums.h.

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "partition/partitioners.h"
 #include "pipeline/schedule_comparison.h"
 
 using namespace pw;
@@ -84,6 +85,25 @@ BOOST_AUTO_TEST_CASE(one_row_per_kind_and_1f1b_bubble_is_the_closed_form) {
       for (const auto& r : rows) {
         BOOST_TEST(r.parameter_copies == 1);
         BOOST_TEST(r.unavailable.find('\n') == std::string::npos);
+      }
+    }
+  }
+}
+
+// The partitioner's memory estimate (partition/cost_model) budgets what the programs hold.
+BOOST_AUTO_TEST_CASE(cost_model_activations_match_the_programs_peaks) {
+  const int p = 3, m = 6;
+  const auto rows = compare_schedules(identical_layers(), identical_profiles(), layout(p, m), {}, 2);
+  for (const ScheduleKind kind : {ScheduleKind::GPipe, ScheduleKind::OneFOneB, ScheduleKind::ZeroBubbleH2}) {
+    partition::CostModel cost = layout(p, m);
+    cost.in_flight = in_flight_of(kind);
+    const auto estimates =
+        partition::estimate_stages(identical_profiles(), cost, partition::partition_uniform(kLayers, p));
+    const auto& row = row_of(rows, kind);
+    for (int s = 0; s < p; ++s) {
+      BOOST_TEST_CONTEXT(schedule_kind_name(kind) << " stage " << s) {
+        BOOST_TEST(estimates[static_cast<std::size_t>(s)].activation_bytes ==
+                   row.peak_activation_bytes[static_cast<std::size_t>(s)]);
       }
     }
   }
