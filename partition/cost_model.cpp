@@ -63,9 +63,11 @@ StageEstimate estimate_piece(const std::vector<LayerProfile>& layers, const Cost
   const auto m = static_cast<double>(cost.micro_batches);
   e.step_seconds = m * (e.forward_seconds + e.backward_seconds + e.send_seconds);
 
+  e.stash_bytes = stash_bytes;
   e.weight_bytes = param_bytes * (2 + cost.optimizer_state) + buffer_bytes;
-  const std::int64_t in_flight = cost.in_flight == InFlight::AllMicroBatches
-                                     ? cost.micro_batches
+  const std::int64_t in_flight = cost.in_flight == InFlight::AllMicroBatches ? cost.micro_batches
+                                 : cost.in_flight == InFlight::TwiceStages
+                                     ? std::min(2 * cost.stages - 1, cost.micro_batches)
                                      : std::min(cost.stages - e.device, cost.micro_batches);
   // Recomputing stages keep only each micro-batch's input, plus one micro-batch's full stash
   // while its forward is re-run for backward.

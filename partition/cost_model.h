@@ -24,6 +24,7 @@ struct LinkModel {
 enum class InFlight {
   AllMicroBatches,   // GPipe: every forward runs before the first backward
   StagesAhead,       // 1F1B, ZB-H1 (and interleaved, approximately): stage s holds min(P - s, M)
+  TwiceStages,       // ZB-H2: every stage holds min(2P - 1, M) until their weight gradients
 };
 
 // Recompute and its names: pipewright/enums.h.
@@ -68,6 +69,7 @@ struct StageEstimate {
   double step_seconds = 0.0;        // M * (F + B + send): what the partitioner balances
   std::int64_t weight_bytes = 0;    // parameters, gradients, optimizer state, buffers
   std::int64_t activation_bytes = 0;   // stashed micro-batches plus one layer's working set
+  std::int64_t stash_bytes = 0;     // what its layers keep for backward per micro-batch (no recompute)
   std::int64_t memory_bytes = 0;    // weight_bytes + activation_bytes
   std::int64_t memory_cap = 0;      // this piece's share of its device cap; 0: none
   bool fits() const { return memory_cap == 0 || memory_bytes <= memory_cap; }

@@ -5,7 +5,9 @@
 namespace pw::pipeline {
 
 partition::InFlight in_flight_of(ScheduleKind kind) {
-  return kind == ScheduleKind::GPipe ? partition::InFlight::AllMicroBatches : partition::InFlight::StagesAhead;
+  if (kind == ScheduleKind::GPipe) return partition::InFlight::AllMicroBatches;
+  if (kind == ScheduleKind::ZeroBubbleH2) return partition::InFlight::TwiceStages;
+  return partition::InFlight::StagesAhead;
 }
 
 partition::Partition choose_partition(const partition::ModelDescription& model, const SplitChoice& choice,

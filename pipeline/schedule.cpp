@@ -7,6 +7,9 @@
 #include <utility>
 
 #include "core/error.h"
+#include "pipeline/interleaved_order.h"
+#include "pipeline/program_builder.h"
+#include "pipeline/zero_bubble_schedules.h"
 
 namespace pw::pipeline {
 
@@ -14,42 +17,6 @@ namespace {
 
 
 bool needs_at_least_one_micro_batch_per_stage(ScheduleKind kind) { return kind != ScheduleKind::GPipe; }
-
-// Emits compute instructions wrapped in the communication the contract asks for.
-class ProgramBuilder {
- public:
-  ProgramBuilder(const ScheduleSpec& spec, int stage) : spec_(spec), stage_(stage) {}
-
-  void forward(int micro_batch, int chunk) {
-    const int v = virtual_stage(spec_, stage_, chunk);
-    if (!is_first(v)) emit(OpType::RecvActivation, micro_batch, chunk);
-    emit(OpType::Forward, micro_batch, chunk);
-    if (!is_last(v)) emit(OpType::SendActivation, micro_batch, chunk);
-  }
-  // Backward or BackwardInput: both consume the output gradient and produce the input gradient.
-  void backward(OpType op, int micro_batch, int chunk) {
-    const int v = virtual_stage(spec_, stage_, chunk);
-    if (!is_last(v)) emit(OpType::RecvGradient, micro_batch, chunk);
-    emit(op, micro_batch, chunk);
-    if (!is_first(v)) emit(OpType::SendGradient, micro_batch, chunk);
-  }
-  void backward_weight(int micro_batch, int chunk) { emit(OpType::BackwardWeight, micro_batch, chunk); }
-
-  std::vector<Instruction> finish() && {
-    program_.push_back({OpType::ReduceGrads});
-    program_.push_back({OpType::OptimizerStep});
-    return std::move(program_);
-  }
-
- private:
-  bool is_first(int v) const { return v == 0; }
-  bool is_last(int v) const { return v == spec_.stages * spec_.chunks - 1; }
-  void emit(OpType op, int micro_batch, int chunk) { program_.push_back({op, micro_batch, chunk}); }
-
-  const ScheduleSpec& spec_;
-  int stage_;
-  std::vector<Instruction> program_;
-};
 
 // Fill-drain: every forward, then every backward in micro-batch order.
 std::vector<Instruction> gpipe(const ScheduleSpec& spec, int stage) {
@@ -103,34 +70,17 @@ std::vector<Instruction> zero_bubble_h1(const ScheduleSpec& spec, int stage) {
   return std::move(b).finish();
 }
 
-// Megatron-LM's interleaved 1F1B. Work units are (micro-batch, chunk) pairs taken in groups of P
-// micro-batches: forward unit k runs chunk (k / P) % V of micro-batch (k / PV) * P + k % P;
-// backward unit k the same micro-batch on the chunks in reverse order.
-struct Unit {
-  int micro_batch;
-  int chunk;
-};
-
-Unit interleaved_unit(const ScheduleSpec& spec, int k, bool is_forward) {
-  const int p = spec.stages, v = spec.chunks;
-  const int in_group = k % (p * v);
-  const int chunk = in_group / p;
-  return {(k / (p * v)) * p + in_group % p, is_forward ? chunk : v - 1 - chunk};
-}
-
+// Megatron-LM's interleaved 1F1B (pipeline/interleaved_order.h).
 std::vector<Instruction> interleaved(const ScheduleSpec& spec, int stage) {
   ProgramBuilder b(spec, stage);
   const int units = spec.micro_batches * spec.chunks;
-  // Megatron's warm-up: the 2 (P - s - 1) units of the round trip to the last stage and back,
-  // plus one group of P for every chunk but the last so that the last chunk's first backward
-  // can start on the last stage.
-  const int warmup = std::min(2 * (spec.stages - stage - 1) + (spec.chunks - 1) * spec.stages, units);
+  const int warmup = interleaved_warmup(spec, stage);
   auto forward = [&](int k) {
-    const Unit u = interleaved_unit(spec, k, true);
+    const InterleavedUnit u = interleaved_unit(spec, k, Pass::Forward);
     b.forward(u.micro_batch, u.chunk);
   };
   auto backward = [&](int k) {
-    const Unit u = interleaved_unit(spec, k, false);
+    const InterleavedUnit u = interleaved_unit(spec, k, Pass::Backward);
     b.backward(OpType::Backward, u.micro_batch, u.chunk);
   };
   for (int k = 0; k < warmup; ++k) forward(k);
@@ -217,11 +167,11 @@ std::vector<Instruction> stage_schedule(const ScheduleSpec& spec, int stage) {
     case ScheduleKind::OneFOneB: return one_f_one_b(spec, stage);
     case ScheduleKind::Interleaved: return interleaved(spec, stage);
     case ScheduleKind::ZeroBubbleH1: return zero_bubble_h1(spec, stage);
-    case ScheduleKind::ZeroBubbleH2:
+    case ScheduleKind::ZeroBubbleH2: return zero_bubble_h2(spec, stage);
+    case ScheduleKind::InterleavedZeroBubble: return interleaved_zero_bubble(spec, stage);
     case ScheduleKind::ZeroBubbleV:
     case ScheduleKind::VHalf:
     case ScheduleKind::VMin:
-    case ScheduleKind::InterleavedZeroBubble:
     case ScheduleKind::DualPipeV:
       PW_INPUT_CHECK(false, schedule_kind_name(spec.kind) << " schedule: not generated yet");
   }

@@ -21,6 +21,7 @@
 #include "partition/profiler.h"
 #include "pipeline/schedule.h"
 #include "pipeline/planner.h"
+#include "pipeline/schedule_comparison.h"
 #include "pipeline/simulator.h"
 #include "tools/flag_checks.h"
 
@@ -45,6 +46,7 @@ struct Plan {
   std::vector<StageEstimate> pieces;
   std::vector<partition::DeviceEstimate> devices;
   pipeline::SimulationResult simulation;
+  std::vector<pipeline::ScheduleComparison> comparison;   // --compare-schedules
 };
 
 constexpr double kCpuLinkBytesPerSecond = 10e9;    // in-process copies: about memory bandwidth
@@ -165,6 +167,12 @@ Plan make_plan(const PlanOptions& o) {
   plan.pieces = partition::estimate_stages(profiles, cost, plan.partition);
   plan.devices = partition::per_device(plan.pieces, cost);
   plan.simulation = pipeline::simulate(plan.schedule, pipeline::op_times(plan.schedule, plan.pieces));
+  if (o.compare_schedules) {
+    const bool interleaved = plan.schedule.kind == pipeline::ScheduleKind::Interleaved ||
+                             plan.schedule.kind == pipeline::ScheduleKind::InterleavedZeroBubble;
+    const int interleaved_chunks = interleaved ? plan.schedule.chunks : std::max(o.chunks, 2);
+    plan.comparison = pipeline::compare_schedules(plan.model, profiles, cost, choice, interleaved_chunks);
+  }
   return plan;
 }
 
@@ -244,6 +252,49 @@ void print_text(const Plan& plan) {
   }
 }
 
+void print_comparison(const Plan& plan) {
+  const auto& s = plan.schedule;
+  std::printf("\nschedules on this layout (%d stages, %d micro-batches, recompute %s, partition %s):\n", s.stages,
+              s.micro_batches, partition::recompute_name(plan.cost.recompute).c_str(), plan.method.c_str());
+  std::printf("%-15s %2s %11s %7s %7s %7s  %s\n", "schedule", "V", "step time", "bubble", "p2p/mb", "copies",
+              "peak activations per stage (units held)");
+  for (const auto& row : plan.comparison) {
+    const std::string name = pipeline::schedule_kind_name(row.kind);
+    if (!row.unavailable.empty()) {
+      std::printf("%-15s %2d  %s\n", name.c_str(), row.chunks, row.unavailable.c_str());
+      continue;
+    }
+    std::string peaks;
+    for (std::size_t i = 0; i < row.peak_held.size(); ++i) {
+      peaks += (i == 0 ? "" : " | ") + format_bytes(row.peak_activation_bytes[i]) + " (" +
+               std::to_string(row.peak_held[i]) + ")";
+    }
+    std::printf("%-15s %2d %11s %7.3f %7.2f %7d  %s\n", name.c_str(), row.chunks, seconds_text(row.step_seconds).c_str(),
+                row.bubble_fraction, row.messages_per_micro_batch, row.parameter_copies, peaks.c_str());
+  }
+}
+
+nlohmann::json comparison_json(const Plan& plan) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& row : plan.comparison) {
+    nlohmann::json r{{"schedule", pipeline::schedule_kind_name(row.kind)},
+                     {"chunks", row.chunks},
+                     {"available", row.unavailable.empty()}};
+    if (!row.unavailable.empty()) {
+      r["reason"] = row.unavailable;
+    } else {
+      r["step_seconds"] = row.step_seconds;
+      r["bubble_fraction"] = row.bubble_fraction;
+      r["peak_held"] = row.peak_held;
+      r["peak_activation_bytes"] = row.peak_activation_bytes;
+      r["messages_per_micro_batch"] = row.messages_per_micro_batch;
+      r["parameter_copies"] = row.parameter_copies;
+    }
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
 nlohmann::json to_json(const Plan& plan) {
   const auto& s = plan.schedule;
   nlohmann::json j;
@@ -292,6 +343,7 @@ nlohmann::json to_json(const Plan& plan) {
   j["step_seconds"] = plan.simulation.makespan;
   j["bubble_fraction"] = plan.simulation.bubble_fraction;
   j["stage_busy_fraction"] = plan.simulation.stage_busy_fraction;
+  if (!plan.comparison.empty()) j["schedules"] = comparison_json(plan);
   return j;
 }
 
@@ -325,6 +377,8 @@ void add_plan_command(CLI::App& app, PlanOptions& o) {
   cmd->add_option("--seed", o.seed, "seed of weights and profiling inputs")->capture_default_str();
   cmd->add_flag("--json", o.json, "print the plan as one JSON object");
   cmd->add_flag("--grid", o.grid, "also print the schedule's step x stage grid (equal op times)");
+  cmd->add_flag("--compare-schedules", o.compare_schedules,
+                "also simulate every schedule kind on this layout: step time, bubble, peak activations, messages");
   cmd->callback([&o, stages, micro_batches] {
     o.stages_given = stages->count() > 0;
     o.micro_batches_given = micro_batches->count() > 0;
@@ -359,6 +413,7 @@ int run_plan(const PlanOptions& o) {
     std::printf("%s\n", to_json(plan).dump(2).c_str());
   } else {
     print_text(plan);
+    if (o.compare_schedules) print_comparison(plan);
     if (o.grid) std::printf("\n%s", pipeline::format_grid(plan.schedule).c_str());
   }
   std::fflush(stdout);

@@ -33,6 +33,7 @@ struct PlanOptions {
   std::uint64_t seed = 0;
   bool json = false;
   bool grid = false;   // also print the schedule's step x stage grid
+  bool compare_schedules = false;   // also simulate every schedule kind on the same layout
 };
 
 void add_plan_command(CLI::App& app, PlanOptions& options);

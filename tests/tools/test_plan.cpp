@@ -91,6 +91,55 @@ BOOST_AUTO_TEST_CASE(text_report_names_stages_step_time_and_bubble) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(compare_schedules_has_a_row_per_kind) {
+  const auto r = run_pipewright(kSmall + "--stages 2 --micro-batches 4 --batch-size 8 --compare-schedules");
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+  BOOST_CHECK_MESSAGE(r.output.find("schedules on this layout (2 stages, 4 micro-batches, recompute none") !=
+                          std::string::npos, r.output);
+  for (const char* kind : {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "zb-v", "v-half", "v-min",
+                           "interleaved-zb", "dualpipev"}) {
+    BOOST_CHECK_MESSAGE(r.output.find("\n" + std::string(kind) + " ") != std::string::npos, "no row " << kind);
+  }
+  const auto j = plan_json("--stages 2 --micro-batches 4 --batch-size 8 --compare-schedules");
+  const auto& rows = j["schedules"];
+  BOOST_REQUIRE_EQUAL(rows.size(), 10u);
+  for (const auto& row : rows) {
+    BOOST_TEST_CONTEXT(row.dump()) {
+      if (!row["available"].get<bool>()) {
+        BOOST_CHECK(row["reason"].get<std::string>().find('\n') == std::string::npos);
+        continue;
+      }
+      BOOST_CHECK_GT(row["step_seconds"].get<double>(), 0.0);
+      BOOST_CHECK_EQUAL(row["peak_activation_bytes"].size(), 2u);
+      BOOST_CHECK_EQUAL(row["parameter_copies"], 1);
+    }
+  }
+  // The table's 1f1b row is the plan's own simulation.
+  BOOST_CHECK_EQUAL(rows[1]["schedule"], "1f1b");
+  BOOST_CHECK_CLOSE(rows[1]["step_seconds"].get<double>(), j["step_seconds"].get<double>(), 1e-9);
+  BOOST_CHECK_EQUAL(rows[1]["messages_per_micro_batch"], 2.0);
+  for (const int i : {4, 8}) BOOST_CHECK(rows[static_cast<std::size_t>(i)]["available"].get<bool>());   // zb-h2, interleaved-zb
+}
+
+BOOST_AUTO_TEST_CASE(compare_schedules_gives_each_kind_that_cannot_run_its_reason) {
+  const auto j = plan_json("--stages 2 --micro-batches 1 --batch-size 8 --schedule gpipe --compare-schedules");
+  for (const auto& row : j["schedules"]) {
+    BOOST_TEST_CONTEXT(row.dump()) {
+      if (row["schedule"] == "gpipe") {
+        BOOST_CHECK(row["available"].get<bool>());
+      } else {
+        BOOST_CHECK_EQUAL(row["reason"], row["schedule"].get<std::string>() +
+                                             " schedule: 1 micro-batches for 2 stages; it needs at least one per stage "
+                                             "(micro-batches >= stages), gpipe takes fewer");
+      }
+    }
+  }
+  const auto split = plan_json("--split 7 --micro-batches 4 --batch-size 8 --compare-schedules");
+  BOOST_CHECK_EQUAL(split["schedules"][8]["reason"], "the split makes 2 pieces; interleaved-zb needs 2 x 2 = 4");
+  check_error(kSmall + "--stages 3 --micro-batches 2 --batch-size 8 --compare-schedules",
+              "pipewright: error: 1f1b schedule: 2 micro-batches for 3 stages");
+}
+
 BOOST_AUTO_TEST_CASE(bad_inputs_get_one_line_errors) {
   check_error(kSmall + "--stages 0", "pipewright: error: --stages: got 0; expected a whole number from 1 to 4096");
   check_error(kSmall + "--stages 15 --micro-batches 15 --batch-size 15",

@@ -68,6 +68,7 @@ BOOST_AUTO_TEST_CASE(pipeline_runs_match_the_single_device_run_and_report_stages
   for (const std::string args : {"--stages 2 --micro-batches 4 --schedule gpipe", "--stages 3 --micro-batches 4",
                                  "--stages 2 --micro-batches 4 --schedule interleaved --chunks 2",
                                  "--split 4 --micro-batches 8 --schedule zb-h1 --recompute all",
+                                 "--stages 2 --micro-batches 4 --schedule zb-h2 --recompute all",
                                  "--stages 2 --micro-batches 2 --partition params --devices cpu:3,cpu:5"}) {
     BOOST_TEST_CONTEXT(args) {
       const auto j = train(dir, "pipe.json", "--steps 6 " + args);

@@ -1,0 +1,110 @@
+#include "pipeline/schedule_comparison.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "partition/model_description.h"
+
+namespace pw::pipeline {
+
+namespace {
+
+int chunks_of(ScheduleKind kind, int interleaved_chunks) {
+  const bool interleaved = kind == ScheduleKind::Interleaved || kind == ScheduleKind::InterleavedZeroBubble;
+  return interleaved && interleaved_chunks > 1 ? interleaved_chunks : default_chunks(kind);
+}
+
+void compare_one(ScheduleComparison& row, const partition::ModelDescription& model,
+                 const std::vector<partition::LayerProfile>& profiles, const partition::CostModel& base,
+                 const SplitChoice& split) {
+  const ScheduleSpec spec{row.kind, base.stages, base.micro_batches, row.chunks};
+  validate(spec);
+  const int pieces = spec.stages * spec.chunks;
+  if (!split.split_points.empty()) {
+    const int split_pieces = static_cast<int>(split.split_points.size()) + 1;
+    PW_INPUT_CHECK(split_pieces == pieces, "the split makes " << split_pieces << " pieces; "
+                                                              << schedule_kind_name(row.kind) << " needs " << spec.stages
+                                                              << " x " << spec.chunks << " = " << pieces);
+  }
+  PW_INPUT_CHECK(pieces <= model.layer_count(), model.name << " has " << model.layer_count() << " layers, fewer than the "
+                                                           << pieces << " pieces " << schedule_kind_name(row.kind)
+                                                           << " needs");
+  partition::CostModel cost = base;
+  cost.chunks = spec.chunks;
+  cost.placement = chunk_placement(spec.kind);
+  cost.in_flight = in_flight_of(spec.kind);
+  const auto estimates = partition::estimate_stages(profiles, cost, choose_partition(model, split, cost, profiles));
+  std::vector<std::vector<Instruction>> programs;
+  for (int s = 0; s < spec.stages; ++s) programs.push_back(stage_schedule(spec, s));
+  const SimulationResult sim = simulate(spec, programs, op_times(spec, estimates));
+  row.step_seconds = sim.makespan;
+  row.bubble_fraction = sim.bubble_fraction;
+  for (int s = 0; s < spec.stages; ++s) {
+    const auto& program = programs[static_cast<std::size_t>(s)];
+    row.peak_held.push_back(peak_in_flight(program, HeldUntil::WeightGradientDone));
+    row.peak_activation_bytes.push_back(peak_activation_bytes(spec, s, program, estimates));
+  }
+  row.messages_per_micro_batch = static_cast<double>(messages_between_stages(spec, programs)) / spec.micro_batches;
+  row.parameter_copies = parameter_copies(spec.kind);
+}
+
+}  // namespace
+
+std::vector<ScheduleComparison> compare_schedules(const partition::ModelDescription& model,
+                                                  const std::vector<partition::LayerProfile>& profiles,
+                                                  const partition::CostModel& base, const SplitChoice& split,
+                                                  int interleaved_chunks) {
+  std::vector<ScheduleComparison> rows;
+  for (const auto& [kind, name] : EnumNames<ScheduleKind>::names) {
+    ScheduleComparison row;
+    row.kind = kind;
+    row.chunks = chunks_of(kind, interleaved_chunks);
+    try {
+      compare_one(row, model, profiles, base, split);
+    } catch (const InputError& e) {
+      row = ScheduleComparison{kind, row.chunks, e.what()};
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+std::int64_t peak_activation_bytes(const ScheduleSpec& spec, int stage, const std::vector<Instruction>& program,
+                                   const std::vector<partition::StageEstimate>& pieces) {
+  auto piece = [&](int chunk) -> const partition::StageEstimate& {
+    return pieces.at(static_cast<std::size_t>(virtual_stage(spec, stage, chunk)));
+  };
+  auto held_bytes = [&](int chunk) {
+    const auto& e = piece(chunk);
+    return e.recomputes ? e.input_bytes : e.stash_bytes;
+  };
+  std::int64_t recompute_stash = 0;
+  for (int c = 0; c < spec.chunks; ++c)
+    if (piece(c).recomputes) recompute_stash = std::max(recompute_stash, piece(c).stash_bytes);
+  std::int64_t held = 0, peak = 0;
+  for (const Instruction& in : program) {
+    switch (in.op) {
+      case OpType::Forward: peak = std::max(peak, held += held_bytes(in.chunk)); break;
+      case OpType::Backward:
+      case OpType::BackwardWeight: held -= held_bytes(in.chunk); break;
+      default: break;
+    }
+  }
+  return peak + recompute_stash;
+}
+
+int messages_between_stages(const ScheduleSpec& spec, const std::vector<std::vector<Instruction>>& programs) {
+  int messages = 0;
+  for (int s = 0; s < static_cast<int>(programs.size()); ++s) {
+    for (const Instruction& in : programs[static_cast<std::size_t>(s)]) {
+      if (in.op != OpType::SendActivation && in.op != OpType::SendGradient) continue;
+      const int to = virtual_stage(spec, s, in.chunk) + (in.op == OpType::SendActivation ? 1 : -1);
+      if (locate_virtual_stage(spec, to).stage != s) ++messages;
+    }
+  }
+  return messages;
+}
+
+int parameter_copies(ScheduleKind) { return 1; }
+
+}  // namespace pw::pipeline

@@ -1,0 +1,48 @@
+#pragma once
+// Every schedule kind on one layout (stages, micro-batches, partition method or split, recompute):
+// simulated step time, bubble, peak activation memory per stage, messages between stages and
+// parameter copies, for `pipewright plan --compare-schedules`.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pipeline/planner.h"
+
+namespace pw::pipeline {
+
+struct ScheduleComparison {
+  ScheduleKind kind = ScheduleKind::OneFOneB;
+  int chunks = 1;
+  std::string unavailable;   // one-line reason this kind does not run on the layout; empty when it does
+  double step_seconds = 0.0;      // simulated makespan of one mini-batch
+  double bubble_fraction = 0.0;
+  std::vector<int> peak_held;     // per stage: most (micro-batch, chunk) units held from F until their W
+  std::vector<std::int64_t> peak_activation_bytes;   // per stage: those units' saved activations at their peak
+  double messages_per_micro_batch = 0.0;   // sends that cross to another stage
+  int parameter_copies = 1;
+};
+
+// The layout every kind is tried on: `base` carries stages, micro-batches, recompute, link and
+// memory settings (its chunks, placement and in-flight are set per kind). Interleaved kinds run
+// `interleaved_chunks` chunks per stage, V-placed ones 2, the rest 1; an explicit split must make
+// exactly as many pieces as the kind needs. Kinds that cannot run get their one-line reason.
+std::vector<ScheduleComparison> compare_schedules(const partition::ModelDescription& model,
+                                                  const std::vector<partition::LayerProfile>& profiles,
+                                                  const partition::CostModel& base, const SplitChoice& split,
+                                                  int interleaved_chunks);
+
+// The most activation bytes `program` keeps at once on `stage`: each unit from its forward until
+// its weight gradient (B or W), at `pieces[v].stash_bytes`, or only its input when the piece
+// recomputes, plus one full stash for the micro-batch being recomputed.
+std::int64_t peak_activation_bytes(const ScheduleSpec& spec, int stage, const std::vector<Instruction>& program,
+                                   const std::vector<partition::StageEstimate>& pieces);
+
+// Point-to-point messages of one mini-batch: sends whose receiving virtual stage runs on another
+// stage (a V schedule's turn on stage P - 1 stays local).
+int messages_between_stages(const ScheduleSpec& spec, const std::vector<std::vector<Instruction>>& programs);
+
+// Copies of each parameter the schedule keeps: 1 for every kind here (DualPipe, which runs two
+// pipelines in opposite directions, would keep 2; DualPipeV folds them onto one copy).
+int parameter_copies(ScheduleKind kind);
+
+}  // namespace pw::pipeline
