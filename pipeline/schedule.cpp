@@ -7,6 +7,8 @@
 #include <utility>
 
 #include "core/error.h"
+#include "pipeline/program_builder.h"
+#include "pipeline/v_schedules.h"
 
 namespace pw::pipeline {
 
@@ -14,42 +16,6 @@ namespace {
 
 
 bool needs_at_least_one_micro_batch_per_stage(ScheduleKind kind) { return kind != ScheduleKind::GPipe; }
-
-// Emits compute instructions wrapped in the communication the contract asks for.
-class ProgramBuilder {
- public:
-  ProgramBuilder(const ScheduleSpec& spec, int stage) : spec_(spec), stage_(stage) {}
-
-  void forward(int micro_batch, int chunk) {
-    const int v = virtual_stage(spec_, stage_, chunk);
-    if (!is_first(v)) emit(OpType::RecvActivation, micro_batch, chunk);
-    emit(OpType::Forward, micro_batch, chunk);
-    if (!is_last(v)) emit(OpType::SendActivation, micro_batch, chunk);
-  }
-  // Backward or BackwardInput: both consume the output gradient and produce the input gradient.
-  void backward(OpType op, int micro_batch, int chunk) {
-    const int v = virtual_stage(spec_, stage_, chunk);
-    if (!is_last(v)) emit(OpType::RecvGradient, micro_batch, chunk);
-    emit(op, micro_batch, chunk);
-    if (!is_first(v)) emit(OpType::SendGradient, micro_batch, chunk);
-  }
-  void backward_weight(int micro_batch, int chunk) { emit(OpType::BackwardWeight, micro_batch, chunk); }
-
-  std::vector<Instruction> finish() && {
-    program_.push_back({OpType::ReduceGrads});
-    program_.push_back({OpType::OptimizerStep});
-    return std::move(program_);
-  }
-
- private:
-  bool is_first(int v) const { return v == 0; }
-  bool is_last(int v) const { return v == spec_.stages * spec_.chunks - 1; }
-  void emit(OpType op, int micro_batch, int chunk) { program_.push_back({op, micro_batch, chunk}); }
-
-  const ScheduleSpec& spec_;
-  int stage_;
-  std::vector<Instruction> program_;
-};
 
 // Fill-drain: every forward, then every backward in micro-batch order.
 std::vector<Instruction> gpipe(const ScheduleSpec& spec, int stage) {
@@ -167,6 +133,10 @@ void validate(const ScheduleSpec& spec) {
   } else if (chunk_placement(spec.kind) == partition::ChunkPlacement::V) {
     PW_INPUT_CHECK(spec.chunks == 2, kind << " schedule: " << spec.chunks
                                           << " chunks per stage; a V schedule takes exactly 2 (pieces s and 2P-1-s)");
+    const int min_micro_batches = v_min_micro_batches(spec.kind, spec.stages);
+    PW_INPUT_CHECK(spec.micro_batches >= min_micro_batches,
+                   kind << " schedule: " << spec.micro_batches << " micro-batches for " << spec.stages
+                        << " stages; it needs at least " << min_micro_batches << " (2 x stages)");
   } else {
     PW_INPUT_CHECK(spec.chunks == 1, kind << " schedule: " << spec.chunks
                                           << " chunks per stage; it takes exactly 1 (only interleaved and V schedules "
@@ -217,12 +187,12 @@ std::vector<Instruction> stage_schedule(const ScheduleSpec& spec, int stage) {
     case ScheduleKind::OneFOneB: return one_f_one_b(spec, stage);
     case ScheduleKind::Interleaved: return interleaved(spec, stage);
     case ScheduleKind::ZeroBubbleH1: return zero_bubble_h1(spec, stage);
-    case ScheduleKind::ZeroBubbleH2:
-    case ScheduleKind::ZeroBubbleV:
+    case ScheduleKind::ZeroBubbleV: return zero_bubble_v(spec, stage);
     case ScheduleKind::VHalf:
-    case ScheduleKind::VMin:
+    case ScheduleKind::VMin: return memory_limited_v(spec, stage);
+    case ScheduleKind::DualPipeV: return dual_pipe_v(spec, stage);
+    case ScheduleKind::ZeroBubbleH2:
     case ScheduleKind::InterleavedZeroBubble:
-    case ScheduleKind::DualPipeV:
       PW_INPUT_CHECK(false, schedule_kind_name(spec.kind) << " schedule: not generated yet");
   }
   PW_FAIL("unknown ScheduleKind " << static_cast<int>(spec.kind));

@@ -30,10 +30,15 @@ enum class OpType {
   OptimizerStep,    // one optimizer step for the mini-batch
 };
 
+// WithNext on a Forward: it and the backward (B or Bi) right after it are one overlapped F&B unit
+// (DualPipe): the simulator costs the pair as one, the executor runs the two in order.
+enum class Overlap { None, WithNext };
+
 struct Instruction {
   OpType op;
   int micro_batch = -1;   // -1 for ReduceGrads and OptimizerStep
   int chunk = 0;          // model chunk on this stage, 0..chunks-1 (interleaved), else 0
+  Overlap overlap = Overlap::None;
   friend bool operator==(const Instruction&, const Instruction&) = default;
 };
 
