@@ -48,7 +48,7 @@ std::vector<std::vector<Step>> plan_memory_limited(const ScheduleSpec& spec) {
       if (st.steps.size() == ops_per_stage) continue;
       finished = false;
       std::optional<Step> chosen;
-      for (int c : {0, 1}) {
+      for (int c : {1, 0}) {
         const int m = st.next_backward[c];
         if (chosen || m >= st.next_forward[c] || gradient[piece(s, c)][m] > t) continue;
         chosen = Step{OpType::BackwardInput, m, c};
