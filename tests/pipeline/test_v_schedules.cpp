@@ -204,6 +204,12 @@ BOOST_AUTO_TEST_CASE(golden_programs_for_two_stages_and_four_micro_batches) {
              "sG1.0 rG2.1 B2.1 sG2.1 rG2.0 B2.0 sG2.0 rG3.1 Bi3.1 sG3.1 rG3.0 Bi3.0 sG3.0 W3.1 W3.0 RG S");
 }
 
+BOOST_AUTO_TEST_CASE(the_grid_draws_an_overlapped_pair_as_one_cell) {
+  const std::string grid = format_grid({ScheduleKind::DualPipeV, 2, 4, 2});
+  // Stage 0's pair F3.0&B1.1 takes F + B = 3 columns.
+  BOOST_TEST(grid.find("F3.0&B1.1 F3.0&B1.1 F3.0&B1.1") != std::string::npos, grid);
+}
+
 BOOST_AUTO_TEST_CASE(overlapped_pairs_round_trip_through_text) {
   const auto program = stage_schedule({ScheduleKind::DualPipeV, 3, 7, 2}, 1);
   BOOST_TEST((from_text(to_text(program, true)) == program));
