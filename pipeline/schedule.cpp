@@ -1,5 +1,5 @@
 // Schedule kinds, their validation, and the per-stage instruction lists of GPipe, 1F1B,
-// interleaved 1F1B and ZB-H1.
+// interleaved 1F1B and ZB-H1 (the V-placed kinds': v_schedules.cpp).
 #include "pipeline/schedule.h"
 
 #include <algorithm>

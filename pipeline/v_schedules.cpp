@@ -1,7 +1,7 @@
 #include "pipeline/v_schedules.h"
 
-#include <climits>
 #include <algorithm>
+#include <climits>
 #include <deque>
 #include <optional>
 #include <utility>
