@@ -1,6 +1,6 @@
 #pragma once
-// Emits a stage's compute instructions wrapped in the communication stage_schedule's contract asks
-// for; shared by the schedule generators.
+// Emits a stage's compute instructions wrapped in the communication the stage_schedule contract
+// asks for (schedule.h): the generators of every kind build their programs with it.
 #include <utility>
 #include <vector>
 
@@ -26,6 +26,17 @@ class ProgramBuilder {
     if (!is_first(v)) emit(OpType::SendGradient, micro_batch, chunk);
   }
   void backward_weight(int micro_batch, int chunk) { emit(OpType::BackwardWeight, micro_batch, chunk); }
+  // An overlapped pair (DualPipe's F&B): both inputs are received first, then the forward marked
+  // Overlap::WithNext right before its backward partner, then both outputs are sent.
+  void forward_backward(int f_micro_batch, int f_chunk, OpType b_op, int b_micro_batch, int b_chunk) {
+    const int fv = virtual_stage(spec_, stage_, f_chunk), bv = virtual_stage(spec_, stage_, b_chunk);
+    if (!is_first(fv)) emit(OpType::RecvActivation, f_micro_batch, f_chunk);
+    if (!is_last(bv)) emit(OpType::RecvGradient, b_micro_batch, b_chunk);
+    program_.push_back({OpType::Forward, f_micro_batch, f_chunk, Overlap::WithNext});
+    emit(b_op, b_micro_batch, b_chunk);
+    if (!is_last(fv)) emit(OpType::SendActivation, f_micro_batch, f_chunk);
+    if (!is_first(bv)) emit(OpType::SendGradient, b_micro_batch, b_chunk);
+  }
 
   std::vector<Instruction> finish() && {
     program_.push_back({OpType::ReduceGrads});

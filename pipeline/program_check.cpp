@@ -59,6 +59,18 @@ class ProgramCheck {
                                                                   << at(seen, in.op) << ")"));
     at(seen, in.op) = static_cast<long>(i);
     if (per_unit) check_place(i, in);
+    check_overlap(i, in);
+  }
+
+  // An overlapped F&B pair is a forward marked & and the backward of another unit right after it.
+  void check_overlap(std::size_t i, const Instruction& in) const {
+    if (in.overlap != Overlap::WithNext) return;
+    if (in.op != OpType::Forward) fail_at(i, "only a forward can be overlapped (&) with the backward after it");
+    const bool partner = i + 1 < program_.size() && (program_[i + 1].op == OpType::Backward ||
+                                                     program_[i + 1].op == OpType::BackwardInput);
+    if (!partner) fail_at(i, "an overlapped forward (&) must be followed right away by a backward (B or Bi)");
+    if (program_[i + 1].micro_batch == in.micro_batch && program_[i + 1].chunk == in.chunk)
+      fail_at(i, "an overlapped forward (&) pairs with the backward of another micro-batch or chunk, not its own");
   }
 
   void check_range(std::size_t i, const Instruction& in) const {

@@ -23,8 +23,11 @@ std::vector<Instruction> with_recompute(std::vector<Instruction> program, Recomp
   out.reserve(program.size() * 2);
   for (const Instruction& in : program) {
     const bool backward = in.op == OpType::Backward || in.op == OpType::BackwardInput;
-    if (backward && recomputed.insert({in.micro_batch, in.chunk}).second)
-      out.push_back({OpType::Recompute, in.micro_batch, in.chunk});
+    if (backward && recomputed.insert({in.micro_batch, in.chunk}).second) {
+      // The backward of an overlapped F&B pair has its rebuild before the pair, which stays whole.
+      const bool closes_pair = !out.empty() && out.back().overlap == Overlap::WithNext;
+      out.insert(closes_pair ? out.end() - 1 : out.end(), {OpType::Recompute, in.micro_batch, in.chunk});
+    }
     out.push_back(in);
   }
   return out;

@@ -17,7 +17,8 @@ using RecomputeMode = partition::Recompute;
 bool stage_recomputes(RecomputeMode mode, int stage, int stages);
 
 // `program` with Recompute(mb, chunk) inserted right before each backward (B or Bi) of that
-// micro-batch and chunk when `stage` recomputes under `mode`; unchanged otherwise. A unit that
+// micro-batch and chunk (before the forward of an overlapped F&B pair whose backward it is)
+// when `stage` recomputes under `mode`; unchanged otherwise. A unit that
 // already has a Recompute gets no second one, so applying it twice changes nothing.
 std::vector<Instruction> with_recompute(std::vector<Instruction> program, RecomputeMode mode, int stage, int stages);
 

@@ -1,5 +1,5 @@
 // Schedule kinds, their validation, and the per-stage instruction lists of GPipe, 1F1B,
-// interleaved 1F1B and ZB-H1.
+// interleaved 1F1B and ZB-H1 (the V-placed kinds': v_schedules.cpp).
 #include "pipeline/schedule.h"
 
 #include <algorithm>
@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "pipeline/interleaved_order.h"
 #include "pipeline/program_builder.h"
+#include "pipeline/v_schedules.h"
 #include "pipeline/zero_bubble_schedules.h"
 
 namespace pw::pipeline {
@@ -117,6 +118,10 @@ void validate(const ScheduleSpec& spec) {
   } else if (chunk_placement(spec.kind) == partition::ChunkPlacement::V) {
     PW_INPUT_CHECK(spec.chunks == 2, kind << " schedule: " << spec.chunks
                                           << " chunks per stage; a V schedule takes exactly 2 (pieces s and 2P-1-s)");
+    const int min_micro_batches = v_min_micro_batches(spec.kind, spec.stages);
+    PW_INPUT_CHECK(spec.micro_batches >= min_micro_batches,
+                   kind << " schedule: " << spec.micro_batches << " micro-batches for " << spec.stages
+                        << " stages; it needs at least " << min_micro_batches << " (2 x stages)");
   } else {
     PW_INPUT_CHECK(spec.chunks == 1, kind << " schedule: " << spec.chunks
                                           << " chunks per stage; it takes exactly 1 (only interleaved and V schedules "
@@ -169,11 +174,10 @@ std::vector<Instruction> stage_schedule(const ScheduleSpec& spec, int stage) {
     case ScheduleKind::ZeroBubbleH1: return zero_bubble_h1(spec, stage);
     case ScheduleKind::ZeroBubbleH2: return zero_bubble_h2(spec, stage);
     case ScheduleKind::InterleavedZeroBubble: return interleaved_zero_bubble(spec, stage);
-    case ScheduleKind::ZeroBubbleV:
+    case ScheduleKind::ZeroBubbleV: return zero_bubble_v(spec, stage);
     case ScheduleKind::VHalf:
-    case ScheduleKind::VMin:
-    case ScheduleKind::DualPipeV:
-      PW_INPUT_CHECK(false, schedule_kind_name(spec.kind) << " schedule: not generated yet");
+    case ScheduleKind::VMin: return memory_limited_v(spec, stage);
+    case ScheduleKind::DualPipeV: return dual_pipe_v(spec, stage);
   }
   PW_FAIL("unknown ScheduleKind " << static_cast<int>(spec.kind));
 }

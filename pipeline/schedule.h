@@ -30,10 +30,15 @@ enum class OpType {
   OptimizerStep,    // one optimizer step for the mini-batch
 };
 
+// WithNext on a Forward: it and the backward (B or Bi) right after it are one overlapped F&B unit
+// (DualPipe): the simulator costs the pair as one, the executor runs the two in order.
+enum class Overlap { None, WithNext };
+
 struct Instruction {
   OpType op;
   int micro_batch = -1;   // -1 for ReduceGrads and OptimizerStep
   int chunk = 0;          // model chunk on this stage, 0..chunks-1 (interleaved), else 0
+  Overlap overlap = Overlap::None;
   friend bool operator==(const Instruction&, const Instruction&) = default;
 };
 
@@ -54,7 +59,8 @@ int default_chunks(ScheduleKind kind);
 bool splits_backward(ScheduleKind kind);
 
 // Throws InputError with a one-line reason (P < 1, M < 1, M < P where the kind needs M >= P,
-// interleaved with V < 2 or M not a multiple of P, V != 1 for the other kinds).
+// interleaved with V < 2 or M not a multiple of P, V kinds with V != 2, dualpipev with M < 2P,
+// V != 1 for the other kinds).
 void validate(const ScheduleSpec& spec);
 
 // Virtual stages: the model is cut into P * V consecutive pieces; where piece v runs follows the
@@ -81,6 +87,7 @@ int peak_in_flight(const std::vector<Instruction>& program, HeldUntil until);
 // Compact text: "F0 F1 B0 W0 ..." with chunk suffixes "F0.1" when V > 1, communication written
 // as "rA0 sA0 rG0 sG0", "R0" for Recompute, "RG" ReduceGrads, "S" OptimizerStep. A full backward
 // is "B0", the input half "Bi0" and the weight half "W0" (distinct, so from_text can invert it).
+// A forward overlapped with the backward after it (Overlap::WithNext) ends in '&': "F3.0& B1.1".
 // Since the text does not carry V, every micro-batch token gets a chunk suffix as soon as one
 // instruction of the program has chunk > 0.
 std::string to_text(const std::vector<Instruction>& program, bool with_communication = false);

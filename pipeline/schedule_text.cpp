@@ -39,6 +39,9 @@ const Token& token_of(OpType op) {
   PW_FAIL("no text token for OpType " << static_cast<int>(op));
 }
 
+// "F3.1&": this forward and the backward after it are one overlapped F&B unit.
+constexpr char kOverlapMark = '&';
+
 bool is_communication(OpType op) {
   return op == OpType::RecvActivation || op == OpType::SendActivation || op == OpType::RecvGradient ||
          op == OpType::SendGradient;
@@ -57,9 +60,18 @@ void write_token(std::ostream& out, const Instruction& in, bool with_chunk) {
   if (!t.has_micro_batch) return;
   out << in.micro_batch;
   if (with_chunk) out << '.' << in.chunk;
+  if (in.overlap == Overlap::WithNext) out << kOverlapMark;
 }
 
 Instruction parse_token(std::string_view word, int position) {
+  if (word.size() > 1 && word.back() == kOverlapMark) {
+    Instruction in = parse_token(word.substr(0, word.size() - 1), position);
+    PW_INPUT_CHECK(in.op == OpType::Forward, "schedule text: token " << position << " '" << word
+                                                                     << "': only a forward F<mb>& overlaps the "
+                                                                        "backward after it");
+    in.overlap = Overlap::WithNext;
+    return in;
+  }
   for (const Token& t : kTokens) {
     if (!word.starts_with(t.prefix)) continue;
     std::string_view rest = word.substr(t.prefix.size());
@@ -76,7 +88,7 @@ Instruction parse_token(std::string_view word, int position) {
   PW_INPUT_CHECK(false, "schedule text: token " << position << " '" << word
                                                 << "' is not an instruction; accepted: F<mb>, B<mb>, Bi<mb>, W<mb>, "
                                                    "rA<mb>, sA<mb>, rG<mb>, sG<mb>, R<mb> (each optionally .<chunk>), "
-                                                   "RG, S");
+                                                   "F<mb>& (overlapped with the next backward), RG, S");
   return {};
 }
 

@@ -81,6 +81,9 @@ class Simulation {
                           &times.send_gradient})
       PW_CHECK(v->size() == n, "simulate: op times have " << v->size() << " entries; need one per virtual stage ("
                                                           << n << ")");
+    PW_CHECK(times.forward_backward.empty() || static_cast<int>(times.forward_backward.size()) == spec.stages,
+             "simulate: " << times.forward_backward.size() << " F&B times; need none or one per stage ("
+                          << spec.stages << ")");
     stages_.resize(programs.size());
     for (StageState& st : stages_) st.units.resize(static_cast<std::size_t>(spec.micro_batches * spec.chunks));
   }
@@ -171,7 +174,7 @@ class Simulation {
         if (v != 0 && !u.activation_received) fail(stage, "forward before its RecvActivation");
         if (u.forwarded) fail(stage, "second forward of the same micro-batch");
         u.forwarded = true;
-        compute = times_.forward[vi];
+        compute = in.overlap == Overlap::WithNext ? overlapped_pair_time(stage, vi) : times_.forward[vi];
         break;
       }
       case OpType::Backward:
@@ -186,6 +189,7 @@ class Simulation {
           u.weight_gradient_done = true;
           compute += times_.backward_weight[vi];
         }
+        if (closes_overlapped_pair(stage)) compute = 0.0;   // the forward before it took the pair's time
         break;
       }
       case OpType::BackwardWeight: {
@@ -217,9 +221,31 @@ class Simulation {
     }
     st.clock += compute;
     st.busy += compute;
-    st.timeline.push_back({in, start, st.clock});
+    const bool pair_backward = (in.op == OpType::Backward || in.op == OpType::BackwardInput) &&
+                               closes_overlapped_pair(stage);
+    st.timeline.push_back({in, pair_backward ? st.timeline.back().start : start, st.clock});
     ++st.next;
     return true;
+  }
+
+  bool closes_overlapped_pair(int stage) const {
+    const StageState& st = state(stage);
+    return st.next > 0 && program_of(stage)[st.next - 1].overlap == Overlap::WithNext;
+  }
+
+  // The time of the overlapped F&B pair that starts at stage's next instruction (a forward of
+  // virtual stage forward_v); fails unless a backward follows it.
+  double overlapped_pair_time(int stage, std::size_t forward_v) {
+    const StageState& st = state(stage);
+    const auto& program = program_of(stage);
+    const bool has_partner = st.next + 1 < program.size() && (program[st.next + 1].op == OpType::Backward ||
+                                                              program[st.next + 1].op == OpType::BackwardInput);
+    if (!has_partner) fail(stage, "an overlapped forward (&) must be followed right away by a backward (B or Bi)");
+    if (!times_.forward_backward.empty()) return times_.forward_backward[static_cast<std::size_t>(stage)];
+    const Instruction& partner = program[st.next + 1];
+    const auto pv = static_cast<std::size_t>(virtual_stage_of(stage, partner));
+    return times_.forward[forward_v] + times_.backward_input[pv] +
+           (partner.op == OpType::Backward ? times_.backward_weight[pv] : 0.0);
   }
 
   int virtual_stage_of(int stage, const Instruction& in) {

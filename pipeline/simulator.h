@@ -18,6 +18,9 @@ struct OpTimes {
   std::vector<double> send_activation;   // transfer time of the boundary activation to the next virtual stage
   std::vector<double> send_gradient;     // transfer time of the input gradient to the previous virtual stage
   double optimizer_step = 0.0;           // per stage
+  // Per stage (size P), seconds of an overlapped F&B pair (Overlap::WithNext); left empty, a pair
+  // takes its forward's time plus its backward's.
+  std::vector<double> forward_backward;
   // Equal times everywhere: F = f, Bi = bi, W = w, no transfer cost.
   static OpTimes uniform(const ScheduleSpec& spec, double f, double bi, double w);
 };

@@ -40,9 +40,14 @@ std::string format_grid(const ScheduleSpec& spec) {
                                               std::vector<std::string>(columns, "."));
   std::size_t width = std::to_string(columns).size();
   for (std::size_t s = 0; s < cells.size(); ++s) {
-    for (const TimedOp& op : sim.timeline[s]) {
+    const auto& timeline = sim.timeline[s];
+    for (std::size_t i = 0; i < timeline.size(); ++i) {
+      const TimedOp& op = timeline[i];
       if (!is_compute(op.instruction.op)) continue;
-      const std::string label = instruction_text(op.instruction, spec.chunks);
+      std::string label = instruction_text(op.instruction, spec.chunks);
+      // An overlapped pair fills its columns as one cell "F3.0&B1.1"; its backward is drawn with it.
+      if (op.instruction.overlap == Overlap::WithNext && i + 1 < timeline.size())
+        label += instruction_text(timeline[++i].instruction, spec.chunks);
       for (auto t = static_cast<std::size_t>(std::lround(op.start)); t < static_cast<std::size_t>(std::lround(op.end));
            ++t) {
         cells[s][t] = label;

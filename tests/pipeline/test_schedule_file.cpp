@@ -118,7 +118,8 @@ BOOST_AUTO_TEST_CASE(wrong_number_of_stage_lines) {
 BOOST_AUTO_TEST_CASE(unknown_token) {
   BOOST_TEST(parse_error(two_stages(kStage0, "rA0 F0 X0 B0 sG0 rA1 F1 B1 sG1 RG S")) ==
              "bad.sched:3: stage 1: token 2 'X0' is not an instruction; accepted: F<mb>, B<mb>, Bi<mb>, W<mb>, "
-             "rA<mb>, sA<mb>, rG<mb>, sG<mb>, R<mb> (each optionally .<chunk>), RG, S");
+             "rA<mb>, sA<mb>, rG<mb>, sG<mb>, R<mb> (each optionally .<chunk>), F<mb>& (overlapped with the next "
+             "backward), RG, S");
 }
 
 BOOST_AUTO_TEST_CASE(micro_batch_or_chunk_out_of_range) {

@@ -92,6 +92,23 @@ BOOST_AUTO_TEST_CASE(pipeline_runs_match_the_single_device_run_and_report_stages
   BOOST_CHECK_EQUAL(split["schedule"], "1f1b");
 }
 
+BOOST_AUTO_TEST_CASE(v_schedules_train_like_the_single_device_run) {
+  ScratchDir dir("pipev");
+  const auto single = train(dir, "single.json", "--steps 4");
+  for (const std::string kind : {"zb-v", "v-half", "v-min", "dualpipev"}) {
+    BOOST_TEST_CONTEXT(kind) {
+      const auto j = train(dir, "v.json", "--steps 4 --stages 2 --micro-batches 4 --schedule " + kind);
+      BOOST_CHECK_EQUAL(j["schedule"], kind);
+      BOOST_CHECK_EQUAL(j["chunks"], 2);
+      const auto& a = j["loss_history"];
+      const auto& b = single["loss_history"];
+      BOOST_REQUIRE_EQUAL(a.size(), b.size());
+      for (std::size_t i = 0; i < a.size(); ++i)
+        BOOST_CHECK_SMALL(std::abs(a[i].get<double>() - b[i].get<double>()) / b[i].get<double>(), 1e-5);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(stages_linked_by_thrift_on_loopback_match_in_process_links_bitwise) {
   ScratchDir dir("pipethrift");
   const std::string args = "--steps 4 --stages 3 --micro-batches 4 --threads 1 ";

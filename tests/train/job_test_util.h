@@ -42,6 +42,27 @@ inline partition::ModelDescription tied_mlp() {
   return m;
 }
 
+// An MLP on 1x12x12 inputs whose second layer and second-to-last layer share one weight ("ends"):
+// split at {3, 5, 8} into four pieces they are in the first and the last, which V placement puts
+// on stage 0 together.
+inline partition::ModelDescription tied_ends_mlp() {
+  partition::ModelDescription m;
+  m.name = "tied-ends-mlp";
+  m.sample_shape = {1, 12, 12};
+  m.num_classes = 10;
+  auto linear = [](int in, int out) {
+    return [=] { return std::unique_ptr<models::Layer>(std::make_unique<models::Linear>(in, out)); };
+  };
+  auto relu = [] { return std::unique_ptr<models::Layer>(std::make_unique<models::ReLU>()); };
+  m.layers = {{"flatten", [] { return std::unique_ptr<models::Layer>(std::make_unique<models::Flatten>()); }},
+              {"fc_in", linear(144, 32)}, {"fc_first", linear(32, 32)}, {"relu1", relu},
+              {"fc_mid", linear(32, 32)}, {"relu2", relu},
+              {"fc_mid2", linear(32, 32)}, {"relu3", relu},
+              {"fc_last", linear(32, 32)}, {"fc_out", linear(32, 10)}};
+  m.tied = {{"ends", {"fc_first.weight", "fc_last.weight"}}};
+  return m;
+}
+
 inline train::JobConfig job_of(const partition::ModelDescription& model, const JobShape& shape,
                                std::int64_t batch_size) {
   train::JobConfig c;

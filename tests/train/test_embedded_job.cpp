@@ -142,6 +142,35 @@ BOOST_AUTO_TEST_CASE(a_v_placed_program_with_a_local_tie_matches_single_device_t
   BOOST_CHECK(v.weights.at("fc_mid.weight") == v.weights.at("fc_mid2.weight"));
 }
 
+// The generated V schedules (zb-v, v-half, v-min, dualpipev; dualpipev's overlapped F&B pairs run
+// one after the other) train like one device, with replicas and with recomputation.
+BOOST_AUTO_TEST_CASE(generated_v_schedules_match_single_device_training) {
+  const auto model = seed_cnn();   // conv1 relu1 pool1 flatten fc1 relu2 fc2: room for 3 stages x 2 chunks
+  const Run reference = train_job(model, spec(ScheduleKind::GPipe, 1, 1), {});
+  for (ScheduleKind kind :
+       {ScheduleKind::ZeroBubbleV, ScheduleKind::VHalf, ScheduleKind::VMin, ScheduleKind::DualPipeV}) {
+    const std::string name = schedule_kind_name(kind);
+    check_same(train_job(model, spec(kind, 2, 4, 2), {2, 4, 5}), reference, name + " P=2 M=4");
+    check_same(train_job(model, spec(kind, 3, 8, 2), {1, 2, 4, 5, 6}), reference, name + " P=3 M=8");
+    check_same(train_job(model, spec(kind, 2, 4, 2), {2, 4, 5}, "all"), reference, name + " P=2 recompute all");
+    check_same(train_job(model, spec(kind, 2, 4, 2), {2, 4, 5}, "none", 3, "", 2), reference,
+               name + " P=2 two replicas");
+  }
+}
+
+// A weight tied between the first piece and the last: V placement puts both on stage 0, so the tie
+// is summed on one stage.
+BOOST_AUTO_TEST_CASE(v_schedules_with_a_tie_between_the_first_and_last_piece_match_one_device) {
+  const auto model = pw::test::tied_ends_mlp();
+  const Run together = train_job(model, spec(ScheduleKind::GPipe, 1, 1), {});
+  BOOST_CHECK(together.weights.at("fc_first.weight") == together.weights.at("fc_last.weight"));
+  for (ScheduleKind kind : {ScheduleKind::ZeroBubbleV, ScheduleKind::DualPipeV}) {
+    const Run v = train_job(model, spec(kind, 2, 4, 2), {3, 5, 8});
+    check_same(v, together, schedule_kind_name(kind) + " tie between pieces 0 and 3");
+    BOOST_CHECK(v.weights.at("fc_first.weight") == v.weights.at("fc_last.weight"));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_model_too_big_for_one_capped_device_trains_over_four) {
   models::ModelOptions mo;
   mo.width = 16;
