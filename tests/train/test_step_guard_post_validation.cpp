@@ -3,6 +3,8 @@
 // non-finite gradient on one rank) or to clip. The losses and weights are bitwise those of the same
 // job validating before the update (forced with /recovery/update_validation), with 1 and 2
 // replicas, in fp32 and fp16, and those of 1f1b, whose gradients are summed in the same order.
+// The guard alone: `report` sends without collecting, `verdict` collects and decides.
+#include <cmath>
 #include <cstring>
 
 #include <boost/test/unit_test.hpp>
@@ -12,6 +14,7 @@
 #include "tests/train/job_test_util.h"
 #include "train/embedded_job.h"
 #include "train/fault_injection.h"
+#include "train/step_guard.h"
 
 using namespace pw;
 using pipeline::ScheduleKind;
@@ -110,6 +113,48 @@ const Scenario kScenarios[] = {
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(step_guard_post_validation)
+
+// The guard's two halves on their own: `report` sends and answers at once with the provisional
+// decision; `verdict` collects (here: rank 1's figures, given) and decides for the whole job.
+BOOST_AUTO_TEST_CASE(report_sends_without_collecting_and_verdict_collects_and_decides) {
+  std::vector<std::vector<double>> sent;
+  int collected = 0;
+  std::vector<double> rank1 = {1.0, 12.0, 0.0, 1.0};   // finite, squared norm share 12
+  train::StepGuard guard(0, 2, /*clip_norm=*/1.0, train::ServerRowsInNorm::Counted,
+                         {[&](const std::vector<double>& values, std::int64_t) { sent.push_back(values); },
+                          [&](const std::vector<double>& values, std::int64_t) {
+                            ++collected;
+                            return std::vector<std::vector<double>>{values, rank1};
+                          }});
+  guard.set_loss_scale(4.0);
+  models::Parameter p;
+  p.value = kernels::Tensor::zeros({2});
+  p.grad = kernels::Tensor::from_vector(std::vector<float>{4.0f, 8.0f}, {2});   // squares 80 at scale 4
+  const auto provisional = guard.report(0, {&p}, 0.0, 1.5);
+  BOOST_TEST(sent.size() == 1u);
+  BOOST_TEST(collected == 0);
+  BOOST_TEST((provisional.action == pipeline::UpdateAction::Apply));
+  BOOST_TEST(provisional.gradient_scale == 0.25);   // only the loss scale divided out
+  const auto verdict = guard.verdict(0);
+  BOOST_TEST(collected == 1);
+  // Norm sqrt(80 + 12) / 4 = 2.40 > 1: clipped by 1 / (norm + 1e-6), then unscaled.
+  const double norm = std::sqrt(92.0) / 4.0;
+  BOOST_TEST(guard.last_gradient_norm() == norm);
+  BOOST_TEST(verdict.gradient_scale == (1.0 / (norm + 1e-6)) / 4.0);
+  BOOST_CHECK_THROW(guard.verdict(0), std::exception);   // nothing reported since
+
+  // A non-finite gradient here: the provisional decision is already a skip, and so is the verdict.
+  p.grad = kernels::Tensor::from_vector(std::vector<float>{std::nanf(""), 1.0f}, {2});
+  BOOST_TEST((guard.report(1, {&p}, 0.0, 1.5).action == pipeline::UpdateAction::Skip));
+  BOOST_TEST((guard.verdict(1).action == pipeline::UpdateAction::Skip));
+  BOOST_TEST(guard.last_nonfinite_rank() == 0);
+  // Finite here, not on rank 1: provisionally applied, then skipped.
+  p.grad = kernels::Tensor::from_vector(std::vector<float>{0.1f, 0.1f}, {2});
+  rank1 = {0.0, 0.0, 0.0, 1.0};
+  BOOST_TEST((guard.report(2, {&p}, 0.0, 1.5).action == pipeline::UpdateAction::Apply));
+  BOOST_TEST((guard.verdict(2).action == pipeline::UpdateAction::Skip));
+  BOOST_TEST(guard.last_nonfinite_rank() == 1);
+}
 
 BOOST_AUTO_TEST_CASE(zb_h1_validating_after_the_update_trains_bitwise_as_validating_before_and_as_1f1b) {
   for (const int replicas : {1, 2}) {
