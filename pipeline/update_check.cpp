@@ -4,7 +4,13 @@ namespace pw::pipeline {
 
 bool post_validates(ScheduleKind kind) {
   switch (kind) {
-    case ScheduleKind::ZeroBubbleH1: return true;
+    case ScheduleKind::ZeroBubbleH1:
+    case ScheduleKind::ZeroBubbleH2:
+    case ScheduleKind::ZeroBubbleV:
+    case ScheduleKind::VHalf:
+    case ScheduleKind::VMin:
+    case ScheduleKind::InterleavedZeroBubble:
+    case ScheduleKind::DualPipeV: return true;
     case ScheduleKind::GPipe:
     case ScheduleKind::OneFOneB:
     case ScheduleKind::Interleaved: return false;

@@ -135,7 +135,10 @@ BOOST_AUTO_TEST_CASE(a_stage_waiting_past_its_deadline_names_itself_and_what_it_
 }
 
 BOOST_AUTO_TEST_CASE(zero_bubble_schedules_validate_after_the_update_and_the_others_before) {
-  BOOST_TEST(post_validates(ScheduleKind::ZeroBubbleH1));
+  for (auto kind : {ScheduleKind::ZeroBubbleH1, ScheduleKind::ZeroBubbleH2, ScheduleKind::ZeroBubbleV,
+                    ScheduleKind::VHalf, ScheduleKind::VMin, ScheduleKind::InterleavedZeroBubble,
+                    ScheduleKind::DualPipeV})
+    BOOST_TEST(post_validates(kind), enum_name(kind));
   for (auto kind : {ScheduleKind::GPipe, ScheduleKind::OneFOneB, ScheduleKind::Interleaved})
     BOOST_TEST(!post_validates(kind), enum_name(kind));
   BOOST_TEST((one_stage(ScheduleKind::ZeroBubbleH1, UpdateValidation::Auto, {}).validation == UpdateValidation::After));
