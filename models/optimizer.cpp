@@ -40,6 +40,33 @@ void Optimizer::step() {
   }
 }
 
+std::vector<Tensor*> Optimizer::changed_by_step() {
+  std::vector<Tensor*> out;
+  for (auto* p : params_) out.push_back(&p->value);
+  for (auto* p : params_) {
+    State& s = state_.at(p);
+    if (s.a.defined()) out.push_back(&s.a);
+    if (s.b.defined()) out.push_back(&s.b);
+  }
+  return out;
+}
+
+OptimizerSnapshot Optimizer::snapshot() {
+  OptimizerSnapshot out;
+  for (const Tensor* t : changed_by_step()) out.tensors.push_back(t->clone());
+  out.steps = step_;
+  return out;
+}
+
+void Optimizer::restore(const OptimizerSnapshot& saved) {
+  const auto changed = changed_by_step();
+  PW_CHECK(changed.size() == saved.tensors.size(), "an optimizer snapshot of " << saved.tensors.size()
+                                                       << " tensors restored into an optimizer that changes "
+                                                       << changed.size());
+  for (std::size_t i = 0; i < changed.size(); ++i) changed[i]->copy_from(saved.tensors[i]);
+  step_ = saved.steps;
+}
+
 void Optimizer::zero_grad() {
   for (auto* p : params_) p->grad.zero_();
 }

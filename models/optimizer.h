@@ -26,6 +26,14 @@ struct OptimizerConfig {
 OptimizerKind parse_optimizer_kind(const std::string& name);
 std::string optimizer_kind_name(OptimizerKind kind);
 
+// Copies of everything one Optimizer::step changes: each parameter's value (the fp32 master copy
+// under mixed precision), its optimizer state and the step count. Restoring one undoes the steps
+// made since, bit for bit.
+struct OptimizerSnapshot {
+  std::vector<Tensor> tensors;   // the values in parameter order, then each parameter's state
+  std::int64_t steps = 0;
+};
+
 class Optimizer {
  public:
   Optimizer(std::vector<Parameter*> params, OptimizerConfig config);
@@ -36,6 +44,10 @@ class Optimizer {
   void set_steps(std::int64_t steps) { step_ = steps; }
   const OptimizerConfig& config() const { return config_; }
   void set_lr(double lr) { config_.lr = lr; }
+  // Post-validation (pipeline/optimistic_update.h): saved before an update that may have to be
+  // undone; the copies live on each tensor's device.
+  OptimizerSnapshot snapshot();
+  void restore(const OptimizerSnapshot& saved);
 
   // Optimizer state by parameter ("<param>.momentum", "<param>.exp_avg", ...) for checkpoints.
   std::vector<std::pair<std::string, Tensor*>> named_state(
@@ -45,6 +57,8 @@ class Optimizer {
   struct State {
     Tensor a, b;   // SGD: momentum buffer; Adam: exp_avg, exp_avg_sq; Adagrad: sum of squares
   };
+  std::vector<Tensor*> changed_by_step();   // what snapshot copies, in its order
+
   std::vector<Parameter*> params_;
   OptimizerConfig config_;
   std::unordered_map<Parameter*, State> state_;

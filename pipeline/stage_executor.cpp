@@ -90,6 +90,7 @@ StageExecutor::StageExecutor(StageConfig config, std::vector<std::unique_ptr<mod
     for (auto* p : c->parameters()) params.push_back(p);
   }
   optimizer_ = std::make_unique<models::Optimizer>(std::move(params), optimizer);
+  config_.update_validation = resolve_update_validation(config_.update_validation, config_.spec.kind);
 }
 
 std::vector<models::Parameter*> StageExecutor::parameters() {
@@ -417,34 +418,48 @@ void StageExecutor::flush_remote() {
 }
 
 void StageExecutor::optimizer_step(const Instruction&) {
-  last_update_ = UpdateDecision{};
-  if (config_.update_check != nullptr) {
-    // A tied weight's gradient is held (equal) by every member: the first member on the first
-    // owner counts it once.
-    std::set<models::Parameter*> not_counted;
-    for (const auto& group : tied_) {
-      if (group.local.empty()) continue;
-      const bool first_owner = group.owner_stages.front() == config_.stage;
-      not_counted.insert(group.local.begin() + (first_owner ? 1 : 0), group.local.end());
-    }
-    std::vector<models::Parameter*> counted;
-    for (auto* p : parameters())
-      if (!not_counted.count(p)) counted.push_back(p);
-    const double remote_squares = config_.remote_rows ? config_.remote_rows->gradient_sum_of_squares() : 0.0;
-    last_update_ = config_.update_check->before_update(step_, counted, remote_squares, result_.loss_sum);
-  }
+  const auto params = parameters();
+  last_update_ = config_.update_check != nullptr ? validated_update(params) : UpdateDecision{};
   if (last_update_.action == UpdateAction::Skip) {
     optimizer_->zero_grad();
     if (config_.remote_rows) config_.remote_rows->finish_step(RemoteGradients::Discard);
     return;
   }
-  if (last_update_.gradient_scale != 1.0) {
-    for (auto* p : parameters()) kernels::scale_inplace(p->grad, last_update_.gradient_scale);
-    if (config_.remote_rows) config_.remote_rows->scale_gradients(last_update_.gradient_scale);
-  }
-  optimizer_->step();
+  if (last_update_.gradient_scale != 1.0 && config_.remote_rows)
+    config_.remote_rows->scale_gradients(last_update_.gradient_scale);
+  if (optimistic_.pending()) optimistic_.keep();
+  else update_dense(*optimizer_, params, last_update_.gradient_scale);
   optimizer_->zero_grad();
   if (config_.remote_rows) config_.remote_rows->finish_step(RemoteGradients::Push);
+}
+
+UpdateDecision StageExecutor::validated_update(const std::vector<models::Parameter*>& params) {
+  // A tied weight's gradient is held (equal) by every member: the first member on the first
+  // owner counts it once.
+  std::set<models::Parameter*> not_counted;
+  for (const auto& group : tied_) {
+    if (group.local.empty()) continue;
+    const bool first_owner = group.owner_stages.front() == config_.stage;
+    not_counted.insert(group.local.begin() + (first_owner ? 1 : 0), group.local.end());
+  }
+  std::vector<models::Parameter*> counted;
+  for (auto* p : params)
+    if (!not_counted.count(p)) counted.push_back(p);
+  const double remote_squares = config_.remote_rows ? config_.remote_rows->gradient_sum_of_squares() : 0.0;
+  const UpdateDecision provisional = config_.update_check->report(step_, counted, remote_squares, result_.loss_sum);
+  // Post-validation: update while the other ranks' figures travel (rows on parameter servers wait
+  // for the verdict: what the servers apply cannot be taken back).
+  if (config_.update_validation == UpdateValidation::After && provisional.action == UpdateAction::Apply)
+    optimistic_.apply(*optimizer_, params, provisional.gradient_scale);
+  UpdateDecision verdict;
+  try {
+    verdict = config_.update_check->verdict(step_);
+  } catch (...) {
+    if (optimistic_.pending()) optimistic_.undo(*optimizer_, params);
+    throw;
+  }
+  if (optimistic_.pending() && verdict != provisional) optimistic_.undo(*optimizer_, params);
+  return verdict;
 }
 
 }  // namespace pw::pipeline

@@ -20,6 +20,7 @@
 #include "pipeline/flight_recorder.h"
 #include "pipeline/schedule.h"
 #include "pipeline/input_stager.h"
+#include "pipeline/optimistic_update.h"
 #include "pipeline/stage_tracer.h"
 #include "pipeline/update_check.h"
 #include "rpc/transport.h"
@@ -49,6 +50,9 @@ struct StageConfig {
   GradientSync* gradient_sync = nullptr;   // replicas of this stage to average gradients with, if any
   RemoteRowsSync* remote_rows = nullptr;   // this stage's rows on parameter servers, if any
   UpdateCheck* update_check = nullptr;     // whether each step updates; none: every step does, unscaled
+  // Whether the stage waits for the update check's verdict before it updates, or updates at once
+  // and undoes the update when the verdict differs; Auto: by the schedule (post_validates).
+  UpdateValidation update_validation = UpdateValidation::Auto;
   int replica = 0;                         // for trace spans
   // Called before each instruction with the step: tests make a stage stall here (train/fault_injection.h).
   std::function<void(std::int64_t step, const Instruction&)> before_instruction;
@@ -122,6 +126,8 @@ class StageExecutor {
   void recompute(const Instruction& in);
   void reduce_grads(const Instruction& in);
   void optimizer_step(const Instruction& in);
+  // The update check's verdict, with the dense update made before it when validating after.
+  UpdateDecision validated_update(const std::vector<models::Parameter*>& params);
 
   MicroBatchState& state(const Instruction& in);
   // Runs a backward (or its weight half) of `in`; on the chunk's last one of the step, reports
@@ -153,6 +159,7 @@ class StageExecutor {
   std::vector<TiedGroup> tied_;
   double loss_scale_ = 1.0;
   UpdateDecision last_update_;
+  OptimisticUpdate optimistic_;   // post-validation: the update made before the verdict
   std::set<std::pair<int, int>> recomputed_;     // (micro_batch, chunk) with a Recompute in the program
   std::vector<std::size_t> last_gradient_op_;   // per chunk: index of its last backward/weight op
 

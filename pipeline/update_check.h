@@ -1,12 +1,19 @@
 #pragma once
-// A job-wide verdict on each optimizer step, taken after the gradients are final and before any
-// rank updates: whether the step's loss and gradients are finite everywhere (a non-finite step is
-// skipped by every rank) and by how much to scale the gradients (clipping by the norm of the
-// whole model, over every stage and replica). The executor asks; the job engine answers.
+// A job-wide verdict on each optimizer step, taken after the gradients are final: whether the
+// step's loss and gradients are finite everywhere (a non-finite step is skipped by every rank) and
+// by how much to scale the gradients (clipping by the norm of the whole model, over every stage
+// and replica). The executor asks; the job engine answers.
+//
+// The asking is split in two so that a stage can update before the answer comes (post-validation,
+// UpdateValidation::After): `report` sends this stage's figures and returns at once with the
+// provisional decision, `verdict` waits for every rank's figures. A stage validating before its
+// update calls both back to back; one validating after it updates with the provisional decision in
+// between and undoes that update when the verdict differs.
 #include <cstdint>
 #include <vector>
 
 #include "models/layer.h"
+#include "pipewright/enums.h"
 
 namespace pw::pipeline {
 
@@ -15,18 +22,31 @@ enum class UpdateAction { Apply, Skip };
 struct UpdateDecision {
   UpdateAction action = UpdateAction::Apply;
   double gradient_scale = 1.0;   // applied to every gradient before the update
+
+  bool operator==(const UpdateDecision&) const = default;
 };
 
 class UpdateCheck {
  public:
   virtual ~UpdateCheck() = default;
-  // Called by every stage of every replica once per step. `counted`: this stage's parameters
-  // whose gradients make up its share of the model's norm (a tied weight on its first owner only);
-  // `remote_squares`: the sum of squares of the gradients it sends to parameter servers
-  // (RemoteRowsSync::gradient_sum_of_squares);
+  // Called by every stage of every replica once per step, before `verdict`; does not wait for
+  // other ranks. `counted`: this stage's parameters whose gradients make up its share of the
+  // model's norm (a tied weight on its first owner only); `remote_squares`: the sum of squares of
+  // the gradients it sends to parameter servers (RemoteRowsSync::gradient_sum_of_squares);
   // `loss_sum`: this stage's summed loss (0 where no loss is computed).
-  virtual UpdateDecision before_update(std::int64_t step, const std::vector<models::Parameter*>& counted,
-                                       double remote_squares, double loss_sum) = 0;
+  // Returns the decision the verdict will be when every rank is finite and nothing clips (Skip
+  // when this stage's own figures are not finite: the verdict will be Skip).
+  virtual UpdateDecision report(std::int64_t step, const std::vector<models::Parameter*>& counted,
+                                double remote_squares, double loss_sum) = 0;
+  // Waits (up to a deadline) for every rank's figures of `step` and returns the job's decision,
+  // the same on every rank.
+  virtual UpdateDecision verdict(std::int64_t step) = 0;
 };
+
+// Whether `kind` updates before its step's verdict by default (UpdateValidation::Auto): the
+// zero-bubble schedules, whose point is that no stage waits at the step's end.
+bool post_validates(ScheduleKind kind);
+// `chosen`, with Auto resolved by `kind`.
+UpdateValidation resolve_update_validation(UpdateValidation chosen, ScheduleKind kind);
 
 }  // namespace pw::pipeline

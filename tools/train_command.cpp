@@ -238,6 +238,10 @@ void add_train_command(CLI::App& app, TrainCommand& t) {
       ->check(NonNegative)->group(optimizer);
   b.option("--clip-grad-norm", "/recovery/clip_grad_norm", job.recovery.clip_grad_norm, "clip gradients by the norm of the whole model (0: off)")
       ->capture_default_str()->check(NonNegative)->group(optimizer);
+  b.choice("--update-validation", "/recovery/update_validation", job.recovery.update_validation,
+           "whether stages update before the job's verdict on the step (finite, clipped) and undo it when it "
+           "differs (after), or wait for it (before); auto: after with zero-bubble schedules; same weights either way")
+      ->group(optimizer);
 
   const std::string pipeline = "Pipeline";
   b.option("--stages", "/pipeline/stages", job.pipeline.stages, "pipeline stages, one rank and device each (default: from --split, else 1)")

@@ -152,10 +152,15 @@ Engine::Engine(std::shared_ptr<const JobPlan> plan, RankLinks& links, ParameterS
   }
   step_guard_ = std::make_unique<StepGuard>(
       rank(), P, c.recovery.clip_grad_norm, server_rows,
-      [this](const std::vector<double>& values, std::int64_t round) { return exchange(values, kUpdateCheck, round); });
+      StepGuard::Exchange{
+          [this](const std::vector<double>& values, std::int64_t round) { send_figures(values, kUpdateCheck, round); },
+          [this](const std::vector<double>& values, std::int64_t round) {
+            return collect_figures(values, kUpdateCheck, round);
+          }});
   // The executor is made last, with every object it calls: they are members declared before it.
   built.config.gradient_sync = reducer_.get();
   built.config.update_check = step_guard_.get();
+  built.config.update_validation = c.recovery.update_validation;
   built.config.remote_rows = remote_rows_.get();
   // A test's stall (FaultKind::Stall): the rank stops in the step's first forward until the job is
   // cancelled, so that every other rank times out waiting for it.
@@ -392,33 +397,49 @@ std::vector<models::Layer*> Engine::layers() {
 }
 
 std::vector<std::vector<double>> Engine::exchange(const std::vector<double>& values, int message, std::int64_t round) {
-  auto& control = links_.transport();
-  const int world = links_.world_size();
-  const int self = rank();
+  send_figures(values, message, round);
+  return collect_figures(values, message, round);
+}
+
+void Engine::send_figures(const std::vector<double>& values, int message, std::int64_t round) {
   const rpc::Tag tag{round, message, rpc::PayloadKind::Control, 0};
   const auto payload = doubles_tensor(values);
-  std::vector<std::vector<double>> all(static_cast<std::size_t>(world));
   int peer = 0;
   try {
-    for (peer = 0; peer < world; ++peer)
-      if (peer != self) control.send(peer, tag, payload, deadline());
-    for (peer = 0; peer < world; ++peer)
-      all[static_cast<std::size_t>(peer)] =
-          peer == self ? values
-                       : tensor_doubles(control.recv(peer, tag, deadline()), values.size(),
-                                        "figures from rank " + std::to_string(peer));
+    for (peer = 0; peer < links_.world_size(); ++peer)
+      if (peer != rank()) links_.transport().send(peer, tag, payload, deadline());
   } catch (...) {
-    std::ostringstream context;
-    context << "stage " << stage() << " (" << device_.str() << "), step " << round << ", exchanging "
-            << (message == kStepFigures    ? "the step's figures"
-                : message == kUpdateCheck ? "whether its gradients are finite"
-                : message == kPushesDone  ? "that its embedding pushes are answered"
-                : message == kWeightsFinite ? "whether its weights are finite"
-                                          : "the evaluation's figures")
-            << " with rank " << peer << ": ";
-    pipeline::rethrow_with_context(context.str());
+    rethrow_exchange_failure(message, round, peer);
+  }
+}
+
+std::vector<std::vector<double>> Engine::collect_figures(const std::vector<double>& values, int message,
+                                                         std::int64_t round) {
+  const rpc::Tag tag{round, message, rpc::PayloadKind::Control, 0};
+  std::vector<std::vector<double>> all(static_cast<std::size_t>(links_.world_size()));
+  int peer = 0;
+  try {
+    for (peer = 0; peer < links_.world_size(); ++peer)
+      all[static_cast<std::size_t>(peer)] =
+          peer == rank() ? values
+                         : tensor_doubles(links_.transport().recv(peer, tag, deadline()), values.size(),
+                                          "figures from rank " + std::to_string(peer));
+  } catch (...) {
+    rethrow_exchange_failure(message, round, peer);
   }
   return all;
+}
+
+void Engine::rethrow_exchange_failure(int message, std::int64_t round, int peer) {
+  std::ostringstream context;
+  context << "stage " << stage() << " (" << device_.str() << "), step " << round << ", exchanging "
+          << (message == kStepFigures     ? "the step's figures"
+              : message == kUpdateCheck   ? "whether its gradients are finite"
+              : message == kPushesDone    ? "that its embedding pushes are answered"
+              : message == kWeightsFinite ? "whether its weights are finite"
+                                          : "the evaluation's figures")
+          << " with rank " << peer << ": ";
+  pipeline::rethrow_with_context(context.str());
 }
 
 StepOutcome Engine::step(const models::data::Batch& local, double primary_flags) {

@@ -119,6 +119,13 @@ class Engine {
   void synchronise_batch_norm(const std::vector<models::Layer*>& stage_layers);
   void sync_buffers();
   std::vector<std::vector<double>> exchange(const std::vector<double>& values, int message, std::int64_t round);
+  // The two halves of `exchange`: sends `values` to every other rank without waiting for theirs;
+  // then collects every rank's (`values` at this rank's index), each wait up to the stage deadline.
+  void send_figures(const std::vector<double>& values, int message, std::int64_t round);
+  std::vector<std::vector<double>> collect_figures(const std::vector<double>& values, int message, std::int64_t round);
+  // Rethrows the exception being handled with this rank's stage, the round and what it exchanged
+  // with `peer`.
+  [[noreturn]] void rethrow_exchange_failure(int message, std::int64_t round, int peer);
   double gather_auc(const std::vector<std::vector<double>>& figures, std::vector<double> scores,
                     const std::vector<double>& labels, std::int64_t round);
   kernels::NamedTensors gather_weights();

@@ -93,6 +93,8 @@ void fields(RecoveryConfig& c, F&& f) {
   f("max_bad_steps", c.max_bad_steps), f("rollback_lr_factor", c.rollback_lr_factor),
       f("max_rollbacks", WrittenUnlessDefault<int>{c.max_rollbacks, 3});
   f("clip_grad_norm", c.clip_grad_norm);
+  f("update_validation",
+    WrittenUnlessDefault<pipeline::UpdateValidation>{c.update_validation, pipeline::UpdateValidation::Auto});
 }
 template <typename F>
 void fields(NumericsConfig& c, F&& f) {

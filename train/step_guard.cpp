@@ -11,8 +11,8 @@ namespace pw::train {
 StepGuard::StepGuard(int rank, int stages, double clip_norm, ServerRowsInNorm server_rows, Exchange exchange)
     : rank_(rank), stages_(stages), clip_norm_(clip_norm), server_rows_(server_rows), exchange_(std::move(exchange)) {}
 
-pipeline::UpdateDecision StepGuard::before_update(std::int64_t step, const std::vector<models::Parameter*>& counted,
-                                                  double remote_squares, double loss_sum) {
+pipeline::UpdateDecision StepGuard::report(std::int64_t step, const std::vector<models::Parameter*>& counted,
+                                           double remote_squares, double loss_sum) {
   bool finite = std::isfinite(loss_sum);
   if (injected_fault(FaultKind::NonfiniteGradient, step + 1, rank_)) {
     if (!counted.empty()) kernels::scale_inplace(counted.front()->grad, std::numeric_limits<double>::quiet_NaN());
@@ -22,8 +22,19 @@ pipeline::UpdateDecision StepGuard::before_update(std::int64_t step, const std::
   for (auto* p : counted) squares += kernels::sum_of_squares(p->grad);
   finite = finite && std::isfinite(squares) && std::isfinite(remote_squares);
   const bool loss_finite = std::isfinite(loss_sum);
-  const auto all = exchange_(
-      {finite ? 1.0 : 0.0, finite ? squares : 0.0, finite ? remote_squares : 0.0, loss_finite ? 1.0 : 0.0}, step);
+  reported_ = {finite ? 1.0 : 0.0, finite ? squares : 0.0, finite ? remote_squares : 0.0, loss_finite ? 1.0 : 0.0};
+  reported_step_ = step;
+  exchange_.send(reported_, step);
+  pipeline::UpdateDecision provisional;
+  if (!finite) provisional.action = pipeline::UpdateAction::Skip;
+  provisional.gradient_scale /= loss_scale_;
+  return provisional;
+}
+
+pipeline::UpdateDecision StepGuard::verdict(std::int64_t step) {
+  PW_CHECK(reported_step_ == step, "step " << step << ": verdict asked for before this rank reported its figures");
+  reported_step_ = -1;
+  const auto all = exchange_.collect(reported_, step);
   nonfinite_rank_ = -1;
   loss_finite_ = true;
   double total = 0.0;

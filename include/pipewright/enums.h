@@ -103,6 +103,14 @@ enum class CheckpointErrorPolicy { Stop, Continue };   // when a checkpoint cann
 // multi-process job, else Thrift.
 enum class TransportKind { Auto, InProcess, Thrift, Nccl };
 }  // namespace pw::train
+namespace pw::pipeline {
+// When a step's optimizer update is validated (every rank's loss and gradients finite, the whole
+// model's gradient norm within the clip): before it (every stage waits for every rank's figures,
+// then updates) or after it (every stage updates at once and undoes the update bit for bit when
+// the verdict is to skip or clip: Zero Bubble's post-validation). Auto: after with the zero-bubble
+// schedules, before with the others (pipeline/update_check.h).
+enum class UpdateValidation { Auto, Before, After };
+}  // namespace pw::pipeline
 
 namespace pw {
 
@@ -202,6 +210,13 @@ struct EnumNames<train::TransportKind> {
                                                              {train::TransportKind::InProcess, "inprocess"},
                                                              {train::TransportKind::Thrift, "thrift"},
                                                              {train::TransportKind::Nccl, "nccl"}}};
+};
+template <>
+struct EnumNames<pipeline::UpdateValidation> {
+  static constexpr std::string_view what = "update validation";
+  static constexpr NameTable<pipeline::UpdateValidation, 3> names{{{pipeline::UpdateValidation::Auto, "auto"},
+                                                                   {pipeline::UpdateValidation::Before, "before"},
+                                                                   {pipeline::UpdateValidation::After, "after"}}};
 };
 
 }  // namespace pw

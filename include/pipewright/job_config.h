@@ -120,6 +120,10 @@ struct RecoveryConfig {
   // the job gives up (TrainingFailed).
   int max_rollbacks = 3;
   double clip_grad_norm = 0.0;       // clip by the norm of the whole model's gradient; 0: off
+  // Whether each stage updates before the job's verdict on the step (finite everywhere, clipped or
+  // not) and undoes the update when it differs (after), or waits for it (before); auto: after with
+  // zero-bubble schedules. The trained weights are bitwise the same either way.
+  pipeline::UpdateValidation update_validation = pipeline::UpdateValidation::Auto;
 };
 
 // Mixed precision (models/precision.h, train/loss_scaler.h), and how CUDA ops may trade exactness

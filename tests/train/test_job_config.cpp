@@ -104,6 +104,8 @@ BOOST_AUTO_TEST_CASE(bad_json_is_a_config_error_naming_the_field_by_its_path) {
              "/pipeline/stages: the text \"four\"; expected a whole number");
   BOOST_TEST(config_error(parse(R"({"pipeline": {"schedule": "pipedream"}})")) ==
              "/pipeline/schedule: unknown schedule 'pipedream'; accepted: gpipe, 1f1b, interleaved, zb-h1, zb-h2, zb-v, v-half, v-min, interleaved-zb, dualpipev");
+  BOOST_TEST(config_error(parse(R"({"recovery": {"update_validation": "later"}})")) ==
+             "/recovery/update_validation: unknown update validation 'later'; accepted: auto, before, after");
   BOOST_TEST(config_error(parse(R"({"optimizer": {"kind": 3}})")) ==
              "/optimizer/kind: 3; expected one of sgd, adam, adagrad");
   BOOST_TEST(config_error(parse(R"({"optimizer": {"learning_rate": 0.1}})")) ==
@@ -294,6 +296,12 @@ BOOST_AUTO_TEST_CASE(a_resumed_job_overrides_what_may_change_and_refuses_the_res
   now.recovery.max_rollbacks = 5;
   BOOST_TEST(!train::to_json(saved)["recovery"].contains("max_rollbacks"));
   BOOST_TEST(train::to_json(now)["recovery"]["max_rollbacks"] == 5);
+  now = saved;
+  now.recovery.update_validation = pipeline::UpdateValidation::Before;
+  BOOST_TEST(!train::to_json(saved)["recovery"].contains("update_validation"));
+  BOOST_TEST(train::to_json(now)["recovery"]["update_validation"] == "before");
+  BOOST_TEST((train::job_config_from_json(train::to_json(now)).recovery.update_validation ==
+              pipeline::UpdateValidation::Before));
 }
 
 BOOST_AUTO_TEST_CASE(the_cpu_collectives_are_in_the_identity_only_when_chosen) {

@@ -233,6 +233,27 @@ BOOST_AUTO_TEST_CASE(a_non_finite_step_is_skipped_by_every_rank_and_changes_no_w
              "a skipped step changed the weights");
 }
 
+// zb-h1 updates before the step's verdict (post-validation) and undoes the update on a skipped
+// step (rank 1 at step 2) or a clipped one (every other: the norm is far above 0.001): the same
+// weights and losses as waiting for the verdict (the command line's --update-validation), with the
+// figures sent and collected between 4 processes.
+BOOST_AUTO_TEST_CASE(zb_h1_updating_before_the_verdict_trains_as_waiting_for_it) {
+  ScratchDir dir("post_validation");
+  const std::string job = "launch --nproc-per-node 4 -- " + pw::test::pipewright_binary() + " " + kJob +
+                          "--stages 2 --replicas 2 --micro-batches 2 --schedule zb-h1 --steps 4 "
+                          "--clip-grad-norm 0.001 ";
+  for (const std::string validation : {"after", "before"})
+    run_ok(job + "--update-validation " + validation + " --save " + dir.file(validation + ".safetensors") +
+               " --summary " + dir.file(validation + ".json"),
+           "PW_INJECT_FAULT=nonfinite-grad@2:1");
+  const auto after = read_json(dir.file("after.json"));
+  const auto before = read_json(dir.file("before.json"));
+  BOOST_TEST(after["skipped_steps"] == 1);
+  BOOST_TEST(after["loss_history"] == before["loss_history"]);
+  BOOST_TEST(same_tensors(parameters_of(dir.file("after.safetensors")), parameters_of(dir.file("before.safetensors"))),
+             "updating before the verdict trained other weights than waiting for it");
+}
+
 BOOST_AUTO_TEST_CASE(repeated_non_finite_steps_roll_back_to_the_newest_checkpoint_with_a_lower_learning_rate) {
   ScratchDir dir("rollback");
   const auto r = run_command("PW_INJECT_FAULT=nonfinite-grad@5:1,nonfinite-grad@6:0 " + pw::test::pipewright_binary() +

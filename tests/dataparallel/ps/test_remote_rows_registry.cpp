@@ -79,11 +79,12 @@ class RecordingRows : public models::Layer, public dp::RemoteRows {
 class FixedCheck : public pipeline::UpdateCheck {
  public:
   explicit FixedCheck(pipeline::UpdateDecision decision) : decision_(decision) {}
-  pipeline::UpdateDecision before_update(std::int64_t, const std::vector<models::Parameter*>&, double remote_squares,
-                                         double) override {
+  pipeline::UpdateDecision report(std::int64_t, const std::vector<models::Parameter*>&, double remote_squares,
+                                  double) override {
     reported.push_back(remote_squares);
-    return decision_;
+    return {};
   }
+  pipeline::UpdateDecision verdict(std::int64_t) override { return decision_; }
   std::vector<double> reported;
 
  private:
