@@ -75,7 +75,14 @@ StageExecutor::StageExecutor(StageConfig config, std::vector<std::unique_ptr<mod
     c->to(config_.device);
     for (auto* p : c->parameters()) params.push_back(p);
   }
-  optimizer_ = std::make_unique<models::Optimizer>(std::move(params), optimizer);
+  const auto share = config_.gradient_sync ? config_.gradient_sync->update_share() : std::nullopt;
+  if (share) {
+    // Sharded optimizer state: this replica updates, and keeps state for, its slices and the
+    // parameters reduced whole.
+    optimizer_ = std::make_unique<models::Optimizer>(std::move(params), share->whole, share->owned, optimizer);
+  } else {
+    optimizer_ = std::make_unique<models::Optimizer>(std::move(params), optimizer);
+  }
 }
 
 std::vector<models::Parameter*> StageExecutor::parameters() {
@@ -403,6 +410,7 @@ void StageExecutor::flush_remote() {
 
 void StageExecutor::optimizer_step(const Instruction&) {
   last_update_ = UpdateDecision{};
+  const auto share = config_.gradient_sync ? config_.gradient_sync->update_share() : std::nullopt;
   if (config_.update_check != nullptr) {
     // A tied weight's gradient is held (equal) by every member: the first member on the first
     // owner counts it once.
@@ -412,9 +420,16 @@ void StageExecutor::optimizer_step(const Instruction&) {
       const bool first_owner = group.owner_stages.front() == config_.stage;
       not_counted.insert(group.local.begin() + (first_owner ? 1 : 0), group.local.end());
     }
-    std::vector<models::Parameter*> counted;
-    for (auto* p : parameters())
-      if (!not_counted.count(p)) counted.push_back(p);
+    GradientShare counted;
+    if (share) {
+      // Sharded: the slices this replica owns hold their reduced gradients, nothing else does.
+      counted.owned = share->owned;
+      for (auto* p : share->whole)
+        if (!not_counted.count(p)) counted.whole.push_back(p);
+    } else {
+      for (auto* p : parameters())
+        if (!not_counted.count(p)) counted.whole.push_back(p);
+    }
     const double remote_squares = config_.remote_rows ? config_.remote_rows->gradient_sum_of_squares() : 0.0;
     last_update_ = config_.update_check->before_update(step_, counted, remote_squares, result_.loss_sum);
   }
@@ -429,6 +444,8 @@ void StageExecutor::optimizer_step(const Instruction&) {
   }
   optimizer_->step();
   optimizer_->zero_grad();
+  // Sharded optimizer state: the other replicas' updated slices, before anything reads the weights.
+  if (share) config_.gradient_sync->gather_weights(deadline());
   if (config_.remote_rows) config_.remote_rows->finish_step(RemoteGradients::Push);
 }
 

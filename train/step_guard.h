@@ -6,7 +6,9 @@
 // otherwise scale the gradients so the whole model's norm is at most `clip_norm`. Gradients of rows
 // on parameter servers are checked and scaled too, and counted in the norm when each stage's
 // replica 0 reports the squared norm of what the servers apply (with one replica, its own rows;
-// with more, the replicas' rows summed by key: RemoteRowsRegistry::set_replica_exchange).
+// with more, the replicas' rows summed by key: RemoteRowsRegistry::set_replica_exchange). With
+// sharded optimizer state each replica reports the squares of the gradient slices it owns, and
+// those are summed over every rank.
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -27,7 +29,7 @@ class StepGuard : public pipeline::UpdateCheck {
   // `stages`: ranks 0..stages-1 are replica 0, whose figures make up the model's norm.
   StepGuard(int rank, int stages, double clip_norm, ServerRowsInNorm server_rows, Exchange exchange);
 
-  pipeline::UpdateDecision before_update(std::int64_t step, const std::vector<models::Parameter*>& counted,
+  pipeline::UpdateDecision before_update(std::int64_t step, const pipeline::GradientShare& counted,
                                          double remote_squares, double loss_sum) override;
   // fp16 loss scaling: the gradients arrive multiplied by `scale`; the norm is reported, clipped
   // and the update made on the unscaled gradients (the decision's gradient_scale divides by it).
