@@ -11,13 +11,16 @@
 
 #include <cmath>
 #include <filesystem>
+#include <memory>
 #include <random>
+#include <set>
 
 #include <boost/test/unit_test.hpp>
 
 #include "job_test_util.h"
 #include "kernels/safetensors.h"
 #include "train/embedded_job.h"
+#include "train/fault_injection.h"
 #include "train/job_plan.h"
 
 using namespace pw;
@@ -222,6 +225,48 @@ BOOST_AUTO_TEST_CASE(checkpoints_resume_across_sharding_and_replica_counts) {
       check_close(tail, reference, 1e-4);   // another replica count: the same training
     }
   }
+}
+
+// A non-finite gradient on a replica that is not replica 0, in a slice it owns, skips the step
+// everywhere; after two such steps in a row every rank rolls back to the newest checkpoint, whose
+// sharded state each replica takes its slices of. The sharded job goes through it as the
+// replicated one does, bit for bit (2 replicas).
+BOOST_AUTO_TEST_CASE(non_finite_steps_are_skipped_and_rolled_back_alike) {
+  Scratch scratch;
+  struct Reset {
+    ~Reset() { train::set_fault_hooks({}); }
+  } reset;
+  auto run = [&](const Variant& v, const std::string& name) {
+    // Steps 4 and 5 the first time they are made (not again after the rollback).
+    auto fired = std::make_shared<std::set<std::int64_t>>();
+    train::FaultHooks hooks;
+    hooks.fault = [fired](train::FaultKind kind, std::int64_t step, int rank) {
+      return kind == train::FaultKind::NonfiniteGradient && rank == 3 && (step == 4 || step == 5) &&
+             fired->insert(step).second;
+    };
+    train::set_fault_hooks(hooks);
+    auto c = job(v);
+    c.data.steps = 8;
+    c.checkpoints.dir = (scratch.path / name).string();
+    c.checkpoints.every_steps = 1;
+    c.recovery.max_bad_steps = 2;
+    std::vector<std::pair<double, bool>> out;
+    train::FitOptions fit;
+    fit.progress = false;
+    train::FitCallbacks callbacks;
+    callbacks.on_step = [&](const train::StepEvent& e) { out.emplace_back(e.outcome->loss, e.outcome->skipped); };
+    train::run_job(c, fit, callbacks);
+    return out;
+  };
+  Variant v;
+  v.optimizer = models::OptimizerKind::Adam;
+  const auto replicated = run(v, "replicated");
+  const auto shard = run(sharded(v), "sharded");
+  int skipped = 0;
+  for (const auto& [loss, skip] : shard) skipped += skip ? 1 : 0;
+  BOOST_TEST(skipped == 2);
+  BOOST_TEST(shard.size() > 8u, "the rolled-back steps are made again");
+  BOOST_TEST(shard == replicated);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
