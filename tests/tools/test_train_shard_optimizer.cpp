@@ -54,6 +54,7 @@ BOOST_AUTO_TEST_CASE(two_replicas_sharded_match_replicated_and_processes_match_t
   check_same(dir, "replicated", "sharded");
   const auto launched = run(dir, "launch --nproc-per-node 4 -- " + job + "--shard-optimizer", "launched");
   BOOST_TEST(launched["world_size"] == 4);
+  BOOST_TEST(launched["optimizer_state"] == "sharded");
   check_same(dir, "sharded", "launched");
   // Over the job's own links: threads and processes alike again.
   run(dir, "train " + job + "--shard-optimizer --cpu-collectives links", "links");
