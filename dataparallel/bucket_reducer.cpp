@@ -50,6 +50,8 @@ struct BucketReducer::Core {
   void work();
   void reduce(Bucket& bucket);
   std::int64_t segment(const Bucket& b) const { return b.elements / collective->size(); }
+  pipeline::UpdateShare share_of_this_replica() const;
+  std::optional<pipeline::UpdateShare> share;   // sharded state only; fixed once the buckets are
 };
 
 BucketReducer::BucketReducer(std::vector<models::Parameter*> parameters, std::shared_ptr<Collective> collective,
@@ -102,6 +104,7 @@ BucketReducer::BucketReducer(std::vector<models::Parameter*> parameters, std::sh
     }
   }
   c.stats.buckets = static_cast<std::int64_t>(c.buckets.size());
+  if (sharding) c.share = c.share_of_this_replica();
   c.next = c.buckets.size();   // nothing to do before the first step
   worker_ = std::thread([core = core_] { core->work(); });
 }
@@ -239,9 +242,10 @@ void BucketReducer::abort(const std::string& reason) {
   c.changed.notify_all();
 }
 
-std::optional<pipeline::UpdateShare> BucketReducer::update_share() const {
-  const auto& c = *core_;
-  if (c.options.optimizer_state != OptimizerState::Sharded) return std::nullopt;
+std::optional<pipeline::UpdateShare> BucketReducer::update_share() const { return core_->share; }
+
+pipeline::UpdateShare BucketReducer::Core::share_of_this_replica() const {
+  const auto& c = *this;
   pipeline::UpdateShare share;
   for (const auto& b : c.buckets) {
     if (!b.sharded) {
