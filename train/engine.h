@@ -83,7 +83,8 @@ class Engine {
   void save(const std::string& path);
   // This rank's share of a checkpoint (train/checkpoint.h), copied to the host now: replica 0 writes
   // one file per model chunk with its parameters, buffers and optimizer state by whole-model name;
-  // other replicas hold the same values and write nothing.
+  // other replicas hold the same values and write nothing. With sharded optimizer state every
+  // replica of the stage takes part in gathering the state whole first (call it on all of them).
   // `reuse`: an earlier checkpoint's parts, whose host tensors are copied into where they fit.
   std::vector<CheckpointPart> checkpoint_parts(std::vector<CheckpointPart> reuse = {}) const;
   // Loads this rank's tensors and optimizer state from a checkpoint by name, whatever layout saved
