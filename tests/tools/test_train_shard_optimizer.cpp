@@ -6,6 +6,7 @@
 // unsharded job of one replica.
 #include <cmath>
 #include <filesystem>
+#include <utility>
 
 #include <boost/test/unit_test.hpp>
 #include <nlohmann/json.hpp>
@@ -20,9 +21,12 @@ using pw::test::ScratchDir;
 
 namespace {
 
-const std::string kJob =
-    "--model seed-cnn --dataset synthetic --synthetic-size 512 --batch-size 32 --optimizer adam --lr 0.002 --seed 5 "
-    "--threads 1 --eval-batches 2 --steps 6 --bucket-size 16KiB ";
+const std::string kCommon =
+    "--model seed-cnn --dataset synthetic --synthetic-size 512 --batch-size 32 --seed 5 --threads 1 --eval-batches 2 "
+    "--steps 6 --bucket-size 16KiB ";
+const std::string kAdam = "--optimizer adam --lr 0.002 ";
+const std::string kSgd = "--optimizer sgd --lr 0.05 --momentum 0.9 ";
+const std::string kJob = kCommon + kAdam;
 
 // Runs `command` writing NAME.json and NAME.safetensors in `dir`; returns the summary.
 nlohmann::json run(const ScratchDir& dir, const std::string& command, const std::string& name) {
@@ -48,14 +52,19 @@ BOOST_AUTO_TEST_SUITE(train_shard_optimizer)
 
 BOOST_AUTO_TEST_CASE(two_replicas_sharded_match_replicated_and_processes_match_threads_bitwise) {
   ScratchDir dir("shard-optimizer-2");
+  for (const auto& [name, optimizer] : {std::pair{std::string("adam"), kAdam}, std::pair{std::string("sgd"), kSgd}}) {
+    BOOST_TEST_CONTEXT(name) {
+      const std::string job = kCommon + optimizer + "--replicas 2 --stages 2 --micro-batches 2 ";
+      run(dir, "train " + job, name + "-replicated");
+      run(dir, "train " + job + "--shard-optimizer", name + "-sharded");
+      check_same(dir, name + "-replicated", name + "-sharded");
+      const auto launched = run(dir, "launch --nproc-per-node 4 -- " + job + "--shard-optimizer", name + "-launched");
+      BOOST_TEST(launched["world_size"] == 4);
+      BOOST_TEST(launched["optimizer_state"] == "sharded");
+      check_same(dir, name + "-sharded", name + "-launched");
+    }
+  }
   const std::string job = kJob + "--replicas 2 --stages 2 --micro-batches 2 ";
-  run(dir, "train " + job, "replicated");
-  run(dir, "train " + job + "--shard-optimizer", "sharded");
-  check_same(dir, "replicated", "sharded");
-  const auto launched = run(dir, "launch --nproc-per-node 4 -- " + job + "--shard-optimizer", "launched");
-  BOOST_TEST(launched["world_size"] == 4);
-  BOOST_TEST(launched["optimizer_state"] == "sharded");
-  check_same(dir, "sharded", "launched");
   // Over the job's own links: threads and processes alike again.
   run(dir, "train " + job + "--shard-optimizer --cpu-collectives links", "links");
   run(dir, "launch --nproc-per-node 4 -- " + job + "--shard-optimizer --cpu-collectives links", "launched-links");
