@@ -19,6 +19,8 @@
 
 #include "job_test_util.h"
 #include "kernels/safetensors.h"
+#include "models/zoo/model_spec.h"
+#include "partition/model_description.h"
 #include "train/embedded_job.h"
 #include "train/fault_injection.h"
 #include "train/job_plan.h"
@@ -144,6 +146,30 @@ BOOST_AUTO_TEST_CASE(bf16_with_clipping) {
       check_close(test::step_losses(job(v)), test::step_losses(job(sharded(v))), 1e-6);
     }
   }
+}
+
+// --sync-batch-norm's statistics go over their own collective beside the sharded gradients':
+// ResNet-18's batch norms train alike (2 replicas: bitwise).
+BOOST_AUTO_TEST_CASE(synchronised_batch_norm_beside_sharded_state) {
+  models::ModelOptions mo;
+  mo.width = 8;
+  const auto model = partition::describe(models::make_model_spec("resnet18", mo));
+  auto losses = [&](dp::OptimizerState state) {
+    JobShape shape{ScheduleKind::OneFOneB, 2, 2, 1, {}};
+    shape.replicas = 2;
+    auto c = test::job_of(model, shape, 16);
+    c.data.synthetic_size = 64;
+    c.data.steps = 3;
+    c.data.eval_batches = 1;
+    c.replicas.sync_batch_norm = true;
+    c.replicas.optimizer_state = state;
+    c.optimizer.kind = models::OptimizerKind::Adam;
+    c.optimizer.lr = 0.001;
+    return test::step_losses(c);
+  };
+  const auto replicated = losses(dp::OptimizerState::Replicated);
+  BOOST_TEST(replicated.size() == 3u);
+  BOOST_TEST(losses(dp::OptimizerState::Sharded) == replicated);
 }
 
 // Each replica holds the Adam moments of its slices only: the replicas' state adds up to the
