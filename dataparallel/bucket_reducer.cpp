@@ -1,6 +1,7 @@
 #include "dataparallel/bucket_reducer.h"
 
 #include <algorithm>
+#include <set>
 
 #include "core/clock.h"
 #include "core/error.h"
@@ -25,6 +26,9 @@ struct BucketReducer::Core {
     std::int64_t elements = 0;
     kernels::Tensor flat;   // the gradients, back to back
     int pending = 0;        // gradients not final yet this step
+    // Sharded optimizer state: reduce-scattered; the weights live in `weights`, laid out as `flat`.
+    bool sharded = false;
+    kernels::Tensor weights;
   };
 
   std::shared_ptr<Collective> collective;
@@ -46,10 +50,13 @@ struct BucketReducer::Core {
 
   void work();
   void reduce(Bucket& bucket);
+  std::int64_t segment(const Bucket& b) const { return b.elements / collective->size(); }
+  pipeline::UpdateShare share_of_this_replica() const;
+  std::optional<pipeline::UpdateShare> share;   // sharded state only; fixed once the buckets are
 };
 
 BucketReducer::BucketReducer(std::vector<models::Parameter*> parameters, std::shared_ptr<Collective> collective,
-                             BucketOptions options, TraceTrack track)
+                             BucketOptions options, TraceTrack track, std::vector<models::Parameter*> reduced_whole)
     : core_(std::make_shared<Core>()) {
   PW_INPUT_CHECK(options.bucket_bytes > 0, "the gradient bucket size must be positive");
   PW_CHECK(collective != nullptr, "a gradient reducer needs a collective");
@@ -57,31 +64,52 @@ BucketReducer::BucketReducer(std::vector<models::Parameter*> parameters, std::sh
   c.collective = std::move(collective);
   c.options = options;
   c.track = track;
+  const bool sharding = options.optimizer_state == OptimizerState::Sharded;
+  const std::set<models::Parameter*> whole(reduced_whole.begin(), reduced_whole.end());
   // Backward finishes the last layers first, so buckets are filled from the end.
   std::reverse(parameters.begin(), parameters.end());
   for (auto* p : parameters) {
     PW_CHECK(p->grad.dtype() == kernels::DType::F32, "gradient of '" << p->name << "' is " << p->grad.describe()
                                                                      << "; buckets hold F32");
-    if (c.buckets.empty() || static_cast<std::size_t>(c.buckets.back().elements) * sizeof(float) >= options.bucket_bytes)
+    const bool sharded = sharding && !whole.count(p) && p->value.dtype() == kernels::DType::F32;
+    if (c.buckets.empty() || static_cast<std::size_t>(c.buckets.back().elements) * sizeof(float) >= options.bucket_bytes ||
+        c.buckets.back().sharded != sharded) {
       c.buckets.emplace_back();
+      c.buckets.back().sharded = sharded;
+    }
     c.buckets.back().parameters.push_back(p);
     c.buckets.back().elements += aligned_elements(p->grad.numel());
     c.bucket_of[p] = c.buckets.size() - 1;
   }
+  const std::int64_t members = c.collective->size();
   for (auto& b : c.buckets) {
+    // Sharded: R equal segments, each starting aligned.
+    if (b.sharded) b.elements = (b.elements + members * aligned_elements(1) - 1) / (members * aligned_elements(1)) *
+                                (members * aligned_elements(1));
     c.stats.bytes += b.elements * static_cast<std::int64_t>(sizeof(float));
+    const auto device = b.parameters.front()->grad.device();
     kernels::MemoryKindScope kind(kernels::MemoryKind::Communication);
-    b.flat = kernels::Tensor::empty({b.elements}, kernels::DType::F32, b.parameters.front()->grad.device());
+    b.flat = kernels::Tensor::empty({b.elements}, kernels::DType::F32, device);
+    if (b.sharded) {
+      kernels::MemoryKindScope weights_kind(kernels::MemoryKind::Parameters);   // the weights live here
+      b.weights = kernels::Tensor::zeros({b.elements}, kernels::DType::F32, device);
+    }
     std::int64_t at = 0;
     for (auto* p : b.parameters) {
       PW_CHECK(p->grad.device() == b.flat.device(), "gradients of one stage on two devices");
       auto home = b.flat.view(at, p->grad.shape());
       home.copy_from(p->grad);
       p->grad = home;
+      if (b.sharded) {
+        auto weight_home = b.weights.view(at, p->value.shape());
+        weight_home.copy_from(p->value);
+        p->value = weight_home;
+      }
       at += aligned_elements(home.numel());
     }
   }
   c.stats.buckets = static_cast<std::int64_t>(c.buckets.size());
+  if (sharding) c.share = c.share_of_this_replica();
   c.next = c.buckets.size();   // nothing to do before the first step
   worker_ = std::thread([core = core_] { core->work(); });
 }
@@ -165,20 +193,28 @@ void BucketReducer::Core::reduce(Bucket& bucket) {
     at += aligned_elements(p->grad.numel());
   }
   const float mean = 1.0f / static_cast<float>(collective->size());
-  auto scale = [&] {
-    if (bucket.flat.device().is_cpu()) {
+  auto scale = [&](kernels::Tensor& t) {
+    if (t.device().is_cpu()) {
       // A plain loop on this thread: an OpenMP team here would spin against the stage threads.
-      float* v = bucket.flat.data<float>();
-      for (std::int64_t i = 0; i < bucket.elements; ++i) v[i] *= mean;
+      float* v = t.data<float>();
+      for (std::int64_t i = 0; i < t.numel(); ++i) v[i] *= mean;
     } else {
-      kernels::scale_inplace(bucket.flat, mean);
+      kernels::scale_inplace(t, mean);
     }
   };
   // A 16-bit sum divides first: the mean of R gradients then has the range of one gradient, where
   // a sum-then-divide overflows fp16 on large gradients and rounds small ones away.
-  if (options.compression != Compression::None) scale();
-  collective->allreduce_sum(bucket.flat, options.compression);
-  if (options.compression == Compression::None) scale();
+  if (options.compression != Compression::None) scale(bucket.flat);
+  if (!bucket.sharded) {
+    collective->allreduce_sum(bucket.flat, options.compression);
+    if (options.compression == Compression::None) scale(bucket.flat);
+    return;
+  }
+  collective->reduce_scatter_sum(bucket.flat, options.compression);
+  if (options.compression == Compression::None) {
+    auto owned = bucket.flat.view(collective->rank() * segment(bucket), {segment(bucket)});
+    scale(owned);
+  }
 }
 
 void BucketReducer::finish(rpc::Deadline deadline) {
@@ -209,6 +245,85 @@ void BucketReducer::abort(const std::string& reason) {
   // A reduction in flight may still end early if the collective can be cancelled.
   c.collective->cancel();
   c.changed.notify_all();
+}
+
+std::optional<pipeline::UpdateShare> BucketReducer::update_share() const { return core_->share; }
+
+pipeline::UpdateShare BucketReducer::Core::share_of_this_replica() const {
+  const auto& c = *this;
+  pipeline::UpdateShare share;
+  for (const auto& b : c.buckets) {
+    if (!b.sharded) {
+      share.whole.insert(share.whole.end(), b.parameters.begin(), b.parameters.end());
+      continue;
+    }
+    const std::int64_t lo = c.collective->rank() * c.segment(b), hi = lo + c.segment(b);
+    std::int64_t at = 0;
+    for (auto* p : b.parameters) {
+      const std::int64_t n = p->value.numel();
+      const std::int64_t begin = std::max(at, lo), end = std::min(at + n, hi);
+      if (end > begin) share.owned.push_back({p, begin - at, end - begin});
+      at += aligned_elements(n);
+    }
+  }
+  return share;
+}
+
+void BucketReducer::gather_weights(rpc::Deadline deadline) {
+  auto& c = *core_;
+  for (std::size_t i = 0; i < c.buckets.size(); ++i) {
+    auto& b = c.buckets[i];
+    if (!b.sharded) continue;
+    // Someone may have replaced a weight tensor (a test): its values go home first.
+    std::int64_t at = 0;
+    for (auto* p : b.parameters) {
+      if (p->value.raw() != static_cast<float*>(b.weights.raw()) + at) {
+        auto home = b.weights.view(at, p->value.shape());
+        home.copy_from(p->value);
+        p->value = home;
+      }
+      at += aligned_elements(p->value.numel());
+    }
+    // Each all-gather ends within the collective's own timeout; the deadline bounds the sequence.
+    if (std::chrono::steady_clock::now() > deadline)
+      throw rpc::TimeoutError("replica " + std::to_string(c.collective->rank()) + " of " +
+                              std::to_string(c.collective->size()) + ": the all-gather of the updated weights reached "
+                              "its deadline at bucket " + std::to_string(i) + " of " + std::to_string(c.buckets.size()));
+    c.collective->all_gather(b.weights);
+  }
+}
+
+std::map<models::Parameter*, kernels::Tensor> BucketReducer::gather_sharded(
+    const std::function<kernels::Tensor(models::Parameter*)>& slice_state) {
+  auto& c = *core_;
+  std::map<models::Parameter*, kernels::Tensor> out;
+  const auto share = update_share();
+  if (!share) return out;
+  std::map<models::Parameter*, models::ParameterSlice> mine;
+  for (const auto& slice : share->owned) mine.emplace(slice.parameter, slice);
+  for (auto& b : c.buckets) {
+    if (!b.sharded) continue;
+    auto flat = kernels::Tensor::zeros({b.elements}, kernels::DType::F32, b.flat.device());
+    std::int64_t at = 0;
+    for (auto* p : b.parameters) {
+      const auto it = mine.find(p);
+      if (it != mine.end()) {
+        const kernels::Tensor state = slice_state(p);
+        PW_CHECK(state.defined() && state.numel() == it->second.length && state.dtype() == kernels::DType::F32,
+                 "sharded state of '" << p->name << "': expected " << it->second.length << " F32 values, got "
+                                      << (state.defined() ? state.describe() : std::string("none")));
+        flat.copy_elements_from(state, 0, at + it->second.offset, it->second.length);
+      }
+      at += aligned_elements(p->value.numel());
+    }
+    c.collective->all_gather(flat);
+    at = 0;
+    for (auto* p : b.parameters) {
+      out.emplace(p, flat.view(at, p->value.shape()).clone());
+      at += aligned_elements(p->value.numel());
+    }
+  }
+  return out;
 }
 
 std::size_t BucketReducer::bucket_count() const { return core_->buckets.size(); }

@@ -5,9 +5,19 @@
 // still runs for the layers before it. Buckets are reduced in the same order on every replica.
 // Each parameter's gradient becomes a view into its bucket's flat buffer (as DDP's
 // gradient_as_bucket_view), so a bucket is reduced in place with no packing copies.
+//
+// Sharded optimizer state (ZeRO stage 1, Megatron's distributed optimizer): every bucket is cut
+// into R equal segments (padded to a multiple of R aligned pieces) and replica r owns segment r
+// of each. A bucket is reduce-scattered instead of all-reduced, so replica r holds the mean
+// gradient of its segments only; it updates the parameter slices that lie there (UpdateShare)
+// and the weights are all-gathered afterwards (gather_weights). For that the weights, too, live
+// in a flat buffer per bucket laid out as its gradients. Parameters named `reduced_whole` (tied
+// weights, whose gradients are summed over stages after the reduction) go to buckets of their
+// own that are all-reduced as without sharding.
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -23,6 +33,7 @@ namespace pw::dp {
 struct BucketOptions {
   std::size_t bucket_bytes = std::size_t{25} << 20;
   Compression compression = Compression::None;
+  OptimizerState optimizer_state = OptimizerState::Replicated;
 };
 
 struct ReduceStats {
@@ -44,7 +55,7 @@ class BucketReducer : public pipeline::GradientSync {
   // background thread: after an abort the thread may still sit in a collective the dead replica
   // never joins, and is then left to finish on its own instead of holding up the caller.
   BucketReducer(std::vector<models::Parameter*> parameters, std::shared_ptr<Collective> collective,
-                BucketOptions options, TraceTrack track = {});
+                BucketOptions options, TraceTrack track = {}, std::vector<models::Parameter*> reduced_whole = {});
   ~BucketReducer() override;
   BucketReducer(const BucketReducer&) = delete;
   BucketReducer& operator=(const BucketReducer&) = delete;
@@ -54,6 +65,15 @@ class BucketReducer : public pipeline::GradientSync {
   void finish(rpc::Deadline deadline) override;
   // Cancels the collective too: a reducer (and its group) is unusable after an abort.
   void abort(const std::string& reason) override;
+
+  std::optional<pipeline::UpdateShare> update_share() const override;
+  void gather_weights(rpc::Deadline deadline) override;
+
+  // Sharded state made whole: every replica calls it at once, between steps, with its own
+  // `slice_state(p)`: its state tensor for its slice of sharded parameter `p` (undefined where it
+  // owns none of p). Returns every sharded parameter's whole tensor, shaped as the parameter.
+  std::map<models::Parameter*, kernels::Tensor> gather_sharded(
+      const std::function<kernels::Tensor(models::Parameter*)>& slice_state);
 
   std::size_t bucket_count() const;
   ReduceStats stats() const;

@@ -25,6 +25,14 @@ class Collective {
   virtual void allreduce_sum(kernels::Tensor& data, Compression compression) = 0;
   // Every member's `data` becomes the root's.
   virtual void broadcast(kernels::Tensor& data, int root) = 0;
+  // Sharded optimizers (ZeRO-1): `data` (flat, on the collective's device, the same element count
+  // on every member, a multiple of size()) is cut into size() equal segments, segment r belonging
+  // to member r.
+  // reduce_scatter_sum: F32; member r's segment r becomes the sum over the group of every member's
+  // segment r (compressed as allreduce_sum); the other segments hold unspecified values afterwards.
+  virtual void reduce_scatter_sum(kernels::Tensor& data, Compression compression) = 0;
+  // all_gather: any dtype; every member's segment r becomes member r's segment r, bit for bit.
+  virtual void all_gather(kernels::Tensor& data) = 0;
   // Makes an operation in progress (on another thread) and every later one fail at once: the
   // group is unusable afterwards. Called when another replica failed.
   virtual void cancel() noexcept = 0;

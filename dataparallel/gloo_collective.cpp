@@ -1,8 +1,10 @@
 #include "dataparallel/gloo_collective.h"
 
+#include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/broadcast.h>
 #include <gloo/math.h>
+#include <gloo/reduce.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
@@ -160,6 +162,64 @@ void GlooCollective::allreduce_sum(kernels::Tensor& data, Compression compressio
       opts.setTimeout(timeout_);
       gloo::allreduce(opts);
     }
+  });
+}
+
+void GlooCollective::reduce_scatter_sum(kernels::Tensor& data, Compression compression) {
+  check_flat_cpu(data, "reduce-scatter");
+  PW_CHECK(data.dtype() == kernels::DType::F32, "reduce-scatter of " << data.describe() << "; expected F32");
+  PW_CHECK(data.numel() % size_ == 0,
+           "reduce-scatter of " << data.numel() << " elements over " << size_ << " members: not a multiple");
+  if (size_ == 1 || data.numel() == 0) return;
+  const auto n = static_cast<std::size_t>(data.numel());
+  const std::size_t segment = n / static_cast<std::size_t>(size_);
+  float* values = data.data<float>();
+  using Sum = void (*)(void*, const void*, const void*, size_t);
+  // One reduce per segment, rooted at the segment's member (Debian's Gloo has no reduce-scatter
+  // with options, tags and timeouts); each takes its own tag.
+  auto reduce_segments = [&](auto* packed, Sum sum) {
+    for (int root = 0; root < size_; ++root) {
+      gloo::ReduceOptions opts(context_);
+      opts.setOutput(packed + static_cast<std::size_t>(root) * segment, segment);
+      opts.setRoot(root);
+      opts.setReduceFunction(sum);
+      opts.setTag(next_tag_++);
+      opts.setTimeout(timeout_);
+      gloo::reduce(opts);
+    }
+  };
+  float* mine = values + static_cast<std::size_t>(rank_) * segment;
+  guarded("reduce-scatter", [&] {
+    if (compression == Compression::Fp16) {
+      std::vector<gloo::float16> half(n);
+      to_half(values, half.data(), n);
+      reduce_segments(half.data(), static_cast<Sum>(&gloo::sum<gloo::float16>));
+      from_half(half.data() + static_cast<std::size_t>(rank_) * segment, mine, segment);
+    } else if (compression == Compression::Bf16) {
+      std::vector<std::uint16_t> packed(n);
+      for (std::size_t i = 0; i < n; ++i) packed[i] = kernels::float_to_bf16(values[i]);
+      reduce_segments(packed.data(), &sum_bf16);
+      for (std::size_t i = 0; i < segment; ++i)
+        mine[i] = kernels::bf16_to_float(packed[static_cast<std::size_t>(rank_) * segment + i]);
+    } else {
+      reduce_segments(values, static_cast<Sum>(&gloo::sum<float>));
+    }
+  });
+}
+
+void GlooCollective::all_gather(kernels::Tensor& data) {
+  check_flat_cpu(data, "all-gather");
+  PW_CHECK(data.numel() % size_ == 0,
+           "all-gather of " << data.numel() << " elements over " << size_ << " members: not a multiple");
+  if (size_ == 1 || data.numel() == 0) return;
+  const auto tag = next_tag_++;
+  guarded("all-gather", [&] {
+    // Without an input buffer Gloo gathers in place: this member's segment is already where it goes.
+    gloo::AllgatherOptions opts(context_);
+    opts.setOutput(static_cast<std::uint8_t*>(data.raw()), data.nbytes());
+    opts.setTag(tag);
+    opts.setTimeout(timeout_);
+    gloo::allgather(opts);
   });
 }
 

@@ -26,6 +26,8 @@ class GlooCollective : public Collective {
   int size() const override { return size_; }
   void allreduce_sum(kernels::Tensor& data, Compression compression) override;
   void broadcast(kernels::Tensor& data, int root) override;
+  void reduce_scatter_sum(kernels::Tensor& data, Compression compression) override;
+  void all_gather(kernels::Tensor& data) override;
   void cancel() noexcept override;
 
  private:

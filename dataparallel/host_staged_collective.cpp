@@ -25,4 +25,12 @@ void HostStagedCollective::broadcast(kernels::Tensor& data, int root) {
   staged(data, "broadcast", [&](kernels::Tensor& host) { host_->broadcast(host, root); });
 }
 
+void HostStagedCollective::reduce_scatter_sum(kernels::Tensor& data, Compression compression) {
+  staged(data, "reduce-scatter", [&](kernels::Tensor& host) { host_->reduce_scatter_sum(host, compression); });
+}
+
+void HostStagedCollective::all_gather(kernels::Tensor& data) {
+  staged(data, "all-gather", [&](kernels::Tensor& host) { host_->all_gather(host); });
+}
+
 }  // namespace pw::dp

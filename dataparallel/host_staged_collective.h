@@ -17,6 +17,8 @@ class HostStagedCollective : public Collective {
   int size() const override { return host_->size(); }
   void allreduce_sum(kernels::Tensor& data, Compression compression) override;
   void broadcast(kernels::Tensor& data, int root) override;
+  void reduce_scatter_sum(kernels::Tensor& data, Compression compression) override;
+  void all_gather(kernels::Tensor& data) override;
   void cancel() noexcept override { host_->cancel(); }
 
  private:

@@ -42,6 +42,13 @@ struct BF16Format {
   }
 };
 
+// all_gather's: bytes, copied and never added.
+struct ByteFormat {
+  using Value = std::uint8_t;
+  static constexpr DType dtype = DType::U8;
+  static Value add(Value, Value b) { return b; }
+};
+
 int index_of(const std::vector<int>& members, int rank, const std::string& name) {
   const auto at = std::find(members.begin(), members.end(), rank);
   PW_CHECK(at != members.end(), "rank " << rank << " is not a member of link group '" << name << "'");
@@ -161,26 +168,27 @@ kernels::Tensor LinkCollective::recv_piece(int peer, const Piece& piece, std::in
 }
 
 template <typename Format>
-void LinkCollective::ring_allreduce(typename Format::Value* values, std::int64_t elements, std::int64_t operation) {
+void LinkCollective::ring(typename Format::Value* values, std::int64_t elements, std::int64_t operation, RingPlan plan) {
   using Value = typename Format::Value;
-  const int n = size(), me = rank();
-  const int right = (me + 1) % n, left = (me + n - 1) % n;
-  const RingLayout ring(elements, n, std::max<std::int64_t>(1, options_.chunk_bytes / std::int64_t{sizeof(Value)}));
-  const int chunks = ring.chunks_per_segment();
+  const int n = size(), me = rank() + plan.shift;
+  const int right = (rank() + 1) % n, left = (rank() + n - 1) % n;
+  const RingLayout layout(elements, n, std::max<std::int64_t>(1, options_.chunk_bytes / std::int64_t{sizeof(Value)}));
+  const int chunks = layout.chunks_per_segment();
   // Reduce-scatter: at step s, send segment me-s (summed over s+1 members so far) to the right,
   // and add the left's segment me-s-1 into ours. After n-1 steps segment me+1 holds the sum.
   // All-gather: at step s, pass on the summed segment me+1-s and take segment me-s.
   for (int phase = 0; phase < 2; ++phase) {
     const bool reduce = phase == 0;
+    if ((reduce && !plan.reduce) || (!reduce && !plan.gather)) continue;
     for (int s = 0; s < n - 1; ++s) {
       const int send_segment = reduce ? me - s : me + 1 - s;
       const int recv_segment = reduce ? me - s - 1 : me - s;
       for (int c = 0; c < chunks; ++c) {
-        const Piece piece{operation, "all-reduce", reduce ? "reduce-scatter" : "all-gather", s, c,
+        const Piece piece{operation, plan.what, reduce ? "reduce-scatter" : "all-gather", s, c,
                           (phase * (n - 1) + s) * chunks + c};
-        const ElementRange out = ring.chunk(send_segment, c);
+        const ElementRange out = layout.chunk(send_segment, c);
         if (out.count > 0) send_piece(right, piece, copy_of(values + out.begin, out.count, Format::dtype));
-        const ElementRange in = ring.chunk(recv_segment, c);
+        const ElementRange in = layout.chunk(recv_segment, c);
         if (in.count == 0) continue;
         const kernels::Tensor got = recv_piece(left, piece, in.count, Format::dtype);
         const Value* from = got.data<Value>();
@@ -195,24 +203,50 @@ void LinkCollective::ring_allreduce(typename Format::Value* values, std::int64_t
   }
 }
 
+void LinkCollective::compressed_ring(kernels::Tensor& data, Compression compression, std::int64_t operation,
+                                     RingPlan plan) {
+  const std::int64_t n = data.numel();
+  float* values = data.data<float>();
+  if (compression == Compression::None) return ring<F32Format>(values, n, operation, plan);
+  std::vector<std::uint16_t> packed(static_cast<std::size_t>(n));
+  if (compression == Compression::Fp16) {
+    for (std::int64_t i = 0; i < n; ++i) packed[static_cast<std::size_t>(i)] = kernels::float_to_f16(values[i]);
+    ring<F16Format>(packed.data(), n, operation, plan);
+    for (std::int64_t i = 0; i < n; ++i) values[i] = kernels::f16_to_float(packed[static_cast<std::size_t>(i)]);
+  } else {
+    for (std::int64_t i = 0; i < n; ++i) packed[static_cast<std::size_t>(i)] = kernels::float_to_bf16(values[i]);
+    ring<BF16Format>(packed.data(), n, operation, plan);
+    for (std::int64_t i = 0; i < n; ++i) values[i] = kernels::bf16_to_float(packed[static_cast<std::size_t>(i)]);
+  }
+}
+
 void LinkCollective::allreduce_sum(kernels::Tensor& data, Compression compression) {
   check_cpu(data, "all-reduce");
   PW_CHECK(data.dtype() == DType::F32, "all-reduce of " << data.describe() << "; expected F32");
   const std::int64_t operation = next_operation_++;
   if (size() == 1 || data.numel() == 0) return;
-  const std::int64_t n = data.numel();
-  float* values = data.data<float>();
-  if (compression == Compression::None) return ring_allreduce<F32Format>(values, n, operation);
-  std::vector<std::uint16_t> packed(static_cast<std::size_t>(n));
-  if (compression == Compression::Fp16) {
-    for (std::int64_t i = 0; i < n; ++i) packed[static_cast<std::size_t>(i)] = kernels::float_to_f16(values[i]);
-    ring_allreduce<F16Format>(packed.data(), n, operation);
-    for (std::int64_t i = 0; i < n; ++i) values[i] = kernels::f16_to_float(packed[static_cast<std::size_t>(i)]);
-  } else {
-    for (std::int64_t i = 0; i < n; ++i) packed[static_cast<std::size_t>(i)] = kernels::float_to_bf16(values[i]);
-    ring_allreduce<BF16Format>(packed.data(), n, operation);
-    for (std::int64_t i = 0; i < n; ++i) values[i] = kernels::bf16_to_float(packed[static_cast<std::size_t>(i)]);
-  }
+  compressed_ring(data, compression, operation, RingPlan{});
+}
+
+void LinkCollective::reduce_scatter_sum(kernels::Tensor& data, Compression compression) {
+  check_cpu(data, "reduce-scatter");
+  PW_CHECK(data.dtype() == DType::F32, "reduce-scatter of " << data.describe() << "; expected F32");
+  PW_CHECK(data.numel() % size() == 0, "reduce-scatter of " << data.numel() << " elements over " << size()
+                                                            << " members: not a multiple");
+  const std::int64_t operation = next_operation_++;
+  if (size() == 1 || data.numel() == 0) return;
+  compressed_ring(data, compression, operation, RingPlan{"reduce-scatter", true, false, -1});
+}
+
+void LinkCollective::all_gather(kernels::Tensor& data) {
+  check_cpu(data, "all-gather");
+  PW_CHECK(data.numel() % size() == 0, "all-gather of " << data.numel() << " elements over " << size()
+                                                        << " members: not a multiple");
+  const std::int64_t operation = next_operation_++;
+  if (size() == 1 || data.numel() == 0) return;
+  // Bytes: equal segments of a whole number of elements, whatever the dtype.
+  ring<ByteFormat>(static_cast<std::uint8_t*>(data.raw()), static_cast<std::int64_t>(data.nbytes()), operation,
+                   RingPlan{"all-gather", false, true, -1});
 }
 
 void LinkCollective::broadcast(kernels::Tensor& data, int root) {

@@ -12,6 +12,8 @@
 // sums in another order. With fp16/bf16 compression the values travel and are summed in that
 // format, each sum through float and rounded to nearest even, as GlooCollective does.
 // broadcast: a chunked chain from the root around the ring.
+// reduce_scatter_sum and all_gather: the all-reduce's two halves alone, its ring turned back by one
+// segment so that member r ends with (or starts from) segment r; all_gather moves bytes, any dtype.
 //
 // Messages are rpc::PayloadKind::Collective tags: step = the group's operation number,
 // micro_batch = the message within it, virtual_stage = the group's id (a hash of its name), so
@@ -51,6 +53,8 @@ class LinkCollective : public Collective {
   int size() const override { return group_.world_size(); }
   void allreduce_sum(kernels::Tensor& data, Compression compression) override;
   void broadcast(kernels::Tensor& data, int root) override;
+  void reduce_scatter_sum(kernels::Tensor& data, Compression compression) override;
+  void all_gather(kernels::Tensor& data) override;
   // Makes a wait in progress end within a few milliseconds, and every later call fail at once,
   // with AbortedError; returns once no call of this collective is inside the transport (or after
   // a second, should a send stay blocked on a peer: the job's transport abort ends those).
@@ -70,9 +74,19 @@ class LinkCollective : public Collective {
   };
 
   class InTransport;   // counts calls inside the transport, refuses new ones after cancel()
-  // Sums `values` over the group in place, in the element format `Format` (.cpp).
+  // Which halves of the ring an operation runs, and which segment each member holds: with
+  // `shift` 0 (all-reduce) member r ends the reduce-scatter with segment r+1; with -1, segment r.
+  struct RingPlan {
+    const char* what = "all-reduce";
+    bool reduce = true;
+    bool gather = true;
+    int shift = 0;
+  };
+  // Sums and/or gathers `values` over the group in place, in the element format `Format` (.cpp).
   template <typename Format>
-  void ring_allreduce(typename Format::Value* values, std::int64_t elements, std::int64_t operation);
+  void ring(typename Format::Value* values, std::int64_t elements, std::int64_t operation, RingPlan plan);
+  // Packs `data` into `Format` (16-bit compression), runs the ring, unpacks.
+  void compressed_ring(kernels::Tensor& data, Compression compression, std::int64_t operation, RingPlan plan);
   // `tensor` is the peer's from now on: the caller never writes to it again.
   void send_piece(int peer, const Piece& piece, const kernels::Tensor& tensor);
   kernels::Tensor recv_piece(int peer, const Piece& piece, std::int64_t elements, kernels::DType dtype);

@@ -35,6 +35,32 @@ class NcclCollective : public Collective {
     });
   }
 
+  // In place: this member's segment of `data` is NCCL's receive buffer.
+  void reduce_scatter_sum(kernels::Tensor& data, Compression compression) override {
+    check(data, "reduce-scatter");
+    PW_INPUT_CHECK(compression == Compression::None,
+                   "16-bit gradient compression runs on the CPU (Gloo) path only; turn gradient compression off on GPUs");
+    PW_CHECK(data.dtype() == kernels::DType::F32, "reduce-scatter of " << data.describe() << "; expected F32");
+    PW_CHECK(data.numel() % size() == 0, "reduce-scatter of " << data.numel() << " elements over " << size()
+                                                              << " members: not a multiple");
+    const auto segment = static_cast<std::size_t>(data.numel() / size());
+    float* mine = static_cast<float*>(data.raw()) + segment * static_cast<std::size_t>(rank());
+    run("reduce-scatter", [&](cudaStream_t stream) {
+      return ncclReduceScatter(data.raw(), mine, segment, ncclFloat, ncclSum, comm_.native(), stream);
+    });
+  }
+
+  void all_gather(kernels::Tensor& data) override {
+    check(data, "all-gather");
+    PW_CHECK(data.numel() % size() == 0, "all-gather of " << data.numel() << " elements over " << size()
+                                                          << " members: not a multiple");
+    const std::size_t segment = data.nbytes() / static_cast<std::size_t>(size());
+    const auto* mine = static_cast<const std::uint8_t*>(data.raw()) + segment * static_cast<std::size_t>(rank());
+    run("all-gather", [&](cudaStream_t stream) {
+      return ncclAllGather(mine, data.raw(), segment, ncclUint8, comm_.native(), stream);
+    });
+  }
+
   // NCCL forbids aborting a communicator from another thread while a call on it runs: raise the flag
   // that the waiting thread polls, and it aborts the communicator itself.
   void cancel() noexcept override { abort_.raise("another replica of the group failed"); }

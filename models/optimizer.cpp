@@ -11,30 +11,54 @@ std::string optimizer_kind_name(OptimizerKind kind) { return std::string(enum_na
 Optimizer::Optimizer(std::vector<Parameter*> params, OptimizerConfig config)
     : params_(std::move(params)), config_(config) {
   PW_INPUT_CHECK(config.lr > 0, "learning rate must be > 0, got " << config.lr);
-  kernels::MemoryKindScope kind(kernels::MemoryKind::OptimizerState);
-  for (auto* p : params_) {
-    State s;
-    const auto zeros = [&] { return Tensor::zeros(p->value.shape(), p->value.dtype(), p->value.device()); };
-    s.a = zeros();
-    if (config.kind == OptimizerKind::Adam) s.b = zeros();
-    state_.emplace(p, std::move(s));
+  for (auto* p : params_) make_state({p, 0, p->value.numel()}, false);
+}
+
+Optimizer::Optimizer(std::vector<Parameter*> params, const std::vector<Parameter*>& whole,
+                     const std::vector<ParameterSlice>& slices, OptimizerConfig config)
+    : params_(std::move(params)), config_(config) {
+  PW_INPUT_CHECK(config.lr > 0, "learning rate must be > 0, got " << config.lr);
+  for (auto* p : whole) make_state({p, 0, p->value.numel()}, false);
+  for (const auto& slice : slices) {
+    PW_CHECK(slice.parameter != nullptr && slice.offset >= 0 && slice.length > 0 &&
+                 slice.offset + slice.length <= slice.parameter->value.numel(),
+             "optimizer slice [" << slice.offset << ", " << slice.offset + slice.length << ") of a parameter of "
+                                 << (slice.parameter ? slice.parameter->value.numel() : 0) << " elements");
+    PW_CHECK(!state_.count(slice.parameter), "two optimizer slices of parameter '" << slice.parameter->name << "'");
+    make_state(slice, true);
   }
+}
+
+void Optimizer::make_state(const ParameterSlice& slice, bool sliced) {
+  Parameter* p = slice.parameter;
+  const Shape shape = sliced ? Shape{slice.length} : p->value.shape();
+  kernels::MemoryKindScope kind(kernels::MemoryKind::OptimizerState);
+  State s;
+  s.slice = slice;
+  s.sliced = sliced;
+  s.a = Tensor::zeros(shape, p->value.dtype(), p->value.device());
+  if (config_.kind == OptimizerKind::Adam) s.b = Tensor::zeros(shape, p->value.dtype(), p->value.device());
+  state_.emplace(p, std::move(s));
+  updated_.push_back(p);
 }
 
 void Optimizer::step() {
   ++step_;
-  for (auto* p : params_) {
+  for (auto* p : updated_) {
     State& s = state_.at(p);
+    const bool whole = !s.sliced;
+    Tensor value = whole ? p->value : p->value.view(s.slice.offset, {s.slice.length});
+    const Tensor grad = whole ? p->grad : p->grad.view(s.slice.offset, {s.slice.length});
     switch (config_.kind) {
       case OptimizerKind::Sgd:
-        kernels::sgd_update(p->value, p->grad, s.a, {config_.lr, config_.momentum, config_.weight_decay}, step_);
+        kernels::sgd_update(value, grad, s.a, {config_.lr, config_.momentum, config_.weight_decay}, step_);
         break;
       case OptimizerKind::Adam:
-        kernels::adam_update(p->value, p->grad, s.a, s.b,
+        kernels::adam_update(value, grad, s.a, s.b,
                              {config_.lr, config_.beta1, config_.beta2, config_.eps, config_.weight_decay}, step_);
         break;
       case OptimizerKind::Adagrad:
-        kernels::adagrad_update(p->value, p->grad, s.a, {config_.lr, 1e-10, config_.weight_decay});
+        kernels::adagrad_update(value, grad, s.a, {config_.lr, 1e-10, config_.weight_decay});
         break;
     }
   }
@@ -43,7 +67,7 @@ void Optimizer::step() {
 std::vector<Tensor*> Optimizer::changed_by_step() {
   std::vector<Tensor*> out;
   for (auto* p : params_) out.push_back(&p->value);
-  for (auto* p : params_) {
+  for (auto* p : updated_) {   // sharded: only the parameters (and slices) this optimizer holds state for
     State& s = state_.at(p);
     if (s.a.defined()) out.push_back(&s.a);
     if (s.b.defined()) out.push_back(&s.b);
@@ -67,6 +91,34 @@ void Optimizer::restore(const OptimizerSnapshot& saved) {
   step_ = saved.steps;
 }
 
+std::vector<std::string> Optimizer::state_suffixes() const {
+  switch (config_.kind) {
+    case OptimizerKind::Sgd: return {".momentum_buffer"};
+    case OptimizerKind::Adam: return {".exp_avg", ".exp_avg_sq"};
+    case OptimizerKind::Adagrad: return {".sum"};
+  }
+  return {};
+}
+
+std::optional<ParameterSlice> Optimizer::slice_of(Parameter* p) const {
+  const auto it = state_.find(p);
+  if (it == state_.end() || !it->second.sliced) return std::nullopt;
+  return it->second.slice;
+}
+
+std::vector<Tensor*> Optimizer::slice_state(Parameter* p) {
+  const auto it = state_.find(p);
+  if (it == state_.end() || !it->second.sliced) return {};
+  if (config_.kind == OptimizerKind::Adam) return {&it->second.a, &it->second.b};
+  return {&it->second.a};
+}
+
+std::int64_t Optimizer::state_bytes() const {
+  std::int64_t bytes = 0;
+  for (const auto& [p, s] : state_) bytes += static_cast<std::int64_t>(s.a.nbytes() + (s.b.defined() ? s.b.nbytes() : 0));
+  return bytes;
+}
+
 void Optimizer::zero_grad() {
   for (auto* p : params_) p->grad.zero_();
 }
@@ -76,7 +128,7 @@ std::vector<std::pair<std::string, Tensor*>> Optimizer::named_state(
   std::vector<std::pair<std::string, Tensor*>> out;
   for (const auto& [name, p] : named_params) {
     auto it = state_.find(p);
-    if (it == state_.end()) continue;
+    if (it == state_.end() || it->second.sliced) continue;
     switch (config_.kind) {
       case OptimizerKind::Sgd: out.emplace_back(name + ".momentum_buffer", &it->second.a); break;
       case OptimizerKind::Adam:

@@ -2,6 +2,7 @@
 // Optimizers over a set of parameters, with per-parameter state on the parameter's device.
 // Formulas are torch.optim's, so runs can be compared with PyTorch step for step.
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -26,6 +27,14 @@ struct OptimizerConfig {
 OptimizerKind parse_optimizer_kind(const std::string& name);
 std::string optimizer_kind_name(OptimizerKind kind);
 
+// Elements [offset, offset + length) of a parameter in flat order: the part of it one replica
+// updates when the optimizer state is sharded (dataparallel/bucket_reducer.h).
+struct ParameterSlice {
+  Parameter* parameter = nullptr;
+  std::int64_t offset = 0;
+  std::int64_t length = 0;
+};
+
 // Copies of everything one Optimizer::step changes: each parameter's value (the fp32 master copy
 // under mixed precision), its optimizer state and the step count. Restoring one undoes the steps
 // made since, bit for bit.
@@ -36,7 +45,13 @@ struct OptimizerSnapshot {
 
 class Optimizer {
  public:
+  // Updates every parameter of `params`, with state shaped as each.
   Optimizer(std::vector<Parameter*> params, OptimizerConfig config);
+  // Sharded: updates and holds state for the `whole` parameters (state shaped as each) and the
+  // `slices` (at most one per parameter; state of {length}), nothing for the rest; zero_grad still
+  // zeroes every gradient of `params`.
+  Optimizer(std::vector<Parameter*> params, const std::vector<Parameter*>& whole,
+            const std::vector<ParameterSlice>& slices, OptimizerConfig config);
   void step();        // applies one update from the accumulated gradients
   void zero_grad();
   std::int64_t steps() const { return step_; }
@@ -49,17 +64,30 @@ class Optimizer {
   OptimizerSnapshot snapshot();
   void restore(const OptimizerSnapshot& saved);
 
-  // Optimizer state by parameter ("<param>.momentum", "<param>.exp_avg", ...) for checkpoints.
+  // Optimizer state by parameter ("<param>.momentum", "<param>.exp_avg", ...) for checkpoints:
+  // the parameters updated whole (a slice's state is not a parameter's; see state_of).
   std::vector<std::pair<std::string, Tensor*>> named_state(
       const std::vector<std::pair<std::string, Parameter*>>& named_params);
+  // The names' endings of each parameter's state, in state_of's order (".exp_avg", ".exp_avg_sq").
+  std::vector<std::string> state_suffixes() const;
+  // The slice of `p` this optimizer updates (nullopt: none, or `p` is updated whole) and its state
+  // tensors ({length} each), in state_suffixes' order.
+  std::optional<ParameterSlice> slice_of(Parameter* p) const;
+  std::vector<Tensor*> slice_state(Parameter* p);
+  // Bytes of optimizer state this optimizer holds (what sharding divides by the replica count).
+  std::int64_t state_bytes() const;
 
  private:
   struct State {
+    ParameterSlice slice;
+    bool sliced = false;   // state of the slice only; otherwise shaped as the parameter
     Tensor a, b;   // SGD: momentum buffer; Adam: exp_avg, exp_avg_sq; Adagrad: sum of squares
   };
   std::vector<Tensor*> changed_by_step();   // what snapshot copies, in its order
 
+  void make_state(const ParameterSlice& slice, bool sliced);
   std::vector<Parameter*> params_;
+  std::vector<Parameter*> updated_;   // in update order
   OptimizerConfig config_;
   std::unordered_map<Parameter*, State> state_;
   std::int64_t step_ = 0;

@@ -44,6 +44,8 @@ struct CostModel {
   InFlight in_flight = InFlight::StagesAhead;
   Recompute recompute = Recompute::None;
   int optimizer_state = 2;         // tensors per parameter, see optimizer_state_tensors
+  // Replicas each holding 1/optimizer_shards of every stage's optimizer state (--shard-optimizer).
+  int optimizer_shards = 1;
   LinkModel link;
   std::vector<std::int64_t> device_memory;   // cap per device; one entry applies to all; empty or 0: none
 

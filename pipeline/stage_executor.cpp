@@ -89,7 +89,14 @@ StageExecutor::StageExecutor(StageConfig config, std::vector<std::unique_ptr<mod
     c->to(config_.device);
     for (auto* p : c->parameters()) params.push_back(p);
   }
-  optimizer_ = std::make_unique<models::Optimizer>(std::move(params), optimizer);
+  const auto share = config_.gradient_sync ? config_.gradient_sync->update_share() : std::nullopt;
+  if (share) {
+    // Sharded optimizer state: this replica updates, and keeps state for, its slices and the
+    // parameters reduced whole.
+    optimizer_ = std::make_unique<models::Optimizer>(std::move(params), share->whole, share->owned, optimizer);
+  } else {
+    optimizer_ = std::make_unique<models::Optimizer>(std::move(params), optimizer);
+  }
   config_.update_validation = resolve_update_validation(config_.update_validation, config_.spec.kind);
 }
 
@@ -419,7 +426,8 @@ void StageExecutor::flush_remote() {
 
 void StageExecutor::optimizer_step(const Instruction&) {
   const auto params = parameters();
-  last_update_ = config_.update_check != nullptr ? validated_update(params) : UpdateDecision{};
+  const auto share = config_.gradient_sync ? config_.gradient_sync->update_share() : std::nullopt;
+  last_update_ = config_.update_check != nullptr ? validated_update(params, share) : UpdateDecision{};
   if (last_update_.action == UpdateAction::Skip) {
     optimizer_->zero_grad();
     if (config_.remote_rows) config_.remote_rows->finish_step(RemoteGradients::Discard);
@@ -430,10 +438,13 @@ void StageExecutor::optimizer_step(const Instruction&) {
   if (optimistic_.pending()) optimistic_.keep();
   else update_dense(*optimizer_, params, last_update_.gradient_scale);
   optimizer_->zero_grad();
+  // Sharded optimizer state: the other replicas' updated slices, before anything reads the weights.
+  if (share) config_.gradient_sync->gather_weights(deadline());
   if (config_.remote_rows) config_.remote_rows->finish_step(RemoteGradients::Push);
 }
 
-UpdateDecision StageExecutor::validated_update(const std::vector<models::Parameter*>& params) {
+UpdateDecision StageExecutor::validated_update(const std::vector<models::Parameter*>& params,
+                                               const std::optional<UpdateShare>& share) {
   // A tied weight's gradient is held (equal) by every member: the first member on the first
   // owner counts it once.
   std::set<models::Parameter*> not_counted;
@@ -442,9 +453,16 @@ UpdateDecision StageExecutor::validated_update(const std::vector<models::Paramet
     const bool first_owner = group.owner_stages.front() == config_.stage;
     not_counted.insert(group.local.begin() + (first_owner ? 1 : 0), group.local.end());
   }
-  std::vector<models::Parameter*> counted;
-  for (auto* p : params)
-    if (!not_counted.count(p)) counted.push_back(p);
+  GradientShare counted;
+  if (share) {
+    // Sharded: the slices this replica owns hold their reduced gradients, nothing else does.
+    counted.owned = share->owned;
+    for (auto* p : share->whole)
+      if (!not_counted.count(p)) counted.whole.push_back(p);
+  } else {
+    for (auto* p : params)
+      if (!not_counted.count(p)) counted.whole.push_back(p);
+  }
   const double remote_squares = config_.remote_rows ? config_.remote_rows->gradient_sum_of_squares() : 0.0;
   const UpdateDecision provisional = config_.update_check->report(step_, counted, remote_squares, result_.loss_sum);
   // Post-validation: update while the other ranks' figures travel (rows on parameter servers wait

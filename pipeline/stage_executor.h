@@ -127,7 +127,7 @@ class StageExecutor {
   void reduce_grads(const Instruction& in);
   void optimizer_step(const Instruction& in);
   // The update check's verdict, with the dense update made before it when validating after.
-  UpdateDecision validated_update(const std::vector<models::Parameter*>& params);
+  UpdateDecision validated_update(const std::vector<models::Parameter*>& params, const std::optional<UpdateShare>& share);
 
   MicroBatchState& state(const Instruction& in);
   // Runs a backward (or its weight half) of `in`; on the chunk's last one of the step, reports

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "models/layer.h"
+#include "models/optimizer.h"
 #include "pipewright/enums.h"
 
 namespace pw::pipeline {
@@ -26,17 +27,24 @@ struct UpdateDecision {
   bool operator==(const UpdateDecision&) const = default;
 };
 
+// A stage's gradients that make up its share of the model's norm: `whole` parameters, which every
+// replica holds reduced (counted on replica 0 only; a tied weight on its first owner only), and
+// `owned` slices of sharded parameters, each held reduced by one replica only (counted on each).
+struct GradientShare {
+  std::vector<models::Parameter*> whole;
+  std::vector<models::ParameterSlice> owned;
+};
+
 class UpdateCheck {
  public:
   virtual ~UpdateCheck() = default;
   // Called by every stage of every replica once per step, before `verdict`; does not wait for
-  // other ranks. `counted`: this stage's parameters whose gradients make up its share of the
-  // model's norm (a tied weight on its first owner only); `remote_squares`: the sum of squares of
+  // other ranks. `counted`: this stage's share of the model's gradient norm; `remote_squares`: the sum of squares of
   // the gradients it sends to parameter servers (RemoteRowsSync::gradient_sum_of_squares);
   // `loss_sum`: this stage's summed loss (0 where no loss is computed).
   // Returns the decision the verdict will be when every rank is finite and nothing clips (Skip
   // when this stage's own figures are not finite: the verdict will be Skip).
-  virtual UpdateDecision report(std::int64_t step, const std::vector<models::Parameter*>& counted,
+  virtual UpdateDecision report(std::int64_t step, const GradientShare& counted,
                                 double remote_squares, double loss_sum) = 0;
   // Waits (up to a deadline) for every rank's figures of `step` and returns the job's decision,
   // the same on every rank.

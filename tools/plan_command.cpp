@@ -135,6 +135,7 @@ Plan make_plan(const PlanOptions& o) {
   cost.recompute = partition::parse_recompute(o.recompute);
   plan.optimizer = models::optimizer_kind_name(models::parse_optimizer_kind(o.optimizer));
   cost.optimizer_state = partition::optimizer_state_tensors(models::parse_optimizer_kind(o.optimizer));
+  if (o.optimizer_state == dp::OptimizerState::Sharded) cost.optimizer_shards = o.replicas;
   if (!o.device_memory.empty()) {
     cost.device_memory = {parse_bytes(o.device_memory)};
     PW_INPUT_CHECK(cost.device_memory.front() > 0, "--device-memory " << o.device_memory << ": need a positive size");
@@ -212,7 +213,10 @@ void print_text(const Plan& plan) {
               pipeline::schedule_kind_name(s.kind).c_str(), s.stages,
               s.chunks > 1 ? (" x " + std::to_string(s.chunks) + " chunks").c_str() : "", s.micro_batches,
               static_cast<long long>(plan.micro_batch_size), static_cast<long long>(plan.batch_size),
-              plan.optimizer.c_str(), partition::recompute_name(plan.cost.recompute).c_str(), plan.method.c_str());
+              (plan.optimizer + (plan.cost.optimizer_shards > 1
+                                     ? " (state sharded over " + std::to_string(plan.cost.optimizer_shards) + " replicas)"
+                                     : std::string())).c_str(),
+              partition::recompute_name(plan.cost.recompute).c_str(), plan.method.c_str());
   const std::int64_t cap = plan.cost.memory_cap(0);
   std::printf("memory cap %s per device, link %.1f GB/s\n\n", cap > 0 ? format_bytes(cap).c_str() : "none",
               plan.cost.link.bandwidth_bytes_per_s / 1e9);
@@ -313,6 +317,7 @@ nlohmann::json to_json(const Plan& plan) {
   j["partition"] = plan.method;
   j["recompute"] = partition::recompute_name(plan.cost.recompute);
   j["optimizer"] = plan.optimizer;
+  j["optimizer_shards"] = plan.cost.optimizer_shards;
   const std::int64_t cap = plan.cost.memory_cap(0);
   j["device_memory"] = cap > 0 ? nlohmann::json(cap) : nlohmann::json(nullptr);
   j["link_bandwidth_bytes_per_s"] = plan.cost.link.bandwidth_bytes_per_s;
@@ -371,6 +376,11 @@ void add_plan_command(CLI::App& app, PlanOptions& o) {
   method->excludes(split);
   cmd->add_option("--recompute", o.recompute, "none, all or except-last")->capture_default_str();
   cmd->add_option("--optimizer", o.optimizer, "sgd, adam or adagrad (optimizer state memory)")->capture_default_str();
+  cmd->add_option("--replicas", o.replicas, "data-parallel replicas of the pipeline (each replica's stages hold what "
+                                            "the plan shows; with --shard-optimizer they share the optimizer state)")
+      ->capture_default_str()->check(range(1, 4096));
+  cmd->add_flag_callback("--shard-optimizer", [&o] { o.optimizer_state = dp::OptimizerState::Sharded; },
+                         "each replica holds the optimizer state of 1/--replicas of every stage's parameters");
   cmd->add_option("--link-bandwidth", o.link_bandwidth, "bytes per second between stages, e.g. 10GB (default: 10GB on CPU, 25GB on CUDA)");
   cmd->add_option("--repeats", o.repeats, "timed runs per layer after one warm-up")->capture_default_str()
       ->check(range(1, 1000));

@@ -7,6 +7,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "pipewright/enums.h"
+
 namespace pw::tools {
 
 struct PlanOptions {
@@ -28,6 +30,8 @@ struct PlanOptions {
   std::string split;           // "3,7,12": overrides --partition
   std::string recompute = "none";
   std::string optimizer = "adam";
+  int replicas = 1;                            // with sharded optimizer state: how many share it
+  dp::OptimizerState optimizer_state = dp::OptimizerState::Replicated;
   std::string link_bandwidth;  // bytes per second, e.g. "10GB"; default by device type
   int repeats = 3;
   std::uint64_t seed = 0;

@@ -274,6 +274,11 @@ void add_train_command(CLI::App& app, TrainCommand& t) {
       ->group(replicas);
   b.choice("--grad-compression", "/replicas/grad_compression", job.replicas.grad_compression,
            "all-reduce gradients in 16 bits, each pre-divided by the replica count")->group(replicas);
+  b.flag_setting("--shard-optimizer", "/replicas/optimizer_state", job.replicas.optimizer_state,
+                 dp::OptimizerState::Sharded,
+                 "each replica of a stage keeps optimizer state for, and updates, its 1/R of the stage's "
+                 "parameters only: gradients are reduce-scattered, updated weights all-gathered (ZeRO-1)")
+      ->group(replicas);
   b.choice("--cpu-collectives", "/replicas/cpu_collectives", job.replicas.cpu_collectives,
            "collectives of CPU replicas: gloo (its connections carry no job token), links (the job's "
            "token-checked links) or auto (links when a rank's address is not loopback)")->group(replicas);

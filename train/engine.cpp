@@ -133,7 +133,7 @@ Engine::Engine(std::shared_ptr<const JobPlan> plan, RankLinks& links, ParameterS
   const bool whole = plan_.schedule.stages * plan_.schedule.chunks == 1;
   if (!c.load_path.empty())
     models::load_weights(stage_layers, c.load_path, whole ? models::WeightCoverage::Whole : models::WeightCoverage::Part);
-  if (plan_.replicas() > 1) join_replicas(stage_layers);
+  if (plan_.replicas() > 1) join_replicas(stage_layers, built.tied);
   if (c.replicas.sync_batch_norm) synchronise_batch_norm(stage_layers);
   // With replicas, rows on parameter servers count in the clipping norm as the servers apply them:
   // the replicas of a stage show each other their rows every step (only when clipping: it costs
@@ -324,7 +324,8 @@ Engine::BuiltStage Engine::build_stage() {
 
 // This stage's replicas average their gradients (Gloo or the job's links on CPU, NCCL on GPU) and start from
 // replica 0's weights.
-void Engine::join_replicas(const std::vector<models::Layer*>& stage_layers) {
+void Engine::join_replicas(const std::vector<models::Layer*>& stage_layers,
+                           const std::vector<pipeline::TiedGroup>& tied) {
   const auto group = dp::Topology(plan_.schedule.stages, plan_.replicas()).stage_group(stage());
   collective_ = links_.make_collective(group, device_, "dp/stage" + std::to_string(stage()) + "/",
                                        millis(plan_.config.timeouts.stage_seconds),
@@ -335,8 +336,10 @@ void Engine::join_replicas(const std::vector<models::Layer*>& stage_layers) {
     for (auto& [name, b] : layer->named_buffers()) collective_->broadcast(b->value, 0);
     for (auto* p : layer->parameters()) parameters.push_back(p);
   }
+  std::vector<models::Parameter*> tied_weights;
+  for (const auto& group : tied) tied_weights.insert(tied_weights.end(), group.local.begin(), group.local.end());
   reducer_ = std::make_unique<dp::BucketReducer>(std::move(parameters), collective_, plan_.buckets,
-                                                 dp::TraceTrack{stage(), replica()});
+                                                 dp::TraceTrack{stage(), replica()}, std::move(tied_weights));
   reducer_cancel_ = CancelSubscription(links_.cancel_token(), [r = reducer_.get()](const std::string& why) {
     r->abort(why);
   });
@@ -673,8 +676,47 @@ void Engine::save(const std::string& path) {
   if (rank() == 0) models::save_named_weights(tensors, path, plan_.model.name);
 }
 
+std::map<std::string, kernels::Tensor> Engine::gather_sharded_state() const {
+  std::map<std::string, kernels::Tensor> out;
+  if (!reducer_ || !reducer_->update_share()) return out;
+  auto& optimizer = executor_->optimizer();
+  std::map<models::Parameter*, std::string> names;
+  for (int c = 0; c < executor_->chunk_count(); ++c)
+    for (auto& [name, p] : executor_->chunk(c).named_parameters()) names.emplace(p, name);
+  const auto suffixes = optimizer.state_suffixes();
+  for (std::size_t k = 0; k < suffixes.size(); ++k) {
+    auto whole = reducer_->gather_sharded([&](models::Parameter* p) -> kernels::Tensor {
+      const auto state = optimizer.slice_state(p);
+      return state.empty() ? kernels::Tensor() : *state.at(k);
+    });
+    for (auto& [p, t] : whole) out.emplace(names.at(p) + suffixes[k], std::move(t));
+  }
+  return out;
+}
+
+void Engine::restore_sharded_state(const std::vector<std::pair<std::string, models::Parameter*>>& named,
+                                   const std::function<kernels::Tensor(const std::string&)>& whole_state) {
+  auto& optimizer = executor_->optimizer();
+  const auto suffixes = optimizer.state_suffixes();
+  for (const auto& [name, p] : named) {
+    const auto slice = optimizer.slice_of(p);
+    if (!slice) continue;
+    const auto state = optimizer.slice_state(p);
+    for (std::size_t k = 0; k < suffixes.size(); ++k) {
+      const kernels::Tensor whole = whole_state(kOptimizerPrefix + name + suffixes[k]);
+      PW_INPUT_CHECK(whole.shape() == p->value.shape() && whole.dtype() == p->value.dtype(),
+                     "checkpoint tensor '" << kOptimizerPrefix << name << suffixes[k] << "' is " << whole.describe()
+                                           << ", this model's parameter is " << p->value.describe());
+      state[k]->copy_elements_from(whole.to(state[k]->device()), slice->offset, 0, slice->length);
+    }
+  }
+}
+
 std::vector<CheckpointPart> Engine::checkpoint_parts(std::vector<CheckpointPart> reuse) const {
   last_step_end_.reset();   // the next step's gap would count this, which waits for other ranks
+  // Sharded optimizer state is gathered whole (every replica takes part), so that a checkpoint
+  // holds the same tensors however the job kept its state.
+  auto sharded_state = gather_sharded_state();
   if (replica() != 0) return {};
   std::map<std::string, kernels::Tensor> staging;   // by file/tensor
   for (auto& part : reuse)
@@ -697,6 +739,12 @@ std::vector<CheckpointPart> Engine::checkpoint_parts(std::vector<CheckpointPart>
     for (const auto& [name, p] : named) part.tensors.emplace(name, host_copy(part.name, name, p->value));
     for (const auto& [name, t] : optimizer.named_state(named))
       part.tensors.emplace(kOptimizerPrefix + name, host_copy(part.name, kOptimizerPrefix + name, *t));
+    for (const auto& [name, p] : named)
+      for (const auto& suffix : optimizer.state_suffixes()) {
+        const auto it = sharded_state.find(name + suffix);
+        if (it != sharded_state.end())
+          part.tensors.emplace(kOptimizerPrefix + it->first, host_copy(part.name, kOptimizerPrefix + it->first, it->second));
+      }
     for (auto& [name, b] : chunk.named_buffers()) part.tensors.emplace(name, host_copy(part.name, name, b->value));
     part.metadata = {{"format", "pt"},
                      {"pipewright_model", plan_.model.name},
@@ -731,7 +779,8 @@ void Engine::restore(const CheckpointManifest& m) {
   std::map<std::string, kernels::NamedTensors> loaded;   // by file
   std::optional<std::int64_t> optimizer_steps;
   std::optional<std::pair<double, std::int64_t>> loss_scale;
-  for (const auto& [name, target] : wanted) {
+  // The stored tensor called `name` (its file loaded and verified once).
+  auto stored = [&](const std::string& name) -> std::pair<const CheckpointFile*, const kernels::Tensor*> {
     const auto at = where.find(name);
     PW_INPUT_CHECK(at != where.end(), "checkpoint " << m.folder << " holds no tensor '" << name
                                                     << "' (is it a checkpoint of this model, " << plan_.model.name << "?)");
@@ -748,10 +797,16 @@ void Engine::restore(const CheckpointManifest& m) {
     const auto t = it->second.find(name);
     PW_INPUT_CHECK(t != it->second.end(), "checkpoint file '" << m.folder << "/" << file.name << "' lacks '" << name
                                                               << "' that its manifest lists");
-    PW_INPUT_CHECK(t->second.shape() == target->shape() && t->second.dtype() == target->dtype(),
-                   "checkpoint file '" << m.folder << "/" << file.name << "': '" << name << "' is "
-                                       << t->second.describe() << ", this model's is " << target->describe());
-    target->copy_from(t->second.to(target->device()));
+    return {&file, &t->second};
+  };
+  // Sharded optimizer state: this replica's slices of the whole tensors stored.
+  restore_sharded_state(named, [&](const std::string& name) { return *stored(name).second; });
+  for (const auto& [name, target] : wanted) {
+    const auto [file, t] = stored(name);
+    PW_INPUT_CHECK(t->shape() == target->shape() && t->dtype() == target->dtype(),
+                   "checkpoint file '" << m.folder << "/" << file->name << "': '" << name << "' is "
+                                       << t->describe() << ", this model's is " << target->describe());
+    target->copy_from(t->to(target->device()));
   }
   if (optimizer_steps) executor_->optimizer().set_steps(*optimizer_steps);
   if (loss_scale) loss_scaler_.restore(loss_scale->first, loss_scale->second);

@@ -5,6 +5,8 @@
 // hosts: an embedded job is N engines on a world of threads, a multi-process job one engine per
 // process. Every method that exchanges figures (step, evaluate, save) is called by every rank.
 #include <chrono>
+#include <functional>
+#include <map>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -81,7 +83,8 @@ class Engine {
   void save(const std::string& path);
   // This rank's share of a checkpoint (train/checkpoint.h), copied to the host now: replica 0 writes
   // one file per model chunk with its parameters, buffers and optimizer state by whole-model name;
-  // other replicas hold the same values and write nothing.
+  // other replicas hold the same values and write nothing. With sharded optimizer state every
+  // replica of the stage takes part in gathering the state whole first (call it on all of them).
   // `reuse`: an earlier checkpoint's parts, whose host tensors are copied into where they fit.
   std::vector<CheckpointPart> checkpoint_parts(std::vector<CheckpointPart> reuse = {}) const;
   // Loads this rank's tensors and optimizer state from a checkpoint by name, whatever layout saved
@@ -115,7 +118,15 @@ class Engine {
     std::vector<pipeline::TiedGroup> tied;
   };
   BuiltStage build_stage();
-  void join_replicas(const std::vector<models::Layer*>& stage_layers);
+  // `tied`: weights shared with other stages, reduced whole even when the optimizer state is sharded.
+  void join_replicas(const std::vector<models::Layer*>& stage_layers, const std::vector<pipeline::TiedGroup>& tied);
+  // Sharded optimizer state: every sharded parameter's whole state, by whole-model name
+  // ("<param>.exp_avg"); every replica of the stage calls it at once.
+  std::map<std::string, kernels::Tensor> gather_sharded_state() const;
+  // Sharded optimizer state: this replica's slices of the state of `named`, from a checkpoint's
+  // whole tensors (`whole_state(name)`: the tensor stored under that name, or throws).
+  void restore_sharded_state(const std::vector<std::pair<std::string, models::Parameter*>>& named,
+                             const std::function<kernels::Tensor(const std::string&)>& whole_state);
   void synchronise_batch_norm(const std::vector<models::Layer*>& stage_layers);
   void sync_buffers();
   std::vector<std::vector<double>> exchange(const std::vector<double>& values, int message, std::int64_t round);

@@ -292,6 +292,7 @@ nlohmann::json summary_of(Engine& engine, const std::vector<double>& loss_histor
   if (plan.replicas() > 1) {
     j["bucket_bytes"] = plan.buckets.bucket_bytes;
     j["grad_compression"] = dp::compression_name(plan.buckets.compression);
+    j["optimizer_state"] = enum_name(plan.buckets.optimizer_state);
     j["collectives"] = links.collectives_text();
     j["gradient_buckets"] = last.gradient_buckets;
     j["allreduce_exposed_seconds_last_step"] = last.allreduce_exposed_seconds;

@@ -67,6 +67,8 @@ void fields(ReplicaConfig& c, F&& f) {
   f("replicas", c.replicas), f("bucket_bytes", c.bucket_bytes), f("grad_compression", c.grad_compression);
   f("sync_batch_norm", c.sync_batch_norm);
   f("cpu_collectives", WrittenUnlessDefault<dp::CpuCollectives>{c.cpu_collectives, dp::CpuCollectives::Auto});
+  f("optimizer_state",
+    WrittenUnlessDefault<dp::OptimizerState>{c.optimizer_state, dp::OptimizerState::Replicated});
 }
 template <typename F>
 void fields(ParameterServerConfig& c, F&& f) {

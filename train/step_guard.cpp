@@ -11,18 +11,29 @@ namespace pw::train {
 StepGuard::StepGuard(int rank, int stages, double clip_norm, ServerRowsInNorm server_rows, Exchange exchange)
     : rank_(rank), stages_(stages), clip_norm_(clip_norm), server_rows_(server_rows), exchange_(std::move(exchange)) {}
 
-pipeline::UpdateDecision StepGuard::report(std::int64_t step, const std::vector<models::Parameter*>& counted,
+pipeline::UpdateDecision StepGuard::report(std::int64_t step, const pipeline::GradientShare& counted,
                                            double remote_squares, double loss_sum) {
   bool finite = std::isfinite(loss_sum);
+  const auto owned_gradient = [](const models::ParameterSlice& s) {
+    return s.parameter->grad.view(s.offset, {s.length});
+  };
   if (injected_fault(FaultKind::NonfiniteGradient, step + 1, rank_)) {
-    if (!counted.empty()) kernels::scale_inplace(counted.front()->grad, std::numeric_limits<double>::quiet_NaN());
-    else finite = false;
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    if (!counted.whole.empty()) kernels::scale_inplace(counted.whole.front()->grad, nan);
+    else if (!counted.owned.empty()) {
+      auto g = owned_gradient(counted.owned.front());
+      kernels::scale_inplace(g, nan);
+    } else {
+      finite = false;
+    }
   }
-  double squares = 0.0;
-  for (auto* p : counted) squares += kernels::sum_of_squares(p->grad);
-  finite = finite && std::isfinite(squares) && std::isfinite(remote_squares);
+  double squares = 0.0, owned_squares = 0.0;
+  for (auto* p : counted.whole) squares += kernels::sum_of_squares(p->grad);
+  for (const auto& s : counted.owned) owned_squares += kernels::sum_of_squares(owned_gradient(s));
+  finite = finite && std::isfinite(squares) && std::isfinite(owned_squares) && std::isfinite(remote_squares);
   const bool loss_finite = std::isfinite(loss_sum);
-  reported_ = {finite ? 1.0 : 0.0, finite ? squares : 0.0, finite ? remote_squares : 0.0, loss_finite ? 1.0 : 0.0};
+  reported_ = {finite ? 1.0 : 0.0, finite ? squares : 0.0, finite ? remote_squares : 0.0, loss_finite ? 1.0 : 0.0,
+               finite ? owned_squares : 0.0};
   reported_step_ = step;
   exchange_.send(reported_, step);
   pipeline::UpdateDecision provisional;
@@ -48,6 +59,8 @@ pipeline::UpdateDecision StepGuard::verdict(std::int64_t step) {
       total += all[r][1];
       if (rows_counted) total += all[r][2];
     }
+    // Sharded gradients: every rank holds its own slices' sums.
+    if (all[r].size() > 4) total += all[r][4];
   }
   pipeline::UpdateDecision d;
   if (nonfinite_rank_ >= 0) {

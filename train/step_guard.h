@@ -9,6 +9,8 @@
 // RemoteRowsRegistry::set_replica_exchange).
 // `report` sends this rank's figures without waiting; `verdict` collects everyone's, so a stage
 // validating after its update (Zero Bubble's optimizer post-validation) updates while they travel.
+// With sharded optimizer state each replica reports the squares of the gradient slices it owns,
+// and those are summed over every rank.
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -34,7 +36,7 @@ class StepGuard : public pipeline::UpdateCheck {
   // `stages`: ranks 0..stages-1 are replica 0, whose figures make up the model's norm.
   StepGuard(int rank, int stages, double clip_norm, ServerRowsInNorm server_rows, Exchange exchange);
 
-  pipeline::UpdateDecision report(std::int64_t step, const std::vector<models::Parameter*>& counted,
+  pipeline::UpdateDecision report(std::int64_t step, const pipeline::GradientShare& counted,
                                   double remote_squares, double loss_sum) override;
   pipeline::UpdateDecision verdict(std::int64_t step) override;
   // fp16 loss scaling: the gradients arrive multiplied by `scale`; the norm is reported, clipped

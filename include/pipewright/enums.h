@@ -96,6 +96,9 @@ enum class SparseOptimizerKind { Sgd = 1, Adagrad = 2, Adam = 3 };   // the valu
 // own TCP pairs, or the job's links (every message carries the job token); auto: the links when a
 // member's address is not loopback, Gloo otherwise (dataparallel/cpu_collectives.h).
 enum class CpuCollectives { Auto, Gloo, Links };
+// Where a stage's optimizer state lives: every replica holds all of it, or each replica owns its
+// 1/R (ZeRO stage 1, Megatron's distributed optimizer; dataparallel/bucket_reducer.h).
+enum class OptimizerState { Replicated, Sharded };
 }  // namespace pw::dp
 namespace pw::train {
 enum class CheckpointErrorPolicy { Stop, Continue };   // when a checkpoint cannot be written
@@ -183,6 +186,12 @@ struct EnumNames<dp::CpuCollectives> {
   static constexpr std::string_view what = "CPU collectives";
   static constexpr NameTable<dp::CpuCollectives, 3> names{
       {{dp::CpuCollectives::Auto, "auto"}, {dp::CpuCollectives::Gloo, "gloo"}, {dp::CpuCollectives::Links, "links"}}};
+};
+template <>
+struct EnumNames<dp::OptimizerState> {
+  static constexpr std::string_view what = "optimizer state";
+  static constexpr NameTable<dp::OptimizerState, 2> names{
+      {{dp::OptimizerState::Replicated, "replicated"}, {dp::OptimizerState::Sharded, "sharded"}}};
 };
 template <>
 struct EnumNames<dp::UpdateMode> {

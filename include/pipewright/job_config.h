@@ -69,6 +69,9 @@ struct ReplicaConfig {
   // identity: the two sum in different orders (different result bits), and every member of a
   // group must use the same one.
   dp::CpuCollectives cpu_collectives = dp::CpuCollectives::Auto;
+  // Sharded: each replica of a stage keeps the optimizer state of its 1/R of the stage's
+  // parameters and updates only those; gradients are reduce-scattered, weights all-gathered.
+  dp::OptimizerState optimizer_state = dp::OptimizerState::Replicated;
 };
 
 struct ParameterServerConfig {

@@ -134,6 +134,84 @@ BOOST_AUTO_TEST_CASE(every_replica_ends_with_the_mean_gradient_in_any_bucket_siz
   }
 }
 
+// Sharded optimizer state: the replicas' update shares cover every element of every parameter
+// once, each replica's share holds the mean gradient (the all-reduce's bits with 2 replicas),
+// tied-like parameters named `reduced_whole` are reduced whole, and gather_weights gives every
+// replica each owner's weights.
+BOOST_AUTO_TEST_CASE(sharded_buckets_leave_each_owner_its_slices_and_gather_the_weights) {
+  for (const int replicas : {2, 3}) {
+    BOOST_TEST_CONTEXT(replicas << " replicas") {
+      rpc::InMemoryStore store;
+      auto members = group(store, replicas, "shard" + std::to_string(replicas));
+      std::vector<std::unique_ptr<FakeStage>> stages;
+      for (int r = 0; r < replicas; ++r) stages.push_back(std::make_unique<FakeStage>(10 + r));
+      std::vector<std::vector<double>> mean;
+      for (std::size_t i = 0; i < 3; ++i) {
+        std::vector<double> m(static_cast<std::size_t>(stages[0]->params[i]->grad.numel()), 0.0);
+        for (auto& st : stages) {
+          const auto g = st->params[i]->grad.to_float_vector();
+          for (std::size_t k = 0; k < m.size(); ++k) m[k] += g[k] / replicas;
+        }
+        mean.push_back(m);
+      }
+      std::vector<std::unique_ptr<dp::BucketReducer>> reducers;
+      for (int r = 0; r < replicas; ++r) {
+        auto& st = *stages[static_cast<std::size_t>(r)];
+        reducers.push_back(std::make_unique<dp::BucketReducer>(
+            st.pointers(), members[static_cast<std::size_t>(r)],
+            dp::BucketOptions{4096, dp::Compression::None, dp::OptimizerState::Sharded}, dp::TraceTrack{},
+            std::vector<models::Parameter*>{st.params[1].get()}));
+      }
+      dp::run_per_rank(replicas, [&](int r) {
+        auto& reducer = *reducers[static_cast<std::size_t>(r)];
+        reducer.start_step(0);
+        for (auto it = stages[static_cast<std::size_t>(r)]->params.rbegin();
+             it != stages[static_cast<std::size_t>(r)]->params.rend(); ++it)
+          reducer.ready(it->get());
+        reducer.finish(in(10000ms));
+      });
+      std::vector<std::vector<int>> covered;
+      for (std::size_t i = 0; i < 3; ++i) covered.emplace_back(mean[i].size(), 0);
+      for (int r = 0; r < replicas; ++r) {
+        auto& st = *stages[static_cast<std::size_t>(r)];
+        const auto share = reducers[static_cast<std::size_t>(r)]->update_share();
+        BOOST_REQUIRE(share.has_value());
+        BOOST_TEST(share->whole == std::vector<models::Parameter*>{st.params[1].get()});
+        for (const auto& slice : share->owned) {
+          std::size_t i = 0;
+          while (st.params[i].get() != slice.parameter) ++i;
+          const auto g = slice.parameter->grad.to_float_vector();
+          for (std::int64_t k = slice.offset; k < slice.offset + slice.length; ++k) {
+            ++covered[i][static_cast<std::size_t>(k)];
+            BOOST_REQUIRE_SMALL(g[static_cast<std::size_t>(k)] - mean[i][static_cast<std::size_t>(k)], 1e-6);
+          }
+          // The owner writes its slice of the weights: its replica number.
+          auto w = slice.parameter->value.view(slice.offset, {slice.length});
+          w.copy_from(kernels::Tensor::full({slice.length}, static_cast<double>(r)));
+        }
+        const auto whole = st.params[1]->grad.to_float_vector();
+        for (std::size_t k = 0; k < whole.size(); ++k) BOOST_REQUIRE_SMALL(whole[k] - mean[1][k], 1e-6);
+      }
+      for (std::size_t i : {0u, 2u})
+        for (int c : covered[i]) BOOST_REQUIRE_EQUAL(c, 1);
+      dp::run_per_rank(replicas, [&](int r) { reducers[static_cast<std::size_t>(r)]->gather_weights(in(10000ms)); });
+      // Every replica now holds every owner's slices.
+      for (int r = 0; r < replicas; ++r)
+        for (int owner = 0; owner < replicas; ++owner) {
+          const auto share = reducers[static_cast<std::size_t>(owner)]->update_share();
+          for (const auto& slice : share->owned) {
+            std::size_t i = 0;
+            auto& owner_stage = *stages[static_cast<std::size_t>(owner)];
+            while (owner_stage.params[i].get() != slice.parameter) ++i;
+            const auto w = stages[static_cast<std::size_t>(r)]->params[i]->value.to_float_vector();
+            for (std::int64_t k = slice.offset; k < slice.offset + slice.length; ++k)
+              BOOST_REQUIRE_EQUAL(w[static_cast<std::size_t>(k)], static_cast<float>(owner));
+          }
+        }
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(fp16_compression_has_bounded_error) {
   rpc::InMemoryStore store;
   auto members = group(store, 2, "fp16");

@@ -38,7 +38,7 @@ class RecordingCheck : public UpdateCheck {
  public:
   explicit RecordingCheck(UpdateDecision decision) : decision_(decision) {}
   void watch(std::vector<models::Parameter*> params) { params_ = std::move(params); }
-  UpdateDecision report(std::int64_t, const std::vector<models::Parameter*>&, double, double) override {
+  UpdateDecision report(std::int64_t, const GradientShare&, double, double) override {
     at_report = values_of(params_);
     return {};
   }

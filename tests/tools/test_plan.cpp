@@ -54,6 +54,21 @@ void check_error(const std::string& args, const std::string& expected) {
 
 BOOST_AUTO_TEST_SUITE(plan_cli)
 
+// --shard-optimizer --replicas 4: each stage's device holds a quarter of Adam's two state tensors.
+BOOST_AUTO_TEST_CASE(sharded_optimizer_state_divides_the_state_memory_by_the_replicas) {
+  const std::string shape = "--stages 2 --micro-batches 2 --batch-size 4 --partition params --optimizer adam";
+  const auto replicated = plan_json(shape + " --replicas 4");
+  const auto sharded = plan_json(shape + " --replicas 4 --shard-optimizer");
+  BOOST_CHECK_EQUAL(replicated["optimizer_shards"], 1);
+  BOOST_CHECK_EQUAL(sharded["optimizer_shards"], 4);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const auto state = 2 * 4 * replicated["split"][i]["parameters"].get<std::int64_t>();   // F32 exp_avg, exp_avg_sq
+    BOOST_TEST(replicated["split"][i]["weight_bytes"].get<std::int64_t>() -
+                   sharded["split"][i]["weight_bytes"].get<std::int64_t>() ==
+               state - (state + 3) / 4);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(profile_plan_as_json) {
   const auto j = plan_json("--stages 3 --micro-batches 6 --batch-size 12 --schedule 1f1b --device-memory 64MiB");
   BOOST_CHECK_EQUAL(j["model"], "resnet18");

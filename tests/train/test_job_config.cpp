@@ -316,6 +316,21 @@ BOOST_AUTO_TEST_CASE(the_cpu_collectives_are_in_the_identity_only_when_chosen) {
              }) == "/replicas/cpu_collectives: unknown CPU collectives 'mpi'; accepted: auto, gloo, links");
 }
 
+// Sharded optimizer state changes no result bits with two replicas, but it is how the ranks
+// reduce, so every rank must agree: part of the identity when chosen, and free to change on resume.
+BOOST_AUTO_TEST_CASE(the_optimizer_state_is_in_the_identity_only_when_sharded) {
+  train::JobConfig c;
+  BOOST_TEST(!train::to_json(c)["replicas"].contains("optimizer_state"));
+  c.replicas.optimizer_state = dp::OptimizerState::Sharded;
+  const auto j = train::to_json(c);
+  BOOST_TEST(j["replicas"]["optimizer_state"] == "sharded");
+  BOOST_TEST((train::job_config_from_json(j).replicas.optimizer_state == dp::OptimizerState::Sharded));
+  BOOST_TEST(train::resume_difference(train::to_json(train::JobConfig{}), j).empty());
+  BOOST_TEST(config_error([] {
+               train::job_config_from_json(nlohmann::json::parse(R"({"replicas": {"optimizer_state": "zero3"}})"));
+             }) == "/replicas/optimizer_state: unknown optimizer state 'zero3'; accepted: replicated, sharded");
+}
+
 BOOST_AUTO_TEST_CASE(validate_names_the_first_field_out_of_range_by_its_path) {
   train::JobConfig c;
   train::validate(c);

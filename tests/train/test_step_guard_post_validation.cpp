@@ -130,7 +130,7 @@ BOOST_AUTO_TEST_CASE(report_sends_without_collecting_and_verdict_collects_and_de
   models::Parameter p;
   p.value = kernels::Tensor::zeros({2});
   p.grad = kernels::Tensor::from_vector(std::vector<float>{4.0f, 8.0f}, {2});   // squares 80 at scale 4
-  const auto provisional = guard.report(0, {&p}, 0.0, 1.5);
+  const auto provisional = guard.report(0, {{&p}, {}}, 0.0, 1.5);
   BOOST_TEST(sent.size() == 1u);
   BOOST_TEST(collected == 0);
   BOOST_TEST((provisional.action == pipeline::UpdateAction::Apply));
@@ -145,13 +145,13 @@ BOOST_AUTO_TEST_CASE(report_sends_without_collecting_and_verdict_collects_and_de
 
   // A non-finite gradient here: the provisional decision is already a skip, and so is the verdict.
   p.grad = kernels::Tensor::from_vector(std::vector<float>{std::nanf(""), 1.0f}, {2});
-  BOOST_TEST((guard.report(1, {&p}, 0.0, 1.5).action == pipeline::UpdateAction::Skip));
+  BOOST_TEST((guard.report(1, {{&p}, {}}, 0.0, 1.5).action == pipeline::UpdateAction::Skip));
   BOOST_TEST((guard.verdict(1).action == pipeline::UpdateAction::Skip));
   BOOST_TEST(guard.last_nonfinite_rank() == 0);
   // Finite here, not on rank 1: provisionally applied, then skipped.
   p.grad = kernels::Tensor::from_vector(std::vector<float>{0.1f, 0.1f}, {2});
   rank1 = {0.0, 0.0, 0.0, 1.0};
-  BOOST_TEST((guard.report(2, {&p}, 0.0, 1.5).action == pipeline::UpdateAction::Apply));
+  BOOST_TEST((guard.report(2, {{&p}, {}}, 0.0, 1.5).action == pipeline::UpdateAction::Apply));
   BOOST_TEST((guard.verdict(2).action == pipeline::UpdateAction::Skip));
   BOOST_TEST(guard.last_nonfinite_rank() == 1);
 }

@@ -79,7 +79,7 @@ class RecordingRows : public models::Layer, public dp::RemoteRows {
 class FixedCheck : public pipeline::UpdateCheck {
  public:
   explicit FixedCheck(pipeline::UpdateDecision decision) : decision_(decision) {}
-  pipeline::UpdateDecision report(std::int64_t, const std::vector<models::Parameter*>&, double remote_squares,
+  pipeline::UpdateDecision report(std::int64_t, const pipeline::GradientShare&, double remote_squares,
                                   double) override {
     reported.push_back(remote_squares);
     return {};
