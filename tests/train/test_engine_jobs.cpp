@@ -207,6 +207,49 @@ BOOST_AUTO_TEST_CASE(a_schedule_file_trains_like_the_schedule_it_spells) {
   BOOST_TEST(r.output.find("bad.sched:2: stage 1") != std::string::npos, r.output);
 }
 
+// The zero-bubble schedules in bf16: as two processes bitwise as embedded, a run resumed from a
+// checkpoint bitwise as one that ran through, and within 1e-5 of 1F1B.
+BOOST_AUTO_TEST_CASE(zero_bubble_schedules_in_bf16_train_alike_in_processes_and_across_a_resume) {
+  ScratchDir dir("zbjobs");
+  const auto job = [](const std::string& schedule, int steps) {
+    return "train --model seed-cnn --dataset synthetic --synthetic-size 256 --batch-size 32 --optimizer adam "
+           "--lr 0.01 --seed 3 --threads 1 --eval-batches 2 --stages 2 --micro-batches 4 --precision bf16 --schedule " +
+           schedule + " --steps " + std::to_string(steps) + " ";
+  };
+  auto r = run_pipewright(job("1f1b", 4) + "--summary " + dir.file("1f1b.json"));
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+  const auto reference = read_json(dir.file("1f1b.json"))["loss_history"];
+  for (const std::string schedule : {"zb-h2", "zb-v", "dualpipev"}) {
+    BOOST_TEST_CONTEXT(schedule) {
+      const std::string out = " --summary " + dir.file(schedule + "_one.json") + " --save " +
+                              dir.file(schedule + "_one.safetensors");
+      r = run_pipewright(job(schedule, 4) + out);
+      BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+      r = run_pipewright("launch --nproc-per-node 2 -- " + binary("pipewright") + " " + job(schedule, 4) + " --summary " +
+                         dir.file(schedule + "_two.json") + " --save " + dir.file(schedule + "_two.safetensors"));
+      BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+      check_same(dir, schedule + "_one", schedule + "_two");
+      // Two steps, a checkpoint, then the other two from it.
+      const std::string ckpt = " --checkpoint-dir " + dir.file(schedule + "_ckpt") + " --checkpoint-every 2";
+      r = run_pipewright(job(schedule, 2) + ckpt);
+      BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+      r = run_pipewright(job(schedule, 4) + ckpt + " --resume " + dir.file(schedule + "_ckpt") + " --summary " +
+                         dir.file(schedule + "_resumed.json") + " --save " + dir.file(schedule + "_resumed.safetensors"));
+      BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+      const auto one = read_json(dir.file(schedule + "_one.json"));
+      const auto resumed = read_json(dir.file(schedule + "_resumed.json"));
+      BOOST_TEST(one["loss_history"] == resumed["loss_history"]);
+      BOOST_TEST(pw::test::read_file(dir.file(schedule + "_one.safetensors")) ==
+                 pw::test::read_file(dir.file(schedule + "_resumed.safetensors")));
+      const auto losses = one["loss_history"];
+      BOOST_REQUIRE_EQUAL(losses.size(), reference.size());
+      for (std::size_t i = 0; i < losses.size(); ++i)
+        BOOST_TEST(std::abs(losses[i].get<double>() - reference[i].get<double>()) <=
+                   1e-5 * std::abs(reference[i].get<double>()));
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(interleaved_takes_two_chunks_unless_told) {
   ScratchDir dir("chunks");
   const auto r = run_pipewright("train --model seed-cnn --dataset synthetic --synthetic-size 256 --batch-size 16 "
