@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdint>
 #include <fstream>
 #include <iterator>
@@ -24,6 +25,25 @@ inline std::string read_file(const std::string& path) {
 }
 
 inline nlohmann::json read_json(const std::string& path) { return nlohmann::json::parse(std::ifstream(path)); }
+
+// Runs `pipewright COMMAND`, writing NAME.json and NAME.safetensors in `dir`; returns the summary.
+inline nlohmann::json run_job(const ScratchDir& dir, const std::string& command, const std::string& name) {
+  const auto r = run_pipewright(command + " --summary " + dir.file(name + ".json") + " --save " +
+                                dir.file(name + ".safetensors"));
+  BOOST_REQUIRE_MESSAGE(r.status == 0, command << "\n" << r.output);
+  return read_json(dir.file(name + ".json"));
+}
+
+// Two summaries' losses agree step by step within `relative`.
+inline void check_losses_close(const nlohmann::json& a, const nlohmann::json& b, double relative) {
+  const auto& x = a["loss_history"];
+  const auto& y = b["loss_history"];
+  BOOST_REQUIRE_EQUAL(x.size(), y.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double p = x[i].get<double>(), q = y[i].get<double>();
+    BOOST_TEST(std::abs(p - q) <= relative * std::abs(p), "step " << i << ": " << p << " vs " << q);
+  }
+}
 
 // Runs `a` and `b` (NAME.json summaries and NAME.safetensors weights in `dir`) agree bitwise.
 inline void check_same(const ScratchDir& dir, const std::string& a, const std::string& b) {

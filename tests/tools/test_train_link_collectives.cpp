@@ -15,8 +15,10 @@
 #include "tests/tools/job_outputs.h"
 
 using pw::test::BackgroundCommand;
+using pw::test::check_losses_close;
 using pw::test::check_same;
 using pw::test::read_json;
+using pw::test::run_job;
 using pw::test::run_pipewright;
 using pw::test::ScratchDir;
 
@@ -30,25 +32,6 @@ const std::string kNormJob =
     "--model resnet18 --width 4 --dataset synthetic --synthetic-shape 3x16x16 --synthetic-size 128 --batch-size 16 "
     "--seed 9 --threads 1 --eval-batches 1 --steps 3 --sync-batch-norm ";
 
-// Runs `command` writing NAME.json and NAME.safetensors in `dir`; returns the summary.
-nlohmann::json run(const ScratchDir& dir, const std::string& command, const std::string& name) {
-  const auto r = run_pipewright(command + " --summary " + dir.file(name + ".json") + " --save " +
-                                dir.file(name + ".safetensors"));
-  BOOST_REQUIRE_MESSAGE(r.status == 0, command << "\n" << r.output);
-  return read_json(dir.file(name + ".json"));
-}
-
-void check_close(const nlohmann::json& a, const nlohmann::json& b, double relative) {
-  const auto& x = a["loss_history"];
-  const auto& y = b["loss_history"];
-  BOOST_REQUIRE_EQUAL(x.size(), y.size());
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const double p = x[i].get<double>(), q = y[i].get<double>();
-    BOOST_TEST(std::abs(p - q) <= relative * std::abs(p), "step " << i << ": " << p << " vs " << q);
-  }
-}
-
-
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(train_link_collectives)
@@ -56,30 +39,30 @@ BOOST_AUTO_TEST_SUITE(train_link_collectives)
 BOOST_AUTO_TEST_CASE(links_follow_gloo_and_match_bitwise_across_threads_and_processes) {
   ScratchDir dir("link-collectives");
   const std::string replicated = kJob + "--replicas 2 --stages 2 --micro-batches 2 ";
-  const auto gloo = run(dir, "train " + replicated + "--cpu-collectives gloo", "gloo");
-  const auto links = run(dir, "train " + replicated + "--cpu-collectives links", "links");
+  const auto gloo = run_job(dir, "train " + replicated + "--cpu-collectives gloo", "gloo");
+  const auto links = run_job(dir, "train " + replicated + "--cpu-collectives links", "links");
   BOOST_TEST(gloo["collectives"] == "gloo");
   BOOST_TEST(links["collectives"] == "links");
-  check_close(gloo, links, 1e-6);
+  check_losses_close(gloo, links, 1e-6);
   // Embedded with in-process links, then 4 processes over Thrift: the same bits.
   const auto launched =
-      run(dir, "launch --nproc-per-node 4 -- " + replicated + "--cpu-collectives links", "launched");
+      run_job(dir, "launch --nproc-per-node 4 -- " + replicated + "--cpu-collectives links", "launched");
   BOOST_TEST(launched["collectives"] == "links");
   BOOST_TEST(launched["world_size"] == 4);
   check_same(dir, "links", "launched");
   // Ranks on loopback: auto keeps Gloo, the faster one on one host.
-  const auto automatic = run(dir, "launch --nproc-per-node 2 -- " + kJob + "--replicas 2", "auto");
+  const auto automatic = run_job(dir, "launch --nproc-per-node 2 -- " + kJob + "--replicas 2", "auto");
   BOOST_TEST(automatic["collectives"] == "gloo");
 }
 
 BOOST_AUTO_TEST_CASE(compressed_gradients_and_synchronised_batch_norm_over_links) {
   ScratchDir dir("link-collectives-bn");
   const std::string job = kNormJob + "--replicas 2 --grad-compression bf16 ";
-  const auto gloo = run(dir, "train " + job + "--cpu-collectives gloo", "gloo");
-  const auto links = run(dir, "train " + job + "--cpu-collectives links", "links");
+  const auto gloo = run_job(dir, "train " + job + "--cpu-collectives gloo", "gloo");
+  const auto links = run_job(dir, "train " + job + "--cpu-collectives links", "links");
   // bf16 sums round to 8 bits at every step; two replicas add in one order either way.
-  check_close(gloo, links, 1e-2);
-  const auto launched = run(dir, "launch --nproc-per-node 2 -- " + job + "--cpu-collectives links", "launched");
+  check_losses_close(gloo, links, 1e-2);
+  const auto launched = run_job(dir, "launch --nproc-per-node 2 -- " + job + "--cpu-collectives links", "launched");
   check_same(dir, "links", "launched");
 }
 
@@ -96,7 +79,7 @@ BOOST_AUTO_TEST_CASE(auto_takes_the_links_between_two_hosts_when_root) {
   }
   ScratchDir dir("link-collectives-netns");
   const std::string job = kJob + "--replicas 2 ";
-  run(dir, "train " + job + "--cpu-collectives links", "one");
+  run_job(dir, "train " + job + "--cpu-collectives links", "one");
   const std::string launch = " env PW_JOB_TOKEN=feedfacefeedfac3 " + pw::test::pipewright_binary() +
                              " launch --nnodes 2 --nproc-per-node 1 --master 10.213.9.1:29521";
   BackgroundCommand node1("ip netns exec " + b + launch + " --node-rank 1 -- " + job, dir.file("node1.log"));

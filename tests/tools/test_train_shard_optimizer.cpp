@@ -14,8 +14,10 @@
 #include "tests/tools/cli_runner.h"
 #include "tests/tools/job_outputs.h"
 
+using pw::test::check_losses_close;
 using pw::test::check_same;
 using pw::test::read_json;
+using pw::test::run_job;
 using pw::test::run_pipewright;
 using pw::test::ScratchDir;
 
@@ -28,24 +30,6 @@ const std::string kAdam = "--optimizer adam --lr 0.002 ";
 const std::string kSgd = "--optimizer sgd --lr 0.05 --momentum 0.9 ";
 const std::string kJob = kCommon + kAdam;
 
-// Runs `command` writing NAME.json and NAME.safetensors in `dir`; returns the summary.
-nlohmann::json run(const ScratchDir& dir, const std::string& command, const std::string& name) {
-  const auto r = run_pipewright(command + " --summary " + dir.file(name + ".json") + " --save " +
-                                dir.file(name + ".safetensors"));
-  BOOST_REQUIRE_MESSAGE(r.status == 0, command << "\n" << r.output);
-  return read_json(dir.file(name + ".json"));
-}
-
-void check_close(const nlohmann::json& a, const nlohmann::json& b, double relative) {
-  const auto& x = a["loss_history"];
-  const auto& y = b["loss_history"];
-  BOOST_REQUIRE_EQUAL(x.size(), y.size());
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const double p = x[i].get<double>(), q = y[i].get<double>();
-    BOOST_TEST(std::abs(p - q) <= relative * std::abs(p), "step " << i << ": " << p << " vs " << q);
-  }
-}
-
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(train_shard_optimizer)
@@ -55,10 +39,10 @@ BOOST_AUTO_TEST_CASE(two_replicas_sharded_match_replicated_and_processes_match_t
   for (const auto& [name, optimizer] : {std::pair{std::string("adam"), kAdam}, std::pair{std::string("sgd"), kSgd}}) {
     BOOST_TEST_CONTEXT(name) {
       const std::string job = kCommon + optimizer + "--replicas 2 --stages 2 --micro-batches 2 ";
-      run(dir, "train " + job, name + "-replicated");
-      run(dir, "train " + job + "--shard-optimizer", name + "-sharded");
+      run_job(dir, "train " + job, name + "-replicated");
+      run_job(dir, "train " + job + "--shard-optimizer", name + "-sharded");
       check_same(dir, name + "-replicated", name + "-sharded");
-      const auto launched = run(dir, "launch --nproc-per-node 4 -- " + job + "--shard-optimizer", name + "-launched");
+      const auto launched = run_job(dir, "launch --nproc-per-node 4 -- " + job + "--shard-optimizer", name + "-launched");
       BOOST_TEST(launched["world_size"] == 4);
       BOOST_TEST(launched["optimizer_state"] == "sharded");
       check_same(dir, name + "-sharded", name + "-launched");
@@ -66,27 +50,27 @@ BOOST_AUTO_TEST_CASE(two_replicas_sharded_match_replicated_and_processes_match_t
   }
   const std::string job = kJob + "--replicas 2 --stages 2 --micro-batches 2 ";
   // Over the job's own links: threads and processes alike again.
-  run(dir, "train " + job + "--shard-optimizer --cpu-collectives links", "links");
-  run(dir, "launch --nproc-per-node 4 -- " + job + "--shard-optimizer --cpu-collectives links", "launched-links");
+  run_job(dir, "train " + job + "--shard-optimizer --cpu-collectives links", "links");
+  run_job(dir, "launch --nproc-per-node 4 -- " + job + "--shard-optimizer --cpu-collectives links", "launched-links");
   check_same(dir, "links", "launched-links");
 }
 
 BOOST_AUTO_TEST_CASE(four_replicas_sharded_follow_replicated_and_resume_unsharded) {
   ScratchDir dir("shard-optimizer-4");
   const std::string job = kJob + "--replicas 4 ";
-  const auto replicated = run(dir, "train " + job, "replicated");
-  const auto sharded = run(dir, "train " + job + "--shard-optimizer", "sharded");
-  check_close(replicated, sharded, 1e-6);
+  const auto replicated = run_job(dir, "train " + job, "replicated");
+  const auto sharded = run_job(dir, "train " + job + "--shard-optimizer", "sharded");
+  check_losses_close(replicated, sharded, 1e-6);
   const std::string checkpoints = dir.file("ckpt");
-  run(dir, "launch --nproc-per-node 4 -- " + job + "--shard-optimizer --checkpoint-dir " + checkpoints +
+  run_job(dir, "launch --nproc-per-node 4 -- " + job + "--shard-optimizer --checkpoint-dir " + checkpoints +
                " --checkpoint-every 3",
       "launched");
   check_same(dir, "sharded", "launched");
   // The sharded processes' checkpoint of step 3 resumed by one unsharded replica, and by the
   // replicated 4-replica job: both go on from the same state.
   const std::string resume = " --resume " + checkpoints + "/step-0000003";
-  const auto one = run(dir, "train " + kJob + resume, "resumed-one");
-  const auto four = run(dir, "train " + job + resume, "resumed-four");
+  const auto one = run_job(dir, "train " + kJob + resume, "resumed-one");
+  const auto four = run_job(dir, "train " + job + resume, "resumed-four");
   // A resumed job's history holds the checkpoint's steps first.
   const auto& full = replicated["loss_history"];
   BOOST_REQUIRE_EQUAL(four["loss_history"].size(), 6u);

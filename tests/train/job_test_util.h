@@ -1,6 +1,7 @@
 #pragma once
 // Jobs for the engine's tests: a model description and a pipeline shape as a JobConfig.
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "models/layers/linear.h"
@@ -23,44 +24,44 @@ struct JobShape {
   int first_device = 0;   // ranks on cpu:first_device, cpu:first_device + 1, ...
 };
 
-// An MLP on 1x12x12 inputs whose two middle layers share one weight ("mid").
-inline partition::ModelDescription tied_mlp() {
+// A 1x12x12-input MLP made of these layers: "flatten", "relu*" (ReLU), anything else a
+// Linear of `in` to `out` features (given per layer), with `tied` weight groups.
+inline partition::ModelDescription mlp_of(const std::string& name,
+                                          const std::vector<std::tuple<std::string, int, int>>& layers,
+                                          std::vector<partition::TiedSpec> tied) {
   partition::ModelDescription m;
-  m.name = "tied-mlp";
+  m.name = name;
   m.sample_shape = {1, 12, 12};
   m.num_classes = 10;
-  auto linear = [](int in, int out) {
-    return [=] { return std::unique_ptr<models::Layer>(std::make_unique<models::Linear>(in, out)); };
-  };
-  auto relu = [] { return std::unique_ptr<models::Layer>(std::make_unique<models::ReLU>()); };
-  m.layers = {{"flatten", [] { return std::unique_ptr<models::Layer>(std::make_unique<models::Flatten>()); }},
-              {"fc_in", linear(144, 32)}, {"relu1", relu},
-              {"fc_mid", linear(32, 32)}, {"relu2", relu},
-              {"fc_mid2", linear(32, 32)}, {"relu3", relu},
-              {"fc_out", linear(32, 10)}};
-  m.tied = {{"mid", {"fc_mid.weight", "fc_mid2.weight"}}};
+  for (const auto& [layer, in, out] : layers) {
+    if (layer == "flatten")
+      m.layers.push_back({layer, [] { return std::unique_ptr<models::Layer>(std::make_unique<models::Flatten>()); }});
+    else if (layer.rfind("relu", 0) == 0)
+      m.layers.push_back({layer, [] { return std::unique_ptr<models::Layer>(std::make_unique<models::ReLU>()); }});
+    else
+      m.layers.push_back(
+          {layer, [in = in, out = out] { return std::unique_ptr<models::Layer>(std::make_unique<models::Linear>(in, out)); }});
+  }
+  m.tied = std::move(tied);
   return m;
+}
+
+// An MLP on 1x12x12 inputs whose two middle layers share one weight ("mid").
+inline partition::ModelDescription tied_mlp() {
+  return mlp_of("tied-mlp",
+                {{"flatten", 0, 0}, {"fc_in", 144, 32}, {"relu1", 0, 0}, {"fc_mid", 32, 32}, {"relu2", 0, 0},
+                 {"fc_mid2", 32, 32}, {"relu3", 0, 0}, {"fc_out", 32, 10}},
+                {{"mid", {"fc_mid.weight", "fc_mid2.weight"}}});
 }
 
 // An MLP on 1x12x12 inputs whose second layer and second-to-last layer share one weight ("ends"):
 // split at {3, 5, 8} into four pieces they are in the first and the last, which V placement puts
 // on stage 0 together.
 inline partition::ModelDescription tied_ends_mlp() {
-  partition::ModelDescription m;
-  m.name = "tied-ends-mlp";
-  m.sample_shape = {1, 12, 12};
-  m.num_classes = 10;
-  auto linear = [](int in, int out) {
-    return [=] { return std::unique_ptr<models::Layer>(std::make_unique<models::Linear>(in, out)); };
-  };
-  auto relu = [] { return std::unique_ptr<models::Layer>(std::make_unique<models::ReLU>()); };
-  m.layers = {{"flatten", [] { return std::unique_ptr<models::Layer>(std::make_unique<models::Flatten>()); }},
-              {"fc_in", linear(144, 32)}, {"fc_first", linear(32, 32)}, {"relu1", relu},
-              {"fc_mid", linear(32, 32)}, {"relu2", relu},
-              {"fc_mid2", linear(32, 32)}, {"relu3", relu},
-              {"fc_last", linear(32, 32)}, {"fc_out", linear(32, 10)}};
-  m.tied = {{"ends", {"fc_first.weight", "fc_last.weight"}}};
-  return m;
+  return mlp_of("tied-ends-mlp",
+                {{"flatten", 0, 0}, {"fc_in", 144, 32}, {"fc_first", 32, 32}, {"relu1", 0, 0}, {"fc_mid", 32, 32},
+                 {"relu2", 0, 0}, {"fc_mid2", 32, 32}, {"relu3", 0, 0}, {"fc_last", 32, 32}, {"fc_out", 32, 10}},
+                {{"ends", {"fc_first.weight", "fc_last.weight"}}});
 }
 
 inline train::JobConfig job_of(const partition::ModelDescription& model, const JobShape& shape,
