@@ -4,11 +4,15 @@
 // live in fixed-size blocks that never move, and freed slots are reused. Storing a row allocates
 // nothing of its own and a lookup touches one probe run and the row: a node-based map spent more
 // time in allocation, rehashing and pointer chasing than in copying the rows (perf, ps_bench).
-// Blocks come from mmap, so new rows are zero without a memset.
+// Blocks double from 16 KiB up to 2 MiB and stay at 2 MiB (one transparent huge page each), and
+// come zeroed and faulted in from the process's HostBlockPool: a table of a few rows costs a
+// few KiB per stripe, and a growing one takes one fault per 2 MiB rather than one per 4 KiB
+// page as new rows are written (which made pushes of new keys 3-10x slower; ps_bench).
 // Lookups over many keys should prefetch (prefetch_index, prefetch_values) a few keys ahead: at
 // production sizes every probe and row is a cache miss. Not thread-safe: the stripe's mutex
 // guards it.
 #include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -34,9 +38,13 @@ class RowStore {
   bool erase(std::int64_t key);
   std::size_t size() const { return size_; }
 
-  float* values(Slot s) { return blocks_[s / rows_per_block_].get() + (s % rows_per_block_) * row_floats_; }
+  float* values(Slot s) {
+    const auto [block, row] = locate(s);
+    return blocks_[block].get() + row * row_floats_;
+  }
   const float* values(Slot s) const {
-    return blocks_[s / rows_per_block_].get() + (s % rows_per_block_) * row_floats_;
+    const auto [block, row] = locate(s);
+    return blocks_[block].get() + row * row_floats_;
   }
   // Hints only: start loading the index bucket where `key`'s probe begins, or a row's floats.
   void prefetch_index(std::int64_t key) const {
@@ -80,18 +88,35 @@ class RowStore {
     x = (x ^ (x >> 29)) * 0xBF58476D1CE4E5B9ULL;
     return static_cast<std::size_t>(x >> shift_);
   }
+  // Block b holds first_rows << b rows while it grows (b < growing_blocks_), then big rows each;
+  // both are powers of two, so a slot's block and row are a few shifts away.
+  std::pair<std::size_t, std::size_t> locate(Slot s) const {
+    const std::size_t units = s >> first_shift_;   // whole first-block sizes before s
+    if (units < (std::size_t{1} << growing_blocks_) - 1) {
+      const std::size_t b = static_cast<std::size_t>(std::bit_width(units + 1)) - 1;
+      return {b, s - (((std::size_t{1} << b) - 1) << first_shift_)};
+    }
+    const std::size_t past = s - ((((std::size_t{1} << growing_blocks_) - 1)) << first_shift_);
+    return {growing_blocks_ + (past >> big_shift_), past & ((std::size_t{1} << big_shift_) - 1)};
+  }
+  std::size_t rows_of_block(std::size_t b) const {
+    return std::size_t{1} << (b < growing_blocks_ ? first_shift_ + b : big_shift_);
+  }
   void grow();          // doubles the index
   // A free slot (reused: its floats hold an old row), or a new one (a new block when the last is
   // full; its floats are zero).
   std::pair<Slot, bool> take_slot();
 
   std::size_t row_floats_ = 0;
-  std::size_t rows_per_block_ = 1;
-  struct Unmap {
+  unsigned first_shift_ = 0;         // log2 of the first block's rows
+  std::size_t growing_blocks_ = 0;   // blocks before the first big one
+  unsigned big_shift_ = 0;           // log2 of a big block's rows
+  std::size_t capacity_ = 0;         // rows in the blocks so far
+  struct GiveBack {
     std::size_t bytes = 0;
     void operator()(float* p) const;
   };
-  std::vector<std::unique_ptr<float[], Unmap>> blocks_;
+  std::vector<std::unique_ptr<float[], GiveBack>> blocks_;
   std::vector<SlotInfo> slots_;
   std::vector<Slot> free_;
   std::vector<Entry> index_;   // a power of two long, at most half full

@@ -207,9 +207,9 @@ BOOST_AUTO_TEST_CASE(eval_reads_without_waiting_while_train_waits_for_the_slow_w
   train_step(bag, x, Tensor::full({1, kDim}, 1.0));   // worker 0's step 0; worker 1 never pushes
   BOOST_TEST(bag.next_step() == 1);
 
-  const auto t0 = Clock::now();
+  // Worker 1 never pushes, so an eval pull that waited for step 0 would end in a TimeoutError
+  // after 300 ms; it returns the rows as they are instead (no timing asserted: a loaded machine).
   const auto eval = bag.forward(x, Mode::Eval);
-  BOOST_TEST(seconds_since(t0) < 0.25);
   // Step 0 is not applied (worker 1 is missing): the rows are still the initial ones.
   std::vector<float> want(kDim, 0.0f), row(kDim);
   for (std::int64_t k : {1, 2, 3}) {
