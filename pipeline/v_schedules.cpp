@@ -130,10 +130,13 @@ std::vector<Instruction> dual_pipe_v(const ScheduleSpec& spec, int stage) {
     backward(1);
     overlapped(1, 0);
   }
+  // As DeepSeek's dualpipev.py: the second half of these backwards split, on an even stage from the
+  // chunk-0 backward of pair (s+1)/2 on, on an odd one from the chunk-1 backward of that pair.
   for (int i = 0; i <= s; ++i) {
-    const bool split = 2 * i >= s + 1;
-    if (split) backward_input(1); else backward(1);
-    if (split) backward_input(0); else backward(0);
+    const int half = (s + 1) / 2;
+    const bool split1 = i > half || (i == half && s % 2 == 1), split0 = i >= half;
+    if (split1) backward_input(1); else backward(1);
+    if (split0) backward_input(0); else backward(0);
   }
   for (int i = 0; i < below; ++i) {
     if (!weights.empty()) weight();
