@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <deque>
-#include <tuple>
+#include <utility>
 
 #include "core/error.h"
 
@@ -15,6 +15,8 @@ namespace {
 enum Pass { kForward0, kForward1, kInput1, kInput0, kWeight1, kWeight0, kPasses };
 
 constexpr int kFree = -1;
+
+enum class PackPass { WarmUpAndCoolDown, CoolDownWithoutWeights };
 
 struct Placed {
   int stage;
@@ -42,7 +44,7 @@ std::array<int, 4> block_slots(ScheduleKind kind, int stages, int stage) {
 
 class BlockPlan {
  public:
-  BlockPlan(const ScheduleSpec& spec) : p_(spec.stages), m_(spec.micro_batches) {
+  explicit BlockPlan(const ScheduleSpec& spec) : p_(spec.stages), m_(spec.micro_batches) {
     ops_.resize(static_cast<std::size_t>(p_ * kPasses * m_));
     slots_.resize(static_cast<std::size_t>(p_));
     for (int s = 0; s < p_; ++s) {
@@ -56,20 +58,30 @@ class BlockPlan {
     for (int s = 0; s < p_; ++s) limit_ = std::max(limit_, peak(s));
   }
 
-  // Pulls every op, in slot order, to the earliest free slot after its inputs that keeps the
-  // stage's activations within the block's peak. Weight halves are moved as well when `weights`
-  // says so; otherwise they are taken out first and put back into the free slots afterwards.
-  void pack(bool with_weights) {
+  // Pulls ops, in slot order, to the earliest free slot after their inputs that keeps the stage's
+  // activations within the block's peak. The steady state (from stage 0's first chunk-0 input half
+  // to its last chunk-0 forward, in slot order) stays as the block put it: pulling it earlier too
+  // would shift the stages against each other, which costs nothing with unit times but makes the
+  // order idle in every block for some unequal ones. The first pass moves the warm-up and the
+  // cool-down with the weight halves in place; the second takes the weight halves out, moves only
+  // the cool-down, and puts them back into the first free slots after their input halves.
+  void pack(PackPass pass) {
+    const bool with_weights = pass == PackPass::WarmUpAndCoolDown;
+    const auto key = [&](int op) { return std::pair{at(op).slot, at(op).stage}; };
+    const auto steady_from = key(id(0, kInput0, 0)), steady_to = key(id(0, kForward0, m_ - 1));
+    // With few micro-batches stage 0 runs its last forward before its first input half: no steady state.
+    const bool has_steady_state = steady_from <= steady_to;
     if (!with_weights)
       for (int s = 0; s < p_; ++s) unplace_weights(s);
     std::vector<int> order;
     for (int i = 0; i < static_cast<int>(ops_.size()); ++i)
-      if (with_weights || !is_weight(ops_[static_cast<std::size_t>(i)].pass)) order.push_back(i);
-    std::sort(order.begin(), order.end(), [&](int a, int b) {
-      const Placed &x = ops_[static_cast<std::size_t>(a)], &y = ops_[static_cast<std::size_t>(b)];
-      return std::tie(x.slot, x.stage) < std::tie(y.slot, y.stage);
-    });
-    for (int i : order) pull_earlier(i, with_weights);
+      if (with_weights || !is_weight(at(i).pass)) order.push_back(i);
+    std::sort(order.begin(), order.end(), [&](int a, int b) { return key(a) < key(b); });
+    for (int i : order) {
+      const auto k = key(i);
+      const bool before = has_steady_state && k < steady_from, after = !has_steady_state || k > steady_to;
+      if (after || (before && with_weights)) pull_earlier(i, pass);
+    }
     if (!with_weights)
       for (int s = 0; s < p_; ++s) place_weights(s);
   }
@@ -114,21 +126,24 @@ class BlockPlan {
     place(op, x.stage, x.pass, x.micro_batch, slot);
   }
 
-  // Each weight half into the first free slot after its input half, oldest first.
+  // Each weight half into the first free slot after its input half; chunk 1's first, each chunk's
+  // oldest first (chunk 1's input halves lie on the path of the loss gradient to stage P-1, chunk
+  // 0's at the end of it, so chunk 0's weight halves can wait).
   void place_weights(int stage) {
-    std::deque<int> pending;
+    std::deque<int> pending[2];   // input halves of chunk 1 and of chunk 0 whose weight half is not placed
     for (int t = 0;; ++t) {
       auto& r = row(stage);
-      if (t >= static_cast<int>(r.size()) && pending.empty()) break;
+      if (t >= static_cast<int>(r.size()) && pending[0].empty() && pending[1].empty()) break;
       const int here = t < static_cast<int>(r.size()) ? r[static_cast<std::size_t>(t)] : kFree;
       if (here == kFree) {
-        if (pending.empty()) continue;
-        const Placed& input = at(pending.front());
+        auto& queue = pending[0].empty() ? pending[1] : pending[0];
+        if (queue.empty()) continue;
+        const Placed& input = at(queue.front());
         const Pass weight = input.pass == kInput1 ? kWeight1 : kWeight0;
         place(id(stage, weight, input.micro_batch), stage, weight, input.micro_batch, t);
-        pending.pop_front();
+        queue.pop_front();
       } else if (const Pass pass = at(here).pass; pass == kInput1 || pass == kInput0) {
-        pending.push_back(here);
+        pending[pass == kInput1 ? 0 : 1].push_back(here);
       }
     }
   }
@@ -177,7 +192,8 @@ class BlockPlan {
     return h.empty() ? 0 : *std::max_element(h.begin(), h.end());
   }
 
-  void pull_earlier(int op, bool weights_placed) {
+  void pull_earlier(int op, PackPass pass) {
+    const bool weights_placed = pass == PackPass::WarmUpAndCoolDown;
     const Placed x = at(op);
     int ready = 0;
     for (int input : inputs(op)) ready = std::max(ready, at(input).slot + 1);
@@ -230,9 +246,9 @@ std::vector<std::vector<BlockOp>> building_block_v_orders(const ScheduleSpec& sp
   PW_CHECK(spec.kind == ScheduleKind::VHalf || spec.kind == ScheduleKind::VMin,
            "no building block for the " << schedule_kind_name(spec.kind) << " schedule");
   BlockPlan plan(spec);
-  plan.pack(true);
+  plan.pack(PackPass::WarmUpAndCoolDown);
   BlockPlan packed = plan;
-  plan.pack(false);
+  plan.pack(PackPass::CoolDownWithoutWeights);
   // Putting the weight halves back greedily may, rarely, hold an activation longer than the first
   // pass did; keep that pass's result then.
   return (plan.peak_held() <= packed.limit() ? plan : packed).orders();

@@ -13,15 +13,19 @@
 // the steady state holds 2*floor((P+2)/2) chunk activations for v-half and 2*floor((P+4)/3) for
 // v-min, the paper's (P+2)/2 and (P+4)/3 micro-batches (two chunks each).
 //
-// Then, in slot order, every op moves to the earliest free slot after its inputs where the stage's
-// activations stay within that peak; a second pass does the same with the weight halves taken out,
-// and puts them back into the first free slots after their input halves. The result is a valid
-// unit-time execution, so the programs never deadlock whatever the real op times are. With
-// F = Bi = W the steady state has no idle slot and the bubble is the warm-up's and cool-down's,
-// the same for every M >= 2P. With unequal times the order is kept and the simulator (or the
-// executor) runs it as soon as inputs arrive; the v-min block, and the v-half block for some ratios,
-// then idles a little in every block and the bubble grows with M, as the authors' own scheduler
-// (zbv_greedy.py) does with the same times.
+// Then the warm-up and cool-down are packed: in slot order, each op before the steady state (stage
+// 0's first chunk-0 input half) or after it (stage 0's last chunk-0 forward) moves to the earliest
+// free slot after its inputs that keeps the stage within that peak; a second pass does the same for
+// the cool-down with the weight halves taken out, then puts them back into the first free slots
+// after their input halves (chunk 1's first). The steady state stays as the block put it. The result
+// is a valid unit-time execution, so the programs never deadlock whatever the real op times are.
+//
+// Bubble: with F = Bi = W the steady state has no idle slot, so the bubble is the warm-up's and
+// cool-down's and the same for every M >= 2P. With other times the order is kept and runs as soon as
+// inputs arrive: v-half's steady state still has no bubble when W + 2Bi >= 2F and W + 2F >= 2Bi
+// (the paper's condition); v-min's idles in every block for the unequal times tried (all but
+// F = Bi = 1, W = 2), so its bubble grows with M, as the authors' own scheduler (zbv_greedy.py)
+// does with the same times.
 #include <vector>
 
 #include "pipeline/schedule.h"

@@ -6,9 +6,9 @@
 // F0 Bi0 W0 F1 Bi1 W1, then a cool-down whose W's fill the wait for gradients.
 //
 // v-half and v-min repeat the building blocks of "Pipeline Parallelism with Controllable Memory"
-// (Qi et al. 2024) and pack their warm-up and cool-down (pipeline/v_building_block.h): at F = Bi = W
-// the bubble does not grow with M and each stage holds the block's peak, 2*floor((P+2)/2) and
-// 2*floor((P+4)/3) chunk activations.
+// (Qi et al. 2024) and pack their warm-up and cool-down (pipeline/v_building_block.h): each stage
+// holds the block's peak, 2*floor((P+2)/2) and 2*floor((P+4)/3) chunk activations, and at
+// F = Bi = W (v-half: whenever W + 2Bi >= 2F and W + 2F >= 2Bi) the bubble does not grow with M.
 //
 // dualpipev runs DeepSeek's DualPipeV phases: chunk-0 warm-up, forward pairs, split backwards of
 // chunk 1, then a steady state of overlapped F&B pairs (Overlap::WithNext), then the drain with

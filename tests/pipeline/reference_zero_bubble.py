@@ -8,8 +8,8 @@ PATH is a clone of that repository or its bare git directory. The scheduler file
 `git show HEAD:...`, copied into a scratch package, and run offline with F = B = W = 1 and no transfer
 cost. zb.py imports pulp for its ILP, which this script does not use (only the heuristic
 `initial_solution`), so a placeholder module stands in for it. Prints one line per (kind, P, M):
-the reference's own makespan figure (the longest stage: first F to the last W), its bubble
-(that minus the stage's work), and the peak activations per stage (a forward held until its W; for
+the longest stage (its first op's start to its last op's end), its bubble (that minus the
+stage's work), and the peak activations per stage (a forward held until its W; for
 the V kinds one unit is one chunk, half a stage).
 """
 import os
@@ -51,14 +51,20 @@ def peaks(orders, is_forward, is_weight):
     return max(out)
 
 
-def v_half_and_min(kind, p, m):
+def v_half_and_min(kind, p, m, f=1, b=1, w=1):
     from megatron.core.pipeline_parallel.zerobubble.scheduler import zbv_greedy
-    graph = zbv_greedy.PipelineGraph(p, m, kind, 1, 1, 1, 0)
+    graph = zbv_greedy.PipelineGraph(p, m, kind, f, b, w, 0)
     pattern = getattr(graph, "stable_pattern_v_" + kind)(p)
-    longest, _, orders = graph.schedule_from_pattern(pattern, m, [1] * 6)
-    # orders: per stage (type, micro-batch), types F f B b W w = 0..5
-    return longest, longest - 6 * m, peaks(orders, lambda op: op[0] < 2, lambda op: op[0] >= 4)
-
+    cost = [f, f, b, b, w, w]
+    _, starts, orders = graph.schedule_from_pattern(pattern, m, cost)
+    # starts[stage][type][micro-batch], orders[stage]: (type, micro-batch), types F f B b W w = 0..5.
+    # The longest stage from its first op's start to its last op's end (the scheduler's own figure
+    # takes the end of the last chunk-0 W, which is the same with equal times).
+    global last_orders
+    last_orders = orders
+    longest = max(max(starts[s][t][mb] + cost[t] for t, mb in orders[s]) - min(starts[s][t][mb] for t, mb in orders[s])
+                  for s in range(p))
+    return longest, longest - 2 * m * (f + b + w), peaks(orders, lambda op: op[0] < 2, lambda op: op[0] >= 4)
 
 def zb_v(p, m):
     from megatron.core.pipeline_parallel.zerobubble.scheduler import zbv
@@ -90,6 +96,10 @@ def zb_heuristic(p, m, held):
     return longest, longest - 3 * m, peaks(orders, lambda i: kind_of(i) == 0, lambda i: kind_of(i) == 2)
 
 
+last_orders = None
+NAMES = ["F{}.0", "F{}.1", "Bi{}.1", "Bi{}.0", "W{}.1", "W{}.0"]   # F f B b W w in pipewright's text form
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: reference_zero_bubble.py PATH-TO-zero-bubble-pipeline-parallelism")
@@ -104,7 +114,20 @@ def main():
                     ("v-min", *v_half_and_min("min", p, m))]
         for kind, longest, bubble, peak in rows:
             print(f"{kind} {p} {m} {longest:g} {bubble:g} {peak:g}")
-
+    print("# v-half and v-min programs, P = 2, M = 4 (stage: ops)")
+    for kind in ["half", "min"]:
+        with contextlib.redirect_stdout(io.StringIO()):
+            v_half_and_min(kind, 2, 4)
+        for stage, order in enumerate(last_orders):
+            print(f"v-{kind} {stage}: " + " ".join(NAMES[t].format(mb) for t, mb in order))
+    print("# v-half and v-min with unequal times F, B, W per chunk op")
+    print("# kind F B W P M longest-stage bubble peak")
+    for f, b, w in [(2, 3, 1), (3, 2, 2)]:
+        for p, m in [(4, 8), (4, 16), (6, 12), (6, 24)]:
+            for kind in ["half", "min"]:
+                with contextlib.redirect_stdout(io.StringIO()):
+                    longest, bubble, peak = v_half_and_min(kind, p, m, f, b, w)
+                print(f"v-{kind} {f} {b} {w} {p} {m} {longest:g} {bubble:g} {peak:g}")
 
 if __name__ == "__main__":
     main()
