@@ -269,10 +269,11 @@ BOOST_AUTO_TEST_CASE(dualpipev_bubble_is_deepseeks) {
   // DeepSeek-V3's DualPipe bubble (PP/2 - 1)(F&B + B - 3W) with PP = 2P ranks folded onto P stages,
   // B the full backward (Bi + W), F&B an overlapped pair costed F + B. The programs run the phases
   // of DeepSeek's dualpipev.py op for op (deepseek-ai/DualPipe 3da1bbea), and reach the formula
-  // exactly when F = Bi, W any. The formula has no separate F and Bi: it prices every hop of the
-  // warm-up and drain as if a chunk's forward and input-gradient hops took the same time. With
-  // F > Bi each of the P - 1 hops of the gradient chain waits for the forward chain, so the bubble
-  // is the formula plus (P-1)(F - Bi); with F < Bi it is below the formula (docs/pipeline.md).
+  // exactly when F = Bi, W any. With F&B = F + B the formula is (P-1)F (the warm-up: the last
+  // stage's first input) plus (P-1)(2Bi - W) (the drain). In the drain each of the P - 1 hops of
+  // the last gradients crosses a chunk-1 forward (dualpipev.py's step 5, B1 then F1&B0), not a
+  // second input half, so it costs F + Bi - W: with F > Bi the bubble is the formula plus
+  // (P-1)(F - Bi), exactly; with F < Bi another chain decides and it is below the formula.
   // Memory: 2P + 1 chunk activations (PP + 1).
   struct Times {
     double f, bi, w, fb;   // fb < 0: the pair costs F + B
