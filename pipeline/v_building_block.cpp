@@ -30,7 +30,8 @@ bool is_weight(Pass pass) { return pass == kWeight1 || pass == kWeight0; }
 
 // Slot of each of the four non-weight passes of micro-batch 0 on `stage` (see v_building_block.h).
 // The extra gap between the last forward and the first input gradient keeps the four passes of
-// every stage on distinct slots modulo 6 (v-min when P is a multiple of 3, v-half when P is even),
+// every stage on distinct slots modulo 6 (v-min when P is a multiple of 3, v-half when P is even;
+// the gaps of zbv_greedy.py's stable patterns, checked for every P up to 200),
 // and v-half leaves one slot between chunk 1's last input gradient and chunk 0's first, for a weight.
 std::array<int, 4> block_slots(ScheduleKind kind, int stages, int stage) {
   const int p = stages, s = stage;
@@ -118,6 +119,8 @@ class BlockPlan {
     at(op) = {stage, pass, mb, slot};
     auto& r = row(stage);
     if (static_cast<int>(r.size()) <= slot) r.resize(static_cast<std::size_t>(slot + 1), kFree);
+    PW_CHECK(r[static_cast<std::size_t>(slot)] == kFree || r[static_cast<std::size_t>(slot)] == op,
+             "building block: stage " << stage << " slot " << slot << " taken twice");
     r[static_cast<std::size_t>(slot)] = op;
   }
   void move(int op, int slot) {
@@ -126,9 +129,8 @@ class BlockPlan {
     place(op, x.stage, x.pass, x.micro_batch, slot);
   }
 
-  // Each weight half into the first free slot after its input half; chunk 1's first, each chunk's
-  // oldest first (chunk 1's input halves lie on the path of the loss gradient to stage P-1, chunk
-  // 0's at the end of it, so chunk 0's weight halves can wait).
+  // Each weight half into the first free slot after its input half: chunk 1's before chunk 0's when
+  // both wait (as the authors' scheduler places them), each chunk's oldest first.
   void place_weights(int stage) {
     std::deque<int> pending[2];   // input halves of chunk 1 and of chunk 0 whose weight half is not placed
     for (int t = 0;; ++t) {

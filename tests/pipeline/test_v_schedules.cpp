@@ -1,6 +1,6 @@
 // The V-placed schedules (zb-v, v-half, v-min, dualpipev): every program is whole and runs, and the
-// simulated bubble and activation memory are the published ones (or, for the list-scheduled
-// v-half and v-min, the values their activation limit gives).
+// simulated bubble and activation memory are the published ones, checked against the authors'
+// schedulers where they can be run here (tests/pipeline/reference_zero_bubble.py).
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
