@@ -1,106 +1,19 @@
 #include "pipeline/v_schedules.h"
 
-#include <algorithm>
-#include <climits>
 #include <deque>
-#include <optional>
 #include <utility>
 
 #include "core/error.h"
 #include "pipeline/program_builder.h"
+#include "pipeline/v_building_block.h"
 
 namespace pw::pipeline {
-
-namespace {
-
-struct Step {
-  OpType op;   // Forward, BackwardInput or BackwardWeight
-  int micro_batch;
-  int chunk;
-};
-
-constexpr int kNotYet = INT_MAX;
-
-// One stage's part of the list scheduler.
-struct StagePlan {
-  int next_forward[2] = {0, 0};
-  int next_backward[2] = {0, 0};
-  int held = 0;                                  // chunk activations held (forward done, W not yet)
-  std::deque<std::pair<int, int>> weights;       // (micro_batch, chunk) with Bi done, W pending
-  std::vector<Step> steps;
-};
-
-// Every stage's op order for a memory-limited V kind (see v_schedules.h).
-std::vector<std::vector<Step>> plan_memory_limited(const ScheduleSpec& spec) {
-  const int p = spec.stages, m_total = spec.micro_batches, last = 2 * p - 1;
-  const int limit = v_activation_limit(spec.kind, p);
-  // activation[v][m]: when piece v's input of micro-batch m is there; gradient[v][m]: its output gradient.
-  std::vector<std::vector<int>> activation(static_cast<std::size_t>(2 * p), std::vector<int>(m_total, kNotYet));
-  auto gradient = activation;
-  for (int m = 0; m < m_total; ++m) activation[0][m] = 0;
-  std::vector<StagePlan> plans(static_cast<std::size_t>(p));
-  const std::size_t ops_per_stage = static_cast<std::size_t>(6 * m_total);
-  auto piece = [&](int stage, int chunk) { return chunk == 0 ? stage : last - stage; };
-  for (int t = 0;; ++t) {
-    bool finished = true, progressed = false;
-    for (int s = 0; s < p; ++s) {
-      StagePlan& st = plans[static_cast<std::size_t>(s)];
-      if (st.steps.size() == ops_per_stage) continue;
-      finished = false;
-      std::optional<Step> chosen;
-      for (int c : {1, 0}) {
-        const int m = st.next_backward[c];
-        if (chosen || m >= st.next_forward[c] || gradient[piece(s, c)][m] > t) continue;
-        chosen = Step{OpType::BackwardInput, m, c};
-      }
-      for (int c : {1, 0}) {
-        const int m = st.next_forward[c];
-        // A chunk-0 forward leaves one place free, so that the chunk-1 forward of a micro-batch
-        // already in the stage can always run.
-        const int room_needed = c == 0 ? 2 : 1;
-        if (chosen || m >= m_total || activation[piece(s, c)][m] > t || st.held + room_needed > limit) continue;
-        chosen = Step{OpType::Forward, m, c};
-      }
-      if (!chosen && !st.weights.empty()) {
-        chosen = Step{OpType::BackwardWeight, st.weights.front().first, st.weights.front().second};
-        st.weights.pop_front();
-      }
-      if (!chosen) continue;
-      progressed = true;
-      const Step& step = *chosen;
-      const int v = piece(s, step.chunk);
-      switch (step.op) {
-        case OpType::Forward:
-          ++st.next_forward[step.chunk];
-          ++st.held;
-          (v == last ? gradient[v] : activation[v + 1])[step.micro_batch] = t + 1;
-          break;
-        case OpType::BackwardInput:
-          ++st.next_backward[step.chunk];
-          st.weights.emplace_back(step.micro_batch, step.chunk);
-          if (v > 0) gradient[v - 1][step.micro_batch] = t + 1;
-          break;
-        default: --st.held; break;
-      }
-      st.steps.push_back(step);
-    }
-    if (finished) break;
-    // With unit times nothing changes after a step where no stage could start anything.
-    PW_CHECK(progressed, schedule_kind_name(spec.kind) << " schedule: the list scheduler stalls at time " << t
-                                                        << " (" << p << " stages, " << m_total << " micro-batches)");
-  }
-  std::vector<std::vector<Step>> out;
-  for (StagePlan& st : plans) out.push_back(std::move(st.steps));
-  return out;
-}
-
-}  // namespace
 
 int v_activation_limit(ScheduleKind kind, int stages) {
   switch (kind) {
     case ScheduleKind::ZeroBubbleV: return 2 * stages;
-    case ScheduleKind::VHalf: return std::max(2, stages + 1);
-    case ScheduleKind::VMin: return std::max(2, (2 * stages + 2) / 3 + 1);
+    case ScheduleKind::VHalf:
+    case ScheduleKind::VMin: return building_block_activation_limit(kind, stages);
     default: PW_FAIL("no activation limit for the " << schedule_kind_name(kind) << " schedule");
   }
 }
@@ -110,13 +23,13 @@ int v_min_micro_batches(ScheduleKind kind, int stages) {
 }
 
 std::vector<Instruction> memory_limited_v(const ScheduleSpec& spec, int stage) {
-  const auto plans = plan_memory_limited(spec);
+  const auto orders = building_block_v_orders(spec);
   ProgramBuilder b(spec, stage);
-  for (const Step& step : plans[static_cast<std::size_t>(stage)]) {
-    switch (step.op) {
-      case OpType::Forward: b.forward(step.micro_batch, step.chunk); break;
-      case OpType::BackwardInput: b.backward(OpType::BackwardInput, step.micro_batch, step.chunk); break;
-      default: b.backward_weight(step.micro_batch, step.chunk); break;
+  for (const BlockOp& op : orders[static_cast<std::size_t>(stage)]) {
+    switch (op.op) {
+      case OpType::Forward: b.forward(op.micro_batch, op.chunk); break;
+      case OpType::BackwardInput: b.backward(OpType::BackwardInput, op.micro_batch, op.chunk); break;
+      default: b.backward_weight(op.micro_batch, op.chunk); break;
     }
   }
   return std::move(b).finish();
@@ -217,10 +130,13 @@ std::vector<Instruction> dual_pipe_v(const ScheduleSpec& spec, int stage) {
     backward(1);
     overlapped(1, 0);
   }
+  // As DeepSeek's dualpipev.py: the second half of these backwards split, on an even stage from the
+  // chunk-0 backward of pair (s+1)/2 on, on an odd one from the chunk-1 backward of that pair.
   for (int i = 0; i <= s; ++i) {
-    const bool split = 2 * i >= s + 1;
-    if (split) backward_input(1); else backward(1);
-    if (split) backward_input(0); else backward(0);
+    const int half = (s + 1) / 2;
+    const bool split1 = i > half || (i == half && s % 2 == 1), split0 = i >= half;
+    if (split1) backward_input(1); else backward(1);
+    if (split0) backward_input(0); else backward(0);
   }
   for (int i = 0; i < below; ++i) {
     if (!weights.empty()) weight();

@@ -5,12 +5,10 @@
 // alternating between the chunks, chunk 1's first backwards with their W right after, a steady
 // F0 Bi0 W0 F1 Bi1 W1, then a cool-down whose W's fill the wait for gradients.
 //
-// v-half and v-min come from one list scheduler in the framing of "Pipeline Parallelism with
-// Controllable Memory" (Qi et al. 2024): it plays the whole pipeline with unit times (F = Bi = W)
-// and, whenever a stage is free, starts the first ready op of: the input half of a backward (chunk
-// 1 first), a forward (chunk 1 first) if the stage's activation limit allows it, a pending weight
-// half (oldest first). The kinds differ only in that limit (v_activation_limit). The order found
-// is a valid execution, so the programs never deadlock whatever the real op times are.
+// v-half and v-min repeat the building blocks of "Pipeline Parallelism with Controllable Memory"
+// (Qi et al. 2024) and pack their warm-up and cool-down (pipeline/v_building_block.h): each stage
+// holds the block's peak, 2*floor((P+2)/2) and 2*floor((P+4)/3) chunk activations, and at
+// F = Bi = W (v-half: whenever W + 2Bi >= 2F and W + 2F >= 2Bi) the bubble does not grow with M.
 //
 // dualpipev runs DeepSeek's DualPipeV phases: chunk-0 warm-up, forward pairs, split backwards of
 // chunk 1, then a steady state of overlapped F&B pairs (Overlap::WithNext), then the drain with
@@ -23,8 +21,8 @@ namespace pw::pipeline {
 
 // Chunk activations (each half a stage's) a stage of zb-v, v-half or v-min holds at most, a forward
 // counted until its weight half is done: 2P for zb-v (1F1B's P whole micro-batches, what its phases
-// reach), P + 1 for v-half, ceil(2P/3) + 1 for v-min (at least 2: one micro-batch through both
-// chunks), the limits the list scheduler keeps.
+// reach), 2*floor((P+2)/2) for v-half and 2*floor((P+4)/3) for v-min (their building blocks' peaks,
+// the paper's (P+2)/2 and (P+4)/3 micro-batches).
 int v_activation_limit(ScheduleKind kind, int stages);
 
 // The fewest micro-batches a V kind accepts: 2P for dualpipev (its warm-up and drain need them),

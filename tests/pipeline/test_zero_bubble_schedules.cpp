@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "pipeline/program_check.h"
 #include "pipeline/simulator.h"
@@ -183,6 +184,30 @@ BOOST_AUTO_TEST_CASE(interleaved_zb_holds_at_most_s_more_than_interleaved) {
           }
         }
       }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(zb_h1_and_zb_h2_against_the_authors_scheduler) {
+  // Golden figures from sail-sg/zero-bubble-pipeline-parallelism 39f2c186a27580b7051eb51e0f651e1efd0a8170,
+  // megatron/core/pipeline_parallel/zerobubble/scheduler/zb.py (its heuristic initial_solution, the
+  // ZB-1P/ZB-2P search before the ILP) with F = B = W = 1 and memory limits of P and 2P - 1
+  // micro-batches: the longest stage idles P - 1 units at P held (zb-h1) and none at 2P - 1 held
+  // (zb-h2), for (P, M) = (2, 4), (2, 8), (3, 6), (4, 8), (4, 16), (5, 10), (6, 12), (8, 16);
+  // tests/pipeline/reference_zero_bubble.py reproduces them.
+  for (auto [p, m] : {std::pair{2, 4}, {2, 8}, {3, 6}, {4, 8}, {4, 16}, {5, 10}, {6, 12}, {8, 16}}) {
+    BOOST_TEST_CONTEXT("P=" << p << " M=" << m) {
+      const ScheduleSpec h1{ScheduleKind::ZeroBubbleH1, p, m, 1}, h2{ScheduleKind::ZeroBubbleH2, p, m, 1};
+      const auto idle_h1 = idle_within_span(h1, {1.0, 1.0, 1.0});
+      const auto idle_h2 = idle_within_span(h2, {1.0, 1.0, 1.0});
+      BOOST_TEST(*std::max_element(idle_h1.begin(), idle_h1.end()) == p - 1.0);
+      BOOST_TEST(*std::max_element(idle_h2.begin(), idle_h2.end()) == 0.0);
+      for (int s = 0; s < p; ++s) {
+        BOOST_TEST(peak(h1, s, HeldUntil::WeightGradientDone) <= p);
+        BOOST_TEST(peak(h2, s, HeldUntil::WeightGradientDone) <= 2 * p - 1);
+      }
+      BOOST_TEST(peak(h1, 0, HeldUntil::WeightGradientDone) == p);
+      BOOST_TEST(peak(h2, 0, HeldUntil::WeightGradientDone) == 2 * p - 1);
     }
   }
 }
