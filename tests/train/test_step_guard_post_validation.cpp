@@ -1,4 +1,4 @@
-// Post-validation (pipeline/update_check.h, train/step_guard.h): with zb-h1 every stage updates
+// Post-validation (pipeline/update_check.h, train/step_guard.h): with zb-h1 (and every other zero-bubble kind) every stage updates
 // before the job's verdict on the step and undoes the update when the verdict is to skip (a
 // non-finite gradient on one rank) or to clip. The losses and weights are bitwise those of the same
 // job validating before the update (forced with /recovery/update_validation), with 1 and 2
@@ -14,6 +14,7 @@
 #include "tests/train/job_test_util.h"
 #include "train/embedded_job.h"
 #include "train/fault_injection.h"
+#include "pipeline/update_check.h"
 #include "train/step_guard.h"
 
 using namespace pw;
@@ -53,8 +54,11 @@ class InjectedNonfinite {
   ~InjectedNonfinite() { train::set_fault_hooks({}); }
 };
 
+// Two stages of tied_mlp: one piece each, or two (split 2,4,6) for the kinds with two chunks.
 Run run(ScheduleKind kind, UpdateValidation validation, int replicas, const Scenario& scenario) {
-  test::JobShape shape{kind, 2, 4, 1, {4}, "none", replicas};
+  const int chunks = pipeline::default_chunks(kind);
+  test::JobShape shape{kind, 2, 4, chunks, chunks == 1 ? std::vector<int>{4} : std::vector<int>{2, 4, 6}, "none",
+                       replicas};
   auto job = test::job_of(test::tied_mlp(), shape, 16);
   job.optimizer.kind = models::OptimizerKind::Adam;
   job.optimizer.lr = 0.01;
@@ -170,6 +174,27 @@ BOOST_AUTO_TEST_CASE(zb_h1_validating_after_the_update_trains_bitwise_as_validat
         }
         check_bitwise_equal(after, before);
         check_bitwise_equal(after, one_f_one_b);
+      }
+    }
+  }
+}
+
+// The other zero-bubble kinds post-validate too (pipeline/update_check.h): their undo and redo
+// give bitwise what validating first gives. Their gradients are not summed in 1f1b's order
+// (another piece order per stage), so 1f1b is not the reference here.
+BOOST_AUTO_TEST_CASE(every_other_zero_bubble_kind_validating_after_the_update_trains_bitwise_as_validating_before) {
+  const ScheduleKind kinds[] = {ScheduleKind::ZeroBubbleH2, ScheduleKind::ZeroBubbleV,
+                                ScheduleKind::VHalf,        ScheduleKind::VMin,
+                                ScheduleKind::InterleavedZeroBubble, ScheduleKind::DualPipeV};
+  for (const auto kind : kinds) {
+    BOOST_REQUIRE(pipeline::resolve_update_validation(UpdateValidation::Auto, kind) == UpdateValidation::After);
+    for (const auto& scenario : {kScenarios[0], kScenarios[1], kScenarios[2], kScenarios[4]}) {
+      BOOST_TEST_CONTEXT(pipeline::schedule_kind_name(kind) << ", " << scenario.name) {
+        const Run after = run(kind, UpdateValidation::Auto, 2, scenario);
+        const Run before = run(kind, UpdateValidation::Before, 2, scenario);
+        for (int i = 0; i < kSteps; ++i)
+          BOOST_TEST(after.skipped[static_cast<std::size_t>(i)] == (i + 1 == scenario.nonfinite_step), "step " << i + 1);
+        check_bitwise_equal(after, before);
       }
     }
   }
