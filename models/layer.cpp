@@ -1,5 +1,7 @@
 #include "models/layer.h"
 
+#include <algorithm>
+
 #include "kernels/allocator.h"
 #include "kernels/ops/elementwise.h"
 #include "kernels/ops/half_support.h"
@@ -154,6 +156,16 @@ std::int64_t Layer::parameter_count() {
 }
 
 namespace {
+// Into t's own memory on a CPU device: a staging tensor would be counted on cpu:0 (every rank's
+// layers are initialised at once, so cpu:0's peak and cap would see them all).
+void store(Tensor& t, const std::vector<float>& v) {
+  if (t.device().is_cpu() && t.dtype() == kernels::DType::F32) {
+    std::copy(v.begin(), v.end(), t.data<float>());
+    return;
+  }
+  store(t, v);
+}
+
 void fill(Tensor& t, const Init& init, std::uint64_t seed) {
   Rng rng(seed);
   std::vector<float> v(static_cast<std::size_t>(t.numel()));
@@ -162,7 +174,7 @@ void fill(Tensor& t, const Init& init, std::uint64_t seed) {
     const auto dim = static_cast<int>(t.dim(1));
     for (std::int64_t r = 0; r < t.dim(0); ++r)
       keyed_uniform_row(seed, r, dim, init.a, v.data() + r * dim);
-    t.copy_from(Tensor::from_vector(v, t.shape(), Device::cpu()));
+    store(t, v);
     return;
   }
   for (auto& x : v) {
@@ -174,7 +186,7 @@ void fill(Tensor& t, const Init& init, std::uint64_t seed) {
       case Init::Kind::KeyedRows: break;
     }
   }
-  t.copy_from(Tensor::from_vector(v, t.shape(), Device::cpu()));
+  store(t, v);
 }
 }  // namespace
 
