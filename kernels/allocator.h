@@ -76,9 +76,10 @@ class CachingAllocator {
   void reset_peak();
   MemoryStats stats() const;
   Device device() const { return device_; }
+  // The block size an allocation of `bytes` takes (and is counted as): what a planner predicts.
+  static std::size_t round_size(std::size_t bytes);
 
  private:
-  static std::size_t round_size(std::size_t bytes);
   void* raw_allocate(std::size_t bytes);
   void raw_free(void* ptr, std::size_t bytes) noexcept;
   void release_cache_locked();

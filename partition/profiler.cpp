@@ -107,7 +107,12 @@ std::vector<LayerProfile> profile_layers(const ModelDescription& model, Device d
     p.name = spec.name;
     p.parameters = layer->parameter_count();
     p.param_bytes = tensor_bytes(layer->named_parameters());
-    for (const auto& [name, b] : layer->named_buffers()) p.buffer_bytes += static_cast<std::int64_t>(b->value.nbytes());
+    for (const auto& [name, b] : layer->named_buffers()) {
+      p.buffer_bytes += static_cast<std::int64_t>(b->value.nbytes());
+      p.buffer_tensor_bytes.push_back(static_cast<std::int64_t>(b->value.nbytes()));
+    }
+    for (const auto& [name, param] : layer->named_parameters())
+      p.parameter_tensor_bytes.push_back(static_cast<std::int64_t>(param->value.nbytes()));
     p.input_bytes = kernels::shape_numel(shapes[i]) * static_cast<std::int64_t>(kernels::dtype_size(kernels::DType::F32));
 
     const std::uint64_t seed = models::hash_name(options.seed, spec.name);
@@ -120,6 +125,10 @@ std::vector<LayerProfile> profile_layers(const ModelDescription& model, Device d
     }
     p.forward_seconds = median(forward);
     p.backward_seconds = median(backward);
+    // Which weights mixed precision gives a 16-bit copy: the layer says so once it runs in bf16.
+    layer->set_precision(models::Precision::Bf16);
+    for (const auto& [name, param] : layer->named_parameters())
+      if (param->compute.defined()) p.copied_tensor_bytes.push_back(static_cast<std::int64_t>(param->value.nbytes()));
     profiles.push_back(std::move(p));
   }
   return profiles;

@@ -22,6 +22,12 @@ struct LayerProfile {
   std::int64_t workspace_bytes = 0; // peak memory of one forward+backward beyond its input and stash
   std::int64_t param_bytes = 0;
   std::int64_t buffer_bytes = 0;    // non-trained state (batch-norm running statistics)
+  // Each tensor on its own (the allocator rounds every block): F32 bytes of every parameter, of
+  // those that get a 16-bit compute copy under mixed precision (convolution and linear weights),
+  // and of every buffer.
+  std::vector<std::int64_t> parameter_tensor_bytes;
+  std::vector<std::int64_t> copied_tensor_bytes;
+  std::vector<std::int64_t> buffer_tensor_bytes;
 };
 
 struct ProfileOptions {

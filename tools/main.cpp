@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
   pw::tools::add_train_command(app, train);
   pw::tools::add_info_command(app);
   pw::tools::add_top_command(app);
-  pw::tools::PlanOptions plan;
+  pw::tools::PlanCommand plan;
   pw::tools::add_plan_command(app, plan);
   pw::tools::LaunchOptions launch;
   pw::tools::add_launch_command(app, launch);

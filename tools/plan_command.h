@@ -1,46 +1,36 @@
 #pragma once
-// `pipewright plan`: profiles a zoo model's layers on a device, splits it into pipeline stages
-// (uniform, by parameters, by profile, or at given split points) and prints per-stage time and
-// memory estimates with the simulated step time and bubble of the chosen schedule.
-#include <cstdint>
+// `pipewright plan`: the flags fill a JobConfig as `pipewright train`'s do (the same fields, the
+// same --config), the job is planned as train plans it (train::plan_job), its layers profiled on a
+// device, and the split, per-stage time and memory by kind, and the simulated step time are
+// printed. With --search it ranks the layouts that fit the devices instead (plan_search.h).
 #include <string>
 
 #include <CLI/CLI.hpp>
 
-#include "pipewright/enums.h"
+#include "tools/flag_names.h"
+#include "train/job_config.h"
 
 namespace pw::tools {
 
-struct PlanOptions {
-  std::string model = "resnet18";
-  int width = 64;
-  std::string dataset = "fashion-mnist";
-  std::string synthetic_shape = "1x28x28";
-  int stages = 1;
-  bool stages_given = false;          // else: from --split, or 1
-  int micro_batches = 1;
-  bool micro_batches_given = false;   // else: P
-  std::int64_t batch_size = 64;
-  std::string schedule = "1f1b";
-  int chunks = 0;   // 0: 2 for interleaved, else 1
-  std::string device = "cpu:0";
-  int threads = 0;  // 0: the device's default
-  std::string device_memory;   // empty: no cap
-  std::string partition = "profile";
-  std::string split;           // "3,7,12": overrides --partition
-  std::string recompute = "none";
-  std::string optimizer = "adam";
-  int replicas = 1;                            // with sharded optimizer state: how many share it
-  dp::OptimizerState optimizer_state = dp::OptimizerState::Replicated;
-  std::string link_bandwidth;  // bytes per second, e.g. "10GB"; default by device type
+struct PlanCommand {
+  train::JobConfig job;
+  FlagNames flags;                 // filled as the flags are added
+  std::string link_bandwidth;      // bytes per second between stages, e.g. "10GB"; default by device type
   int repeats = 3;
-  std::uint64_t seed = 0;
   bool json = false;
-  bool grid = false;   // also print the schedule's step x stage grid
-  bool compare_schedules = false;   // also simulate every schedule kind on the same layout
+  bool grid = false;               // also print the schedule's step x stage grid
+  bool compare_schedules = false;  // also simulate every schedule kind on the same layout
+  // --search
+  bool search = false;
+  int devices = 0;                 // devices the layouts may use
+  int nodes = 1;
+  int top = 5;
+  std::string write_config;        // the best layout's JobConfig JSON goes here
+  std::string layout_flag_given;   // a flag --search chooses itself, when one was given
+  bool schedule_given = false, recompute_given = false;
 };
 
-void add_plan_command(CLI::App& app, PlanOptions& options);
-int run_plan(const PlanOptions& options);
+void add_plan_command(CLI::App& app, PlanCommand& command);
+int run_plan(const PlanCommand& command);
 
 }  // namespace pw::tools

@@ -24,6 +24,7 @@
 #include "rpc/job_token.h"
 #include "rpc/transport.h"
 #include "tools/flag_checks.h"
+#include "tools/job_flags.h"
 #include "train/fit.h"
 #include "train/flight_dump.h"
 #include "train/parameter_servers.h"
@@ -77,50 +78,6 @@ std::string describe_job(const train::Engine& engine) {
 }
 
 
-// Adds the flags of `pipewright train` and records, for each, the path of the field it sets.
-struct Binder {
-  CLI::App& cmd;
-  FlagNames& names;
-
-  template <typename T>
-  CLI::Option* option(const std::string& flag, const std::string& path, T& field, const std::string& help) {
-    names.add(path, flag);
-    return cmd.add_option(flag, field, help);
-  }
-  CLI::Option* flag(const std::string& flag, const std::string& path, bool& field, const std::string& help) {
-    names.add(path, flag);
-    return cmd.add_flag(flag, field, help);
-  }
-  // A flag whose text the config holds as another type: parsed when the flag is read, and an
-  // error names the flag.
-  template <typename T, typename Parse>
-  CLI::Option* parsed(const std::string& flag, const std::string& path, T& field, Parse parse, const std::string& help) {
-    names.add(path, flag);
-    return cmd.add_option_function<std::string>(
-        flag,
-        [flag, &field, parse](const std::string& text) {
-          try {
-            field = parse(text);
-          } catch (const InputError& e) {
-            throw InputError(flag + ": " + e.what());
-          }
-        },
-        help);
-  }
-  // A flag without a value that sets an enum field to `value`.
-  template <typename E>
-  CLI::Option* flag_setting(const std::string& flag, const std::string& path, E& field, E value, const std::string& help) {
-    names.add(path, flag);
-    return cmd.add_flag_callback(flag, [&field, value] { field = value; }, help);
-  }
-  template <typename E>
-  CLI::Option* choice(const std::string& flag, const std::string& path, E& field, const std::string& help) {
-    return parsed(flag, path, field, [](const std::string& text) { return parse_enum<E>(text); },
-                  enum_choices<E>() + (help.empty() ? "" : ": " + help))
-        ->default_str(std::string(enum_name(field)));
-  }
-};
-
 std::vector<kernels::Device> device_list(const std::string& text) {
   std::vector<kernels::Device> out;
   for (const auto& item : comma_list(text)) out.push_back(kernels::Device::parse(item));
@@ -159,25 +116,7 @@ void add_train_command(CLI::App& app, TrainCommand& t) {
   Binder b{*cmd, t.flags};
   // First, so that the flags beside it override the fields it sets (CLI11 applies options in the
   // order they were added).
-  cmd->add_option_function<std::string>(
-         "--config",
-         [&job](const std::string& path) {
-           std::ifstream in(path);
-           PW_INPUT_CHECK(in.good(), "--config " << path << ": cannot read this file");
-           nlohmann::json j;
-           try {
-             j = nlohmann::json::parse(in);
-           } catch (const nlohmann::json::exception& e) {
-             throw InputError("--config " + path + ": not JSON (" + e.what() + ")");
-           }
-           try {
-             job = train::job_config_from_json(j);
-           } catch (const train::ConfigError& e) {
-             throw InputError("--config " + path + ": " + e.what());
-           }
-         },
-         "start from this job config (JSON, as --print-config writes it); flags beside it override its fields")
-      ->group("Config");
+  add_config_option(*cmd, job);
   cmd->add_flag("--print-config", t.print_config, "write the job's config as JSON to stdout instead of training")
       ->group("Config");
 

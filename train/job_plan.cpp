@@ -307,12 +307,17 @@ bool operator==(const JobPlan& a, const JobPlan& b) {
          a.data.num_classes == b.data.num_classes && a.server_tables == b.server_tables;
 }
 
-partition::Partition choose_split(const JobPlan& plan, kernels::Device profile_on) {
+pipeline::SplitChoice split_choice_of(const JobPlan& plan) {
   const auto& c = plan.config;
   pipeline::SplitChoice choice;
   if (!c.pipeline.split.empty()) choice.split_points = c.pipeline.split;
   else if (!plan.model.split_points.empty()) choice.split_points = plan.model.split_points;
   else choice.method = c.pipeline.partition;
+  return choice;
+}
+
+partition::CostModel cost_model_of(const JobPlan& plan) {
+  const auto& c = plan.config;
   partition::CostModel cost;
   cost.stages = plan.schedule.stages;
   cost.chunks = plan.schedule.chunks;
@@ -321,7 +326,15 @@ partition::Partition choose_split(const JobPlan& plan, kernels::Device profile_o
   cost.in_flight = pipeline::in_flight_of(plan.schedule.kind);
   cost.recompute = plan.recompute;
   cost.optimizer_state = partition::optimizer_state_tensors(plan.optimizer.kind);
+  if (c.replicas.optimizer_state == dp::OptimizerState::Sharded) cost.optimizer_shards = plan.replicas();
   if (c.resources.device_memory > 0) cost.device_memory = {c.resources.device_memory};
+  return cost;
+}
+
+partition::Partition choose_split(const JobPlan& plan, kernels::Device profile_on) {
+  const auto& c = plan.config;
+  const pipeline::SplitChoice choice = split_choice_of(plan);
+  const partition::CostModel cost = cost_model_of(plan);
   std::vector<partition::LayerProfile> profiles;
   if (choice.split_points.empty() && choice.method == partition::PartitionMethod::Profile) {
     partition::check_stage_count(plan.model.layer_count(), cost.pieces(), plan.model.name);

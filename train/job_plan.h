@@ -15,6 +15,8 @@
 #include "models/optimizer.h"
 #include "models/zoo/model_spec.h"
 #include "partition/model_description.h"
+#include "partition/cost_model.h"
+#include "pipeline/planner.h"
 #include "pipeline/recompute.h"
 #include "pipeline/schedule.h"
 #include "train/job_config.h"
@@ -80,6 +82,10 @@ void check_devices(const JobConfig& config, int world_size);
 // The split for the config's split points or partition method; the profile method measures
 // every layer on `profile_on`.
 partition::Partition choose_split(const JobPlan& plan, kernels::Device profile_on);
+// What choose_split (and the planner) decide the split from: the split points given (the config's,
+// else the model's own) or the partition method, and the partitioner's cost model of the job.
+pipeline::SplitChoice split_choice_of(const JobPlan& plan);
+partition::CostModel cost_model_of(const JobPlan& plan);
 
 // "1f1b" etc. with its default chunk count resolved (2 for interleaved).
 pipeline::ScheduleSpec schedule_of(const PipelineConfig& p, int model_split_pieces);

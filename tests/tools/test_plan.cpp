@@ -54,9 +54,10 @@ void check_error(const std::string& args, const std::string& expected) {
 
 BOOST_AUTO_TEST_SUITE(plan_cli)
 
-// --shard-optimizer --replicas 4: each stage's device holds a quarter of Adam's two state tensors.
+// --shard-optimizer --replicas 4: each stage's device holds a quarter of Adam's two state tensors (the
+// batch is global, as for train: 16 over 4 replicas of 2 micro-batches).
 BOOST_AUTO_TEST_CASE(sharded_optimizer_state_divides_the_state_memory_by_the_replicas) {
-  const std::string shape = "--stages 2 --micro-batches 2 --batch-size 4 --partition params --optimizer adam";
+  const std::string shape = "--stages 2 --micro-batches 2 --batch-size 16 --partition params --optimizer adam";
   const auto replicated = plan_json(shape + " --replicas 4");
   const auto sharded = plan_json(shape + " --replicas 4 --shard-optimizer");
   BOOST_CHECK_EQUAL(replicated["optimizer_shards"], 1);
@@ -158,18 +159,18 @@ BOOST_AUTO_TEST_CASE(compare_schedules_gives_each_kind_that_cannot_run_its_reaso
 BOOST_AUTO_TEST_CASE(bad_inputs_get_one_line_errors) {
   check_error(kSmall + "--stages 0", "pipewright: error: --stages: got 0; expected a whole number from 1 to 4096");
   check_error(kSmall + "--stages 15 --micro-batches 15 --batch-size 15",
-              "pipewright: error: --stages 15: resnet18 has only 14 layers, so at most 14 stages");
+              "pipewright: error: --stages: 15 stages: resnet18 has only 14 layers, so at most 14 stages");
   check_error(kSmall + "--split 7,3",
-              "pipewright: error: --split 7,3: split points must be strictly increasing layer indices in 1..13 (resnet18 has 14 layers)");
+              "pipewright: error: --split: 7,3: split points must be strictly increasing layer indices in 1..13 (resnet18 has 14 layers)");
   check_error(kSmall + "--split 3,x", "pipewright: error: --split: bad split points '3,x'; expected comma-separated layer indices");
-  check_error(kSmall + "--split 3,7 --stages 2", "pipewright: error: --split 3,7 makes 3 pieces but --stages 2 needs 2");
+  check_error(kSmall + "--split 3,7 --stages 2", "pipewright: error: --split: 3,7 makes 3 pieces but --stages 2 x --chunks 1 needs 2");
   check_error(kSmall + "--stages 2 --partition greedy",
               "pipewright: error: --partition: unknown partition method 'greedy'; accepted: uniform, params, profile");
   check_error(kSmall + "--stages 2 --schedule pipedream", "pipewright: error: --schedule: unknown schedule 'pipedream'");
   check_error(kSmall + "--stages 2 --micro-batches 4 --batch-size 6",
-              "pipewright: error: --batch-size 6 does not split into 4 equal micro-batches");
+              "pipewright: error: --batch-size: 6 does not split into 4 equal micro-batches");
   check_error(kSmall + "--stages 2 --recompute some", "pipewright: error: --recompute: unknown recompute mode 'some'; accepted: none, all, except-last");
-  check_error(kSmall + "--stages 2 --device-memory lots", "pipewright: error: bad byte size 'lots'");
+  check_error(kSmall + "--stages 2 --device-memory lots", "pipewright: error: --device-memory: bad byte size 'lots'");
   check_error(kSmall + "--partition params --split 3", "excludes");
   check_error(kSmall + "--stages 2 --micro-batches 2 --batch-size 64 --device-memory 1MiB",
               "pipewright: error: no split of resnet18 into 2 stages fits a 1.00 MiB cap: the best puts");

@@ -1,0 +1,125 @@
+// The layout search as a library call for a program's own model (not a zoo name), and the memory
+// formula it checks layouts with.
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+
+#include "tests/train/job_test_util.h"
+#include "train/layout_search.h"
+#include "train/memory_prediction.h"
+
+namespace pw::train {
+namespace {
+
+using kernels::MemoryKind;
+
+std::int64_t kind(const kernels::BytesByKind& bytes, MemoryKind k) { return bytes[static_cast<std::size_t>(k)]; }
+
+partition::ModelDescription wide_mlp() {
+  return test::mlp_of("wide-mlp",
+                      {{"flatten", 0, 0}, {"fc1", 144, 256}, {"relu1", 0, 0}, {"fc2", 256, 256}, {"relu2", 0, 0},
+                       {"fc3", 256, 256}, {"relu3", 0, 0}, {"fc4", 256, 10}},
+                      {});
+}
+
+JobConfig base_job() {
+  JobConfig job = test::job_of(wide_mlp(), test::JobShape{}, 32);
+  job.resources.devices.clear();
+  job.optimizer.kind = models::OptimizerKind::Adam;
+  return job;
+}
+
+void check_ranked(const SearchResult& result, std::int64_t cap, int devices) {
+  for (std::size_t i = 0; i < result.fitting.size(); ++i) {
+    const auto& l = result.fitting[i];
+    BOOST_TEST_CONTEXT(describe_layout(l.config)) {
+      BOOST_CHECK(l.prediction.fits());
+      if (cap > 0) BOOST_CHECK_LE(l.prediction.peak_bytes(), cap);
+      BOOST_CHECK_LE(l.config.pipeline.stages * l.config.replicas.replicas, devices);
+      if (i > 0) BOOST_CHECK_LE(result.fitting[i - 1].prediction.step_seconds, l.prediction.step_seconds);
+      // Each is a job the engine accepts, with the split the search chose.
+      const auto plan = plan_job(l.config);
+      BOOST_CHECK_EQUAL(plan.schedule.stages, l.config.pipeline.stages);
+      BOOST_CHECK_EQUAL(l.prediction.partition.size(), static_cast<std::size_t>(plan.schedule.stages * plan.schedule.chunks));
+    }
+  }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(layout_search)
+
+BOOST_AUTO_TEST_CASE(a_programs_own_model_is_searched_and_a_cap_keeps_only_what_fits) {
+  const auto profiler = profile_on(kernels::Device::cpu(0), 1, 0);
+  SearchSpace space;
+  space.devices = 4;
+  const auto open = search_layouts(base_job(), space, LinkSpeeds{}, profiler);
+  BOOST_REQUIRE_GT(open.fitting.size(), 10u);
+  BOOST_CHECK_EQUAL(open.considered, static_cast<int>(open.fitting.size()));
+  check_ranked(open, 0, 4);
+
+  std::vector<std::int64_t> peaks;
+  for (const auto& l : open.fitting) peaks.push_back(l.prediction.peak_bytes());
+  std::sort(peaks.begin(), peaks.end());
+  BOOST_REQUIRE_LT(peaks.front(), peaks.back());
+  space.device_memory = peaks[peaks.size() / 2];
+  const auto capped = search_layouts(base_job(), space, LinkSpeeds{}, profiler);
+  BOOST_CHECK_GT(capped.fitting.size(), 0u);
+  BOOST_CHECK_LT(capped.fitting.size(), open.fitting.size());
+  check_ranked(capped, space.device_memory, 4);
+  for (const auto& l : capped.fitting) BOOST_CHECK_EQUAL(l.config.resources.device_memory, space.device_memory);
+
+  space.device_memory = peaks.front() / 4;
+  const auto none = search_layouts(base_job(), space, LinkSpeeds{}, profiler);
+  BOOST_CHECK(none.fitting.empty());
+  BOOST_CHECK_GT(none.smallest_peak, space.device_memory);
+}
+
+BOOST_AUTO_TEST_CASE(a_search_space_without_devices_is_refused) {
+  SearchSpace space;
+  space.devices = 0;
+  BOOST_CHECK_THROW(search_layouts(base_job(), space, LinkSpeeds{}, profile_on(kernels::Device::cpu(0), 1, 0)),
+                    InputError);
+  space.devices = 4;
+  space.nodes = 3;
+  BOOST_CHECK_THROW(search_layouts(base_job(), space, LinkSpeeds{}, profile_on(kernels::Device::cpu(0), 1, 0)),
+                    InputError);
+}
+
+// Bytes per parameter as the engine holds them (Megatron's table): fp32 Adam 4 + 4 + 8; bf16 adds
+// 4 of fp32 master and keeps 2 of copy; sharded over R, each replica keeps 8/R of Adam's state.
+BOOST_AUTO_TEST_CASE(weight_memory_follows_precision_optimizer_and_sharding) {
+  partition::LayerProfile layer;
+  layer.parameter_tensor_bytes = {4 << 20};   // a 1M-parameter weight, in one 4 MiB block
+  layer.copied_tensor_bytes = {4 << 20};
+  const std::vector<const partition::LayerProfile*> layers{&layer};
+  MemorySettings fp32;
+  const auto a = weight_memory(layers, fp32);
+  BOOST_CHECK_EQUAL(kind(a, MemoryKind::Parameters), 4 << 20);
+  BOOST_CHECK_EQUAL(kind(a, MemoryKind::Gradients), 4 << 20);
+  BOOST_CHECK_EQUAL(kind(a, MemoryKind::OptimizerState), 8 << 20);
+  BOOST_CHECK_EQUAL(kind(a, MemoryKind::MasterWeights), 0);
+  MemorySettings bf16 = fp32;
+  bf16.precision = models::Precision::Bf16;
+  const auto b = weight_memory(layers, bf16);
+  BOOST_CHECK_EQUAL(kind(b, MemoryKind::MasterWeights), 4 << 20);
+  BOOST_CHECK_EQUAL(kind(b, MemoryKind::Parameters), 2 << 20);
+  BOOST_CHECK_EQUAL(kind(b, MemoryKind::OptimizerState), 8 << 20);
+  MemorySettings sgd = fp32;
+  sgd.optimizer = models::OptimizerKind::Sgd;
+  BOOST_CHECK_EQUAL(kind(weight_memory(layers, sgd), MemoryKind::OptimizerState), 4 << 20);
+  MemorySettings sharded = fp32;
+  sharded.replicas = 4;
+  sharded.optimizer_state = dp::OptimizerState::Sharded;
+  const auto c = weight_memory(layers, sharded);
+  BOOST_CHECK_EQUAL(kind(c, MemoryKind::OptimizerState), 2 << 20);
+  BOOST_CHECK_EQUAL(kind(c, MemoryKind::Gradients), 0);               // in the flat buckets
+  BOOST_CHECK_EQUAL(kind(c, MemoryKind::Communication), 4 << 20);
+  MemorySettings replicated = sharded;
+  replicated.optimizer_state = dp::OptimizerState::Replicated;
+  BOOST_CHECK_EQUAL(kind(weight_memory(layers, replicated), MemoryKind::OptimizerState), 8 << 20);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace pw::train

@@ -1,0 +1,33 @@
+#include "tools/job_flags.h"
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+namespace pw::tools {
+
+train::JobConfig read_job_config(const std::string& path) {
+  std::ifstream in(path);
+  PW_INPUT_CHECK(in.good(), "--config " << path << ": cannot read this file");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError("--config " + path + ": not JSON (" + e.what() + ")");
+  }
+  try {
+    return train::job_config_from_json(j);
+  } catch (const train::ConfigError& e) {
+    throw InputError("--config " + path + ": " + e.what());
+  }
+}
+
+CLI::Option* add_config_option(CLI::App& cmd, train::JobConfig& job) {
+  return cmd
+      .add_option_function<std::string>(
+          "--config", [&job](const std::string& path) { job = read_job_config(path); },
+          "start from this job config (JSON, as --print-config writes it); flags beside it override its fields")
+      ->group("Config");
+}
+
+}  // namespace pw::tools

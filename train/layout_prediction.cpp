@@ -1,0 +1,179 @@
+#include "train/layout_prediction.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "partition/piece_placement.h"
+
+namespace pw::train {
+namespace {
+
+using kernels::MemoryKind;
+
+std::int64_t& at(kernels::BytesByKind& bytes, MemoryKind kind) { return bytes[static_cast<std::size_t>(kind)]; }
+
+std::int64_t in_activation_dtype(std::int64_t fp32_bytes, models::Precision precision) {
+  return precision == models::Precision::Fp32 ? fp32_bytes : fp32_bytes / 2;
+}
+
+// Ranks are numbered replica-major (rank = replica * P + stage), as the engine does.
+int node_of(int stage, int replica, int stages, const LinkSpeeds& links) {
+  return links.devices_per_node > 0 ? (replica * stages + stage) / links.devices_per_node : 0;
+}
+
+bool crosses_nodes(int stage_a, int stage_b, int stages, int replicas, const LinkSpeeds& links) {
+  for (int r = 0; r < replicas; ++r)
+    if (node_of(stage_a, r, stages, links) != node_of(stage_b, r, stages, links)) return true;
+  return false;
+}
+
+bool replicas_cross_nodes(int stage, int stages, int replicas, const LinkSpeeds& links) {
+  for (int r = 1; r < replicas; ++r)
+    if (node_of(stage, r, stages, links) != node_of(stage, 0, stages, links)) return true;
+  return false;
+}
+
+// Each piece's sends at the speed of the link its neighbour is on.
+void time_sends(std::vector<partition::StageEstimate>& pieces, const partition::CostModel& cost, int replicas,
+                const LinkSpeeds& links) {
+  const auto link = [&](int a, int b) {
+    partition::LinkModel m;
+    m.latency_s = links.latency_s;
+    m.bandwidth_bytes_per_s =
+        crosses_nodes(a, b, cost.stages, replicas, links) ? links.inter_node_bytes_per_s : links.stage_bytes_per_s;
+    return m;
+  };
+  const auto n = static_cast<int>(pieces.size());
+  for (int v = 0; v < n; ++v) {
+    auto& e = pieces[static_cast<std::size_t>(v)];
+    e.send_seconds = v + 1 < n ? link(e.device, pieces[static_cast<std::size_t>(v + 1)].device).transfer_seconds(e.output_bytes) : 0.0;
+    e.send_gradient_seconds = v > 0 ? link(e.device, pieces[static_cast<std::size_t>(v - 1)].device).transfer_seconds(e.input_bytes) : 0.0;
+    e.step_seconds = cost.micro_batches * (e.forward_seconds + e.backward_seconds + e.send_seconds);
+  }
+}
+
+// Ring all-reduce moves 2 (R - 1) / R of the buffer through each member; reduce-scatter then
+// all-gather (sharded state) moves the same.
+double gradient_sync_seconds(std::int64_t bytes, int replicas, double bytes_per_s, double latency_s) {
+  if (replicas <= 1 || bytes == 0) return 0.0;
+  const double r = replicas;
+  return 2.0 * (r - 1.0) / r * static_cast<double>(bytes) / bytes_per_s + 2.0 * (r - 1.0) * latency_s;
+}
+
+// Bytes the optimizer step reads and writes per F32 parameter it updates: weight, gradient and
+// each state tensor read, weight and state written.
+int optimizer_bytes_per_parameter(models::OptimizerKind kind) {
+  const int state = partition::optimizer_state_tensors(kind);
+  return 4 * (2 + state) + 4 * (1 + state);
+}
+
+}  // namespace
+
+LinkSpeeds default_link_speeds(const kernels::Device& device) {
+  LinkSpeeds s;
+  if (device.is_cuda()) {
+    s.stage_bytes_per_s = 25e9;
+    s.replica_bytes_per_s = 25e9;
+    s.memory_bytes_per_s = 1e12;
+  }
+  return s;
+}
+
+bool LayoutPrediction::fits() const {
+  return std::all_of(stages.begin(), stages.end(), [](const StagePrediction& s) { return s.fits(); });
+}
+
+std::int64_t LayoutPrediction::peak_bytes() const {
+  std::int64_t peak = 0;
+  for (const auto& s : stages) peak = std::max(peak, s.peak_bytes);
+  return peak;
+}
+
+MemorySettings memory_settings_of(const JobPlan& plan) {
+  MemorySettings s;
+  s.precision = plan.precision;
+  s.optimizer = plan.optimizer.kind;
+  s.replicas = plan.replicas();
+  s.optimizer_state = plan.config.replicas.optimizer_state;
+  s.bucket_bytes = plan.config.replicas.bucket_bytes;
+  return s;
+}
+
+std::int64_t micro_batch_size_of(const JobPlan& plan) {
+  return plan.config.data.batch_size / plan.replicas() / plan.schedule.micro_batches;
+}
+
+LayoutPrediction predict_layout(const JobPlan& plan, const std::vector<partition::LayerProfile>& profiles,
+                                const partition::Partition& split, const LinkSpeeds& links) {
+  PW_CHECK(static_cast<int>(profiles.size()) == plan.model.layer_count(),
+           profiles.size() << " layer profiles for " << plan.model.layer_count() << " layers");
+  LayoutPrediction out;
+  out.cost = cost_model_of(plan);
+  out.cost.link.bandwidth_bytes_per_s = links.stage_bytes_per_s;
+  out.cost.link.latency_s = links.latency_s;
+  out.partition = split;
+  out.pieces = partition::estimate_stages(profiles, out.cost, split);
+  const int P = plan.schedule.stages, R = plan.replicas();
+  time_sends(out.pieces, out.cost, R, links);
+  auto times = pipeline::op_times(plan.schedule, out.pieces);
+  out.simulation = pipeline::simulate(plan.schedule, times);
+
+  const auto settings = memory_settings_of(plan);
+  const std::int64_t local_batch = plan.config.data.batch_size / R;
+  const std::int64_t sample_bytes = kernels::shape_numel(plan.model.sample_shape) * 4;
+  double slowest_tail = 0.0;
+  for (int d = 0; d < P; ++d) {
+    StagePrediction s;
+    s.stage = d;
+    s.memory_cap = out.cost.memory_cap(d);
+    std::vector<const partition::LayerProfile*> layers;
+    std::int64_t activations = 0, messages = 0, param_bytes = 0;
+    for (const auto& e : out.pieces) {
+      if (e.device != d) continue;
+      s.parameters += e.parameters;
+      s.pipeline_seconds += e.step_seconds;
+      activations += e.activation_bytes;
+      // A received activation or gradient per neighbour, held as communication until its
+      // consumer runs (what the measured runs hold at their peak).
+      if (e.piece > 0) messages += e.input_bytes;
+      if (e.piece + 1 < out.cost.pieces()) messages += e.output_bytes;
+      for (int i = e.range.begin; i < e.range.end; ++i) {
+        layers.push_back(&profiles[static_cast<std::size_t>(i)]);
+        param_bytes += profiles[static_cast<std::size_t>(i)].param_bytes;
+      }
+    }
+    // Training: weights, the schedule's activations in flight, the queued messages, and on the
+    // first stage the data loader's input batches (the current one and the one prefetched).
+    auto training = stage_memory(layers, activations, settings);
+    at(training, MemoryKind::Communication) += in_activation_dtype(messages, plan.precision);
+    if (d == 0) at(training, MemoryKind::Workspace) += 2 * in_activation_dtype(local_batch * sample_bytes, plan.precision);
+    // The update: under mixed precision each weight's new 16-bit copy is made while the old one
+    // is still held, and no activations are.
+    auto update = weight_memory(layers, settings);
+    at(update, MemoryKind::Parameters) += compute_copy_bytes(layers, plan.precision);
+    s.memory = total_bytes(update) > total_bytes(training) ? update : training;
+    s.peak_bytes = total_bytes(s.memory);
+
+    const bool remote = replicas_cross_nodes(d, P, R, links);
+    s.gradient_sync_seconds = gradient_sync_seconds(param_bytes, R, remote ? links.inter_node_bytes_per_s
+                                                                           : links.replica_bytes_per_s, links.latency_s);
+    const double updated = settings.optimizer_state == dp::OptimizerState::Sharded ? static_cast<double>(R) : 1.0;
+    s.optimizer_seconds = static_cast<double>(param_bytes) / 4.0 / updated *
+                          optimizer_bytes_per_parameter(settings.optimizer) / links.memory_bytes_per_s;
+    slowest_tail = std::max(slowest_tail, s.gradient_sync_seconds + s.optimizer_seconds);
+    out.stages.push_back(s);
+  }
+  out.step_seconds = out.simulation.makespan + slowest_tail;
+  return out;
+}
+
+LayoutPrediction predict_job(const JobPlan& plan, const std::vector<partition::LayerProfile>& profiles,
+                             const LinkSpeeds& links) {
+  auto cost = cost_model_of(plan);
+  cost.link.bandwidth_bytes_per_s = links.stage_bytes_per_s;
+  cost.link.latency_s = links.latency_s;
+  const auto split = pipeline::choose_partition(plan.model, split_choice_of(plan), cost, profiles);
+  return predict_layout(plan, profiles, split, links);
+}
+
+}  // namespace pw::train

@@ -1,0 +1,75 @@
+#pragma once
+// Step time and memory of one job layout (a JobPlan and its split), predicted from profiled
+// per-layer costs: the schedule simulated with per-stage op times, the replicas' gradient
+// collectives and the optimizer step added, and each stage's device memory by the allocator's
+// kinds. What `pipewright plan` prints and the layout search (layout_search.h) ranks.
+#include <cstdint>
+#include <vector>
+
+#include "kernels/allocator.h"
+#include "partition/cost_model.h"
+#include "partition/profiler.h"
+#include "pipeline/planner.h"
+#include "pipeline/simulator.h"
+#include "train/job_plan.h"
+#include "train/memory_prediction.h"
+
+namespace pw::train {
+
+// Bandwidths the prediction assumes (bytes per second). The defaults are stated, not measured:
+// in-process copies between CPU devices run at about memory bandwidth (10 GB/s); GPUs of one node
+// talk over PCIe 4.0 x16 (25 GB/s); nodes over a 100 Gb/s network (12.5 GB/s). The optimizer step
+// streams its weights, gradients and state through memory at `memory_bytes_per_s`.
+struct LinkSpeeds {
+  double stage_bytes_per_s = 10e9;        // between the stages of one node
+  double replica_bytes_per_s = 10e9;      // the replicas' gradient collectives within one node
+  double inter_node_bytes_per_s = 12.5e9; // any link between two nodes
+  double latency_s = 0.0;                 // per message
+  double memory_bytes_per_s = 10e9;       // the optimizer step's reads and writes
+  int devices_per_node = 0;               // ranks per node, replica-major as the engine numbers them; 0: one node
+};
+// The defaults above for a job whose devices are CPUs or CUDA GPUs.
+LinkSpeeds default_link_speeds(const kernels::Device& device);
+
+struct StagePrediction {
+  int stage = 0;
+  std::int64_t parameters = 0;
+  double pipeline_seconds = 0.0;        // M x (F + B + send) over its chunks
+  double gradient_sync_seconds = 0.0;   // all-reduce (or reduce-scatter + all-gather) over the replicas
+  double optimizer_seconds = 0.0;
+  kernels::BytesByKind memory{};        // at the stage's predicted peak
+  std::int64_t peak_bytes = 0;
+  std::int64_t memory_cap = 0;          // 0: none
+  bool fits() const { return memory_cap == 0 || peak_bytes <= memory_cap; }
+};
+
+struct LayoutPrediction {
+  partition::CostModel cost;
+  partition::Partition partition;
+  std::vector<partition::StageEstimate> pieces;
+  std::vector<StagePrediction> stages;
+  pipeline::SimulationResult simulation;
+  // The simulated pipeline, then the slowest stage's gradient collectives and optimizer step
+  // (counted after the last backward: no overlap is assumed).
+  double step_seconds = 0.0;
+  bool fits() const;
+  std::int64_t peak_bytes() const;   // the largest stage's
+};
+
+// The memory settings the job's config implies.
+MemorySettings memory_settings_of(const JobPlan& plan);
+
+// Predicts `plan` with `split` (one range per piece) from `profiles` of every layer, measured with
+// the plan's micro-batch size.
+LayoutPrediction predict_layout(const JobPlan& plan, const std::vector<partition::LayerProfile>& profiles,
+                                const partition::Partition& split, const LinkSpeeds& links);
+
+// The split the job would use (its split points, the model's own, or its partition method, which
+// for `profile` balances `profiles` under the device cap), then the prediction of it.
+LayoutPrediction predict_job(const JobPlan& plan, const std::vector<partition::LayerProfile>& profiles,
+                             const LinkSpeeds& links);
+
+// The micro-batch size each stage runs: the global batch over replicas and micro-batches.
+std::int64_t micro_batch_size_of(const JobPlan& plan);
+
+}  // namespace pw::train

@@ -1,0 +1,162 @@
+#include "train/layout_search.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <sstream>
+
+#include "core/error.h"
+#include "pipeline/schedule.h"
+
+namespace pw::train {
+namespace {
+
+struct Candidate {
+  int stages = 1;
+  int replicas = 1;
+  int micro_batches = 1;
+  pipeline::ScheduleKind schedule = pipeline::ScheduleKind::OneFOneB;
+  partition::Recompute recompute = partition::Recompute::None;
+  dp::OptimizerState optimizer_state = dp::OptimizerState::Replicated;
+};
+
+std::vector<Candidate> candidates(const JobConfig& base, const SearchSpace& space, int layers) {
+  std::vector<Candidate> out;
+  const std::int64_t batch = base.data.batch_size;
+  for (int P = 1; P <= std::min(space.devices, layers); ++P) {
+    for (int R = 1; P * R <= space.devices; ++R) {
+      if (batch % R != 0) continue;
+      const std::int64_t local = batch / R;
+      // One stage: every schedule runs the same program; micro-batches only trade speed for memory.
+      const auto schedules = P == 1 ? std::vector<pipeline::ScheduleKind>{pipeline::ScheduleKind::OneFOneB}
+                                    : space.schedules;
+      for (const auto kind : schedules) {
+        if (P * pipeline::default_chunks(kind) > layers) continue;
+        for (int factor = 1; factor <= space.max_micro_batches_per_stage; factor *= 2) {
+          const int M = P * factor;
+          if (local % M != 0) continue;
+          for (const auto recompute : space.recompute) {
+            for (const auto state : {dp::OptimizerState::Replicated, dp::OptimizerState::Sharded}) {
+              if (state == dp::OptimizerState::Sharded && R == 1) continue;
+              out.push_back({P, R, M, kind, recompute, state});
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+JobConfig config_of(const JobConfig& base, const Candidate& c, const SearchSpace& space) {
+  JobConfig job = base;
+  job.pipeline.stages = c.stages;
+  job.pipeline.micro_batches = c.micro_batches;
+  job.pipeline.schedule = c.schedule;
+  job.pipeline.chunks = 0;
+  job.pipeline.split.clear();
+  job.pipeline.partition = partition::PartitionMethod::Profile;
+  job.pipeline.recompute = c.recompute;
+  job.pipeline.schedule_file.clear();
+  job.replicas.replicas = c.replicas;
+  job.replicas.optimizer_state = c.optimizer_state;
+  job.resources.device_memory = space.device_memory;
+  job.resources.devices.clear();
+  return job;
+}
+
+// The split the profile partitioner picks under the cap, or, when no split fits it, the fastest
+// split with no cap (its prediction then says by how much it is over).
+partition::Partition split_of(const JobPlan& plan, const std::vector<partition::LayerProfile>& profiles,
+                              const LinkSpeeds& links) {
+  auto cost = cost_model_of(plan);
+  cost.link.bandwidth_bytes_per_s = links.stage_bytes_per_s;
+  cost.link.latency_s = links.latency_s;
+  const auto choice = split_choice_of(plan);
+  try {
+    return pipeline::choose_partition(plan.model, choice, cost, profiles);
+  } catch (const InputError&) {
+    cost.device_memory.clear();
+    return pipeline::choose_partition(plan.model, choice, cost, profiles);
+  }
+}
+
+std::vector<int> split_points_of(const partition::Partition& split) {
+  std::vector<int> points;
+  for (std::size_t i = 1; i < split.size(); ++i) points.push_back(split[i].begin);
+  return points;
+}
+
+}  // namespace
+
+LayerProfiler profile_on(kernels::Device device, int repeats, std::uint64_t seed) {
+  auto cache = std::make_shared<std::map<std::int64_t, std::vector<partition::LayerProfile>>>();
+  return [device, repeats, seed, cache](const JobPlan& plan, std::int64_t micro_batch_size) {
+    auto it = cache->find(micro_batch_size);
+    if (it == cache->end()) {
+      partition::ProfileOptions options;
+      options.micro_batch_size = micro_batch_size;
+      options.repeats = repeats;
+      options.seed = seed;
+      it = cache->emplace(micro_batch_size, partition::profile_layers(plan.model, device, options)).first;
+    }
+    return it->second;
+  };
+}
+
+SearchResult search_layouts(const JobConfig& base, const SearchSpace& space, const LinkSpeeds& links,
+                            const LayerProfiler& profiler) {
+  PW_INPUT_CHECK(space.devices >= 1, "a layout search needs at least 1 device, got " << space.devices);
+  PW_INPUT_CHECK(space.nodes >= 1 && space.devices % space.nodes == 0,
+                 space.devices << " devices do not split evenly over " << space.nodes << " nodes");
+  LinkSpeeds node_links = links;
+  if (space.nodes > 1) node_links.devices_per_node = space.devices / space.nodes;
+  // The base config as given, planned once: its errors are the user's, not a layout's.
+  JobConfig one = base;
+  one.pipeline = PipelineConfig{};
+  one.pipeline.micro_batches = 1;
+  one.replicas.replicas = 1;
+  const JobPlan base_plan = plan_job(one);
+
+  SearchResult result;
+  result.smallest_peak = -1;
+  for (const auto& c : candidates(base, space, base_plan.model.layer_count())) {
+    JobConfig job = config_of(base, c, space);
+    JobPlan plan;
+    try {
+      plan = plan_job(job);
+    } catch (const InputError&) {
+      continue;   // a shape this model or batch cannot take (e.g. more pieces than layers)
+    }
+    const auto profiles = profiler(plan, micro_batch_size_of(plan));
+    auto prediction = predict_layout(plan, profiles, split_of(plan, profiles, node_links), node_links);
+    ++result.considered;
+    const auto peak = prediction.peak_bytes();
+    if (result.smallest_peak < 0 || peak < result.smallest_peak) result.smallest_peak = peak;
+    if (!prediction.fits()) continue;
+    job.pipeline.split = split_points_of(prediction.partition);
+    job.pipeline.stages = c.stages;
+    result.fitting.push_back({std::move(job), std::move(prediction)});
+  }
+  std::stable_sort(result.fitting.begin(), result.fitting.end(), [](const RankedLayout& a, const RankedLayout& b) {
+    if (a.prediction.step_seconds != b.prediction.step_seconds)
+      return a.prediction.step_seconds < b.prediction.step_seconds;
+    return a.prediction.peak_bytes() < b.prediction.peak_bytes();
+  });
+  if (result.smallest_peak < 0) result.smallest_peak = 0;
+  return result;
+}
+
+std::string describe_layout(const JobConfig& c) {
+  std::ostringstream out;
+  const int P = std::max(1, c.pipeline.stages), R = c.replicas.replicas;
+  out << P << (P == 1 ? " stage" : " stages") << " x " << R << (R == 1 ? " replica" : " replicas") << ", "
+      << enum_name(c.pipeline.schedule) << ", " << c.pipeline.micro_batches
+      << (c.pipeline.micro_batches == 1 ? " micro-batch" : " micro-batches") << ", recompute "
+      << enum_name(c.pipeline.recompute);
+  if (R > 1) out << ", " << (c.replicas.optimizer_state == dp::OptimizerState::Sharded ? "sharded" : "replicated")
+                 << " optimizer state";
+  return out.str();
+}
+
+}  // namespace pw::train

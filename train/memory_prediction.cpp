@@ -1,0 +1,103 @@
+#include "train/memory_prediction.h"
+
+#include <algorithm>
+
+#include "partition/cost_model.h"
+
+namespace pw::train {
+namespace {
+
+using kernels::MemoryKind;
+
+std::int64_t block(std::int64_t bytes) {
+  return static_cast<std::int64_t>(kernels::CachingAllocator::round_size(static_cast<std::size_t>(bytes)));
+}
+
+std::int64_t blocks(const std::vector<std::int64_t>& tensors, std::int64_t divisor = 1) {
+  std::int64_t total = 0;
+  for (const auto bytes : tensors) total += block((bytes + divisor - 1) / divisor);
+  return total;
+}
+
+std::int64_t& at(kernels::BytesByKind& bytes, MemoryKind kind) { return bytes[static_cast<std::size_t>(kind)]; }
+
+// The replicas' flat gradient buckets (dataparallel/bucket_reducer.cpp): each parameter's gradient
+// padded to 256 bytes, about bucket_bytes a bucket, one block each.
+std::int64_t bucket_blocks(const std::vector<std::int64_t>& tensors, std::int64_t bucket_bytes) {
+  constexpr std::int64_t kAlign = 256;
+  std::int64_t total = 0, current = 0;
+  for (const auto bytes : tensors) {
+    current += (bytes + kAlign - 1) / kAlign * kAlign;
+    if (current >= bucket_bytes) {
+      total += block(current);
+      current = 0;
+    }
+  }
+  return current > 0 ? total + block(current) : total;
+}
+
+}  // namespace
+
+kernels::BytesByKind weight_memory(const std::vector<const partition::LayerProfile*>& layers, const MemorySettings& s) {
+  std::vector<std::int64_t> params, copied, buffers;
+  for (const auto* layer : layers) {
+    params.insert(params.end(), layer->parameter_tensor_bytes.begin(), layer->parameter_tensor_bytes.end());
+    copied.insert(copied.end(), layer->copied_tensor_bytes.begin(), layer->copied_tensor_bytes.end());
+    buffers.insert(buffers.end(), layer->buffer_tensor_bytes.begin(), layer->buffer_tensor_bytes.end());
+  }
+  const bool mixed = s.precision != models::Precision::Fp32;
+  const bool replicated = s.replicas > 1;
+  const bool sharded = replicated && s.optimizer_state == dp::OptimizerState::Sharded;
+  kernels::BytesByKind out{};
+  // Weights: F32 values; under mixed precision the convolution and linear weights are the fp32
+  // masters and each has a 16-bit copy (2 bytes a parameter) that the ops read.
+  const std::int64_t master = mixed ? blocks(copied) : 0;
+  at(out, MemoryKind::Parameters) = blocks(params) - master + blocks(buffers);
+  at(out, MemoryKind::Parameters) += compute_copy_bytes(layers, s.precision);
+  at(out, MemoryKind::MasterWeights) = master;
+  // Gradients are F32 on every parameter; with replicas they move into the flat buckets the
+  // all-reduce (or reduce-scatter) works on, and sharding moves the weights into buckets beside
+  // them (the fp32 masters included: counted as parameters there).
+  if (replicated) {
+    at(out, MemoryKind::Communication) = bucket_blocks(params, s.bucket_bytes);
+  } else {
+    at(out, MemoryKind::Gradients) = blocks(params);
+  }
+  if (sharded) {
+    at(out, MemoryKind::Parameters) += bucket_blocks(params, s.bucket_bytes) - blocks(params) + master;
+    at(out, MemoryKind::MasterWeights) = 0;
+  }
+  // Optimizer state: F32 tensors per parameter (Adam 2, SGD and Adagrad 1); sharded, each replica
+  // keeps those of its 1/R slice of the stage.
+  const int tensors = partition::optimizer_state_tensors(s.optimizer);
+  at(out, MemoryKind::OptimizerState) = tensors * blocks(params, sharded ? s.replicas : 1);
+  return out;
+}
+
+std::int64_t compute_copy_bytes(const std::vector<const partition::LayerProfile*>& layers, models::Precision precision) {
+  if (precision == models::Precision::Fp32) return 0;
+  std::int64_t total = 0;
+  for (const auto* layer : layers)
+    for (const auto bytes : layer->copied_tensor_bytes) total += block(bytes / 2);
+  return total;
+}
+
+std::int64_t activation_memory(std::int64_t fp32_activation_bytes, models::Precision precision) {
+  // 16-bit activations are half the size of the fp32 ones the profiler measured.
+  return precision == models::Precision::Fp32 ? fp32_activation_bytes : fp32_activation_bytes / 2;
+}
+
+kernels::BytesByKind stage_memory(const std::vector<const partition::LayerProfile*>& layers,
+                                  std::int64_t fp32_activation_bytes, const MemorySettings& s) {
+  auto out = weight_memory(layers, s);
+  at(out, MemoryKind::Activations) += activation_memory(fp32_activation_bytes, s.precision);
+  return out;
+}
+
+std::int64_t total_bytes(const kernels::BytesByKind& bytes) {
+  std::int64_t total = 0;
+  for (const auto b : bytes) total += b;
+  return total;
+}
+
+}  // namespace pw::train

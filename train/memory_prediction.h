@@ -1,0 +1,46 @@
+#pragma once
+// Predicted device memory of one pipeline stage, in the allocator's own kinds (kernels::MemoryKind:
+// parameters, gradients, master weights, optimizer state, activations, communication, workspace),
+// from the profiles of the stage's layers and what the job says about precision, optimizer,
+// replicas and sharding: what `pipewright plan` prints beside the summary's measured `memory`, and
+// what the layout search checks against each device's cap.
+#include <cstdint>
+#include <vector>
+
+#include "kernels/allocator.h"
+#include "models/optimizer.h"
+#include "models/precision.h"
+#include "partition/profiler.h"
+#include "pipewright/enums.h"
+
+namespace pw::train {
+
+struct MemorySettings {
+  models::Precision precision = models::Precision::Fp32;
+  models::OptimizerKind optimizer = models::OptimizerKind::Adam;
+  int replicas = 1;
+  dp::OptimizerState optimizer_state = dp::OptimizerState::Replicated;
+  std::int64_t bucket_bytes = std::int64_t{25} << 20;   // gradient buckets with replicas
+};
+
+// What a stage's weights cost on its device: parameters (and their 16-bit copies), gradients,
+// fp32 master weights, optimizer state and, with replicas, the flat gradient buckets. The one place
+// the bytes-per-parameter rules live (Megatron's 16 + 0 in fp32 Adam, 18 in bf16 Adam; with
+// sharding, 1/R of the optimizer state; master weights stay whole on every replica, as the engine
+// keeps them today).
+kernels::BytesByKind weight_memory(const std::vector<const partition::LayerProfile*>& layers, const MemorySettings& s);
+
+// The 16-bit compute copies of the convolution and linear weights under mixed precision (0 in fp32).
+std::int64_t compute_copy_bytes(const std::vector<const partition::LayerProfile*>& layers, models::Precision precision);
+
+// The stashed activations the schedule keeps in flight plus one layer's working set (the cost
+// model's activation_bytes, measured in fp32), in the job's activation precision.
+std::int64_t activation_memory(std::int64_t fp32_activation_bytes, models::Precision precision);
+
+// Both, for a stage holding `layers` and `fp32_activation_bytes` of activations at its peak.
+kernels::BytesByKind stage_memory(const std::vector<const partition::LayerProfile*>& layers,
+                                  std::int64_t fp32_activation_bytes, const MemorySettings& s);
+
+std::int64_t total_bytes(const kernels::BytesByKind& bytes);
+
+}  // namespace pw::train
