@@ -8,6 +8,7 @@
 #include "core/trace.h"
 #include "kernels/allocator.h"
 #include "kernels/ops/elementwise.h"
+#include "kernels/ops/half_support.h"
 
 namespace pw::dp {
 
@@ -26,9 +27,14 @@ struct BucketReducer::Core {
     std::int64_t elements = 0;
     kernels::Tensor flat;   // the gradients, back to back
     int pending = 0;        // gradients not final yet this step
-    // Sharded optimizer state: reduce-scattered; the weights live in `weights`, laid out as `flat`.
+    // Sharded optimizer state: reduce-scattered; the weights live in `weights`, laid out as `flat`,
+    // in `weight_dtype`. A 16-bit bucket (weights with compute copies under mixed precision) holds
+    // the 16-bit weights there and the fp32 master copy of this replica's segment in `masters`.
     bool sharded = false;
+    kernels::DType weight_dtype = kernels::DType::F32;
     kernels::Tensor weights;
+    kernels::Tensor masters;
+    std::size_t last = 0;   // the position, in backward order, of its last parameter
   };
 
   std::shared_ptr<Collective> collective;
@@ -52,6 +58,9 @@ struct BucketReducer::Core {
   void reduce(Bucket& bucket);
   std::int64_t segment(const Bucket& b) const { return b.elements / collective->size(); }
   pipeline::UpdateShare share_of_this_replica() const;
+  // Flat {elements} of bucket `b` where this replica's segment is `mine` ({segment}) and every
+  // other segment its owner's, all-gathered.
+  kernels::Tensor gathered_segments(const Bucket& b, const kernels::Tensor& mine);
   std::optional<pipeline::UpdateShare> share;   // sharded state only; fixed once the buckets are
 };
 
@@ -66,34 +75,65 @@ BucketReducer::BucketReducer(std::vector<models::Parameter*> parameters, std::sh
   c.track = track;
   const bool sharding = options.optimizer_state == OptimizerState::Sharded;
   const std::set<models::Parameter*> whole(reduced_whole.begin(), reduced_whole.end());
-  // Backward finishes the last layers first, so buckets are filled from the end.
+  // Backward finishes the last layers first, so buckets are filled from the end. Sharded buckets
+  // hold one kind of weight each (fp32, or 16-bit copies with fp32 masters): one bucket of each
+  // kind is open at a time, and the buckets are reduced in the order their last gradient is ready.
   std::reverse(parameters.begin(), parameters.end());
-  for (auto* p : parameters) {
+  std::map<std::pair<bool, kernels::DType>, std::size_t> open;
+  for (std::size_t i = 0; i < parameters.size(); ++i) {
+    auto* p = parameters[i];
     PW_CHECK(p->grad.dtype() == kernels::DType::F32, "gradient of '" << p->name << "' is " << p->grad.describe()
                                                                      << "; buckets hold F32");
     const bool sharded = sharding && !whole.count(p) && p->value.dtype() == kernels::DType::F32;
-    if (c.buckets.empty() || static_cast<std::size_t>(c.buckets.back().elements) * sizeof(float) >= options.bucket_bytes ||
-        c.buckets.back().sharded != sharded) {
+    // Mixed precision: a weight with a 16-bit compute copy keeps only that copy whole.
+    const auto weight_dtype = sharded && p->compute.defined() && kernels::is_half(p->compute.dtype())
+                                  ? p->compute.dtype()
+                                  : kernels::DType::F32;
+    const auto key = std::pair{sharded, weight_dtype};
+    const auto it = open.find(key);
+    if (it == open.end() ||
+        static_cast<std::size_t>(c.buckets[it->second].elements) * sizeof(float) >= options.bucket_bytes) {
       c.buckets.emplace_back();
       c.buckets.back().sharded = sharded;
+      c.buckets.back().weight_dtype = weight_dtype;
+      open[key] = c.buckets.size() - 1;
     }
-    c.buckets.back().parameters.push_back(p);
-    c.buckets.back().elements += aligned_elements(p->grad.numel());
-    c.bucket_of[p] = c.buckets.size() - 1;
+    auto& b = c.buckets[open[key]];
+    b.parameters.push_back(p);
+    b.elements += aligned_elements(p->grad.numel());
+    b.last = i;
   }
+  std::stable_sort(c.buckets.begin(), c.buckets.end(), [](const Core::Bucket& a, const Core::Bucket& b) { return a.last < b.last; });
   const std::int64_t members = c.collective->size();
-  for (auto& b : c.buckets) {
+  const std::int64_t me = c.collective->rank();
+  for (std::size_t i = 0; i < c.buckets.size(); ++i) {
+    auto& b = c.buckets[i];
+    for (auto* p : b.parameters) c.bucket_of[p] = i;
     // Sharded: R equal segments, each starting aligned.
     if (b.sharded) b.elements = (b.elements + members * aligned_elements(1) - 1) / (members * aligned_elements(1)) *
                                 (members * aligned_elements(1));
     c.stats.bytes += b.elements * static_cast<std::int64_t>(sizeof(float));
     const auto device = b.parameters.front()->grad.device();
-    kernels::MemoryKindScope kind(kernels::MemoryKind::Communication);
-    b.flat = kernels::Tensor::empty({b.elements}, kernels::DType::F32, device);
+    {
+      // The bucket is the gradients' only home (gradient_as_bucket_view).
+      kernels::MemoryKindScope kind(kernels::MemoryKind::Gradients);
+      b.flat = kernels::Tensor::empty({b.elements}, kernels::DType::F32, device);
+    }
+    const bool half = b.sharded && b.weight_dtype != kernels::DType::F32;
     if (b.sharded) {
       kernels::MemoryKindScope weights_kind(kernels::MemoryKind::Parameters);   // the weights live here
-      b.weights = kernels::Tensor::zeros({b.elements}, kernels::DType::F32, device);
+      b.weights = kernels::Tensor::zeros({b.elements}, b.weight_dtype, device);
     }
+    if (half) {
+      kernels::MemoryKindScope masters_kind(kernels::MemoryKind::MasterWeights);
+      b.masters = kernels::Tensor::zeros({c.segment(b)}, kernels::DType::F32, device);
+    }
+  }
+  // Every buffer is allocated before any whole tensor is let go: a block the buckets replace
+  // would otherwise serve (and hold twice the bytes of) a smaller segment.
+  for (auto& b : c.buckets) {
+    const bool half = b.masters.defined();
+    const std::int64_t lo = me * c.segment(b), hi = lo + c.segment(b);
     std::int64_t at = 0;
     for (auto* p : b.parameters) {
       PW_CHECK(p->grad.device() == b.flat.device(), "gradients of one stage on two devices");
@@ -102,7 +142,14 @@ BucketReducer::BucketReducer(std::vector<models::Parameter*> parameters, std::sh
       p->grad = home;
       if (b.sharded) {
         auto weight_home = b.weights.view(at, p->value.shape());
-        weight_home.copy_from(p->value);
+        weight_home.copy_from(p->value.to(b.weight_dtype));
+        if (half) {
+          // The fp32 values of this replica's segment become its masters; the whole fp32 tensor goes.
+          const std::int64_t n = p->value.numel();
+          const std::int64_t begin = std::max(at, lo), end = std::min(at + n, hi);
+          if (end > begin) b.masters.copy_elements_from(p->value, begin - at, begin - lo, end - begin);
+          p->compute = weight_home;
+        }
         p->value = weight_home;
       }
       at += aligned_elements(home.numel());
@@ -262,7 +309,9 @@ pipeline::UpdateShare BucketReducer::Core::share_of_this_replica() const {
     for (auto* p : b.parameters) {
       const std::int64_t n = p->value.numel();
       const std::int64_t begin = std::max(at, lo), end = std::min(at + n, hi);
-      if (end > begin) share.owned.push_back({p, begin - at, end - begin});
+      if (end > begin)
+        share.owned.push_back({p, begin - at, end - begin,
+                               b.masters.defined() ? b.masters.view(begin - lo, {end - begin}) : kernels::Tensor()});
       at += aligned_elements(n);
     }
   }
@@ -276,11 +325,13 @@ void BucketReducer::gather_weights(rpc::Deadline deadline) {
     if (!b.sharded) continue;
     // Someone may have replaced a weight tensor (a test): its values go home first.
     std::int64_t at = 0;
+    const auto element_bytes = static_cast<std::int64_t>(kernels::dtype_size(b.weight_dtype));
     for (auto* p : b.parameters) {
-      if (p->value.raw() != static_cast<float*>(b.weights.raw()) + at) {
+      if (p->value.raw() != static_cast<char*>(b.weights.raw()) + at * element_bytes) {
         auto home = b.weights.view(at, p->value.shape());
-        home.copy_from(p->value);
+        home.copy_from(p->value.to(b.weight_dtype));
         p->value = home;
+        if (b.masters.defined()) p->compute = home;
       }
       at += aligned_elements(p->value.numel());
     }
@@ -293,6 +344,15 @@ void BucketReducer::gather_weights(rpc::Deadline deadline) {
   }
 }
 
+kernels::Tensor BucketReducer::Core::gathered_segments(const Bucket& b, const kernels::Tensor& mine) {
+  PW_CHECK(mine.numel() == segment(b) && mine.dtype() == kernels::DType::F32,
+           "a bucket segment of " << segment(b) << " F32 values, got " << mine.describe());
+  auto flat = kernels::Tensor::zeros({b.elements}, kernels::DType::F32, b.flat.device());
+  flat.copy_elements_from(mine, 0, collective->rank() * segment(b), segment(b));
+  collective->all_gather(flat);
+  return flat;
+}
+
 std::map<models::Parameter*, kernels::Tensor> BucketReducer::gather_sharded(
     const std::function<kernels::Tensor(models::Parameter*)>& slice_state) {
   auto& c = *core_;
@@ -303,7 +363,8 @@ std::map<models::Parameter*, kernels::Tensor> BucketReducer::gather_sharded(
   for (const auto& slice : share->owned) mine.emplace(slice.parameter, slice);
   for (auto& b : c.buckets) {
     if (!b.sharded) continue;
-    auto flat = kernels::Tensor::zeros({b.elements}, kernels::DType::F32, b.flat.device());
+    auto segment = kernels::Tensor::zeros({c.segment(b)}, kernels::DType::F32, b.flat.device());
+    const std::int64_t lo = c.collective->rank() * c.segment(b);
     std::int64_t at = 0;
     for (auto* p : b.parameters) {
       const auto it = mine.find(p);
@@ -312,12 +373,27 @@ std::map<models::Parameter*, kernels::Tensor> BucketReducer::gather_sharded(
         PW_CHECK(state.defined() && state.numel() == it->second.length && state.dtype() == kernels::DType::F32,
                  "sharded state of '" << p->name << "': expected " << it->second.length << " F32 values, got "
                                       << (state.defined() ? state.describe() : std::string("none")));
-        flat.copy_elements_from(state, 0, at + it->second.offset, it->second.length);
+        segment.copy_elements_from(state, 0, at + it->second.offset - lo, it->second.length);
       }
       at += aligned_elements(p->value.numel());
     }
-    c.collective->all_gather(flat);
+    const auto flat = c.gathered_segments(b, segment);
     at = 0;
+    for (auto* p : b.parameters) {
+      out.emplace(p, flat.view(at, p->value.shape()).clone());
+      at += aligned_elements(p->value.numel());
+    }
+  }
+  return out;
+}
+
+std::map<models::Parameter*, kernels::Tensor> BucketReducer::gather_masters() {
+  auto& c = *core_;
+  std::map<models::Parameter*, kernels::Tensor> out;
+  for (auto& b : c.buckets) {
+    if (!b.masters.defined()) continue;
+    const auto flat = c.gathered_segments(b, b.masters);
+    std::int64_t at = 0;
     for (auto* p : b.parameters) {
       out.emplace(p, flat.view(at, p->value.shape()).clone());
       at += aligned_elements(p->value.numel());

@@ -11,7 +11,11 @@
 // of each. A bucket is reduce-scattered instead of all-reduced, so replica r holds the mean
 // gradient of its segments only; it updates the parameter slices that lie there (UpdateShare)
 // and the weights are all-gathered afterwards (gather_weights). For that the weights, too, live
-// in a flat buffer per bucket laid out as its gradients. Parameters named `reduced_whole` (tied
+// in a flat buffer per bucket laid out as its gradients. Under mixed precision a weight with a
+// 16-bit compute copy (models::Layer::set_precision) keeps only that copy whole, in a bucket of
+// 16-bit weights: its fp32 master exists for this replica's segment only (ParameterSlice::master),
+// the optimizer rounds the updated master into the 16-bit weights, and those are all-gathered
+// (half the bytes of fp32). Parameters named `reduced_whole` (tied
 // weights, whose gradients are summed over stages after the reduction) go to buckets of their
 // own that are all-reduced as without sharding.
 #include <condition_variable>
@@ -74,6 +78,9 @@ class BucketReducer : public pipeline::GradientSync {
   // owns none of p). Returns every sharded parameter's whole tensor, shaped as the parameter.
   std::map<models::Parameter*, kernels::Tensor> gather_sharded(
       const std::function<kernels::Tensor(models::Parameter*)>& slice_state);
+  // The fp32 master weights made whole (mixed precision; every replica calls it at once, between
+  // steps): each parameter kept as 16-bit weights with sharded masters, shaped as the parameter.
+  std::map<models::Parameter*, kernels::Tensor> gather_masters();
 
   std::size_t bucket_count() const;
   ReduceStats stats() const;

@@ -83,7 +83,19 @@ void Layer::refresh_compute_copies() {
   for (auto& [name, child] : children_) child->refresh_compute_copies();
   if (precision_ == Precision::Fp32) return;
   kernels::MemoryKindScope kind(kernels::MemoryKind::Parameters);
-  for (auto* p : compute_copied_parameters()) p->compute = p->value.to(activation_dtype());
+  for (auto* p : compute_copied_parameters()) {
+    // Rounded into the copy in place, one weight at a time: a fresh copy made before the old one
+    // goes would hold every weight twice in 16 bits at this moment. (A value kept in 16 bits,
+    // sharded masters' weights, is its own copy.)
+    const bool reusable = p->compute.defined() && p->compute.raw() != p->value.raw() &&
+                          p->compute.shape() == p->value.shape() && p->compute.dtype() == activation_dtype();
+    if (reusable) {
+      kernels::MemoryKindScope rounding(kernels::MemoryKind::Workspace);   // the rounded values, until copied
+      p->compute.copy_from(p->value.to(activation_dtype()));
+    } else {
+      p->compute = p->value.to(activation_dtype());
+    }
+  }
 }
 
 Tensor Layer::backward(Context& ctx, const Tensor& grad_y) {

@@ -45,7 +45,10 @@ struct Init {
 
 struct Parameter {
   std::string name;   // local name: "weight"
-  Tensor value;       // F32 (the master copy under mixed precision)
+  // F32 (the master copy under mixed precision). With sharded optimizer state under mixed
+  // precision a weight with a 16-bit copy holds that copy here instead (and `compute` is the same
+  // tensor); its F32 master exists only for the replica's own slices (models::ParameterSlice).
+  Tensor value;
   Tensor grad;        // same shape and dtype, accumulated by backward, zeroed by zero_grad
   Init init;
   // Mixed precision: `value` rounded to the activations' dtype, what convolutions and matrix

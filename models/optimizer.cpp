@@ -25,6 +25,10 @@ Optimizer::Optimizer(std::vector<Parameter*> params, const std::vector<Parameter
              "optimizer slice [" << slice.offset << ", " << slice.offset + slice.length << ") of a parameter of "
                                  << (slice.parameter ? slice.parameter->value.numel() : 0) << " elements");
     PW_CHECK(!state_.count(slice.parameter), "two optimizer slices of parameter '" << slice.parameter->name << "'");
+    PW_CHECK(!slice.master.defined() || (slice.master.numel() == slice.length &&
+                                         slice.master.device() == slice.parameter->value.device()),
+             "master copy " << slice.master.describe() << " of a slice of " << slice.length << " elements of '"
+                            << slice.parameter->name << "'");
     make_state(slice, true);
   }
 }
@@ -32,12 +36,13 @@ Optimizer::Optimizer(std::vector<Parameter*> params, const std::vector<Parameter
 void Optimizer::make_state(const ParameterSlice& slice, bool sliced) {
   Parameter* p = slice.parameter;
   const Shape shape = sliced ? Shape{slice.length} : p->value.shape();
+  const auto dtype = slice.master.defined() ? slice.master.dtype() : p->value.dtype();
   kernels::MemoryKindScope kind(kernels::MemoryKind::OptimizerState);
   State s;
   s.slice = slice;
   s.sliced = sliced;
-  s.a = Tensor::zeros(shape, p->value.dtype(), p->value.device());
-  if (config_.kind == OptimizerKind::Adam) s.b = Tensor::zeros(shape, p->value.dtype(), p->value.device());
+  s.a = Tensor::zeros(shape, dtype, p->value.device());
+  if (config_.kind == OptimizerKind::Adam) s.b = Tensor::zeros(shape, dtype, p->value.device());
   state_.emplace(p, std::move(s));
   updated_.push_back(p);
 }
@@ -47,7 +52,8 @@ void Optimizer::step() {
   for (auto* p : updated_) {
     State& s = state_.at(p);
     const bool whole = !s.sliced;
-    Tensor value = whole ? p->value : p->value.view(s.slice.offset, {s.slice.length});
+    const bool mastered = s.slice.master.defined();
+    Tensor value = whole ? p->value : mastered ? s.slice.master : p->value.view(s.slice.offset, {s.slice.length});
     const Tensor grad = whole ? p->grad : p->grad.view(s.slice.offset, {s.slice.length});
     switch (config_.kind) {
       case OptimizerKind::Sgd:
@@ -61,12 +67,19 @@ void Optimizer::step() {
         kernels::adagrad_update(value, grad, s.a, {config_.lr, 1e-10, config_.weight_decay});
         break;
     }
+    // The 16-bit weights of the slice, rounded from the updated master as a compute copy would be.
+    if (mastered) {
+      kernels::MemoryKindScope kind(kernels::MemoryKind::Workspace);
+      p->value.view(s.slice.offset, {s.slice.length}).copy_from(s.slice.master.to(p->value.dtype()));
+    }
   }
 }
 
 std::vector<Tensor*> Optimizer::changed_by_step() {
   std::vector<Tensor*> out;
   for (auto* p : params_) out.push_back(&p->value);
+  for (auto* p : updated_)
+    if (state_.at(p).slice.master.defined()) out.push_back(&state_.at(p).slice.master);
   for (auto* p : updated_) {   // sharded: only the parameters (and slices) this optimizer holds state for
     State& s = state_.at(p);
     if (s.a.defined()) out.push_back(&s.a);

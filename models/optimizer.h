@@ -33,10 +33,14 @@ struct ParameterSlice {
   Parameter* parameter = nullptr;
   std::int64_t offset = 0;
   std::int64_t length = 0;
+  // Mixed precision with sharded state: the fp32 master copy of these elements ({length}), which
+  // the optimizer updates and then rounds into the parameter's value (there the 16-bit weights).
+  // Undefined otherwise: the optimizer updates the value's elements themselves.
+  Tensor master;
 };
 
 // Copies of everything one Optimizer::step changes: each parameter's value (the fp32 master copy
-// under mixed precision), its optimizer state and the step count. Restoring one undoes the steps
+// under mixed precision), the slices' master copies, the optimizer state and the step count. Restoring one undoes the steps
 // made since, bit for bit.
 struct OptimizerSnapshot {
   std::vector<Tensor> tensors;   // the values in parameter order, then each parameter's state
@@ -48,8 +52,8 @@ class Optimizer {
   // Updates every parameter of `params`, with state shaped as each.
   Optimizer(std::vector<Parameter*> params, OptimizerConfig config);
   // Sharded: updates and holds state for the `whole` parameters (state shaped as each) and the
-  // `slices` (at most one per parameter; state of {length}), nothing for the rest; zero_grad still
-  // zeroes every gradient of `params`.
+  // `slices` (at most one per parameter; state of {length}, in the master's dtype where the slice
+  // has one), nothing for the rest; zero_grad still zeroes every gradient of `params`.
   Optimizer(std::vector<Parameter*> params, const std::vector<Parameter*>& whole,
             const std::vector<ParameterSlice>& slices, OptimizerConfig config);
   void step();        // applies one update from the accumulated gradients

@@ -13,10 +13,13 @@
 #include <thread>
 
 #include "core/clock.h"
+#include "core/memory_trace.h"
+#include "core/trace.h"
 #include "core/units.h"
 #include "dataparallel/topology.h"
 #include "kernels/math_mode.h"
 #include "kernels/ops/elementwise.h"
+#include "kernels/ops/half_support.h"
 #include "kernels/runtime.h"
 #include "kernels/stream.h"
 #include "models/checkpoint.h"
@@ -121,6 +124,11 @@ Engine::Engine(std::shared_ptr<const JobPlan> plan, RankLinks& links, ParameterS
   agree_on_config(startup);
   choose_partition(startup);
   auto built = build_stage();
+  // The model's state gets blocks of its own size: a cached free block (what building the layers
+  // and the buckets let go of) serves a request up to half its size, and would hold, and count
+  // as, twice the bytes of a 16-bit copy, a master segment or a slice's optimizer state.
+  auto fresh_blocks = [&runtime] { runtime.allocator().release_cache(); };
+  fresh_blocks();
   std::vector<models::Layer*> stage_layers;
   for (auto& chunk : built.chunks) {
     chunk->to(device_);
@@ -133,7 +141,11 @@ Engine::Engine(std::shared_ptr<const JobPlan> plan, RankLinks& links, ParameterS
   const bool whole = plan_.schedule.stages * plan_.schedule.chunks == 1;
   if (!c.load_path.empty())
     models::load_weights(stage_layers, c.load_path, whole ? models::WeightCoverage::Whole : models::WeightCoverage::Part);
-  if (plan_.replicas() > 1) join_replicas(stage_layers, built.tied);
+  if (plan_.replicas() > 1) {
+    fresh_blocks();
+    join_replicas(stage_layers, built.tied);
+    fresh_blocks();   // the whole gradients and weights the buckets replaced; the state comes next
+  }
   if (c.replicas.sync_batch_norm) synchronise_batch_norm(stage_layers);
   // With replicas, rows on parameter servers count in the clipping norm as the servers apply them:
   // the replicas of a stage show each other their rows every step (only when clipping: it costs
@@ -466,6 +478,15 @@ StepOutcome Engine::step(const models::data::Batch& local, double primary_flags)
   if (collective_) sync_buffers();
   const auto memory = kernels::DeviceRuntime::get(device_).allocator().stats();
   const auto peak = memory.peak_in_use;
+  static_assert(trace::kMemoryKindSlots == kernels::kMemoryKinds, "a memory sample holds every kind");
+  trace::MemorySample sample;   // the trace's memory counter track (kept for traced steps only)
+  sample.stage = static_cast<std::int16_t>(stage());
+  sample.replica = static_cast<std::int16_t>(replica());
+  sample.step = step;
+  sample.time_ns = trace::now_ns();
+  std::copy(memory.in_use_by_kind.begin(), memory.in_use_by_kind.end(), sample.in_use.begin());
+  std::copy(memory.peak_by_kind.begin(), memory.peak_by_kind.end(), sample.peak.begin());
+  trace::MemoryTrace::global().record(sample);
   std::vector<double> figures(kFigureCount, 0.0);
   for (std::size_t k = 0; k < kernels::kMemoryKinds; ++k)
     figures[kPeakByKind + k] = static_cast<double>(memory.peak_by_kind[k]);
@@ -634,10 +655,14 @@ double Engine::gather_auc(const std::vector<std::vector<double>>& figures, std::
 // Rank 0 collects every stage's parameters and buffers of replica 0 by whole-model name.
 kernels::NamedTensors Engine::gather_weights() {
   const std::int64_t round = gathers_++;
+  const auto masters = gather_sharded_masters();   // every replica takes part
   if (replica() != 0) return {};   // replicas hold the same weights and buffers as replica 0
   std::vector<std::pair<std::string, kernels::Tensor>> mine;
   for (auto* layer : layers()) {
-    for (auto& [name, p] : layer->named_parameters()) mine.emplace_back(name, p->value);
+    for (auto& [name, p] : layer->named_parameters()) {
+      const auto master = masters.find(name);
+      mine.emplace_back(name, master != masters.end() ? master->second : p->value);
+    }
     for (auto& [name, b] : layer->named_buffers()) mine.emplace_back(name, b->value);
   }
   auto& control = links_.transport();
@@ -694,19 +719,39 @@ std::map<std::string, kernels::Tensor> Engine::gather_sharded_state() const {
   return out;
 }
 
+std::map<std::string, kernels::Tensor> Engine::gather_sharded_masters() const {
+  std::map<std::string, kernels::Tensor> out;
+  if (!reducer_ || !reducer_->update_share()) return out;
+  std::map<models::Parameter*, std::string> names;
+  for (int c = 0; c < executor_->chunk_count(); ++c)
+    for (auto& [name, p] : executor_->chunk(c).named_parameters()) names.emplace(p, name);
+  for (auto& [p, t] : reducer_->gather_masters()) out.emplace(names.at(p), std::move(t));
+  return out;
+}
+
 void Engine::restore_sharded_state(const std::vector<std::pair<std::string, models::Parameter*>>& named,
                                    const std::function<kernels::Tensor(const std::string&)>& whole_state) {
   auto& optimizer = executor_->optimizer();
   const auto suffixes = optimizer.state_suffixes();
+  // A stored tensor of `p`'s shape in `dtype` (fp32: the state and the masters are).
+  auto checked = [&](const std::string& stored_name, const models::Parameter* p, kernels::DType dtype) {
+    const kernels::Tensor whole = whole_state(stored_name);
+    PW_INPUT_CHECK(whole.shape() == p->value.shape() && whole.dtype() == dtype,
+                   "checkpoint tensor '" << stored_name << "' is " << whole.describe() << ", this model's parameter is "
+                                         << kernels::shape_str(p->value.shape()) << " " << kernels::dtype_name(dtype));
+    return whole;
+  };
   for (const auto& [name, p] : named) {
     const auto slice = optimizer.slice_of(p);
     if (!slice) continue;
+    const auto master_dtype = slice->master.defined() ? slice->master.dtype() : p->value.dtype();
+    if (slice->master.defined()) {
+      auto master = slice->master;
+      master.copy_elements_from(checked(name, p, master_dtype).to(master.device()), slice->offset, 0, slice->length);
+    }
     const auto state = optimizer.slice_state(p);
     for (std::size_t k = 0; k < suffixes.size(); ++k) {
-      const kernels::Tensor whole = whole_state(kOptimizerPrefix + name + suffixes[k]);
-      PW_INPUT_CHECK(whole.shape() == p->value.shape() && whole.dtype() == p->value.dtype(),
-                     "checkpoint tensor '" << kOptimizerPrefix << name << suffixes[k] << "' is " << whole.describe()
-                                           << ", this model's parameter is " << p->value.describe());
+      const kernels::Tensor whole = checked(kOptimizerPrefix + name + suffixes[k], p, master_dtype);
       state[k]->copy_elements_from(whole.to(state[k]->device()), slice->offset, 0, slice->length);
     }
   }
@@ -717,6 +762,7 @@ std::vector<CheckpointPart> Engine::checkpoint_parts(std::vector<CheckpointPart>
   // Sharded optimizer state is gathered whole (every replica takes part), so that a checkpoint
   // holds the same tensors however the job kept its state.
   auto sharded_state = gather_sharded_state();
+  const auto masters = gather_sharded_masters();   // the fp32 weights stand for the 16-bit ones
   if (replica() != 0) return {};
   std::map<std::string, kernels::Tensor> staging;   // by file/tensor
   for (auto& part : reuse)
@@ -736,7 +782,10 @@ std::vector<CheckpointPart> Engine::checkpoint_parts(std::vector<CheckpointPart>
     part.name = chunk_file_name(partition_[static_cast<std::size_t>(pipeline::virtual_stage(plan_.schedule, stage(), c))]);
     auto& chunk = executor.chunk(c);
     const auto named = chunk.named_parameters();
-    for (const auto& [name, p] : named) part.tensors.emplace(name, host_copy(part.name, name, p->value));
+    for (const auto& [name, p] : named) {
+      const auto master = masters.find(name);
+      part.tensors.emplace(name, host_copy(part.name, name, master != masters.end() ? master->second : p->value));
+    }
     for (const auto& [name, t] : optimizer.named_state(named))
       part.tensors.emplace(kOptimizerPrefix + name, host_copy(part.name, kOptimizerPrefix + name, *t));
     for (const auto& [name, p] : named)
@@ -803,10 +852,13 @@ void Engine::restore(const CheckpointManifest& m) {
   restore_sharded_state(named, [&](const std::string& name) { return *stored(name).second; });
   for (const auto& [name, target] : wanted) {
     const auto [file, t] = stored(name);
-    PW_INPUT_CHECK(t->shape() == target->shape() && t->dtype() == target->dtype(),
+    // A weight kept in 16 bits with sharded fp32 masters is stored as its fp32 master: the 16-bit
+    // weights are its rounding, as a compute copy is (the masters were restored above).
+    const bool rounded = kernels::is_half(target->dtype()) && t->dtype() == kernels::DType::F32;
+    PW_INPUT_CHECK(t->shape() == target->shape() && (t->dtype() == target->dtype() || rounded),
                    "checkpoint file '" << m.folder << "/" << file->name << "': '" << name << "' is "
                                        << t->describe() << ", this model's is " << target->describe());
-    target->copy_from(t->to(target->device()));
+    target->copy_from(rounded ? t->to(target->device()).to(target->dtype()) : t->to(target->device()));
   }
   if (optimizer_steps) executor_->optimizer().set_steps(*optimizer_steps);
   if (loss_scale) loss_scaler_.restore(loss_scale->first, loss_scale->second);

@@ -123,8 +123,12 @@ class Engine {
   // Sharded optimizer state: every sharded parameter's whole state, by whole-model name
   // ("<param>.exp_avg"); every replica of the stage calls it at once.
   std::map<std::string, kernels::Tensor> gather_sharded_state() const;
-  // Sharded optimizer state: this replica's slices of the state of `named`, from a checkpoint's
-  // whole tensors (`whole_state(name)`: the tensor stored under that name, or throws).
+  // Mixed precision with sharded state: the fp32 master weights of the parameters whose masters
+  // are sharded, whole, by whole-model name; every replica of the stage calls it at once.
+  std::map<std::string, kernels::Tensor> gather_sharded_masters() const;
+  // Sharded optimizer state: this replica's slices of the state (and of the fp32 masters) of
+  // `named`, from a checkpoint's whole tensors (`whole_state(name)`: the tensor stored under that
+  // name, or throws).
   void restore_sharded_state(const std::vector<std::pair<std::string, models::Parameter*>>& named,
                              const std::function<kernels::Tensor(const std::string&)>& whole_state);
   void synchronise_batch_norm(const std::vector<models::Layer*>& stage_layers);

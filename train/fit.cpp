@@ -14,6 +14,7 @@
 
 #include "core/clock.h"
 #include "core/durable_file.h"
+#include "core/memory_trace.h"
 #include "core/trace.h"
 #include "core/units.h"
 #include "dataparallel/topology.h"
@@ -369,9 +370,10 @@ void write_trace(Engine& engine, const FitOptions& o, rpc::Deadline deadline) {
   trace::Recorder::global().disable();
   const int process_rank = links.world_kind() == WorldKind::Processes ? links.rank() : 0;
   auto meta = trace_meta(engine, engine.split(), links.clock_offset_ns(), process_rank);
-  meta.dropped_spans = static_cast<std::int64_t>(trace::Recorder::global().dropped());
+  meta.dropped_spans =
+      static_cast<std::int64_t>(trace::Recorder::global().dropped() + trace::MemoryTrace::global().dropped());
   const auto path = links.world_kind() == WorldKind::Processes ? rank_trace_path(o.trace_path, process_rank) : o.trace_path;
-  write_chrome_trace(path, meta, trace::Recorder::global().snapshot());
+  write_chrome_trace(path, meta, trace::Recorder::global().snapshot(), trace::MemoryTrace::global().snapshot());
   if (process_rank == 0 && o.progress)
     log::outputf("trace: %s (read it with pipewright prof, or open it in Perfetto)", path.c_str());
 }
@@ -678,6 +680,7 @@ nlohmann::json run_job(const JobConfig& config, const FitOptions& options, const
   JobPlan plan = plan_job(config);
   if (!options.trace_path.empty()) {
     trace::Recorder::global().clear();
+    trace::MemoryTrace::global().clear();
     trace::Recorder::global().enable(options.trace_first, options.trace_last);
   }
   // The launcher's ranks and restarts, read once here; a launcher may restart a world of one rank

@@ -56,16 +56,21 @@ kernels::BytesByKind weight_memory(const std::vector<const partition::LayerProfi
   at(out, MemoryKind::Parameters) += compute_copy_bytes(layers, s.precision);
   at(out, MemoryKind::MasterWeights) = master;
   // Gradients are F32 on every parameter; with replicas they move into the flat buckets the
-  // all-reduce (or reduce-scatter) works on, and sharding moves the weights into buckets beside
-  // them (the fp32 masters included: counted as parameters there).
-  if (replicated) {
-    at(out, MemoryKind::Communication) = bucket_blocks(params, s.bucket_bytes);
-  } else {
-    at(out, MemoryKind::Gradients) = blocks(params);
-  }
+  // all-reduce (or reduce-scatter) works on, which are their only home (counted as gradients).
+  at(out, MemoryKind::Gradients) = replicated ? bucket_blocks(params, s.bucket_bytes) : blocks(params);
   if (sharded) {
-    at(out, MemoryKind::Parameters) += bucket_blocks(params, s.bucket_bytes) - blocks(params) + master;
-    at(out, MemoryKind::MasterWeights) = 0;
+    // Sharding moves the weights into buckets beside their gradients, one kind of weight a bucket:
+    // fp32 weights, and under mixed precision the 16-bit copies, whose fp32 masters each replica
+    // keeps for its own 1/R segment only.
+    std::vector<std::int64_t> plain = params;
+    for (const auto bytes : mixed ? copied : std::vector<std::int64_t>{}) {
+      const auto it = std::find(plain.begin(), plain.end(), bytes);
+      if (it != plain.end()) plain.erase(it);
+    }
+    const std::int64_t copied_buckets = mixed ? bucket_blocks(copied, s.bucket_bytes) : 0;
+    at(out, MemoryKind::Gradients) = bucket_blocks(plain, s.bucket_bytes) + copied_buckets;
+    at(out, MemoryKind::Parameters) = bucket_blocks(plain, s.bucket_bytes) + copied_buckets / 2 + blocks(buffers);
+    at(out, MemoryKind::MasterWeights) = copied_buckets / s.replicas;
   }
   // Optimizer state: F32 tensors per parameter (Adam 2, SGD and Adagrad 1); sharded, each replica
   // keeps those of its 1/R slice of the stage.

@@ -8,6 +8,7 @@
 
 #include "core/durable_file.h"
 #include "core/error.h"
+#include "kernels/allocator.h"
 
 namespace pw::train {
 
@@ -40,6 +41,23 @@ trace::SpanKind kind_named(const std::string& name, const std::string& file) {
   for (int k = 0; k < trace::kSpanKinds; ++k)
     if (name == trace::span_kind_name(static_cast<trace::SpanKind>(k))) return static_cast<trace::SpanKind>(k);
   throw InputError(file + ": unknown span kind '" + name + "'");
+}
+
+// The counter tracks' names: what a rank held at the step's end, and at its peak so far.
+constexpr const char* kMemoryInUse = "memory in use";
+constexpr const char* kMemoryAtPeak = "memory at peak";
+
+json bytes_by_kind(const std::array<std::int64_t, trace::kMemoryKindSlots>& bytes) {
+  json out = json::object();
+  for (std::size_t k = 0; k < bytes.size(); ++k) out[kernels::memory_kind_name(static_cast<kernels::MemoryKind>(k))] = bytes[k];
+  return out;
+}
+
+std::array<std::int64_t, trace::kMemoryKindSlots> bytes_from(const json& args) {
+  std::array<std::int64_t, trace::kMemoryKindSlots> out{};
+  for (std::size_t k = 0; k < out.size(); ++k)
+    out[k] = args.at(kernels::memory_kind_name(static_cast<kernels::MemoryKind>(k))).get<std::int64_t>();
+  return out;
 }
 
 const char* lane_name(int lane) { return lane == 1 ? "all-reduce" : lane == 2 ? "data" : "compute"; }
@@ -81,9 +99,20 @@ std::string rank_trace_path(const std::string& path, int rank) {
   return (p.parent_path() / (p.stem().string() + ".rank" + std::to_string(rank) + p.extension().string())).string();
 }
 
-void write_chrome_trace(const std::string& path, const TraceMeta& meta, const std::vector<trace::Span>& spans) {
+void write_chrome_trace(const std::string& path, const TraceMeta& meta, const std::vector<trace::Span>& spans,
+                        const std::vector<trace::MemorySample>& memory) {
   json events = json::array();
   std::map<int, std::map<int, bool>> tracks;   // rank -> lanes used
+  for (const auto& m : memory) {
+    const int rank = m.replica * meta.stages + m.stage;
+    tracks[rank];
+    const double ts = static_cast<double>(m.time_ns + meta.clock_offset_ns) / 1e3;
+    for (const auto& [name, bytes] : {std::pair{kMemoryInUse, &m.in_use}, std::pair{kMemoryAtPeak, &m.peak}}) {
+      json args = bytes_by_kind(*bytes);
+      args["step"] = m.step;   // a counter's args are its series: step is one too, read back with them
+      events.push_back({{"name", name}, {"cat", "memory"}, {"ph", "C"}, {"ts", ts}, {"pid", rank}, {"args", args}});
+    }
+  }
   for (const auto& s : spans) {
     const int rank = rank_of(meta, s);
     const int lane = s.stage >= 0 ? s.lane : 2;
@@ -164,6 +193,28 @@ TraceData read_traces(const std::vector<std::string>& paths) {
     data.files.push_back(path);
     try {
       for (const auto& e : doc["traceEvents"]) {
+        if (e.value("ph", "") == "C" && e.value("name", "") == kMemoryInUse) {
+          // Its "memory at peak" partner has the same rank and time.
+          const auto& a = e.at("args");
+          const int rank = e.at("pid").get<int>();
+          trace::MemorySample m;
+          m.stage = static_cast<std::int16_t>(rank % meta.stages);
+          m.replica = static_cast<std::int16_t>(rank / meta.stages);
+          m.step = a.at("step").get<std::int64_t>();
+          m.time_ns = static_cast<std::int64_t>(e.at("ts").get<double>() * 1e3);
+          m.in_use = bytes_from(a);
+          data.memory.push_back(m);
+        } else if (e.value("ph", "") == "C" && e.value("name", "") == kMemoryAtPeak) {
+          const auto& a = e.at("args");
+          const int rank = e.at("pid").get<int>();
+          const auto ts = static_cast<std::int64_t>(e.at("ts").get<double>() * 1e3);
+          const auto step = a.at("step").get<std::int64_t>();
+          for (auto it = data.memory.rbegin(); it != data.memory.rend(); ++it)
+            if (it->replica * meta.stages + it->stage == rank && it->time_ns == ts && it->step == step) {
+              it->peak = bytes_from(a);
+              break;
+            }
+        }
         if (e.value("ph", "") != "X") continue;
         const auto& a = e.at("args");
         trace::Span s;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/memory_trace.h"
 #include "core/trace.h"
 
 namespace pw::train {
@@ -27,13 +28,16 @@ struct TraceMeta {
 struct TraceData {
   TraceMeta meta;
   std::vector<trace::Span> spans;   // times on the common clock
+  std::vector<trace::MemorySample> memory;   // the memory counter tracks, times on the common clock
   std::vector<std::string> files;
 };
 
 int rank_of(const TraceMeta& meta, const trace::Span& span);
 
-// Writes through a temporary file renamed into place.
-void write_chrome_trace(const std::string& path, const TraceMeta& meta, const std::vector<trace::Span>& spans);
+// Writes through a temporary file renamed into place. Each memory sample becomes two counter
+// events ("ph": "C") of its rank: "memory in use" and "memory at peak", bytes by kind.
+void write_chrome_trace(const std::string& path, const TraceMeta& meta, const std::vector<trace::Span>& spans,
+                        const std::vector<trace::MemorySample>& memory = {});
 
 // Reads and merges the files of one run. InputError naming the file for a file that is missing,
 // not JSON (a truncated write), not a Chrome trace, not written by pipewright, or from another

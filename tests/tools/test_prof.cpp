@@ -1,10 +1,13 @@
 // The profiler: busy shares from a schedule with known op times match the simulator's within 2
 // percentage points; a real trace holds every stage and parses; the timeline is well-formed XML;
-// foreign or truncated files get one-line errors.
+// foreign or truncated files get one-line errors; the trace carries memory by kind per rank.
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include <boost/property_tree/ptree.hpp>
 #include <boost/property_tree/xml_parser.hpp>
@@ -215,6 +218,45 @@ BOOST_AUTO_TEST_CASE(a_real_trace_holds_every_stage_and_renders) {
   const auto j = nlohmann::json::parse(prof.output);
   BOOST_TEST(j["ranks"].size() == 3u);
   BOOST_TEST(j["steps"] == 2);
+}
+
+// Memory by kind as a counter track: every traced step, every rank (here 2 stages x 2 replicas
+// with sharded Adam state in bf16) gives what its device held by kind at the step's end and at its
+// peak so far, as Chrome counter events, and read_traces gives them back.
+BOOST_AUTO_TEST_CASE(a_trace_holds_a_memory_counter_track_per_rank) {
+  ScratchDir dir("profmemory");
+  const auto trace_path = dir.file("memory.json");
+  const auto r = run_pipewright("train --model seed-cnn --dataset synthetic --synthetic-size 256 --batch-size 32 "
+                                "--steps 4 --stages 2 --replicas 2 --shard-optimizer --optimizer adam --precision bf16 "
+                                "--threads 1 --eval-batches 1 --trace " + trace_path + " --trace-steps 1:3");
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+  const auto doc = nlohmann::json::parse(std::ifstream(trace_path));
+  const std::vector<std::string> kinds = {"parameters", "gradients", "master_weights", "optimizer_state",
+                                          "activations", "communication", "workspace"};
+  std::map<std::string, std::set<std::pair<int, int>>> samples;   // counter -> (rank, step)
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] != "C") continue;
+    const auto& a = e["args"];
+    for (const auto& k : kinds) BOOST_TEST(a.contains(k), k);
+    BOOST_TEST(a["parameters"].get<std::int64_t>() > 0);
+    BOOST_TEST(a["optimizer_state"].get<std::int64_t>() > 0);
+    BOOST_TEST(a["master_weights"].get<std::int64_t>() > 0);
+    samples[e["name"].get<std::string>()].insert({e["pid"].get<int>(), a["step"].get<int>()});
+  }
+  const std::set<std::pair<int, int>> expected = {{0, 1}, {0, 2}, {1, 1}, {1, 2}, {2, 1}, {2, 2}, {3, 1}, {3, 2}};
+  BOOST_TEST(samples["memory in use"] == expected);
+  BOOST_TEST(samples["memory at peak"] == expected);
+  const auto data = train::read_traces({trace_path});
+  BOOST_REQUIRE_EQUAL(data.memory.size(), 8u);
+  for (const auto& m : data.memory) {
+    std::int64_t held = 0, at_peak = 0;
+    for (std::size_t k = 0; k < m.in_use.size(); ++k) {
+      held += m.in_use[k];
+      at_peak += m.peak[k];
+    }
+    BOOST_TEST(held > 0);
+    BOOST_TEST(at_peak >= held, "the peak so far holds at least what the step's end holds");
+  }
 }
 
 BOOST_AUTO_TEST_CASE(ranks_of_a_multi_process_job_write_files_that_merge) {

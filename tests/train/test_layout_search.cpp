@@ -87,7 +87,8 @@ BOOST_AUTO_TEST_CASE(a_search_space_without_devices_is_refused) {
 }
 
 // Bytes per parameter as the engine holds them (Megatron's table): fp32 Adam 4 + 4 + 8; bf16 adds
-// 4 of fp32 master and keeps 2 of copy; sharded over R, each replica keeps 8/R of Adam's state.
+// 4 of fp32 master and keeps 2 of copy; sharded over R, each replica keeps 8/R of Adam's state
+// (and, in bf16, 4/R of master).
 BOOST_AUTO_TEST_CASE(weight_memory_follows_precision_optimizer_and_sharding) {
   partition::LayerProfile layer;
   layer.parameter_tensor_bytes = {4 << 20};   // a 1M-parameter weight, in one 4 MiB block
@@ -113,8 +114,17 @@ BOOST_AUTO_TEST_CASE(weight_memory_follows_precision_optimizer_and_sharding) {
   sharded.optimizer_state = dp::OptimizerState::Sharded;
   const auto c = weight_memory(layers, sharded);
   BOOST_CHECK_EQUAL(kind(c, MemoryKind::OptimizerState), 2 << 20);
-  BOOST_CHECK_EQUAL(kind(c, MemoryKind::Gradients), 0);               // in the flat buckets
-  BOOST_CHECK_EQUAL(kind(c, MemoryKind::Communication), 4 << 20);
+  BOOST_CHECK_EQUAL(kind(c, MemoryKind::Gradients), 4 << 20);         // in the flat buckets
+  BOOST_CHECK_EQUAL(kind(c, MemoryKind::Communication), 0);
+  BOOST_CHECK_EQUAL(kind(c, MemoryKind::Parameters), 4 << 20);
+  // bf16, sharded: 2 of 16-bit weights, 4 of gradient, (4 + 8) / R of masters and state.
+  MemorySettings sharded_bf16 = sharded;
+  sharded_bf16.precision = models::Precision::Bf16;
+  const auto d = weight_memory(layers, sharded_bf16);
+  BOOST_CHECK_EQUAL(kind(d, MemoryKind::Parameters), 2 << 20);
+  BOOST_CHECK_EQUAL(kind(d, MemoryKind::Gradients), 4 << 20);
+  BOOST_CHECK_EQUAL(kind(d, MemoryKind::MasterWeights), 1 << 20);
+  BOOST_CHECK_EQUAL(kind(d, MemoryKind::OptimizerState), 2 << 20);
   MemorySettings replicated = sharded;
   replicated.optimizer_state = dp::OptimizerState::Replicated;
   BOOST_CHECK_EQUAL(kind(weight_memory(layers, replicated), MemoryKind::OptimizerState), 8 << 20);
