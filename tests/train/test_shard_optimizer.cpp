@@ -6,7 +6,8 @@
 // order, so the reduce-scatter gives the all-reduce's bits and sharded training is bitwise the
 // replicated one. With 4 replicas Gloo's reduce and all-reduce add in other orders (last bits
 // differ), and with clipping the norm is summed from the owners' shares in another order: there
-// the losses agree within 1e-6 relative.
+// the losses agree within 1e-6 relative. Under bf16/fp16 the fp32 masters are sharded too and
+// updated by the same elementwise kernels, then rounded as compute copies are: the same holds.
 #include <unistd.h>
 
 #include <algorithm>
