@@ -80,7 +80,7 @@ Run run(const Options& o, int replicas, models::Precision precision, dp::Optimiz
   c.optimizer.lr = 1e-3;
   c.numerics.precision = precision;
   c.timeouts.stage_seconds = 120;
-  // A fresh cache on every device: a cached block up to twice the size asked for would otherwise
+  // A fresh cache on every device: a larger cached block (up to twice the size asked for) would otherwise
   // serve (and count for) a smaller tensor of this run.
   for (int r = 0; r < 4; ++r) kernels::DeviceRuntime::get(kernels::Device::cpu(r)).allocator().release_cache();
   Run out;

@@ -125,8 +125,8 @@ Engine::Engine(std::shared_ptr<const JobPlan> plan, RankLinks& links, ParameterS
   choose_partition(startup);
   auto built = build_stage();
   // The model's state gets blocks of its own size: a cached free block (what building the layers
-  // and the buckets let go of) serves a request up to half its size, and would hold, and count
-  // as, twice the bytes of a 16-bit copy, a master segment or a slice's optimizer state.
+  // and the buckets let go of) serves a smaller request (kernels/allocator.cpp), and would hold,
+  // and count as, up to twice the bytes of a 16-bit copy, a master segment or a state slice.
   auto fresh_blocks = [&runtime] { runtime.allocator().release_cache(); };
   fresh_blocks();
   std::vector<models::Layer*> stage_layers;
