@@ -9,6 +9,7 @@
 #include "kernels/cuda_check.h"
 #include "kernels/cuda_probe.h"
 #include "kernels/half_float.h"
+#include "kernels/host_ledger.h"
 #include "kernels/ops/cast.h"
 #include "kernels/runtime.h"
 #include "kernels/stream.h"
@@ -31,7 +32,15 @@ Storage::Storage(HostMemory memory, std::size_t bytes) : device_(Device::cpu()),
   data_ = ::operator new(size, std::align_val_t{64});
 }
 
+Storage::Storage(HostMemory memory, std::size_t bytes, Device owner) : Storage(memory, bytes) {
+  counted_ = true;
+  owner_ = owner;
+  kind_ = MemoryKindScope::current();
+  detail::count_host_allocation(owner_, kind_, static_cast<std::int64_t>(bytes_));
+}
+
 Storage::~Storage() {
+  if (counted_) detail::count_host_release(owner_, kind_, static_cast<std::int64_t>(bytes_));
   if (allocator_ != nullptr) {
     allocator_->deallocate(data_);
     return;
@@ -97,6 +106,22 @@ Tensor Tensor::empty_pinned(const Shape& shape, DType dtype) {
   return t;
 }
 
+Tensor Tensor::empty_host(const Shape& shape, DType dtype, Device owner) {
+  for (auto d : shape) PW_CHECK(d >= 0, "negative dimension in shape " << shape_str(shape));
+  Tensor t;
+  t.shape_ = shape;
+  t.dtype_ = dtype;
+  t.device_ = owner.is_cpu() ? owner : Device::cpu();
+  t.storage_ = std::make_shared<Storage>(owner.is_cuda() ? HostMemory::Pinned : HostMemory::Pageable, t.nbytes(), owner);
+  return t;
+}
+
+Tensor Tensor::zeros_host(const Shape& shape, DType dtype, Device owner) {
+  Tensor t = empty_host(shape, dtype, owner);
+  t.zero_();
+  return t;
+}
+
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
   Tensor t = empty(shape, dtype, device);
   t.zero_();
@@ -155,7 +180,8 @@ Tensor Tensor::reshape(const Shape& shape) const {
 }
 
 Tensor Tensor::clone() const {
-  Tensor t = empty(shape_, dtype_, device_);
+  const Device* owner = storage_ != nullptr ? storage_->host_owner() : nullptr;
+  Tensor t = owner != nullptr ? empty_host(shape_, dtype_, *owner) : empty(shape_, dtype_, device_);
   t.copy_from(*this);
   return t;
 }

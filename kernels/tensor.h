@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/allocator.h"
 #include "kernels/device.h"
 
 namespace pw::kernels {
@@ -21,6 +22,9 @@ class Storage {
  public:
   Storage(Device device, std::size_t bytes);
   Storage(HostMemory memory, std::size_t bytes);   // host bytes outside every device's cap
+  // The same, held on `owner`'s behalf: counted in host_memory_stats(owner) (kernels/host_ledger.h)
+  // under the kind of the MemoryKindScope open now.
+  Storage(HostMemory memory, std::size_t bytes, Device owner);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -28,6 +32,8 @@ class Storage {
   std::size_t bytes() const { return bytes_; }
   Device device() const { return device_; }
   bool pinned() const { return pinned_; }
+  // The device whose host memory this is (the three-argument constructor), else nullptr.
+  const Device* host_owner() const { return counted_ ? &owner_ : nullptr; }
 
  private:
   Device device_;
@@ -35,6 +41,9 @@ class Storage {
   CachingAllocator* allocator_ = nullptr;   // looked up once: the runtime registry takes a global lock
   void* data_ = nullptr;
   bool pinned_ = false;   // page-locked by CUDA (freed with cudaFreeHost)
+  bool counted_ = false;  // in the host ledger under owner_ and kind_
+  Device owner_;
+  MemoryKind kind_ = MemoryKind::Workspace;
 };
 
 class Tensor {
@@ -47,6 +56,12 @@ class Tensor {
   // A host tensor (on cpu:0) in page-locked memory where a GPU is present, so copies to the GPU run
   // asynchronously; counted against no device's cap.
   static Tensor empty_pinned(const Shape& shape, DType dtype = DType::F32);
+  // Host memory that `owner`'s work keeps outside `owner`'s cap (offloaded optimizer state),
+  // page-locked where `owner` is a GPU, counted in host_memory_stats(owner) by the kind of the
+  // MemoryKindScope open now. Its device is `owner` when that is a CPU device (so ops on it run in
+  // that device's threads beside the device's own tensors), else cpu:0. Clones stay host memory.
+  static Tensor empty_host(const Shape& shape, DType dtype, Device owner);
+  static Tensor zeros_host(const Shape& shape, DType dtype, Device owner);
   // Host values copied onto `device`.
   static Tensor from_vector(const std::vector<float>& values, const Shape& shape, Device device = Device::cpu());
   static Tensor from_vector(const std::vector<double>& values, const Shape& shape, Device device = Device::cpu());
@@ -85,6 +100,8 @@ class Tensor {
   // pinned memory the host goes on at once. CPU to CPU it is copy_from.
   void copy_from_on(const Tensor& src, const Stream& stream);
   bool is_pinned() const { return storage_ != nullptr && storage_->pinned(); }
+  // Made by empty_host (or cloned from such a tensor): outside every device's cap.
+  bool is_host_memory() const { return storage_ != nullptr && storage_->host_owner() != nullptr; }
   // How many tensors share this one's storage (itself included): a buffer pool reuses a tensor
   // whose count has fallen back to its own 1.
   long storage_users() const { return storage_.use_count(); }

@@ -1,6 +1,8 @@
 #include "models/optimizer.h"
 
 #include "kernels/allocator.h"
+#include "kernels/ops/host_optimizer.h"
+#include "models/host_offload.h"
 
 namespace pw::models {
 
@@ -33,6 +35,8 @@ Optimizer::Optimizer(std::vector<Parameter*> params, const std::vector<Parameter
   }
 }
 
+Optimizer::~Optimizer() = default;
+
 void Optimizer::make_state(const ParameterSlice& slice, bool sliced) {
   Parameter* p = slice.parameter;
   const Shape shape = sliced ? Shape{slice.length} : p->value.shape();
@@ -41,37 +45,87 @@ void Optimizer::make_state(const ParameterSlice& slice, bool sliced) {
   State s;
   s.slice = slice;
   s.sliced = sliced;
-  s.a = Tensor::zeros(shape, dtype, p->value.device());
-  if (config_.kind == OptimizerKind::Adam) s.b = Tensor::zeros(shape, dtype, p->value.device());
+  if (config_.offload == OptimizerOffload::Host) {
+    if (!offload_) offload_ = std::make_unique<HostOffload>(p->value.device());
+    PW_CHECK(offload_->device() == p->value.device(), "offloaded optimizer over parameters on "
+                                                          << offload_->device().str() << " and "
+                                                          << p->value.device().str());
+    s.a = offload_->zeros(shape, dtype);
+    if (config_.kind == OptimizerKind::Adam) s.b = offload_->zeros(shape, dtype);
+  } else {
+    s.a = Tensor::zeros(shape, dtype, p->value.device());
+    if (config_.kind == OptimizerKind::Adam) s.b = Tensor::zeros(shape, dtype, p->value.device());
+  }
   state_.emplace(p, std::move(s));
   updated_.push_back(p);
 }
 
 void Optimizer::step() {
   ++step_;
+  if (offload_) {
+    step_offloaded();
+    return;
+  }
   for (auto* p : updated_) {
     State& s = state_.at(p);
-    const bool whole = !s.sliced;
-    const bool mastered = s.slice.master.defined();
-    Tensor value = whole ? p->value : mastered ? s.slice.master : p->value.view(s.slice.offset, {s.slice.length});
-    const Tensor grad = whole ? p->grad : p->grad.view(s.slice.offset, {s.slice.length});
+    Tensor value = update_target(p, s);
+    const Tensor grad = !s.sliced ? p->grad : p->grad.view(s.slice.offset, {s.slice.length});
+    update(s, value, grad);
+    round_master(p, s);
+  }
+}
+
+Tensor Optimizer::update_target(Parameter* p, const State& s) {
+  if (!s.sliced) return p->value;
+  return s.slice.master.defined() ? s.slice.master : p->value.view(s.slice.offset, {s.slice.length});
+}
+
+void Optimizer::round_master(Parameter* p, const State& s) {
+  // The 16-bit weights of the slice, rounded from the updated master as a compute copy would be.
+  if (!s.slice.master.defined()) return;
+  kernels::MemoryKindScope kind(kernels::MemoryKind::Workspace);
+  p->value.view(s.slice.offset, {s.slice.length}).copy_from(s.slice.master.to(p->value.dtype()));
+}
+
+void Optimizer::step_offloaded() {
+  std::vector<HostOffload::Item> items;
+  std::vector<State*> states;
+  for (auto* p : updated_) {
+    State& s = state_.at(p);
+    items.push_back({update_target(p, s), !s.sliced ? p->grad : p->grad.view(s.slice.offset, {s.slice.length})});
+    states.push_back(&s);
+  }
+  // The host update: the vectorised CPU optimizer, the reference's bits.
+  offload_->run(items, [&](std::size_t i, Tensor& value, const Tensor& grad) {
+    State& s = *states[i];
     switch (config_.kind) {
       case OptimizerKind::Sgd:
-        kernels::sgd_update(value, grad, s.a, {config_.lr, config_.momentum, config_.weight_decay}, step_);
+        kernels::host_sgd_update(value, grad, s.a, {config_.lr, config_.momentum, config_.weight_decay}, step_);
         break;
       case OptimizerKind::Adam:
-        kernels::adam_update(value, grad, s.a, s.b,
-                             {config_.lr, config_.beta1, config_.beta2, config_.eps, config_.weight_decay}, step_);
+        kernels::host_adam_update(value, grad, s.a, s.b,
+                                  {config_.lr, config_.beta1, config_.beta2, config_.eps, config_.weight_decay}, step_);
         break;
       case OptimizerKind::Adagrad:
-        kernels::adagrad_update(value, grad, s.a, {config_.lr, 1e-10, config_.weight_decay});
+        kernels::host_adagrad_update(value, grad, s.a, {config_.lr, 1e-10, config_.weight_decay});
         break;
     }
-    // The 16-bit weights of the slice, rounded from the updated master as a compute copy would be.
-    if (mastered) {
-      kernels::MemoryKindScope kind(kernels::MemoryKind::Workspace);
-      p->value.view(s.slice.offset, {s.slice.length}).copy_from(s.slice.master.to(p->value.dtype()));
-    }
+  });
+  for (std::size_t i = 0; i < updated_.size(); ++i) round_master(updated_[i], *states[i]);
+}
+
+void Optimizer::update(State& s, Tensor& value, const Tensor& grad) {
+  switch (config_.kind) {
+    case OptimizerKind::Sgd:
+      kernels::sgd_update(value, grad, s.a, {config_.lr, config_.momentum, config_.weight_decay}, step_);
+      break;
+    case OptimizerKind::Adam:
+      kernels::adam_update(value, grad, s.a, s.b,
+                           {config_.lr, config_.beta1, config_.beta2, config_.eps, config_.weight_decay}, step_);
+      break;
+    case OptimizerKind::Adagrad:
+      kernels::adagrad_update(value, grad, s.a, {config_.lr, 1e-10, config_.weight_decay});
+      break;
   }
 }
 

@@ -21,6 +21,9 @@ struct OptimizerConfig {
   double momentum = 0.9;        // SGD
   double weight_decay = 0.0;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;   // Adam (Adagrad uses eps too, default 1e-10)
+  // Host: the state lives in host memory, outside the device's cap, and the update runs there
+  // (models/host_offload.h); the results are the same bits.
+  OptimizerOffload offload = OptimizerOffload::None;
 };
 
 // "sgd", "adam", "adagrad"; anything else is an InputError listing them.
@@ -47,6 +50,8 @@ struct OptimizerSnapshot {
   std::int64_t steps = 0;
 };
 
+class HostOffload;
+
 class Optimizer {
  public:
   // Updates every parameter of `params`, with state shaped as each.
@@ -56,6 +61,7 @@ class Optimizer {
   // has one), nothing for the rest; zero_grad still zeroes every gradient of `params`.
   Optimizer(std::vector<Parameter*> params, const std::vector<Parameter*>& whole,
             const std::vector<ParameterSlice>& slices, OptimizerConfig config);
+  ~Optimizer();
   void step();        // applies one update from the accumulated gradients
   void zero_grad();
   std::int64_t steps() const { return step_; }
@@ -90,11 +96,17 @@ class Optimizer {
   std::vector<Tensor*> changed_by_step();   // what snapshot copies, in its order
 
   void make_state(const ParameterSlice& slice, bool sliced);
+  void update(State& s, Tensor& value, const Tensor& grad);
+  void step_offloaded();
+  // What the update writes: the parameter, its slice, or the slice's fp32 master copy.
+  static Tensor update_target(Parameter* p, const State& s);
+  static void round_master(Parameter* p, const State& s);
   std::vector<Parameter*> params_;
   std::vector<Parameter*> updated_;   // in update order
   OptimizerConfig config_;
   std::unordered_map<Parameter*, State> state_;
   std::int64_t step_ = 0;
+  std::unique_ptr<HostOffload> offload_;   // with OptimizerOffload::Host
 };
 
 }  // namespace pw::models

@@ -218,6 +218,10 @@ void add_train_command(CLI::App& app, TrainCommand& t) {
                  "each replica of a stage keeps optimizer state for, and updates, its 1/R of the stage's "
                  "parameters only: gradients are reduce-scattered, updated weights all-gathered (ZeRO-1)")
       ->group(replicas);
+  b.flag_setting("--offload-optimizer", "/optimizer/offload", job.optimizer.offload, models::OptimizerOffload::Host,
+                 "keep each rank's optimizer state (its owned slices with --shard-optimizer) in host memory, "
+                 "outside the device's cap, and run the update there with the vectorised CPU optimizer (ZeRO-Offload)")
+      ->group(replicas);
   b.choice("--cpu-collectives", "/replicas/cpu_collectives", job.replicas.cpu_collectives,
            "collectives of CPU replicas: gloo (its connections carry no job token), links (the job's "
            "token-checked links) or auto (links when a rank's address is not loopback)")->group(replicas);

@@ -17,6 +17,7 @@
 #include "core/trace.h"
 #include "core/units.h"
 #include "dataparallel/topology.h"
+#include "kernels/host_ledger.h"
 #include "kernels/math_mode.h"
 #include "kernels/ops/elementwise.h"
 #include "kernels/ops/half_support.h"
@@ -66,6 +67,7 @@ std::string split_text(const partition::Partition& p) {
 // Every figure a rank reports after a step, in this order.
 enum StepFigure : std::size_t {
   kLoss, kCorrect, kSamples, kBusy, kPeak, kBuckets, kExposed, kFlags, kBoundaryBytes, kCommunication, kOwn,
+  kHostBytes,    // host memory held for the rank's device outside its cap (kernels/host_ledger.h)
   kPeakByKind,   // kernels::kMemoryKinds figures from here: the peak's bytes by kind
   kFigureCount = kPeakByKind + kernels::kMemoryKinds
 };
@@ -256,6 +258,7 @@ RankMemory rank_memory_of(int rank, const std::vector<double>& f) {
   RankMemory m;
   m.rank = rank;
   m.peak_bytes = static_cast<std::int64_t>(f[kPeak]);
+  m.host_bytes = static_cast<std::int64_t>(f[kHostBytes]);
   m.parameters = kind(kernels::MemoryKind::Parameters);
   m.gradients = kind(kernels::MemoryKind::Gradients);
   m.master_weights = kind(kernels::MemoryKind::MasterWeights);
@@ -495,6 +498,7 @@ StepOutcome Engine::step(const models::data::Batch& local, double primary_flags)
   figures[kSamples] = static_cast<double>(mine.samples);
   figures[kBusy] = mine.busy_seconds;
   figures[kPeak] = static_cast<double>(peak);
+  figures[kHostBytes] = static_cast<double>(kernels::host_memory_stats(device_).in_use);
   if (reducer_) {
     const auto stats = reducer_->stats();
     figures[kBuckets] = static_cast<double>(stats.buckets);

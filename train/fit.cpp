@@ -309,6 +309,7 @@ nlohmann::json summary_of(Engine& engine, const std::vector<double>& loss_histor
   for (const auto& m : last.rank_memory)
     j["memory"].push_back({{"rank", m.rank},
                            {"peak_bytes", m.peak_bytes},
+                           {"host_bytes", m.host_bytes},
                            {"by_kind",
                             {{"parameters", m.parameters},
                              {"gradients", m.gradients},

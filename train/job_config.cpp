@@ -79,6 +79,7 @@ void fields(ParameterServerConfig& c, F&& f) {
 template <typename F>
 void fields(OptimizerSettings& c, F&& f) {
   f("kind", c.kind), f("lr", c.lr), f("momentum", c.momentum), f("weight_decay", c.weight_decay);
+  f("offload", WrittenUnlessDefault<models::OptimizerOffload>{c.offload, models::OptimizerOffload::None});
 }
 template <typename F>
 void fields(TimeoutConfig& c, F&& f) {

@@ -162,6 +162,7 @@ JobPlan plan_job(const JobConfig& c) {
   plan.optimizer.lr = effective_lr(c.optimizer);
   plan.optimizer.momentum = c.optimizer.momentum;
   plan.optimizer.weight_decay = c.optimizer.weight_decay;
+  plan.optimizer.offload = c.optimizer.offload;
   plan.buckets.bucket_bytes = static_cast<std::size_t>(c.replicas.bucket_bytes);
   plan.buckets.compression = c.replicas.grad_compression;
   plan.buckets.optimizer_state = c.replicas.optimizer_state;
@@ -325,7 +326,10 @@ partition::CostModel cost_model_of(const JobPlan& plan) {
   cost.micro_batches = plan.schedule.micro_batches;
   cost.in_flight = pipeline::in_flight_of(plan.schedule.kind);
   cost.recompute = plan.recompute;
-  cost.optimizer_state = partition::optimizer_state_tensors(plan.optimizer.kind);
+  // Offloaded state is host memory: it takes nothing from a stage's device budget.
+  cost.optimizer_state = plan.optimizer.offload == models::OptimizerOffload::Host
+                             ? 0
+                             : partition::optimizer_state_tensors(plan.optimizer.kind);
   if (c.replicas.optimizer_state == dp::OptimizerState::Sharded) cost.optimizer_shards = plan.replicas();
   if (c.resources.device_memory > 0) cost.device_memory = {c.resources.device_memory};
   return cost;

@@ -82,6 +82,9 @@ enum class Recompute {
 namespace pw::models {
 enum class OptimizerKind { Sgd, Adam, Adagrad };
 enum class Precision { Fp32, Bf16, Fp16 };
+// Where a dense optimizer keeps its state and runs its update: on the parameters' device, or in
+// host memory outside the device's cap (ZeRO-Offload; models/host_offload.h).
+enum class OptimizerOffload { None, Host };
 }  // namespace pw::models
 namespace pw::models::data {
 enum class Augment { ImageNet, None };   // none: the evaluation transform for training too
@@ -162,6 +165,12 @@ struct EnumNames<models::Precision> {
   static constexpr NameTable<models::Precision, 3> names{{{models::Precision::Fp32, "fp32"},
                                                           {models::Precision::Bf16, "bf16"},
                                                           {models::Precision::Fp16, "fp16"}}};
+};
+template <>
+struct EnumNames<models::OptimizerOffload> {
+  static constexpr std::string_view what = "optimizer offload";
+  static constexpr NameTable<models::OptimizerOffload, 2> names{
+      {{models::OptimizerOffload::None, "none"}, {models::OptimizerOffload::Host, "host"}}};
 };
 template <>
 struct EnumNames<models::data::Augment> {

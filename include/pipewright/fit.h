@@ -36,6 +36,9 @@ struct RankMemory {
   std::int64_t activations = 0;       // forward contexts and outputs, and the gradients flowing back
   std::int64_t communication = 0;     // received copies, all-reduce buckets
   std::int64_t workspace = 0;         // everything else
+  // Host memory held for the rank outside its device's cap at the end of the step: the
+  // offloaded optimizer state (--offload-optimizer) and, on a GPU, the buffers it is staged in.
+  std::int64_t host_bytes = 0;
 };
 
 // A step as the whole job saw it: the same figures on every rank.

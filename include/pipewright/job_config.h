@@ -97,6 +97,9 @@ struct OptimizerSettings {
   double lr = 0.0;             // 0: the optimizer's default (adam 0.001, else 0.01)
   double momentum = 0.9;
   double weight_decay = 0.0;
+  // Host: each rank's optimizer state (its owned slices with sharding) lives in host memory and is
+  // updated there, outside the device's cap (ZeRO-Offload).
+  models::OptimizerOffload offload = models::OptimizerOffload::None;
 };
 
 struct TimeoutConfig {
