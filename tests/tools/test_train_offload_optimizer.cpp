@@ -3,6 +3,7 @@
 // the device update's bits, so the offloaded job is bitwise the job without offload, embedded, and
 // the same job as processes under `pipewright launch` is bitwise the embedded one. The summary
 // says where the state was: none of it in any rank's device memory.
+#include <cstdint>
 #include <string>
 
 #include <boost/test/unit_test.hpp>
@@ -28,14 +29,24 @@ BOOST_AUTO_TEST_SUITE(train_offload_optimizer)
 BOOST_AUTO_TEST_CASE(offloaded_sharded_state_as_processes_matches_threads_and_the_device_state_bitwise) {
   ScratchDir dir("offload-optimizer");
   const std::string sharded = kJob + "--shard-optimizer ";
-  run_job(dir, "train " + sharded, "device");
+  const auto device = run_job(dir, "train " + sharded, "device");
   const auto host = run_job(dir, "train " + sharded + "--offload-optimizer", "host");
   check_same(dir, "device", "host");
-  for (const auto& rank : host["memory"]) BOOST_TEST(rank["by_kind"]["optimizer_state"] == 0);
+  BOOST_REQUIRE_EQUAL(host["memory"].size(), 4u);
+  for (std::size_t r = 0; r < 4; ++r) {
+    BOOST_TEST(device["memory"][r]["by_kind"]["optimizer_state"].get<std::int64_t>() > 0);
+    BOOST_TEST(device["memory"][r]["host_bytes"] == 0);
+    BOOST_TEST(host["memory"][r]["by_kind"]["optimizer_state"] == 0);
+    // The state moved to the host: what the device held of it, the host holds now.
+    BOOST_TEST(host["memory"][r]["host_bytes"].get<std::int64_t>() > 0);
+  }
   const auto launched = run_job(dir, "launch --nproc-per-node 4 -- " + sharded + "--offload-optimizer", "launched");
   BOOST_TEST(launched["world_size"] == 4);
   check_same(dir, "host", "launched");
-  for (const auto& rank : launched["memory"]) BOOST_TEST(rank["by_kind"]["optimizer_state"] == 0);
+  for (std::size_t r = 0; r < 4; ++r) {
+    BOOST_TEST(launched["memory"][r]["by_kind"]["optimizer_state"] == 0);
+    BOOST_TEST(launched["memory"][r]["host_bytes"] == host["memory"][r]["host_bytes"]);
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
