@@ -109,7 +109,7 @@ BOOST_AUTO_TEST_CASE(bad_json_is_a_config_error_naming_the_field_by_its_path) {
   BOOST_TEST(config_error(parse(R"({"optimizer": {"kind": 3}})")) ==
              "/optimizer/kind: 3; expected one of sgd, adam, adagrad");
   BOOST_TEST(config_error(parse(R"({"optimizer": {"learning_rate": 0.1}})")) ==
-             "/optimizer/learning_rate: unknown field; optimizer has kind, lr, momentum, weight_decay");
+             "/optimizer/learning_rate: unknown field; optimizer has kind, lr, momentum, weight_decay, offload");
   BOOST_TEST(config_error(parse(R"({"optimiser": {}})")).find("/optimiser: unknown field; a job config has") == 0u);
   BOOST_TEST(config_error(parse(R"({"data": {"synthetic_shape": "3x224"}})")).find("/data/synthetic_shape: ") == 0u);
   BOOST_TEST(config_error(parse(R"({"resources": {"device_memory": "lots"}})")).find("/resources/device_memory: ") == 0u);
