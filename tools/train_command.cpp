@@ -181,6 +181,10 @@ void add_train_command(CLI::App& app, TrainCommand& t) {
            "whether stages update before the job's verdict on the step (finite, clipped) and undo it when it "
            "differs (after), or wait for it (before); auto: after with zero-bubble schedules; same weights either way")
       ->group(optimizer);
+  b.flag_setting("--offload-optimizer", "/optimizer/offload", job.optimizer.offload, models::OptimizerOffload::Host,
+                 "keep each rank's optimizer state (its owned slices with --shard-optimizer) in host memory, "
+                 "outside the device's cap, and run the update there with the vectorised CPU optimizer (ZeRO-Offload)")
+      ->group(optimizer);
 
   const std::string pipeline = "Pipeline";
   b.option("--stages", "/pipeline/stages", job.pipeline.stages, "pipeline stages, one rank and device each (default: from --split, else 1)")
@@ -217,10 +221,6 @@ void add_train_command(CLI::App& app, TrainCommand& t) {
                  dp::OptimizerState::Sharded,
                  "each replica of a stage keeps optimizer state for, and updates, its 1/R of the stage's "
                  "parameters only: gradients are reduce-scattered, updated weights all-gathered (ZeRO-1)")
-      ->group(replicas);
-  b.flag_setting("--offload-optimizer", "/optimizer/offload", job.optimizer.offload, models::OptimizerOffload::Host,
-                 "keep each rank's optimizer state (its owned slices with --shard-optimizer) in host memory, "
-                 "outside the device's cap, and run the update there with the vectorised CPU optimizer (ZeRO-Offload)")
       ->group(replicas);
   b.choice("--cpu-collectives", "/replicas/cpu_collectives", job.replicas.cpu_collectives,
            "collectives of CPU replicas: gloo (its connections carry no job token), links (the job's "
