@@ -91,6 +91,7 @@ std::int64_t LayoutPrediction::peak_bytes() const {
 
 MemorySettings memory_settings_of(const JobPlan& plan) {
   MemorySettings s;
+  s.offload = plan.optimizer.offload;
   s.precision = plan.precision;
   s.optimizer = plan.optimizer.kind;
   s.replicas = plan.replicas();

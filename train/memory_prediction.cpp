@@ -75,7 +75,8 @@ kernels::BytesByKind weight_memory(const std::vector<const partition::LayerProfi
   // Optimizer state: F32 tensors per parameter (Adam 2, SGD and Adagrad 1); sharded, each replica
   // keeps those of its 1/R slice of the stage.
   const int tensors = partition::optimizer_state_tensors(s.optimizer);
-  at(out, MemoryKind::OptimizerState) = tensors * blocks(params, sharded ? s.replicas : 1);
+  at(out, MemoryKind::OptimizerState) =
+      s.offload == models::OptimizerOffload::Host ? 0 : tensors * blocks(params, sharded ? s.replicas : 1);
   return out;
 }
 

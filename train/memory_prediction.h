@@ -21,6 +21,8 @@ struct MemorySettings {
   int replicas = 1;
   dp::OptimizerState optimizer_state = dp::OptimizerState::Replicated;
   std::int64_t bucket_bytes = std::int64_t{25} << 20;   // gradient buckets with replicas
+  // Host: the optimizer state is host memory (--offload-optimizer), none of it on the device.
+  models::OptimizerOffload offload = models::OptimizerOffload::None;
 };
 
 // What a stage's weights cost on its device: parameters (and their 16-bit copies), gradients,
