@@ -64,6 +64,26 @@ struct BucketReducer::Core {
   std::optional<pipeline::UpdateShare> share;   // sharded state only; fixed once the buckets are
 };
 
+namespace {
+kernels::Tensor host_copy(const kernels::Tensor& t) {
+  auto copy = kernels::Tensor::empty_pinned(t.shape(), t.dtype());   // outside every device's cap
+  copy.copy_from(t);
+  return copy;
+}
+
+// Host copies of each parameter's `member` tensor, and the parameters let go of theirs.
+std::vector<kernels::Tensor> stage_on_host(const std::vector<models::Parameter*>& parameters,
+                                           kernels::Tensor models::Parameter::*member) {
+  std::vector<kernels::Tensor> staged;
+  staged.reserve(parameters.size());
+  for (auto* p : parameters) {
+    staged.push_back(host_copy(p->*member));
+    p->*member = kernels::Tensor();
+  }
+  return staged;
+}
+}  // namespace
+
 BucketReducer::BucketReducer(std::vector<models::Parameter*> parameters, std::shared_ptr<Collective> collective,
                              BucketOptions options, TraceTrack track, std::vector<models::Parameter*> reduced_whole)
     : core_(std::make_shared<Core>()) {
@@ -114,45 +134,60 @@ BucketReducer::BucketReducer(std::vector<models::Parameter*> parameters, std::sh
                                 (members * aligned_elements(1));
     c.stats.bytes += b.elements * static_cast<std::int64_t>(sizeof(float));
     const auto device = b.parameters.front()->grad.device();
+    // One bucket at a time, its tensors waiting in host memory while the bucket takes their place:
+    // the device never holds a tensor and its bucket copy at once, so a capped device that fits
+    // the job's steady state fits its setup too.
+    for (auto* p : b.parameters)
+      PW_CHECK(p->grad.device() == device, "gradients of one stage on two devices");
+    const auto staged_grads = stage_on_host(b.parameters, &models::Parameter::grad);
     {
       // The bucket is the gradients' only home (gradient_as_bucket_view).
       kernels::MemoryKindScope kind(kernels::MemoryKind::Gradients);
       b.flat = kernels::Tensor::empty({b.elements}, kernels::DType::F32, device);
     }
-    const bool half = b.sharded && b.weight_dtype != kernels::DType::F32;
-    if (b.sharded) {
+    std::int64_t at = 0;
+    for (std::size_t k = 0; k < b.parameters.size(); ++k) {
+      auto* p = b.parameters[k];
+      auto home = b.flat.view(at, staged_grads[k].shape());
+      home.copy_from(staged_grads[k]);
+      p->grad = home;
+      at += aligned_elements(home.numel());
+    }
+    if (!b.sharded) continue;
+    const bool half = b.weight_dtype != kernels::DType::F32;
+    // Rounded on the device, one weight at a time, before the fp32 values leave it.
+    std::vector<kernels::Tensor> staged_rounded;
+    if (half)
+      for (auto* p : b.parameters) staged_rounded.push_back(host_copy(p->value.to(b.weight_dtype)));
+    auto allocate_weights = [&] {
       kernels::MemoryKindScope weights_kind(kernels::MemoryKind::Parameters);   // the weights live here
       b.weights = kernels::Tensor::zeros({b.elements}, b.weight_dtype, device);
-    }
-    if (half) {
-      kernels::MemoryKindScope masters_kind(kernels::MemoryKind::MasterWeights);
-      b.masters = kernels::Tensor::zeros({c.segment(b)}, kernels::DType::F32, device);
-    }
-  }
-  // Every buffer is allocated before any whole tensor is let go: a block the buckets replace
-  // would otherwise serve (and hold twice the bytes of) a smaller segment.
-  for (auto& b : c.buckets) {
-    const bool half = b.masters.defined();
-    const std::int64_t lo = me * c.segment(b), hi = lo + c.segment(b);
-    std::int64_t at = 0;
-    for (auto* p : b.parameters) {
-      PW_CHECK(p->grad.device() == b.flat.device(), "gradients of one stage on two devices");
-      auto home = b.flat.view(at, p->grad.shape());
-      home.copy_from(p->grad);
-      p->grad = home;
-      if (b.sharded) {
-        auto weight_home = b.weights.view(at, p->value.shape());
-        weight_home.copy_from(p->value.to(b.weight_dtype));
-        if (half) {
-          // The fp32 values of this replica's segment become its masters; the whole fp32 tensor goes.
-          const std::int64_t n = p->value.numel();
-          const std::int64_t begin = std::max(at, lo), end = std::min(at + n, hi);
-          if (end > begin) b.masters.copy_elements_from(p->value, begin - at, begin - lo, end - begin);
-          p->compute = weight_home;
-        }
-        p->value = weight_home;
+      if (half) {
+        kernels::MemoryKindScope masters_kind(kernels::MemoryKind::MasterWeights);
+        b.masters = kernels::Tensor::zeros({c.segment(b)}, kernels::DType::F32, device);
       }
-      at += aligned_elements(home.numel());
+    };
+    // 16-bit weights and master segments are smaller than the fp32 values they replace: made
+    // before those go, so that no freed fp32 block serves (and counts twice the bytes of) them.
+    if (half) allocate_weights();
+    const auto staged_values = stage_on_host(b.parameters, &models::Parameter::value);
+    if (!half) allocate_weights();
+    const std::int64_t lo = me * c.segment(b), hi = lo + c.segment(b);
+    at = 0;
+    for (std::size_t k = 0; k < b.parameters.size(); ++k) {
+      auto* p = b.parameters[k];
+      const kernels::Tensor& whole = staged_values[k];
+      auto weight_home = b.weights.view(at, whole.shape());
+      weight_home.copy_from(half ? staged_rounded[k] : whole);
+      if (half) {
+        // The fp32 values of this replica's segment become its masters; the whole fp32 tensor goes.
+        const std::int64_t n = whole.numel();
+        const std::int64_t begin = std::max(at, lo), end = std::min(at + n, hi);
+        if (end > begin) b.masters.copy_elements_from(whole, begin - at, begin - lo, end - begin);
+        p->compute = weight_home;
+      }
+      p->value = weight_home;
+      at += aligned_elements(weight_home.numel());
     }
   }
   c.stats.buckets = static_cast<std::int64_t>(c.buckets.size());

@@ -138,6 +138,8 @@ void add_plan_command(CLI::App& app, PlanCommand& c) {
   auto* recompute = b.choice("--recompute", "/pipeline/recompute", job.pipeline.recompute,
                              "which stages re-run forward instead of keeping activations");
   b.choice("--optimizer", "/optimizer/kind", job.optimizer.kind, "its state's memory");
+  b.flag_setting("--offload-optimizer", "/optimizer/offload", job.optimizer.offload, models::OptimizerOffload::Host,
+                 "the optimizer state lives in host memory, outside the device's cap");
   auto* replicas = b.option("--replicas", "/replicas/replicas", job.replicas.replicas,
                             "data-parallel replicas of the pipeline; --batch-size is split over them")
                        ->capture_default_str()->check(range(1, 4096));

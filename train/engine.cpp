@@ -657,6 +657,16 @@ double Engine::gather_auc(const std::vector<std::vector<double>>& figures, std::
 }
 
 // Rank 0 collects every stage's parameters and buffers of replica 0 by whole-model name.
+namespace {
+// A host copy counted against no device's cap: a whole model gathered by rank 0 (to save it, or
+// staged for a checkpoint) must not land on rank 0's device, which holds one stage at most.
+kernels::Tensor outside_device_caps(const kernels::Tensor& t) {
+  auto copy = kernels::Tensor::empty_pinned(t.shape(), t.dtype());
+  copy.copy_from(t);
+  return copy;
+}
+}  // namespace
+
 kernels::NamedTensors Engine::gather_weights() {
   const std::int64_t round = gathers_++;
   const auto masters = gather_sharded_masters();   // every replica takes part
@@ -684,7 +694,7 @@ kernels::NamedTensors Engine::gather_weights() {
     return {};
   }
   kernels::NamedTensors all;
-  for (auto& [name, t] : mine) all.emplace(name, t.to(kernels::Device::cpu(0)));
+  for (auto& [name, t] : mine) all.emplace(name, outside_device_caps(t));
   for (int r = 1; r < plan_.schedule.stages; ++r) {
     const auto text = control.recv(r, rpc::Tag{round, kWeightNames, rpc::PayloadKind::Control, 0}, deadline());
     PW_CHECK(text.dtype() == kernels::DType::U8, "weight names from rank " << r << " are " << text.describe());
@@ -693,7 +703,7 @@ kernels::NamedTensors Engine::gather_weights() {
     for (int i = 0; std::getline(names, name); ++i) {
       auto t = control.recv(r, rpc::Tag{round, kFirstWeight + i, rpc::PayloadKind::Control, 0}, deadline());
       // A tied weight is held by several stages with equal values: the first copy stands.
-      all.emplace(name, t.to(kernels::Device::cpu(0)));
+      all.emplace(name, outside_device_caps(t));
     }
   }
   return all;
@@ -774,7 +784,7 @@ std::vector<CheckpointPart> Engine::checkpoint_parts(std::vector<CheckpointPart>
   auto host_copy = [&](const std::string& file, const std::string& name, const kernels::Tensor& t) {
     const auto it = staging.find(file + "/" + name);
     if (it == staging.end() || it->second.shape() != t.shape() || it->second.dtype() != t.dtype())
-      return t.device().is_cpu() ? t.clone() : t.to(kernels::Device::cpu(0));
+      return outside_device_caps(t);
     it->second.copy_from(t);
     return it->second;
   };

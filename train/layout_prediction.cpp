@@ -75,6 +75,7 @@ LinkSpeeds default_link_speeds(const kernels::Device& device) {
     s.stage_bytes_per_s = 25e9;
     s.replica_bytes_per_s = 25e9;
     s.memory_bytes_per_s = 1e12;
+    s.host_link_bytes_per_s = 25e9;   // PCIe 4.0 x16
   }
   return s;
 }
@@ -148,10 +149,10 @@ LayoutPrediction predict_layout(const JobPlan& plan, const std::vector<partition
     auto training = stage_memory(layers, activations, settings);
     at(training, MemoryKind::Communication) += in_activation_dtype(messages, plan.precision);
     if (d == 0) at(training, MemoryKind::Workspace) += 2 * in_activation_dtype(local_batch * sample_bytes, plan.precision);
-    // The update: under mixed precision each weight's new 16-bit copy is made while the old one
-    // is still held, and no activations are.
+    // The update: under mixed precision each weight's new 16-bit values are rounded into a
+    // workspace tensor, one weight at a time, before they replace its copy; no activations are held.
     auto update = weight_memory(layers, settings);
-    at(update, MemoryKind::Parameters) += compute_copy_bytes(layers, plan.precision);
+    at(update, MemoryKind::Workspace) += largest_compute_copy_bytes(layers, plan.precision);
     s.memory = total_bytes(update) > total_bytes(training) ? update : training;
     s.peak_bytes = total_bytes(s.memory);
 
@@ -159,8 +160,15 @@ LayoutPrediction predict_layout(const JobPlan& plan, const std::vector<partition
     s.gradient_sync_seconds = gradient_sync_seconds(param_bytes, R, remote ? links.inter_node_bytes_per_s
                                                                            : links.replica_bytes_per_s, links.latency_s);
     const double updated = settings.optimizer_state == dp::OptimizerState::Sharded ? static_cast<double>(R) : 1.0;
-    s.optimizer_seconds = static_cast<double>(param_bytes) / 4.0 / updated *
-                          optimizer_bytes_per_parameter(settings.optimizer) / links.memory_bytes_per_s;
+    const double updated_parameters = static_cast<double>(param_bytes) / 4.0 / updated;
+    if (settings.offload == models::OptimizerOffload::Host) {
+      s.optimizer_seconds =
+          updated_parameters * optimizer_bytes_per_parameter(settings.optimizer) / links.host_memory_bytes_per_s;
+      if (links.host_link_bytes_per_s > 0.0) s.optimizer_seconds += updated_parameters * 8.0 / links.host_link_bytes_per_s;
+    } else {
+      s.optimizer_seconds =
+          updated_parameters * optimizer_bytes_per_parameter(settings.optimizer) / links.memory_bytes_per_s;
+    }
     slowest_tail = std::max(slowest_tail, s.gradient_sync_seconds + s.optimizer_seconds);
     out.stages.push_back(s);
   }

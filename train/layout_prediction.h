@@ -26,6 +26,10 @@ struct LinkSpeeds {
   double inter_node_bytes_per_s = 12.5e9; // any link between two nodes
   double latency_s = 0.0;                 // per message
   double memory_bytes_per_s = 10e9;       // the optimizer step's reads and writes
+  // --offload-optimizer: the update runs in host memory, and on a GPU the gradients come down and
+  // the weights go back up over the host link (0: the device is the host, nothing is copied).
+  double host_memory_bytes_per_s = 10e9;
+  double host_link_bytes_per_s = 0.0;
   int devices_per_node = 0;               // ranks per node, replica-major as the engine numbers them; 0: one node
 };
 // The defaults above for a job whose devices are CPUs or CUDA GPUs.

@@ -18,6 +18,7 @@ struct Candidate {
   pipeline::ScheduleKind schedule = pipeline::ScheduleKind::OneFOneB;
   partition::Recompute recompute = partition::Recompute::None;
   dp::OptimizerState optimizer_state = dp::OptimizerState::Replicated;
+  models::OptimizerOffload offload = models::OptimizerOffload::None;
 };
 
 std::vector<Candidate> candidates(const JobConfig& base, const SearchSpace& space, int layers) {
@@ -38,7 +39,7 @@ std::vector<Candidate> candidates(const JobConfig& base, const SearchSpace& spac
           for (const auto recompute : space.recompute) {
             for (const auto state : {dp::OptimizerState::Replicated, dp::OptimizerState::Sharded}) {
               if (state == dp::OptimizerState::Sharded && R == 1) continue;
-              out.push_back({P, R, M, kind, recompute, state});
+              for (const auto offload : space.offload) out.push_back({P, R, M, kind, recompute, state, offload});
             }
           }
         }
@@ -60,6 +61,7 @@ JobConfig config_of(const JobConfig& base, const Candidate& c, const SearchSpace
   job.pipeline.schedule_file.clear();
   job.replicas.replicas = c.replicas;
   job.replicas.optimizer_state = c.optimizer_state;
+  job.optimizer.offload = c.offload;
   job.resources.device_memory = space.device_memory;
   job.resources.devices.clear();
   return job;
@@ -141,6 +143,9 @@ SearchResult search_layouts(const JobConfig& base, const SearchSpace& space, con
   std::stable_sort(result.fitting.begin(), result.fitting.end(), [](const RankedLayout& a, const RankedLayout& b) {
     if (a.prediction.step_seconds != b.prediction.step_seconds)
       return a.prediction.step_seconds < b.prediction.step_seconds;
+    // As fast either way (CPU devices): the state stays where the job runs.
+    if (a.config.optimizer.offload != b.config.optimizer.offload)
+      return a.config.optimizer.offload == models::OptimizerOffload::None;
     return a.prediction.peak_bytes() < b.prediction.peak_bytes();
   });
   if (result.smallest_peak < 0) result.smallest_peak = 0;
@@ -156,6 +161,7 @@ std::string describe_layout(const JobConfig& c) {
       << enum_name(c.pipeline.recompute);
   if (R > 1) out << ", " << (c.replicas.optimizer_state == dp::OptimizerState::Sharded ? "sharded" : "replicated")
                  << " optimizer state";
+  if (c.optimizer.offload == models::OptimizerOffload::Host) out << ", offloaded to the host";
   return out.str();
 }
 

@@ -26,6 +26,8 @@ struct SearchSpace {
                                                 pipeline::ScheduleKind::ZeroBubbleH1,
                                                 pipeline::ScheduleKind::ZeroBubbleH2};
   std::vector<partition::Recompute> recompute{partition::Recompute::None, partition::Recompute::All};
+  // Optimizer state on the device, and in host memory (--offload-optimizer).
+  std::vector<models::OptimizerOffload> offload{models::OptimizerOffload::None, models::OptimizerOffload::Host};
   // Micro-batches per replica: P, 2P, ... up to this many times P (those that divide its batch).
   int max_micro_batches_per_stage = 4;
 };

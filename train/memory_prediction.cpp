@@ -88,6 +88,15 @@ std::int64_t compute_copy_bytes(const std::vector<const partition::LayerProfile*
   return total;
 }
 
+std::int64_t largest_compute_copy_bytes(const std::vector<const partition::LayerProfile*>& layers,
+                                       models::Precision precision) {
+  if (precision == models::Precision::Fp32) return 0;
+  std::int64_t largest = 0;
+  for (const auto* layer : layers)
+    for (const auto bytes : layer->copied_tensor_bytes) largest = std::max(largest, block(bytes / 2));
+  return largest;
+}
+
 std::int64_t activation_memory(std::int64_t fp32_activation_bytes, models::Precision precision) {
   // 16-bit activations are half the size of the fp32 ones the profiler measured.
   return precision == models::Precision::Fp32 ? fp32_activation_bytes : fp32_activation_bytes / 2;

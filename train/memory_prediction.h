@@ -35,6 +35,10 @@ kernels::BytesByKind weight_memory(const std::vector<const partition::LayerProfi
 // The 16-bit compute copies of the convolution and linear weights under mixed precision (0 in fp32).
 std::int64_t compute_copy_bytes(const std::vector<const partition::LayerProfile*>& layers, models::Precision precision);
 
+// The largest of those: the update rounds one weight at a time into a workspace tensor.
+std::int64_t largest_compute_copy_bytes(const std::vector<const partition::LayerProfile*>& layers,
+                                       models::Precision precision);
+
 // The stashed activations the schedule keeps in flight plus one layer's working set (the cost
 // model's activation_bytes, measured in fp32), in the job's activation precision.
 std::int64_t activation_memory(std::int64_t fp32_activation_bytes, models::Precision precision);
