@@ -1,5 +1,6 @@
 #include "train/job_plan.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <thread>
@@ -12,6 +13,7 @@
 #include "kernels/cuda_probe.h"
 #include "kernels/stream.h"
 #include "models/data/dataset.h"
+#include "models/data/dataset_names.h"
 #include "partition/partitioners.h"
 #include "partition/profiler.h"
 #include "pipeline/planner.h"
@@ -157,6 +159,20 @@ JobPlan plan_job(const JobConfig& c) {
   if (!program_model && c.model.name == "dlrm" && c.data.dataset != "synthetic-clicks")
     throw ConfigError("/data/dataset", c.data.dataset + ": /model/name dlrm reads click data; use synthetic-clicks, "
                                        "it accepts no other data set");
+  // Names first, so that a bad one is refused by its field (the CLI names the flag).
+  const auto known = [](const std::vector<std::string>& names, const std::string& name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+  const auto listed = [](const std::vector<std::string>& names) {
+    std::string out;
+    for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+    return out;
+  };
+  if (!c.program_data && !known(models::data::dataset_names(), c.data.dataset))
+    throw ConfigError("/data/dataset", "unknown data set '" + c.data.dataset + "'; accepted: " +
+                                           listed(models::data::dataset_names()));
+  if (!c.program_model && !known(models::model_names(), c.model.name))
+    throw ConfigError("/model/name", "unknown model '" + c.model.name + "'; accepted: " + listed(models::model_names()));
   plan.data = data_shape(c);
   plan.optimizer.kind = c.optimizer.kind;
   plan.optimizer.lr = effective_lr(c.optimizer);

@@ -1,4 +1,5 @@
 #include "models/data/dataset.h"
+#include "models/data/dataset_names.h"
 
 #include <algorithm>
 #include <charconv>
@@ -78,8 +79,13 @@ std::unique_ptr<Dataset> open_dataset(const std::string& name, Split split, cons
   if (name == "cifar10")
     return open_cifar10(required_data_dir(name, options), split, options.parts,
                         options.normalization.value_or(kCifar10Normalization));
-  throw InputError("unknown data set '" + name +
-                   "'; accepted: fashion-mnist, synthetic, synthetic-clicks, image-folder, shards, cifar10");
+  std::string accepted;
+  for (const auto& known : dataset_names()) accepted += (accepted.empty() ? "" : ", ") + known;
+  throw InputError("unknown data set '" + name + "'; accepted: " + accepted);
+}
+
+std::vector<std::string> dataset_names() {
+  return {"fashion-mnist", "synthetic", "synthetic-clicks", "image-folder", "shards", "cifar10"};
 }
 
 kernels::Shape parse_sample_shape(const std::string& text) {

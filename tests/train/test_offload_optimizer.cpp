@@ -14,7 +14,7 @@
 
 #include <boost/test/unit_test.hpp>
 
-#include "job_test_util.h"
+#include "tests/train/optimizer_variants.h"
 #include "kernels/host_ledger.h"
 #include "kernels/runtime.h"
 #include "train/embedded_job.h"
@@ -29,50 +29,17 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr int kSteps = 6;
-
-struct Variant {
-  int replicas = 2;
-  dp::OptimizerState state = dp::OptimizerState::Replicated;
-  models::OptimizerKind optimizer = models::OptimizerKind::Adam;
-  ScheduleKind schedule = ScheduleKind::OneFOneB;
-  std::string recompute = "none";
-  double clip = 0.0;
-  models::Precision precision = models::Precision::Fp32;
-  models::OptimizerOffload offload = models::OptimizerOffload::None;
+constexpr int kSteps = test::kVariantSteps;
+// Adam unless a test says otherwise.
+struct Variant : test::OptimizerVariant {
+  Variant() { optimizer = models::OptimizerKind::Adam; }
 };
+using test::offloaded;
 
-train::JobConfig job(const Variant& v) {
-  JobShape shape{v.schedule, 2, 2,
-                 v.schedule == ScheduleKind::Interleaved || v.schedule == ScheduleKind::ZeroBubbleV ? 2 : 1, {}};
-  shape.recompute = v.recompute;
-  shape.replicas = v.replicas;
-  auto c = test::job_of(test::tied_mlp(), shape, 16);
-  c.data.steps = kSteps;
-  c.data.eval_batches = 1;
-  c.replicas.bucket_bytes = 2048;   // several buckets, parameters cut between owners when sharded
-  c.replicas.optimizer_state = v.state;
-  c.optimizer.kind = v.optimizer;
-  if (v.optimizer == models::OptimizerKind::Adam) c.optimizer.lr = 0.01;
-  c.optimizer.weight_decay = 0.01;
-  c.optimizer.offload = v.offload;
-  c.recovery.clip_grad_norm = v.clip;
-  c.numerics.precision = v.precision;
-  return c;
-}
+train::JobConfig job(const Variant& v) { return test::optimizer_job(v); }
 
-Variant offloaded(Variant v) {
-  v.offload = models::OptimizerOffload::Host;
-  return v;
-}
-
-struct Scratch {
-  fs::path path = fs::temp_directory_path() / ("pw_offload_optimizer_" + std::to_string(::getpid()));
-  Scratch() {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~Scratch() { fs::remove_all(path); }
+struct Scratch : test::ScratchFolder {
+  Scratch() : ScratchFolder("offload_optimizer") {}
 };
 
 }  // namespace

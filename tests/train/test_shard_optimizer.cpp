@@ -19,7 +19,7 @@
 
 #include <boost/test/unit_test.hpp>
 
-#include "job_test_util.h"
+#include "tests/train/optimizer_variants.h"
 #include "kernels/safetensors.h"
 #include "models/zoo/model_spec.h"
 #include "partition/model_description.h"
@@ -34,61 +34,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr int kSteps = 6;
+constexpr int kSteps = test::kVariantSteps;
+using Variant = test::OptimizerVariant;
+using test::check_close;
+using test::sharded;
 
-partition::ModelDescription untied_mlp() {
-  auto m = test::tied_mlp();
-  m.name = "mlp";
-  m.tied.clear();
-  return m;
-}
+train::JobConfig job(const Variant& v) { return test::optimizer_job(v); }
 
-struct Variant {
-  int replicas = 2;
-  dp::OptimizerState state = dp::OptimizerState::Replicated;
-  models::OptimizerKind optimizer = models::OptimizerKind::Sgd;
-  ScheduleKind schedule = ScheduleKind::OneFOneB;
-  std::string recompute = "none";
-  double clip = 0.0;
-  models::Precision precision = models::Precision::Fp32;
-  bool tied = true;
-};
-
-train::JobConfig job(const Variant& v) {
-  JobShape shape{v.schedule, 2, 2, v.schedule == ScheduleKind::Interleaved ? 2 : 1, {}};
-  shape.recompute = v.recompute;
-  shape.replicas = v.replicas;
-  auto c = test::job_of(v.tied ? test::tied_mlp() : untied_mlp(), shape, 16);
-  c.data.steps = kSteps;
-  c.data.eval_batches = 1;
-  c.replicas.bucket_bytes = 2048;   // several buckets, parameters cut between owners
-  c.replicas.optimizer_state = v.state;
-  c.optimizer.kind = v.optimizer;
-  if (v.optimizer == models::OptimizerKind::Adam) c.optimizer.lr = 0.01;
-  c.optimizer.weight_decay = 0.01;
-  c.recovery.clip_grad_norm = v.clip;
-  c.numerics.precision = v.precision;
-  return c;
-}
-
-Variant sharded(Variant v) {
-  v.state = dp::OptimizerState::Sharded;
-  return v;
-}
-
-void check_close(const std::vector<double>& a, const std::vector<double>& b, double relative) {
-  BOOST_REQUIRE_EQUAL(a.size(), b.size());
-  for (std::size_t i = 0; i < a.size(); ++i)
-    BOOST_TEST(std::abs(a[i] - b[i]) <= relative * std::abs(a[i]), "step " << i << ": " << a[i] << " vs " << b[i]);
-}
-
-struct Scratch {
-  fs::path path = fs::temp_directory_path() / ("pw_shard_optimizer_" + std::to_string(::getpid()));
-  Scratch() {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~Scratch() { fs::remove_all(path); }
+struct Scratch : test::ScratchFolder {
+  Scratch() : ScratchFolder("shard_optimizer") {}
 };
 
 // Every tensor of every file of the checkpoint of step `step` under `dir`, by file/name.
