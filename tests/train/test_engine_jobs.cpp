@@ -207,7 +207,7 @@ BOOST_AUTO_TEST_CASE(a_schedule_file_trains_like_the_schedule_it_spells) {
   BOOST_TEST(r.output.find("bad.sched:2: stage 1") != std::string::npos, r.output);
 }
 
-// The zero-bubble schedules in bf16: as two processes bitwise as embedded, a run resumed from a
+// Every zero-bubble schedule new with issue 28, in bf16: as two processes bitwise as embedded, a run resumed from a
 // checkpoint bitwise as one that ran through, and within 1e-5 of 1F1B.
 BOOST_AUTO_TEST_CASE(zero_bubble_schedules_in_bf16_train_alike_in_processes_and_across_a_resume) {
   ScratchDir dir("zbjobs");
@@ -219,7 +219,7 @@ BOOST_AUTO_TEST_CASE(zero_bubble_schedules_in_bf16_train_alike_in_processes_and_
   auto r = run_pipewright(job("1f1b", 4) + "--summary " + dir.file("1f1b.json"));
   BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
   const auto reference = read_json(dir.file("1f1b.json"))["loss_history"];
-  for (const std::string schedule : {"zb-h2", "zb-v", "dualpipev"}) {
+  for (const std::string schedule : {"zb-h2", "zb-v", "v-half", "v-min", "interleaved-zb", "dualpipev"}) {
     BOOST_TEST_CONTEXT(schedule) {
       const std::string out = " --summary " + dir.file(schedule + "_one.json") + " --save " +
                               dir.file(schedule + "_one.safetensors");
