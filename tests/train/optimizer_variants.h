@@ -11,8 +11,14 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <memory>
+#include <set>
+#include <utility>
+
 #include "pipeline/schedule.h"
+#include "pipewright/fit.h"
 #include "tests/train/job_test_util.h"
+#include "train/fault_injection.h"
 
 namespace pw::test {
 
@@ -71,6 +77,33 @@ inline void check_close(const std::vector<double>& a, const std::vector<double>&
   BOOST_REQUIRE_EQUAL(a.size(), b.size());
   for (std::size_t i = 0; i < a.size(); ++i)
     BOOST_TEST(std::abs(a[i] - b[i]) <= relative * std::abs(a[i]), "step " << i << ": " << a[i] << " vs " << b[i]);
+}
+
+// Job `c` for 8 steps with a checkpoint after each, whose rank 3 turns non-finite at steps 4
+// and 5 the first time it makes them (not again after the rollback to step 3 that the second
+// bad step in a row sets off): each step's loss and whether it was skipped, in the order made.
+inline std::vector<std::pair<double, bool>> run_with_a_rollback(train::JobConfig c, const std::filesystem::path& dir) {
+  struct Reset {
+    ~Reset() { train::set_fault_hooks({}); }
+  } reset;
+  auto fired = std::make_shared<std::set<std::int64_t>>();
+  train::FaultHooks hooks;
+  hooks.fault = [fired](train::FaultKind kind, std::int64_t step, int rank) {
+    return kind == train::FaultKind::NonfiniteGradient && rank == 3 && (step == 4 || step == 5) &&
+           fired->insert(step).second;
+  };
+  train::set_fault_hooks(hooks);
+  c.data.steps = 8;
+  c.checkpoints.dir = dir.string();
+  c.checkpoints.every_steps = 1;
+  c.recovery.max_bad_steps = 2;
+  std::vector<std::pair<double, bool>> out;
+  train::FitOptions fit;
+  fit.progress = false;
+  train::FitCallbacks callbacks;
+  callbacks.on_step = [&](const train::StepEvent& e) { out.emplace_back(e.outcome->loss, e.outcome->skipped); };
+  train::run_job(c, fit, callbacks);
+  return out;
 }
 
 // A fresh folder under the system's temporary one for this process, removed at the end.

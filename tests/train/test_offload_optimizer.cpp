@@ -178,29 +178,8 @@ BOOST_AUTO_TEST_CASE(checkpoints_resume_across_offload) {
 // checkpoint: the offloaded state is restored from it as the device state is.
 BOOST_AUTO_TEST_CASE(non_finite_steps_are_skipped_and_rolled_back_alike) {
   Scratch scratch;
-  struct Reset {
-    ~Reset() { train::set_fault_hooks({}); }
-  } reset;
   auto run = [&](const Variant& v, const std::string& name) {
-    auto fired = std::make_shared<std::set<std::int64_t>>();
-    train::FaultHooks hooks;
-    hooks.fault = [fired](train::FaultKind kind, std::int64_t step, int rank) {
-      return kind == train::FaultKind::NonfiniteGradient && rank == 3 && (step == 4 || step == 5) &&
-             fired->insert(step).second;
-    };
-    train::set_fault_hooks(hooks);
-    auto c = job(v);
-    c.data.steps = 8;
-    c.checkpoints.dir = (scratch.path / name).string();
-    c.checkpoints.every_steps = 1;
-    c.recovery.max_bad_steps = 2;
-    std::vector<std::pair<double, bool>> out;
-    train::FitOptions fit;
-    fit.progress = false;
-    train::FitCallbacks callbacks;
-    callbacks.on_step = [&](const train::StepEvent& e) { out.emplace_back(e.outcome->loss, e.outcome->skipped); };
-    train::run_job(c, fit, callbacks);
-    return out;
+    return test::run_with_a_rollback(job(v), scratch.path / name);
   };
   for (const auto state : {dp::OptimizerState::Replicated, dp::OptimizerState::Sharded}) {
     BOOST_TEST_CONTEXT(enum_name(state)) {

@@ -215,31 +215,10 @@ BOOST_AUTO_TEST_CASE(checkpoints_resume_across_sharding_and_replica_counts) {
 // replicated one does, bit for bit (2 replicas).
 BOOST_AUTO_TEST_CASE(non_finite_steps_are_skipped_and_rolled_back_alike) {
   Scratch scratch;
-  struct Reset {
-    ~Reset() { train::set_fault_hooks({}); }
-  } reset;
   auto run = [&](const Variant& v, const std::string& name, pipeline::UpdateValidation validation) {
-    // Steps 4 and 5 the first time they are made (not again after the rollback).
-    auto fired = std::make_shared<std::set<std::int64_t>>();
-    train::FaultHooks hooks;
-    hooks.fault = [fired](train::FaultKind kind, std::int64_t step, int rank) {
-      return kind == train::FaultKind::NonfiniteGradient && rank == 3 && (step == 4 || step == 5) &&
-             fired->insert(step).second;
-    };
-    train::set_fault_hooks(hooks);
     auto c = job(v);
-    c.data.steps = 8;
-    c.checkpoints.dir = (scratch.path / name).string();
-    c.checkpoints.every_steps = 1;
-    c.recovery.max_bad_steps = 2;
     c.recovery.update_validation = validation;
-    std::vector<std::pair<double, bool>> out;
-    train::FitOptions fit;
-    fit.progress = false;
-    train::FitCallbacks callbacks;
-    callbacks.on_step = [&](const train::StepEvent& e) { out.emplace_back(e.outcome->loss, e.outcome->skipped); };
-    train::run_job(c, fit, callbacks);
-    return out;
+    return test::run_with_a_rollback(c, scratch.path / name);
   };
   // bf16 with post-validation: the ranks that updated before the verdict undo it, 16-bit weights
   // and sharded fp32 masters alike.
