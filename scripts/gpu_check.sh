@@ -33,15 +33,16 @@ GPU_TESTS=(test_ops_cuda test_nccl_transport test_gpu_training)
 BENCH_BINS=(dp_bench pipeline_bench ps_bench transport_bench)
 # name:limit_seconds (the limit is cut to what is left of --budget)
 STEPS=(
-  host:60 ldd:90 info:60 flags:60
+  host:60 ldd:90 info:60 flags:60 host_benches:120
   ops_cuda:240 ops_cuda_blocking:240 nccl:180 gpu_training:300 memcheck:420
   resnet18_cuda:180 resnet18_cpu:240 resnet18_compare:30 gradients:120
   pipeline_cuda:180 pipeline_cpu:240 pipeline_compare:30
   throughput_fp32:300 throughput_tf32:240 throughput_bf16:240 determinism:150
+  shard_optimizer:300 offload_optimizer:300 schedules_cuda:180
 )
 ALWAYS_STEPS=" host ldd info flags "
 GROUP_checks="ops_cuda ops_cuda_blocking nccl gpu_training memcheck"
-GROUP_training="resnet18_cuda resnet18_cpu resnet18_compare gradients pipeline_cuda pipeline_cpu pipeline_compare throughput_fp32 throughput_tf32 throughput_bf16 determinism"
+GROUP_training="resnet18_cuda resnet18_cpu resnet18_compare gradients pipeline_cuda pipeline_cpu pipeline_compare throughput_fp32 throughput_tf32 throughput_bf16 determinism shard_optimizer offload_optimizer schedules_cuda"
 DEFAULT_BUDGET=1140   # 19 minutes; on an H200 the whole check took under 2 (docs/gpu.md)
 
 # The workloads (docs/gpu.md explains each figure).
@@ -52,6 +53,15 @@ PIPE_STEPS=20
 PIPE=(--stages 2 --micro-batches 4 --schedule 1f1b)
 TP_MODEL=resnet50 TP_WIDTH=64 TP_SHAPE=3x224x224 TP_BATCH=64 TP_STEPS=30 TP_WARMUP=10
 DET_STEPS=20
+# Two replicas on one GPU (ranks sharing cuda:0 use the host-staged collective) against the same
+# job on cpu:0,cpu:1: Adam, so the optimizer state is two moments per parameter.
+ZERO=(--model resnet18 --width 32 --dataset synthetic --synthetic-shape 3x32x32 --batch-size 32 --optimizer adam
+      --lr 0.001 --seed 1 --eval-batches 0 --log-every 10 --replicas 2)
+ZERO_STEPS=20
+BF16_FIRST_RTOL=2e-2   # bf16 activations round differently on the two devices
+# Schedules on 2 stages of one GPU, traced (CUDA events): measured step against the simulator's.
+ZB_KINDS=(1f1b zb-h1 zb-v)
+ZB_STEPS=12
 # One SGD step without momentum from the same weights: the update is -lr * gradient, so weights
 # saved after it on two devices give every tensor's gradient difference (the gradients step).
 # Each model with its per-tensor limit. vgg16 (no batch norm) agrees to ~2e-7 (median; worst
@@ -499,6 +509,96 @@ def cmd_throughput(pw_path, torch_path, label):
         return 1
     return 0
 
+def json_lines(path):
+    out = []
+    for l in open(path, encoding="utf-8", errors="replace"):
+        l = l.strip()
+        if l.startswith("{"):
+            try:
+                out.append(json.loads(l))
+            except ValueError:
+                pass
+    return out
+
+def cmd_host_benches(transport_out, ps_out, text=None):
+    t = [r for r in json_lines(transport_out) if r.get("bench") == "transport"]
+    big = max(t, key=lambda r: r["size_bytes"]) if t else {}
+    p = [r for r in json_lines(ps_out) if r.get("bench") == "ps_pull_push"]
+    figs = {"transport_size_bytes": big.get("size_bytes"), "transport_transfers": big.get("transfers"),
+            "transport_thrift_MBps": big.get("thrift_MBps"), "transport_socket_MBps": big.get("socket_MBps"),
+            "transport_bandwidth_ratio": big.get("bandwidth_ratio"),
+            "ps_new_keys_push_ratio": p[0].get("new_keys_push_ratio") if p else None,
+            "ps_push_ratio": p[0].get("push_ratio") if p else None,
+            "ps_new_keys_pull_ratio": p[0].get("new_keys_pull_ratio") if p else None}
+    figs = {k: v for k, v in figs.items() if v is not None}
+    if text:
+        print("transport %s B: %.2fx of the socket (target 0.9); ps new-key push %.2fx (target 0.5)" % (
+            figs.get("transport_size_bytes", "?"), figs.get("transport_bandwidth_ratio", float("nan")),
+            figs.get("ps_new_keys_push_ratio", float("nan"))))
+    else:
+        emit(figs)
+    return 0
+
+KINDS = ("parameters", "gradients", "master_weights", "optimizer_state", "activations", "communication", "workspace")
+
+def device_kinds(summary, shared):
+    # Ranks sharing one device report that device's allocator (the same figures); ranks on their
+    # own CPU devices report their own: the job's total is the one or the sum.
+    mem = summary["memory"]
+    if shared:
+        return {k: max(r["by_kind"][k] for r in mem) for k in KINDS}, max(r.get("host_bytes", 0) for r in mem)
+    return {k: sum(r["by_kind"][k] for r in mem) for k in KINDS}, sum(r.get("host_bytes", 0) for r in mem)
+
+def cmd_memory(what, cpu_path, gpu_path, base_path):
+    cpu = json.load(open(cpu_path)); gpu = json.load(open(gpu_path)); base = json.load(open(base_path))
+    shared = len(set(gpu.get("devices", []))) == 1
+    c, c_host = device_kinds(cpu, False)
+    g, g_host = device_kinds(gpu, shared)
+    b, _ = device_kinds(base, shared)
+    figs = {"cpu_by_kind": c, "gpu_by_kind": g, "cpu_host_bytes": c_host, "gpu_host_bytes": g_host,
+            "gpu_peak_bytes": max(r["peak_bytes"] for r in gpu["memory"])}
+    bad = []
+    # What the job keeps from step to step is the same bytes on either device (within the CUDA
+    # allocator's rounding); activations and workspace are the devices' own business.
+    for k in ("parameters", "master_weights", "optimizer_state"):
+        if c[k] == 0 and g[k] == 0:
+            continue
+        r = g[k] / c[k] if c[k] else float("inf")
+        figs["gpu_over_cpu_" + k] = round(r, 4)
+        if not 0.99 <= r <= 1.05:
+            bad.append("%s %.3fx" % (k, r))
+    if what == "shard":
+        r = g["optimizer_state"] / b["optimizer_state"] if b["optimizer_state"] else float("nan")
+        figs["sharded_over_plain_optimizer_state"] = round(r, 4)
+        if not 0.45 <= r <= 0.55:
+            bad.append("sharded/plain optimizer state %.3fx (expected 0.5)" % r)
+    else:
+        figs["gpu_host_over_cpu_host"] = round(g_host / c_host, 4) if c_host else None
+        if g["optimizer_state"] > 0:
+            bad.append("%d bytes of optimizer state on the device" % g["optimizer_state"])
+        if not c_host or not 0.99 <= g_host / c_host <= 1.05:
+            bad.append("host bytes %d on the GPU job against %d on the CPU" % (g_host, c_host))
+    emit({k: v for k, v in figs.items() if v is not None})
+    if bad:
+        print("FAIL\t" + "; ".join(bad))
+        return 1
+    print("PASS\tparameters, masters and optimizer state as on the CPU%s" % (
+        "; optimizer state half of plain" if what == "shard" else "; optimizer state on the host, none on the device"))
+    return 0
+
+def cmd_schedule(prof_path, summary_path, text=None):
+    p = json.load(open(prof_path))
+    s = json.load(open(summary_path))
+    figs = {"step_ms": round(p["step_ms"], 3), "simulated_step_ms": round(p.get("simulated_step_ms", 0), 3),
+            "measured_over_simulated": round(p.get("measured_over_simulated", 0), 3),
+            "measured_bubble": round(p["measured_bubble"], 3), "analytic_bubble": round(p["analytic_bubble"], 3),
+            "median_step_ms": round(s.get("median_step_ms", 0), 3), "final_loss": s.get("final_loss")}
+    if text:
+        print("step %.2f ms, simulated %.2f ms (%.2fx)" % (figs["step_ms"], figs["simulated_step_ms"], figs["measured_over_simulated"]))
+    else:
+        emit(figs)
+    return 0
+
 if __name__ == "__main__":
     fn = globals()["cmd_" + sys.argv[1]]
     sys.exit(fn(*sys.argv[2:]) or 0)
@@ -920,6 +1020,92 @@ step_determinism() {
   if [ $rc -eq 0 ]; then note "two --deterministic runs on $dev gave bitwise equal losses."
   else note "two --deterministic runs on $dev differ."; fi
   if [ $dry = 1 ]; then note "($rehearse_note, $steps steps.)"; return 77; fi
+  return $rc
+}
+
+# The host-memory targets want a freshly booted machine: this step runs before anything else has
+# touched much memory. Figures only (benchmarks are not asserted); the machine's uptime beside them.
+step_host_benches() {
+  local tb=() pb=(--shards 1)
+  [ $dry = 1 ] && { tb=(--sizes 1048576 --scale 0.2); pb+=(--keys 1024 --zipf-steps 2 --batch-samples 0); }
+  figt uptime_seconds "$(cut -d' ' -f1 /proc/uptime)"
+  run_to_out "$work/transport.out" "$log" "${PWENV[@]}" "$bin_dir/transport_bench" "${tb[@]}" || { note "transport_bench failed."; return 1; }
+  run_to_out "$work/ps.out" "$log" "${PWENV[@]}" "$bin_dir/ps_bench" "${pb[@]}" || { note "ps_bench failed."; return 1; }
+  cat "$work/transport.out" "$work/ps.out" >>"$log"
+  helper host_benches "$work/transport.out" "$work/ps.out" | figs_from
+  note "$(helper host_benches "$work/transport.out" "$work/ps.out" --text)"
+  [ $dry = 1 ] && { note "(dry run: small sizes, figures mean nothing.)"; return 77; }
+  return 0
+}
+
+# zero_run LABEL DEVICES ARGS...: the two-replica Adam job.
+zero_run() {
+  local label=$1 devices=$2 s=$ZERO_STEPS; shift 2
+  [ $dry = 1 ] && s=${PW_DRY_STEPS:-2}
+  train_run "$label" "$s" "${ZERO[@]}" --synthetic-size $((32 * ZERO_STEPS)) --devices "$devices" "$@" >/dev/null || return 1
+  helper summary "$work/$label.json" final_loss median_step_ms | sed "s/^/${label}_/" | figs_from
+}
+# zero_checks PRECISION WHAT: WHAT is shard (sharded against plain, both on the GPU, and against the
+# CPU) or offload (sharded + offloaded on the GPU against sharded on the GPU, and against the CPU).
+zero_checks() {
+  local p=$1 what=$2 dev=cuda:0,cuda:0 rc=0 rtol=$FIRST_RTOL extra=()
+  [ "$p" = bf16 ] && rtol=$BF16_FIRST_RTOL
+  [ $dry = 1 ] && dev=cpu:2,cpu:3
+  if [ "$what" = shard ]; then
+    zero_run "plain_$p" "$dev" --precision "$p" --deterministic || return 1
+    extra=(--shard-optimizer)
+  else
+    [ -s "$work/shard_${p}.json" ] || zero_run "shard_$p" "$dev" --precision "$p" --deterministic --shard-optimizer || return 1
+    extra=(--shard-optimizer --offload-optimizer)
+  fi
+  zero_run "${what}_$p" "$dev" --precision "$p" --deterministic "${extra[@]}" || return 1
+  zero_run "${what}_${p}_cpu" cpu:0,cpu:1 --precision "$p" "${extra[@]}" || return 1
+  local base=plain_$p
+  [ "$what" = offload ] && base=shard_$p
+  # Sharded against plain (or offloaded against on-device) on the GPU: the same sums in the same
+  # order (two replicas) and the same elementwise update, so the same bits, or within rounding.
+  helper identical "$work/$base.json" "$work/${what}_$p.json" | sed "s/^/${what}_${p}_vs_${base}_/" | figs_from
+  if helper identical "$work/$base.json" "$work/${what}_$p.json" >/dev/null; then
+    note "$p: ${what} on the GPU bitwise equal to $base."
+  elif [ "$what" = shard ]; then
+    note "$p: sharded and plain differ on the GPU."; rc=1
+  else
+    note "$p: offloaded (CPU update) and on-device (CUDA update) not bitwise equal;"
+  fi
+  GC_FIRST_RTOL=$rtol helper compare "$work/${what}_${p}_cpu.json" "$work/${what}_$p.json" cpu cuda >"$work/cmp.out"
+  [ $? -eq 0 ] || [ $dry = 1 ] || rc=1   # a dry run's few steps need not learn
+  grep -v $'^PASS\t\|^FAIL\t' "$work/cmp.out" | sed "s/^/${what}_${p}_/" | figs_from
+  note "$p against the CPU: $(grep -E $'^(PASS|FAIL)\t' "$work/cmp.out" | cut -f2);"
+  helper memory "$what" "$work/${what}_${p}_cpu.json" "$work/${what}_$p.json" "$work/$base.json" >"$work/mem.out"
+  [ $? -eq 0 ] || rc=1
+  grep -v $'^PASS\t\|^FAIL\t' "$work/mem.out" | sed "s/^/${what}_${p}_/" | figs_from
+  note "$p memory: $(grep -E $'^(PASS|FAIL)\t' "$work/mem.out" | cut -f2)."
+  cat "$work/cmp.out" "$work/mem.out" >>"$log"
+  return $rc
+}
+zero_step() {
+  local rc=0 p
+  for p in fp32 bf16; do zero_checks "$p" "$1" || rc=1; done
+  if [ $dry = 1 ]; then note "(dry run: cpu:2,cpu:3 in place of cuda:0,cuda:0, ${PW_DRY_STEPS:-2} steps; the loss rule is not applied.)"; [ $rc = 0 ] && return 77; fi
+  return $rc
+}
+step_shard_optimizer() { zero_step shard; }
+step_offload_optimizer() { zero_step offload; }
+
+# 1F1B, ZB-H1 and ZB-V on two stages of one GPU, traced: pipewright prof's measured step against
+# the simulator's makespan with the traced op times (CUDA events).
+step_schedules_cuda() {
+  local dev=cuda:0,cuda:0 k s=$ZB_STEPS rc=0
+  [ $dry = 1 ] && { dev=cpu:0,cpu:1; s=$((${PW_DRY_STEPS:-2} + 1)); }
+  for k in "${ZB_KINDS[@]}"; do
+    train_run "zb_$k" "$s" "${R18[@]}" --synthetic-size $((32 * ZB_STEPS)) --stages 2 --micro-batches 8 --schedule "$k" \
+      --devices "$dev" --trace "$logs/zb_$k.trace.json" --trace-steps "2:$s" >/dev/null || { note "$k: train failed."; rc=1; continue; }
+    run_to_out "$work/zb_$k.prof.json" "$log" "${PWENV[@]}" "$pw" prof --json "$logs/zb_$k.trace.json" \
+      || { note "$k: prof failed."; rc=1; continue; }
+    helper schedule "$work/zb_$k.prof.json" "$work/zb_$k.json" | sed "s/^/${k}_/" | figs_from
+    note "$k: $(helper schedule "$work/zb_$k.prof.json" "$work/zb_$k.json" --text);"
+  done
+  if [ $dry = 1 ]; then note "(dry run: cpu:0,cpu:1, $s steps.)"; [ $rc = 0 ] && return 77; fi
   return $rc
 }
 

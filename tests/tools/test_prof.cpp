@@ -112,6 +112,10 @@ BOOST_AUTO_TEST_CASE(busy_shares_of_a_known_schedule_match_the_simulator) {
                    "stage " << s << ": " << measured << " vs " << sim.stage_busy_fraction[static_cast<std::size_t>(s)]);
       }
       BOOST_TEST(std::abs(report.measured_bubble - sim.bubble_fraction) <= 0.02);
+      // The op times read back from the trace give the simulator's step again.
+      BOOST_TEST(std::abs(report.simulated_step / sim.makespan - 1.0) <= 1e-6,
+                 report.simulated_step << " vs " << sim.makespan);
+      BOOST_TEST(tools::format_report(report).find("step: measured") != std::string::npos);
       BOOST_TEST(report.slowest_stage == 2);
       BOOST_TEST(report.suggestion.find("from stage 2 to stage") != std::string::npos, report.suggestion);
       BOOST_TEST(report.suggestion.find("--split") != std::string::npos, report.suggestion);

@@ -46,6 +46,37 @@ double analytic_bubble(const TraceMeta& m) {
       .bubble_fraction;
 }
 
+// The schedule's makespan with the op times the trace measured: per piece, each kind's seconds
+// per micro-batch (mean over the traced steps and replicas); recomputation counts with the input
+// half of the backward it precedes, an unsplit backward as the input half. Transfers are free.
+double simulated_step(const TraceData& data, const std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>>& steps) {
+  const auto& m = data.meta;
+  const auto spec = spec_of(m);
+  auto times = pipeline::OpTimes::uniform(spec, 0.0, 0.0, 0.0);
+  std::vector<double> optimizer(static_cast<std::size_t>(m.stages), 0.0);
+  const double per_op = 1.0 / (static_cast<double>(steps.size()) * m.replicas * m.micro_batches);
+  for (const auto& s : data.spans) {
+    if (s.stage < 0 || s.stage >= m.stages || s.lane != 0 || steps.count(s.step) == 0) continue;
+    const double d = static_cast<double>(s.end_ns - s.start_ns) * 1e-9;
+    const auto piece = static_cast<std::size_t>(pipeline::virtual_stage(spec, s.stage, s.chunk));
+    if (piece >= times.forward.size()) continue;
+    switch (s.kind) {
+      case trace::SpanKind::Forward: times.forward[piece] += d * per_op; break;
+      case trace::SpanKind::Backward:
+      case trace::SpanKind::BackwardInput:
+      case trace::SpanKind::Recompute: times.backward_input[piece] += d * per_op; break;
+      case trace::SpanKind::BackwardWeight: times.backward_weight[piece] += d * per_op; break;
+      case trace::SpanKind::OptimizerStep:
+        optimizer[static_cast<std::size_t>(s.stage)] +=
+            d / (static_cast<double>(steps.size()) * m.replicas);
+        break;
+      default: break;
+    }
+  }
+  times.optimizer_step = *std::max_element(optimizer.begin(), optimizer.end());
+  return pipeline::simulate(spec, times).makespan;
+}
+
 // Moving one boundary layer out of the slowest stage: from its busiest piece into the neighbouring
 // piece (the model's previous or next piece) whose stage computes least. With chunks, a piece's
 // neighbours live on other stages (interleaved) or on the same one at a V schedule's turn, which
@@ -160,6 +191,7 @@ ProfReport analyze(const TraceData& data) {
     if (counted[s] > 0) per_stage[s] /= counted[s];
   r.measured_bubble = r.ranks.empty() ? 0.0 : 1.0 - busy_sum / static_cast<double>(r.ranks.size());
   r.analytic_bubble = analytic_bubble(m);
+  r.simulated_step = simulated_step(data, steps);
   r.slowest_stage = static_cast<int>(std::max_element(per_stage.begin(), per_stage.end()) - per_stage.begin());
   double mean = 0.0;
   for (double x : per_stage) mean += x / static_cast<double>(per_stage.size());
@@ -206,6 +238,13 @@ std::string format_report(const ProfReport& r) {
   std::snprintf(line, sizeof line, "bubble: measured %.1f%% (mean over ranks), analytic %.1f%% (%s with equal op times)\n",
                 100.0 * r.measured_bubble, 100.0 * r.analytic_bubble, m.schedule.c_str());
   out << line;
+  if (r.simulated_step > 0) {
+    const double step = r.window / r.steps;
+    std::snprintf(line, sizeof line,
+                  "step: measured %.2f ms, simulated %.2f ms (%s with the traced op times, transfers free): %.2fx\n",
+                  1e3 * step, 1e3 * r.simulated_step, m.schedule.c_str(), step / r.simulated_step);
+    out << line;
+  }
   std::snprintf(line, sizeof line, "slowest stage: %d (%.0f%% above the mean stage's compute)\n", r.slowest_stage,
                 100.0 * r.imbalance);
   out << line;
@@ -236,6 +275,8 @@ nlohmann::json report_json(const ProfReport& r) {
           {"micro_batches", r.meta.micro_batches}, {"steps", r.steps},
           {"step_ms", 1e3 * r.window / r.steps}, {"ranks", ranks},
           {"measured_bubble", r.measured_bubble}, {"analytic_bubble", r.analytic_bubble},
+          {"simulated_step_ms", 1e3 * r.simulated_step},
+          {"measured_over_simulated", r.simulated_step > 0 ? r.window / r.steps / r.simulated_step : 0.0},
           {"slowest_stage", r.slowest_stage}, {"imbalance", r.imbalance},
           {"suggestion", r.suggestion}};
 }

@@ -2,7 +2,7 @@
 // What `pipewright prof` reports from a trace: per rank (stage and replica), the shares of the
 // traced steps spent computing, communicating, waiting for neighbours and idle, beside the
 // schedule's analytic bubble; the slowest stage and, when stages are imbalanced, which layer to
-// move where.
+// move where; the step the schedule would take with the traced op times.
 #include <map>
 #include <string>
 #include <vector>
@@ -42,6 +42,11 @@ struct ProfReport {
   std::vector<RankUsage> ranks;
   double measured_bubble = 0.0; // 1 - mean busy share
   double analytic_bubble = 0.0; // the schedule with equal op times
+  // The schedule simulated with the op times this trace measured (per piece and micro-batch, the
+  // mean over traced steps and replicas; transfers and waits free): the step the schedule would
+  // take if only its compute mattered. measured step / simulated step is the executor's overhead
+  // plus the transfers (pipeline_bench's ratio, from a trace; on a GPU the spans are CUDA events).
+  double simulated_step = 0.0;  // seconds
   int slowest_stage = 0;
   double imbalance = 0.0;       // slowest stage's compute over the mean, minus one
   std::string suggestion;       // empty when balanced
