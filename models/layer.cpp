@@ -175,7 +175,7 @@ void store(Tensor& t, const std::vector<float>& v) {
     std::copy(v.begin(), v.end(), t.data<float>());
     return;
   }
-  store(t, v);
+  t.copy_from(Tensor::from_vector(v, t.shape(), Device::cpu()));
 }
 
 void fill(Tensor& t, const Init& init, std::uint64_t seed) {
