@@ -558,26 +558,31 @@ def cmd_memory(what, cpu_path, gpu_path, base_path):
     figs = {"cpu_by_kind": c, "gpu_by_kind": g, "cpu_host_bytes": c_host, "gpu_host_bytes": g_host,
             "gpu_peak_bytes": max(r["peak_bytes"] for r in gpu["memory"])}
     bad = []
-    # What the job keeps from step to step is the same bytes on either device (within the CUDA
-    # allocator's rounding); activations and workspace are the devices' own business.
+    # What the job keeps from step to step is the same bytes on either device; activations and
+    # workspace are the devices' own business. Two ranks sharing one GPU share its allocator: a
+    # block one rank freed may serve the other's request up to 1.25x its size (2x under 1 MiB),
+    # and counts whole, so on a shared device the figures may run up to a quarter over.
+    top = 1.3 if shared else 1.05
     for k in ("parameters", "master_weights", "optimizer_state"):
         if c[k] == 0 and g[k] == 0:
             continue
         r = g[k] / c[k] if c[k] else float("inf")
         figs["gpu_over_cpu_" + k] = round(r, 4)
-        if not 0.99 <= r <= 1.05:
+        if not 0.99 <= r <= top:
             bad.append("%s %.3fx" % (k, r))
     if what == "shard":
         r = g["optimizer_state"] / b["optimizer_state"] if b["optimizer_state"] else float("nan")
         figs["sharded_over_plain_optimizer_state"] = round(r, 4)
-        if not 0.45 <= r <= 0.55:
+        if not 0.45 <= r <= (0.65 if shared else 0.55):
             bad.append("sharded/plain optimizer state %.3fx (expected 0.5)" % r)
     else:
         figs["gpu_host_over_cpu_host"] = round(g_host / c_host, 4) if c_host else None
         if g["optimizer_state"] > 0:
             bad.append("%d bytes of optimizer state on the device" % g["optimizer_state"])
-        if not c_host or not 0.99 <= g_host / c_host <= 1.05:
-            bad.append("host bytes %d on the GPU job against %d on the CPU" % (g_host, c_host))
+        # On a GPU the update also copies each slice's weights and gradient through pinned host
+        # buffers (models/host_offload.cpp), counted with the state; on CPU devices it runs in place.
+        if not c_host or not 0.99 <= g_host / c_host <= 2.2:
+            bad.append("host bytes %d on the GPU job against %d on the CPU (expected 1-2.2x)" % (g_host, c_host))
     emit({k: v for k, v in figs.items() if v is not None})
     if bad:
         print("FAIL\t" + "; ".join(bad))
