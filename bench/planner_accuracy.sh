@@ -30,15 +30,19 @@ layouts=(
   "--model vgg16 --stages 2 --micro-batches 2 --schedule gpipe"
   "--model vgg16 --stages 1 --replicas 2"
 )
-common="--width $width --dataset synthetic --synthetic-shape 3x32x32 --batch-size $batch --threads $threads --optimizer adam --partition profile"
+common="--width $width --dataset synthetic --synthetic-shape 3x32x32 --batch-size $batch --threads $threads --optimizer adam"
 
 i=0
 for layout in "${layouts[@]}"; do
   i=$((i + 1))
   # shellcheck disable=SC2086
-  "$pw" plan $common $layout --repeats 3 --json >"$out/plan$i.json" 2>"$out/log" || { cat "$out/log" >&2; exit 1; }
+  "$pw" plan $common $layout --partition profile --repeats 3 --json >"$out/plan$i.json" 2>"$out/log" || { cat "$out/log" >&2; exit 1; }
+  # The run takes the plan's split: profiling again would time the layers anew and may cut elsewhere.
+  split=$("$python" -c 'import json, sys; s = json.load(open(sys.argv[1]))["split"]; print(",".join(str(p["begin"]) for p in s[1:]))' "$out/plan$i.json")
+  split_flag=()
+  [ -n "$split" ] && split_flag=(--split "$split")
   # shellcheck disable=SC2086
-  "$pw" train $common $layout --synthetic-size $((batch * (steps + warmup))) --steps $((steps + warmup)) \
+  "$pw" train $common $layout "${split_flag[@]}" --synthetic-size $((batch * (steps + warmup))) --steps $((steps + warmup)) \
     --warmup-steps "$warmup" --eval-batches 0 --summary "$out/run$i.json" >/dev/null 2>"$out/log" || { cat "$out/log" >&2; exit 1; }
   echo "$layout" >"$out/layout$i"
 done

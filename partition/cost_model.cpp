@@ -51,6 +51,8 @@ StageEstimate estimate_piece(const std::vector<LayerProfile>& layers, const Cost
     param_bytes += layer.param_bytes;
     buffer_bytes += layer.buffer_bytes;
     stash_bytes += layer.stash_bytes;
+    // One tensor in two stashes: this layer's kept input is the previous layer's kept output.
+    if (i > range.begin) stash_bytes -= std::min(layer.kept_input_bytes, layers[static_cast<std::size_t>(i) - 1].kept_output_bytes);
     workspace_bytes = std::max(workspace_bytes, layer.workspace_bytes);
   }
   const bool last_piece = piece == cost.pieces() - 1;

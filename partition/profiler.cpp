@@ -46,6 +46,8 @@ Measured run_once(models::Layer& layer, const Shape& input_shape, Device device,
   auto& stream = kernels::current_stream(device);
   const Shape output_shape = layer.output_shape(input_shape);
   stream.synchronize();
+  // A cached block larger than asked would count whole: measure from an empty cache.
+  if (memory != nullptr) allocator.release_cache();
   const std::int64_t start_in_use = allocator.stats().in_use;
   Tensor x = random_tensor(input_shape, device, seed);
   stream.synchronize();
@@ -61,10 +63,22 @@ Measured run_once(models::Layer& layer, const Shape& input_shape, Device device,
     memory->output_shape = out.y.shape();
     memory->output_bytes = static_cast<std::int64_t>(out.y.nbytes());
     // With our own references to input and output dropped, what stays allocated is what the
-    // Context holds, the input included when the layer keeps it.
+    // Context holds, the input included when the layer keeps it. A reference dropped that frees
+    // nothing was not the last: the Context keeps that tensor (an output that is a view of the
+    // input, as a reshape's, frees nothing either and is not counted as kept).
+    const auto block = [](const Tensor& t) {
+      return static_cast<std::int64_t>(kernels::CachingAllocator::round_size(t.nbytes()));
+    };
+    const std::int64_t input_block = block(x), output_block = block(out.y);
+    const long input_users = x.storage_users();
+    const std::int64_t with_both = allocator.stats().in_use;
     out.y = Tensor();
+    const bool output_views_input = x.storage_users() < input_users;
+    const std::int64_t with_input = allocator.stats().in_use;
     x = Tensor();
     memory->stash_bytes = allocator.stats().in_use - start_in_use;
+    memory->kept_output_bytes = !output_views_input && with_both == with_input ? output_block : 0;
+    memory->kept_input_bytes = with_input == allocator.stats().in_use ? input_block : 0;
   }
   const Tensor grad = random_tensor(output_shape, device, seed + 1);
   stream.synchronize();

@@ -19,6 +19,11 @@ struct LayerProfile {
   std::int64_t input_bytes = 0;     // the activation it receives, per micro-batch
   std::int64_t output_bytes = 0;    // boundary activation per micro-batch
   std::int64_t stash_bytes = 0;     // what its Context keeps per micro-batch (the input included when kept)
+  // The parts of stash_bytes that are its input and its output (0 when the Context does not keep
+  // them). In a model the output of one layer is the next one's input: where the first keeps its
+  // output and the next its input, the two stashes hold one tensor, counted once in a piece.
+  std::int64_t kept_input_bytes = 0;
+  std::int64_t kept_output_bytes = 0;
   std::int64_t workspace_bytes = 0; // peak memory of one forward+backward beyond its input and stash
   std::int64_t param_bytes = 0;
   std::int64_t buffer_bytes = 0;    // non-trained state (batch-norm running statistics)
