@@ -66,6 +66,7 @@ StageEstimate estimate_piece(const std::vector<LayerProfile>& layers, const Cost
   e.step_seconds = m * (e.forward_seconds + e.backward_seconds + e.send_seconds);
 
   e.stash_bytes = stash_bytes;
+  e.workspace_bytes = workspace_bytes;
   const std::int64_t shards = std::max(1, cost.optimizer_shards);
   e.weight_bytes = param_bytes * 2 + (param_bytes * cost.optimizer_state + shards - 1) / shards + buffer_bytes;
   const std::int64_t in_flight = cost.in_flight == InFlight::AllMicroBatches ? cost.micro_batches

@@ -72,6 +72,7 @@ struct StageEstimate {
   std::int64_t weight_bytes = 0;    // parameters, gradients, optimizer state, buffers
   std::int64_t activation_bytes = 0;   // stashed micro-batches plus one layer's working set
   std::int64_t stash_bytes = 0;     // what its layers keep for backward per micro-batch (no recompute)
+  std::int64_t workspace_bytes = 0; // the largest working set of one of its layers
   std::int64_t memory_bytes = 0;    // weight_bytes + activation_bytes
   std::int64_t memory_cap = 0;      // this piece's share of its device cap; 0: none
   bool fits() const { return memory_cap == 0 || memory_bytes <= memory_cap; }

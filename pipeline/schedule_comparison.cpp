@@ -78,15 +78,28 @@ std::int64_t peak_activation_bytes(const ScheduleSpec& spec, int stage, const st
     const auto& e = piece(chunk);
     return e.recomputes ? e.input_bytes : e.stash_bytes;
   };
+  // A program with its Recompute ops rebuilds a context there and holds it until the backward
+  // (or, split, its weight half) is done: several may be pending under a zero-bubble schedule.
+  // Without them, one rebuilt context at a time is the estimate.
+  const bool explicit_recompute =
+      std::any_of(program.begin(), program.end(), [](const Instruction& in) { return in.op == OpType::Recompute; });
   std::int64_t recompute_stash = 0;
-  for (int c = 0; c < spec.chunks; ++c)
-    if (piece(c).recomputes) recompute_stash = std::max(recompute_stash, piece(c).stash_bytes);
+  if (!explicit_recompute)
+    for (int c = 0; c < spec.chunks; ++c)
+      if (piece(c).recomputes) recompute_stash = std::max(recompute_stash, piece(c).stash_bytes);
+  const auto released_bytes = [&](int chunk) {
+    return explicit_recompute && piece(chunk).recomputes ? piece(chunk).stash_bytes : held_bytes(chunk);
+  };
   std::int64_t held = 0, peak = 0;
   for (const Instruction& in : program) {
     switch (in.op) {
       case OpType::Forward: peak = std::max(peak, held += held_bytes(in.chunk)); break;
+      case OpType::Recompute:
+        if (piece(in.chunk).recomputes)
+          peak = std::max(peak, held += std::max<std::int64_t>(0, piece(in.chunk).stash_bytes - held_bytes(in.chunk)));
+        break;
       case OpType::Backward:
-      case OpType::BackwardWeight: held -= held_bytes(in.chunk); break;
+      case OpType::BackwardWeight: held -= released_bytes(in.chunk); break;
       default: break;
     }
   }

@@ -33,7 +33,8 @@ std::vector<ScheduleComparison> compare_schedules(const partition::ModelDescript
 
 // The most activation bytes `program` keeps at once on `stage`: each unit from its forward until
 // its weight gradient (B or W), at `pieces[v].stash_bytes`, or only its input when the piece
-// recomputes, plus one full stash for the micro-batch being recomputed.
+// recomputes; a program with Recompute ops holds each rebuilt stash from there until B or W, one
+// without them is charged one full stash for the micro-batch being recomputed.
 std::int64_t peak_activation_bytes(const ScheduleSpec& spec, int stage, const std::vector<Instruction>& program,
                                    const std::vector<partition::StageEstimate>& pieces);
 

@@ -4,6 +4,8 @@
 
 #include "core/error.h"
 #include "partition/piece_placement.h"
+#include "pipeline/recompute.h"
+#include "pipeline/schedule_comparison.h"
 
 namespace pw::train {
 namespace {
@@ -129,12 +131,19 @@ LayoutPrediction predict_layout(const JobPlan& plan, const std::vector<partition
     s.stage = d;
     s.memory_cap = out.cost.memory_cap(d);
     std::vector<const partition::LayerProfile*> layers;
-    std::int64_t activations = 0, messages = 0, param_bytes = 0;
+    // Activations: what the stage's own program holds at its peak (micro-batches are held from
+    // their forward until their backward, or under a split backward until its weight half, so
+    // a zero-bubble stage that defers its W's holds more than 1F1B's count), plus the largest
+    // working set of one layer.
+    std::int64_t activations =
+        pipeline::peak_activation_bytes(plan.schedule, d, pipeline::default_program(plan.schedule, d, plan.recompute),
+                                        out.pieces);
+    std::int64_t workspace = 0, messages = 0, param_bytes = 0;
     for (const auto& e : out.pieces) {
       if (e.device != d) continue;
       s.parameters += e.parameters;
       s.pipeline_seconds += e.step_seconds;
-      activations += e.activation_bytes;
+      workspace = std::max(workspace, e.workspace_bytes);
       // A received activation or gradient per neighbour, held as communication until its
       // consumer runs (what the measured runs hold at their peak).
       if (e.piece > 0) messages += e.input_bytes;
@@ -144,6 +153,7 @@ LayoutPrediction predict_layout(const JobPlan& plan, const std::vector<partition
         param_bytes += profiles[static_cast<std::size_t>(i)].param_bytes;
       }
     }
+    activations += workspace;
     // Training: weights, the schedule's activations in flight, the queued messages, and on the
     // first stage the data loader's input batches (the current one and the one prefetched).
     auto training = stage_memory(layers, activations, settings);
