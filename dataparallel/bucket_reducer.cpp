@@ -164,7 +164,9 @@ BucketReducer::BucketReducer(std::vector<models::Parameter*> parameters, std::sh
       b.weights = kernels::Tensor::zeros({b.elements}, b.weight_dtype, device);
       if (half) {
         kernels::MemoryKindScope masters_kind(kernels::MemoryKind::MasterWeights);
-        b.masters = kernels::Tensor::zeros({c.segment(b)}, kernels::DType::F32, device);
+        b.masters = options.masters == models::OptimizerOffload::Host
+                        ? kernels::Tensor::zeros_host({c.segment(b)}, kernels::DType::F32, device)
+                        : kernels::Tensor::zeros({c.segment(b)}, kernels::DType::F32, device);
       }
     };
     // 16-bit weights and master segments are smaller than the fp32 values they replace: made
@@ -382,9 +384,32 @@ void BucketReducer::gather_weights(rpc::Deadline deadline) {
 kernels::Tensor BucketReducer::Core::gathered_segments(const Bucket& b, const kernels::Tensor& mine) {
   PW_CHECK(mine.numel() == segment(b) && mine.dtype() == kernels::DType::F32,
            "a bucket segment of " << segment(b) << " F32 values, got " << mine.describe());
-  auto flat = kernels::Tensor::zeros({b.elements}, kernels::DType::F32, b.flat.device());
-  flat.copy_elements_from(mine, 0, collective->rank() * segment(b), segment(b));
-  collective->all_gather(flat);
+  const auto device = b.flat.device();
+  const std::int64_t members = collective->size(), me = collective->rank(), n = segment(b);
+  // Host memory held for the device, outside its cap: what a checkpoint gathers there would
+  // otherwise need room beside the steady state.
+  auto flat = kernels::Tensor::zeros_host({b.elements}, kernels::DType::F32, device);
+  if (device.is_cpu()) {   // the collective works on this host memory itself (its device is `device`)
+    flat.copy_elements_from(mine, 0, me * n, n);
+    collective->all_gather(flat);
+    return flat;
+  }
+  // A GPU collective needs device memory: the segments pass through a small device buffer, a
+  // piece of every segment at a time, each piece of member r landing in member r's segment.
+  const std::int64_t piece = std::max<std::int64_t>(
+      1, std::min(n, kGatherChunkBytes / static_cast<std::int64_t>(sizeof(float)) / members));
+  kernels::Tensor buffer;
+  {
+    kernels::MemoryKindScope kind(kernels::MemoryKind::Communication);
+    buffer = kernels::Tensor::empty({members * piece}, kernels::DType::F32, device);
+  }
+  for (std::int64_t at = 0; at < n; at += piece) {
+    const std::int64_t len = std::min(piece, n - at);
+    auto pieces = len == piece ? buffer : buffer.view(0, {members * len});
+    pieces.copy_elements_from(mine, at, me * len, len);
+    collective->all_gather(pieces);
+    for (std::int64_t r = 0; r < members; ++r) flat.copy_elements_from(pieces, r * len, r * n + at, len);
+  }
   return flat;
 }
 
@@ -398,7 +423,7 @@ std::map<models::Parameter*, kernels::Tensor> BucketReducer::gather_sharded(
   for (const auto& slice : share->owned) mine.emplace(slice.parameter, slice);
   for (auto& b : c.buckets) {
     if (!b.sharded) continue;
-    auto segment = kernels::Tensor::zeros({c.segment(b)}, kernels::DType::F32, b.flat.device());
+    auto segment = kernels::Tensor::zeros_host({c.segment(b)}, kernels::DType::F32, b.flat.device());
     const std::int64_t lo = c.collective->rank() * c.segment(b);
     std::int64_t at = 0;
     for (auto* p : b.parameters) {
@@ -415,7 +440,7 @@ std::map<models::Parameter*, kernels::Tensor> BucketReducer::gather_sharded(
     const auto flat = c.gathered_segments(b, segment);
     at = 0;
     for (auto* p : b.parameters) {
-      out.emplace(p, flat.view(at, p->value.shape()).clone());
+      out.emplace(p, flat.view(at, p->value.shape()));   // host memory, kept by the views
       at += aligned_elements(p->value.numel());
     }
   }
@@ -430,7 +455,7 @@ std::map<models::Parameter*, kernels::Tensor> BucketReducer::gather_masters() {
     const auto flat = c.gathered_segments(b, b.masters);
     std::int64_t at = 0;
     for (auto* p : b.parameters) {
-      out.emplace(p, flat.view(at, p->value.shape()).clone());
+      out.emplace(p, flat.view(at, p->value.shape()));
       at += aligned_elements(p->value.numel());
     }
   }

@@ -38,6 +38,9 @@ struct BucketOptions {
   std::size_t bucket_bytes = std::size_t{25} << 20;
   Compression compression = Compression::None;
   OptimizerState optimizer_state = OptimizerState::Replicated;
+  // Sharded under mixed precision, Host: each replica's fp32 master segments are host memory
+  // outside the device's cap (--offload-optimizer, whose host update writes them).
+  models::OptimizerOffload masters = models::OptimizerOffload::None;
 };
 
 struct ReduceStats {
@@ -75,12 +78,18 @@ class BucketReducer : public pipeline::GradientSync {
 
   // Sharded state made whole: every replica calls it at once, between steps, with its own
   // `slice_state(p)`: its state tensor for its slice of sharded parameter `p` (undefined where it
-  // owns none of p). Returns every sharded parameter's whole tensor, shaped as the parameter.
+  // owns none of p). Returns every sharded parameter's whole tensor, shaped as the parameter, in
+  // host memory held for the device outside its cap: a bucket at a time is gathered, on a CPU
+  // device in host memory itself, on a GPU through a device buffer of at most kGatherChunkBytes
+  // (the collective's own), so the device needs no room for a bucket's state.
   std::map<models::Parameter*, kernels::Tensor> gather_sharded(
       const std::function<kernels::Tensor(models::Parameter*)>& slice_state);
   // The fp32 master weights made whole (mixed precision; every replica calls it at once, between
-  // steps): each parameter kept as 16-bit weights with sharded masters, shaped as the parameter.
+  // steps): each parameter kept as 16-bit weights with sharded masters, shaped as the parameter,
+  // in host memory as gather_sharded's.
   std::map<models::Parameter*, kernels::Tensor> gather_masters();
+
+  static constexpr std::int64_t kGatherChunkBytes = std::int64_t{4} << 20;
 
   std::size_t bucket_count() const;
   ReduceStats stats() const;

@@ -1,6 +1,7 @@
 #include "models/host_offload.h"
 
 #include "kernels/allocator.h"
+#include "kernels/ops/host_optimizer.h"
 
 namespace pw::models {
 
@@ -22,7 +23,21 @@ Tensor HostOffload::zeros(const kernels::Shape& shape, kernels::DType dtype) con
   return Tensor::zeros_host(shape, dtype, device_);
 }
 
+namespace {
+
+void check_item(std::size_t i, const HostOffload::Item& item) {
+  // A master in host memory has 16-bit weights on the device, and those have a master.
+  PW_CHECK(item.rounded.defined() == item.value.is_host_memory() &&
+               (!item.rounded.defined() ||
+                (item.value.dtype() == kernels::DType::F32 && item.rounded.numel() == item.value.numel())),
+           "offloaded update " << i << ": 16-bit weights " << item.rounded.describe() << " rounded from "
+                               << item.value.describe() << ", which is not an fp32 master of as many elements in host memory");
+}
+
+}  // namespace
+
 void HostOffload::run(const std::vector<Item>& items, const Update& update) {
+  for (std::size_t i = 0; i < items.size(); ++i) check_item(i, items[i]);
   if (device_.is_cuda()) {
     run_staged(items, update);
     return;
@@ -30,6 +45,10 @@ void HostOffload::run(const std::vector<Item>& items, const Update& update) {
   for (std::size_t i = 0; i < items.size(); ++i) {
     Tensor value = items[i].value;
     update(i, value, items[i].grad);
+    if (items[i].rounded.defined()) {
+      Tensor rounded = items[i].rounded;   // the device's memory is host memory here
+      kernels::host_round(value, rounded);
+    }
   }
 }
 
@@ -39,9 +58,13 @@ void HostOffload::run_staged(const std::vector<Item>& items, const Update& updat
     arrived_.clear();
     for (const auto& item : items) {
       Staging s;
-      {
+      if (!item.value.is_host_memory()) {
         kernels::MemoryKindScope kind(kernels::MemoryKind::MasterWeights);
         s.value = Tensor::empty_host(item.value.shape(), item.value.dtype(), device_);
+      }
+      if (item.rounded.defined()) {
+        kernels::MemoryKindScope kind(kernels::MemoryKind::Parameters);
+        s.rounded = Tensor::empty_host(item.rounded.shape(), item.rounded.dtype(), device_);
       }
       {
         kernels::MemoryKindScope kind(kernels::MemoryKind::Gradients);
@@ -57,19 +80,32 @@ void HostOffload::run_staged(const std::vector<Item>& items, const Update& updat
   ready.wait_on(*copy_stream_);
   for (std::size_t i = 0; i < items.size(); ++i) {
     Staging& s = staging_[i];
-    PW_CHECK(s.value.shape() == items[i].value.shape() && s.grad.shape() == items[i].grad.shape(),
-             "offloaded update " << i << ": staged for " << s.value.describe() << ", given "
-                                 << items[i].value.describe());
+    const bool master = items[i].value.is_host_memory();
+    PW_CHECK(s.grad.shape() == items[i].grad.shape() && master == !s.value.defined() &&
+                 (master || s.value.shape() == items[i].value.shape()) &&
+                 s.rounded.defined() == items[i].rounded.defined(),
+             "offloaded update " << i << ": staged for " << (s.value.defined() ? s.value : s.grad).describe()
+                                 << ", given " << items[i].value.describe());
     s.grad.copy_from_on(items[i].grad, *copy_stream_);
-    s.value.copy_from_on(items[i].value, *copy_stream_);
+    if (!master) s.value.copy_from_on(items[i].value, *copy_stream_);
     arrived_[i].record(*copy_stream_);
   }
   for (std::size_t i = 0; i < items.size(); ++i) {
     Staging& s = staging_[i];
+    // Also orders this step's writes into the staging after the last step's copies up from it:
+    // they were queued on the copy stream before this event.
     arrived_[i].synchronize();
-    update(i, s.value, s.grad);
-    Tensor device_value = items[i].value;
-    device_value.copy_from_on(s.value, *copy_stream_);
+    if (items[i].rounded.defined()) {
+      Tensor master = items[i].value;   // host memory, updated in place
+      update(i, master, s.grad);
+      kernels::host_round(master, s.rounded);
+      Tensor device_weights = items[i].rounded;
+      device_weights.copy_from_on(s.rounded, *copy_stream_);
+    } else {
+      update(i, s.value, s.grad);
+      Tensor device_value = items[i].value;
+      device_value.copy_from_on(s.value, *copy_stream_);
+    }
   }
   kernels::Event written(device_);
   written.record(*copy_stream_);

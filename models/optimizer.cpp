@@ -1,6 +1,7 @@
 #include "models/optimizer.h"
 
 #include "kernels/allocator.h"
+#include "kernels/ops/half_support.h"
 #include "kernels/ops/host_optimizer.h"
 #include "models/host_offload.h"
 
@@ -27,8 +28,9 @@ Optimizer::Optimizer(std::vector<Parameter*> params, const std::vector<Parameter
              "optimizer slice [" << slice.offset << ", " << slice.offset + slice.length << ") of a parameter of "
                                  << (slice.parameter ? slice.parameter->value.numel() : 0) << " elements");
     PW_CHECK(!state_.count(slice.parameter), "two optimizer slices of parameter '" << slice.parameter->name << "'");
-    PW_CHECK(!slice.master.defined() || (slice.master.numel() == slice.length &&
-                                         slice.master.device() == slice.parameter->value.device()),
+    PW_CHECK(!slice.master.defined() ||
+                 (slice.master.numel() == slice.length &&
+                  (slice.master.device() == slice.parameter->value.device() || slice.master.is_host_memory())),
              "master copy " << slice.master.describe() << " of a slice of " << slice.length << " elements of '"
                             << slice.parameter->name << "'");
     make_state(slice, true);
@@ -37,19 +39,43 @@ Optimizer::Optimizer(std::vector<Parameter*> params, const std::vector<Parameter
 
 Optimizer::~Optimizer() = default;
 
-void Optimizer::make_state(const ParameterSlice& slice, bool sliced) {
+namespace {
+
+// Mixed precision, not sharded: a weight whose layers compute with its 16-bit copy, and whose fp32
+// value is the master that copy is made from (models::Layer::set_precision).
+bool has_device_master(const Parameter& p) {
+  return p.compute.defined() && kernels::is_half(p.compute.dtype()) && p.value.dtype() == kernels::DType::F32 &&
+         p.compute.raw() != p.value.raw();
+}
+
+}  // namespace
+
+void Optimizer::make_state(const ParameterSlice& given, bool sliced) {
+  ParameterSlice slice = given;
   Parameter* p = slice.parameter;
+  const bool offloaded = config_.offload == OptimizerOffload::Host;
+  if (offloaded) {
+    if (!offload_) offload_ = std::make_unique<HostOffload>(p->value.device());
+    PW_CHECK(offload_->device() == p->value.device(), "offloaded optimizer over parameters on "
+                                                          << offload_->device().str() << " and "
+                                                          << p->value.device().str());
+    // Offloaded, the fp32 master lives in host memory beside the state, as a sharded one does
+    // (dataparallel/bucket_reducer.h): the device keeps the 16-bit weights only, which are now
+    // the parameter's value and its compute copy at once (as a sharded 16-bit weight is).
+    if (!sliced && has_device_master(*p)) {
+      kernels::MemoryKindScope kind(kernels::MemoryKind::MasterWeights);
+      slice.master = Tensor::empty_host(p->value.shape(), kernels::DType::F32, p->value.device());
+      slice.master.copy_from(p->value);
+      p->value = p->compute;
+    }
+  }
   const Shape shape = sliced ? Shape{slice.length} : p->value.shape();
   const auto dtype = slice.master.defined() ? slice.master.dtype() : p->value.dtype();
   kernels::MemoryKindScope kind(kernels::MemoryKind::OptimizerState);
   State s;
   s.slice = slice;
   s.sliced = sliced;
-  if (config_.offload == OptimizerOffload::Host) {
-    if (!offload_) offload_ = std::make_unique<HostOffload>(p->value.device());
-    PW_CHECK(offload_->device() == p->value.device(), "offloaded optimizer over parameters on "
-                                                          << offload_->device().str() << " and "
-                                                          << p->value.device().str());
+  if (offloaded) {
     s.a = offload_->zeros(shape, dtype);
     if (config_.kind == OptimizerKind::Adam) s.b = offload_->zeros(shape, dtype);
   } else {
@@ -76,8 +102,13 @@ void Optimizer::step() {
 }
 
 Tensor Optimizer::update_target(Parameter* p, const State& s) {
-  if (!s.sliced) return p->value;
-  return s.slice.master.defined() ? s.slice.master : p->value.view(s.slice.offset, {s.slice.length});
+  if (s.slice.master.defined()) return s.slice.master;
+  return s.sliced ? p->value.view(s.slice.offset, {s.slice.length}) : p->value;
+}
+
+Tensor Optimizer::rounded_target(Parameter* p, const State& s) {
+  if (!s.slice.master.defined() || !s.slice.master.is_host_memory()) return Tensor();
+  return s.sliced ? p->value.view(s.slice.offset, {s.slice.length}) : p->value;
 }
 
 void Optimizer::round_master(Parameter* p, const State& s) {
@@ -92,7 +123,8 @@ void Optimizer::step_offloaded() {
   std::vector<State*> states;
   for (auto* p : updated_) {
     State& s = state_.at(p);
-    items.push_back({update_target(p, s), !s.sliced ? p->grad : p->grad.view(s.slice.offset, {s.slice.length})});
+    items.push_back({update_target(p, s), !s.sliced ? p->grad : p->grad.view(s.slice.offset, {s.slice.length}),
+                     rounded_target(p, s)});
     states.push_back(&s);
   }
   // The host update: the vectorised CPU optimizer, the reference's bits.
@@ -111,7 +143,10 @@ void Optimizer::step_offloaded() {
         break;
     }
   });
-  for (std::size_t i = 0; i < updated_.size(); ++i) round_master(updated_[i], *states[i]);
+  // Masters a caller kept on the device (a sharded reducer not told of the offload) were staged
+  // like fp32 weights: their 16-bit weights are rounded there, as without offload.
+  for (std::size_t i = 0; i < updated_.size(); ++i)
+    if (!items[i].rounded.defined()) round_master(updated_[i], *states[i]);
 }
 
 void Optimizer::update(State& s, Tensor& value, const Tensor& grad) {
@@ -165,6 +200,12 @@ std::vector<std::string> Optimizer::state_suffixes() const {
     case OptimizerKind::Adagrad: return {".sum"};
   }
   return {};
+}
+
+std::optional<ParameterSlice> Optimizer::master_of(Parameter* p) const {
+  const auto it = state_.find(p);
+  if (it == state_.end() || !it->second.slice.master.defined()) return std::nullopt;
+  return it->second.slice;
 }
 
 std::optional<ParameterSlice> Optimizer::slice_of(Parameter* p) const {

@@ -37,8 +37,9 @@ struct ParameterSlice {
   std::int64_t offset = 0;
   std::int64_t length = 0;
   // Mixed precision with sharded state: the fp32 master copy of these elements ({length}), which
-  // the optimizer updates and then rounds into the parameter's value (there the 16-bit weights).
-  // Undefined otherwise: the optimizer updates the value's elements themselves.
+  // the optimizer updates and then rounds into the parameter's value (there the 16-bit weights);
+  // on the device, or in host memory with --offload-optimizer. Undefined otherwise: the optimizer
+  // updates the value's elements themselves.
   Tensor master;
 };
 
@@ -54,7 +55,9 @@ class HostOffload;
 
 class Optimizer {
  public:
-  // Updates every parameter of `params`, with state shaped as each.
+  // Updates every parameter of `params`, with state shaped as each. Offloaded under mixed precision,
+  // a parameter whose layers compute with a 16-bit copy of its fp32 value gets its fp32 master moved
+  // into host memory here: its value becomes that 16-bit copy (see master_of).
   Optimizer(std::vector<Parameter*> params, OptimizerConfig config);
   // Sharded: updates and holds state for the `whole` parameters (state shaped as each) and the
   // `slices` (at most one per parameter; state of {length}, in the master's dtype where the slice
@@ -78,6 +81,10 @@ class Optimizer {
   // the parameters updated whole (a slice's state is not a parameter's; see state_of).
   std::vector<std::pair<std::string, Tensor*>> named_state(
       const std::vector<std::pair<std::string, Parameter*>>& named_params);
+  // The fp32 master this optimizer keeps of `p` (mixed precision: a sharded slice's, or, offloaded,
+  // a whole weight's, whose value is then its 16-bit weights), with the elements it covers; nullopt
+  // where it keeps none (the parameter's value is the fp32 weights).
+  std::optional<ParameterSlice> master_of(Parameter* p) const;
   // The names' endings of each parameter's state, in state_of's order (".exp_avg", ".exp_avg_sq").
   std::vector<std::string> state_suffixes() const;
   // The slice of `p` this optimizer updates (nullopt: none, or `p` is updated whole) and its state
@@ -100,6 +107,9 @@ class Optimizer {
   void step_offloaded();
   // What the update writes: the parameter, its slice, or the slice's fp32 master copy.
   static Tensor update_target(Parameter* p, const State& s);
+  // With a master in host memory: the 16-bit weights the host rounds it into (the value, or its
+  // slice); undefined otherwise.
+  static Tensor rounded_target(Parameter* p, const State& s);
   static void round_master(Parameter* p, const State& s);
   std::vector<Parameter*> params_;
   std::vector<Parameter*> updated_;   // in update order

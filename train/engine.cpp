@@ -21,6 +21,7 @@
 #include "kernels/math_mode.h"
 #include "kernels/ops/elementwise.h"
 #include "kernels/ops/half_support.h"
+#include "kernels/ops/host_optimizer.h"
 #include "kernels/runtime.h"
 #include "kernels/stream.h"
 #include "models/checkpoint.h"
@@ -669,7 +670,7 @@ kernels::Tensor outside_device_caps(const kernels::Tensor& t) {
 
 kernels::NamedTensors Engine::gather_weights() {
   const std::int64_t round = gathers_++;
-  const auto masters = gather_sharded_masters();   // every replica takes part
+  const auto masters = gather_masters();   // every replica takes part
   if (replica() != 0) return {};   // replicas hold the same weights and buffers as replica 0
   std::vector<std::pair<std::string, kernels::Tensor>> mine;
   for (auto* layer : layers()) {
@@ -733,13 +734,19 @@ std::map<std::string, kernels::Tensor> Engine::gather_sharded_state() const {
   return out;
 }
 
-std::map<std::string, kernels::Tensor> Engine::gather_sharded_masters() const {
+std::map<std::string, kernels::Tensor> Engine::gather_masters() const {
   std::map<std::string, kernels::Tensor> out;
-  if (!reducer_ || !reducer_->update_share()) return out;
   std::map<models::Parameter*, std::string> names;
   for (int c = 0; c < executor_->chunk_count(); ++c)
     for (auto& [name, p] : executor_->chunk(c).named_parameters()) names.emplace(p, name);
-  for (auto& [p, t] : reducer_->gather_masters()) out.emplace(names.at(p), std::move(t));
+  if (reducer_ && reducer_->update_share())
+    for (auto& [p, t] : reducer_->gather_masters()) out.emplace(names.at(p), std::move(t));
+  // Offloaded, a weight updated whole keeps its master in host memory, whole already.
+  auto& optimizer = executor_->optimizer();
+  for (const auto& [p, name] : names) {
+    const auto master = optimizer.master_of(p);
+    if (master && !optimizer.slice_of(p)) out.emplace(name, master->master);
+  }
   return out;
 }
 
@@ -755,18 +762,19 @@ void Engine::restore_sharded_state(const std::vector<std::pair<std::string, mode
                                          << kernels::shape_str(p->value.shape()) << " " << kernels::dtype_name(dtype));
     return whole;
   };
+  // Copied across devices element by element: a whole stored tensor never lands on the device.
   for (const auto& [name, p] : named) {
+    if (const auto m = optimizer.master_of(p)) {
+      auto master = m->master;
+      master.copy_elements_from(checked(name, p, master.dtype()), m->offset, 0, m->length);
+    }
     const auto slice = optimizer.slice_of(p);
     if (!slice) continue;
     const auto master_dtype = slice->master.defined() ? slice->master.dtype() : p->value.dtype();
-    if (slice->master.defined()) {
-      auto master = slice->master;
-      master.copy_elements_from(checked(name, p, master_dtype).to(master.device()), slice->offset, 0, slice->length);
-    }
     const auto state = optimizer.slice_state(p);
     for (std::size_t k = 0; k < suffixes.size(); ++k) {
       const kernels::Tensor whole = checked(kOptimizerPrefix + name + suffixes[k], p, master_dtype);
-      state[k]->copy_elements_from(whole.to(state[k]->device()), slice->offset, 0, slice->length);
+      state[k]->copy_elements_from(whole, slice->offset, 0, slice->length);
     }
   }
 }
@@ -776,7 +784,7 @@ std::vector<CheckpointPart> Engine::checkpoint_parts(std::vector<CheckpointPart>
   // Sharded optimizer state is gathered whole (every replica takes part), so that a checkpoint
   // holds the same tensors however the job kept its state.
   auto sharded_state = gather_sharded_state();
-  const auto masters = gather_sharded_masters();   // the fp32 weights stand for the 16-bit ones
+  const auto masters = gather_masters();   // the fp32 weights stand for the 16-bit ones
   if (replica() != 0) return {};
   std::map<std::string, kernels::Tensor> staging;   // by file/tensor
   for (auto& part : reuse)
@@ -866,13 +874,22 @@ void Engine::restore(const CheckpointManifest& m) {
   restore_sharded_state(named, [&](const std::string& name) { return *stored(name).second; });
   for (const auto& [name, target] : wanted) {
     const auto [file, t] = stored(name);
-    // A weight kept in 16 bits with sharded fp32 masters is stored as its fp32 master: the 16-bit
-    // weights are its rounding, as a compute copy is (the masters were restored above).
+    // A weight kept in 16 bits with fp32 masters apart (sharded, or offloaded) is stored as its
+    // fp32 master: the 16-bit weights are its rounding, as a compute copy is (the masters were
+    // restored above).
     const bool rounded = kernels::is_half(target->dtype()) && t->dtype() == kernels::DType::F32;
     PW_INPUT_CHECK(t->shape() == target->shape() && (t->dtype() == target->dtype() || rounded),
                    "checkpoint file '" << m.folder << "/" << file->name << "': '" << name << "' is "
                                        << t->describe() << ", this model's is " << target->describe());
-    target->copy_from(rounded ? t->to(target->device()).to(target->dtype()) : t->to(target->device()));
+    // Straight from the loaded (host) tensor, rounded in host memory where it must be: no whole
+    // stored tensor takes room on a device whose cap the job's steady state may just fit.
+    if (rounded) {
+      auto weights = kernels::Tensor::empty_host(target->shape(), target->dtype(), device_);
+      kernels::host_round(*t, weights);
+      target->copy_from(weights);
+    } else {
+      target->copy_from(*t);
+    }
   }
   if (optimizer_steps) executor_->optimizer().set_steps(*optimizer_steps);
   if (loss_scale) loss_scaler_.restore(loss_scale->first, loss_scale->second);

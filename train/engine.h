@@ -123,10 +123,12 @@ class Engine {
   // Sharded optimizer state: every sharded parameter's whole state, by whole-model name
   // ("<param>.exp_avg"); every replica of the stage calls it at once.
   std::map<std::string, kernels::Tensor> gather_sharded_state() const;
-  // Mixed precision with sharded state: the fp32 master weights of the parameters whose masters
-  // are sharded, whole, by whole-model name; every replica of the stage calls it at once.
-  std::map<std::string, kernels::Tensor> gather_sharded_masters() const;
-  // Sharded optimizer state: this replica's slices of the state (and of the fp32 masters) of
+  // Mixed precision: the fp32 master weights the optimizer keeps apart from the 16-bit values
+  // (sharded masters, gathered whole; offloaded whole masters, in host memory), by whole-model
+  // name; every replica of the stage calls it at once.
+  std::map<std::string, kernels::Tensor> gather_masters() const;
+  // The fp32 masters of `named` (models::Optimizer::master_of), and sharded optimizer state: this
+  // replica's slices of the state (and of the fp32 masters) of
   // `named`, from a checkpoint's whole tensors (`whole_state(name)`: the tensor stored under that
   // name, or throws).
   void restore_sharded_state(const std::vector<std::pair<std::string, models::Parameter*>>& named,

@@ -182,6 +182,7 @@ JobPlan plan_job(const JobConfig& c) {
   plan.buckets.bucket_bytes = static_cast<std::size_t>(c.replicas.bucket_bytes);
   plan.buckets.compression = c.replicas.grad_compression;
   plan.buckets.optimizer_state = c.replicas.optimizer_state;
+  plan.buckets.masters = c.optimizer.offload;
   plan.recompute = c.pipeline.recompute;
   plan.precision = c.numerics.precision;
   const bool fp16 = plan.precision == models::Precision::Fp16;

@@ -160,9 +160,11 @@ LayoutPrediction predict_layout(const JobPlan& plan, const std::vector<partition
     at(training, MemoryKind::Communication) += in_activation_dtype(messages, plan.precision);
     if (d == 0) at(training, MemoryKind::Workspace) += 2 * in_activation_dtype(local_batch * sample_bytes, plan.precision);
     // The update: under mixed precision each weight's new 16-bit values are rounded into a
-    // workspace tensor, one weight at a time, before they replace its copy; no activations are held.
+    // workspace tensor, one weight at a time, before they replace its copy (offloaded, on the
+    // host); no activations are held.
     auto update = weight_memory(layers, settings);
-    at(update, MemoryKind::Workspace) += largest_compute_copy_bytes(layers, plan.precision);
+    if (settings.offload != models::OptimizerOffload::Host)
+      at(update, MemoryKind::Workspace) += largest_compute_copy_bytes(layers, plan.precision);
     s.memory = total_bytes(update) > total_bytes(training) ? update : training;
     s.peak_bytes = total_bytes(s.memory);
 

@@ -50,7 +50,8 @@ kernels::BytesByKind weight_memory(const std::vector<const partition::LayerProfi
   const bool sharded = replicated && s.optimizer_state == dp::OptimizerState::Sharded;
   kernels::BytesByKind out{};
   // Weights: F32 values; under mixed precision the convolution and linear weights are the fp32
-  // masters and each has a 16-bit copy (2 bytes a parameter) that the ops read.
+  // masters and each has a 16-bit copy (2 bytes a parameter) that the ops read (offloaded, the
+  // 16-bit copy is the weight's value and the master is host memory).
   const std::int64_t master = mixed ? blocks(copied) : 0;
   at(out, MemoryKind::Parameters) = blocks(params) - master + blocks(buffers);
   at(out, MemoryKind::Parameters) += compute_copy_bytes(layers, s.precision);
@@ -72,6 +73,9 @@ kernels::BytesByKind weight_memory(const std::vector<const partition::LayerProfi
     at(out, MemoryKind::Parameters) = bucket_blocks(plain, s.bucket_bytes) + copied_buckets / 2 + blocks(buffers);
     at(out, MemoryKind::MasterWeights) = copied_buckets / s.replicas;
   }
+  // Offloaded, the fp32 masters live in host memory beside the state (models/host_offload.h): the
+  // device keeps the 16-bit weights the layers compute with, counted above as parameters.
+  if (s.offload == models::OptimizerOffload::Host) at(out, MemoryKind::MasterWeights) = 0;
   // Optimizer state: F32 tensors per parameter (Adam 2, SGD and Adagrad 1); sharded, each replica
   // keeps those of its 1/R slice of the stage.
   const int tensors = partition::optimizer_state_tensors(s.optimizer);

@@ -21,15 +21,15 @@ struct MemorySettings {
   int replicas = 1;
   dp::OptimizerState optimizer_state = dp::OptimizerState::Replicated;
   std::int64_t bucket_bytes = std::int64_t{25} << 20;   // gradient buckets with replicas
-  // Host: the optimizer state is host memory (--offload-optimizer), none of it on the device.
+  // Host: the optimizer state and the fp32 masters are host memory (--offload-optimizer), none of
+  // them on the device.
   models::OptimizerOffload offload = models::OptimizerOffload::None;
 };
 
 // What a stage's weights cost on its device: parameters (and their 16-bit copies), gradients,
 // fp32 master weights, optimizer state and, with replicas, the flat gradient buckets. The one place
 // the bytes-per-parameter rules live (Megatron's 16 + 0 in fp32 Adam, 18 in bf16 Adam; with
-// sharding, 1/R of the optimizer state; master weights stay whole on every replica, as the engine
-// keeps them today).
+// sharding, 1/R of the optimizer state and of the fp32 masters; offloaded, neither on the device).
 kernels::BytesByKind weight_memory(const std::vector<const partition::LayerProfile*>& layers, const MemorySettings& s);
 
 // The 16-bit compute copies of the convolution and linear weights under mixed precision (0 in fp32).

@@ -31,13 +31,14 @@ struct RankMemory {
   std::int64_t peak_bytes = 0;
   std::int64_t parameters = 0;        // weights the layers compute with (16-bit copies under bf16/fp16), buffers
   std::int64_t gradients = 0;
-  std::int64_t master_weights = 0;    // fp32 weights under bf16/fp16
+  std::int64_t master_weights = 0;    // fp32 weights under bf16/fp16 (on the host when offloaded)
   std::int64_t optimizer_state = 0;   // momentum, Adam's moments
   std::int64_t activations = 0;       // forward contexts and outputs, and the gradients flowing back
   std::int64_t communication = 0;     // received copies, all-reduce buckets
   std::int64_t workspace = 0;         // everything else
   // Host memory held for the rank outside its device's cap at the end of the step: the
-  // offloaded optimizer state (--offload-optimizer) and, on a GPU, the buffers it is staged in.
+  // offloaded optimizer state and fp32 masters (--offload-optimizer) and, on a GPU, the buffers
+  // the update is staged in.
   std::int64_t host_bytes = 0;
 };
 

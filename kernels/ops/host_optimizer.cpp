@@ -2,6 +2,7 @@
 
 #include <initializer_list>
 
+#include "kernels/cpu/float_types.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/runtime.h"
 
@@ -72,6 +73,21 @@ void host_adagrad_update(Tensor& param, const Tensor& grad, Tensor& sum_sq, cons
   float* acc = sum_sq.data<float>();
   over_chunks(param, [&](std::int64_t begin, std::int64_t end) {
     cpu::adagrad_update_f32(isa, w + begin, g + begin, acc + begin, end - begin, c);
+  });
+}
+
+void host_round(const Tensor& master, Tensor& weights) {
+  PW_CHECK(master.dtype() == DType::F32 && master.device().is_cpu() && weights.device().is_cpu() &&
+               (weights.dtype() == DType::BF16 || weights.dtype() == DType::F16) && weights.numel() == master.numel(),
+           "rounding " << master.describe() << " into " << weights.describe()
+                       << ": an F32 host tensor into a BF16 or F16 host tensor of as many elements");
+  const float* src = master.data<float>();
+  cpu::visit_any_float(weights.dtype(), "host_round", [&](auto tag) {
+    using To = decltype(tag);
+    To* dst = weights.data<To>();
+    over_chunks(master, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t i = begin; i < end; ++i) dst[i] = cpu::store<To>(static_cast<cpu::compute_t<To>>(src[i]));
+    });
   });
 }
 

@@ -17,4 +17,9 @@ void host_adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, c
 void host_adagrad_update(Tensor& param, const Tensor& grad, Tensor& sum_sq, const AdagradParams& p,
                          VectorIsa isa = cpu::best_vector_isa());
 
+// Mixed precision with host masters: the F32 host values of `master` rounded into `weights`, a
+// BF16 or F16 host tensor (or one of a CPU device) of as many elements, to nearest even as
+// kernels::cast rounds, so the 16-bit weights are those a device-side rounding makes.
+void host_round(const Tensor& master, Tensor& weights);
+
 }  // namespace pw::kernels

@@ -88,7 +88,7 @@ BOOST_AUTO_TEST_CASE(a_search_space_without_devices_is_refused) {
 
 // Bytes per parameter as the engine holds them (Megatron's table): fp32 Adam 4 + 4 + 8; bf16 adds
 // 4 of fp32 master and keeps 2 of copy; sharded over R, each replica keeps 8/R of Adam's state
-// (and, in bf16, 4/R of master).
+// (and, in bf16, 4/R of master); offloaded, neither state nor masters are on the device.
 BOOST_AUTO_TEST_CASE(weight_memory_follows_precision_optimizer_and_sharding) {
   partition::LayerProfile layer;
   layer.parameter_tensor_bytes = {4 << 20};   // a 1M-parameter weight, in one 4 MiB block
@@ -128,6 +128,21 @@ BOOST_AUTO_TEST_CASE(weight_memory_follows_precision_optimizer_and_sharding) {
   MemorySettings replicated = sharded;
   replicated.optimizer_state = dp::OptimizerState::Replicated;
   BOOST_CHECK_EQUAL(kind(weight_memory(layers, replicated), MemoryKind::OptimizerState), 8 << 20);
+  // Offloaded, the state and the fp32 masters are host memory: bf16 leaves 2 of 16-bit weights and
+  // 4 of gradient on the device, sharded or not; fp32 keeps its 4 of weights.
+  for (const auto& base : {bf16, sharded_bf16}) {
+    MemorySettings offloaded = base;
+    offloaded.offload = models::OptimizerOffload::Host;
+    const auto e = weight_memory(layers, offloaded);
+    BOOST_CHECK_EQUAL(kind(e, MemoryKind::Parameters), 2 << 20);
+    BOOST_CHECK_EQUAL(kind(e, MemoryKind::Gradients), 4 << 20);
+    BOOST_CHECK_EQUAL(kind(e, MemoryKind::MasterWeights), 0);
+    BOOST_CHECK_EQUAL(kind(e, MemoryKind::OptimizerState), 0);
+  }
+  MemorySettings offloaded_fp32 = fp32;
+  offloaded_fp32.offload = models::OptimizerOffload::Host;
+  BOOST_CHECK_EQUAL(kind(weight_memory(layers, offloaded_fp32), MemoryKind::Parameters), 4 << 20);
+  BOOST_CHECK_EQUAL(kind(weight_memory(layers, offloaded_fp32), MemoryKind::MasterWeights), 0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

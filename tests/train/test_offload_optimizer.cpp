@@ -102,15 +102,100 @@ BOOST_AUTO_TEST_CASE(every_schedule_with_recomputation_and_clipping_sharded_or_n
     }
 }
 
+// Offloaded under bf16/fp16 the fp32 masters live in host memory and the host rounds them into the
+// device's 16-bit weights: the same bits as the device's masters and rounding, with one replica or
+// two, sharded or not.
 BOOST_AUTO_TEST_CASE(bf16_and_fp16_with_clipping) {
   for (const auto precision : {models::Precision::Bf16, models::Precision::Fp16})
-    for (const auto state : {dp::OptimizerState::Replicated, dp::OptimizerState::Sharded}) {
-      BOOST_TEST_CONTEXT(enum_name(precision) << ", " << enum_name(state)) {
+    for (const auto state : {dp::OptimizerState::Replicated, dp::OptimizerState::Sharded})
+      for (const int replicas : {1, 2}) {
+        if (state == dp::OptimizerState::Sharded && replicas == 1) continue;
+        BOOST_TEST_CONTEXT(enum_name(precision) << ", " << enum_name(state) << ", " << replicas << " replicas") {
+          Variant v;
+          v.precision = precision;
+          v.state = state;
+          v.replicas = replicas;
+          v.clip = 0.05;
+          const auto on_device = test::step_losses(job(v));
+          BOOST_REQUIRE_EQUAL(on_device.size(), static_cast<std::size_t>(kSteps));
+          BOOST_TEST(test::step_losses(job(offloaded(v))) == on_device);
+        }
+      }
+}
+
+// Offloaded under bf16 the fp32 masters are host memory counted for the rank (kind
+// master_weights), none of them on the device, which keeps the 16-bit weights as the parameters'
+// values; the summary shows master_weights 0 on every rank and the host bytes that hold them.
+BOOST_AUTO_TEST_CASE(the_fp32_masters_are_host_memory_not_device_memory) {
+  const auto masters = static_cast<std::size_t>(kernels::MemoryKind::MasterWeights);
+  for (const auto state : {dp::OptimizerState::Replicated, dp::OptimizerState::Sharded})
+    for (const int replicas : {1, 2}) {
+      if (state == dp::OptimizerState::Sharded && replicas == 1) continue;
+      BOOST_TEST_CONTEXT(enum_name(state) << ", " << replicas << " replicas") {
         Variant v;
-        v.precision = precision;
+        v.precision = models::Precision::Bf16;
         v.state = state;
-        v.clip = 0.05;
-        BOOST_TEST(test::step_losses(job(offloaded(v))) == test::step_losses(job(v)));
+        v.replicas = replicas;
+        v.tied = false;
+        const int ranks = 2 * replicas;
+        auto last_memory = [&](const Variant& w) {
+          std::vector<train::RankMemory> out;
+          train::FitOptions fit;
+          fit.progress = false;
+          train::FitCallbacks callbacks;
+          callbacks.on_step = [&](const train::StepEvent& e) { out = e.outcome->rank_memory; };
+          train::run_job(job(w), fit, callbacks);
+          return out;
+        };
+        const auto device = last_memory(v);
+        const auto host = last_memory(offloaded(v));
+        BOOST_REQUIRE_EQUAL(device.size(), static_cast<std::size_t>(ranks));
+        BOOST_REQUIRE_EQUAL(host.size(), static_cast<std::size_t>(ranks));
+        for (int r = 0; r < ranks; ++r) {
+          BOOST_TEST_CONTEXT("rank " << r) {
+            const auto& d = device[static_cast<std::size_t>(r)];
+            const auto& h = host[static_cast<std::size_t>(r)];
+            BOOST_TEST(d.master_weights > 0);
+            BOOST_TEST(d.host_bytes == 0);
+            BOOST_TEST(h.master_weights == 0);
+            BOOST_TEST(h.optimizer_state == 0);
+            // The masters and the state left the device: the host holds at least their exact bytes
+            // (the device counted them in rounded blocks).
+            BOOST_TEST(h.host_bytes > 0);
+            BOOST_TEST(h.peak_bytes < d.peak_bytes);
+          }
+        }
+        // Exactly: the masters' bytes held on the host under master_weights, none on the device.
+        std::vector<std::int64_t> host_before;
+        for (int r = 0; r < ranks; ++r)
+          host_before.push_back(kernels::host_memory_stats(kernels::Device::cpu(r)).in_use_by_kind[masters]);
+        train::EmbeddedJob offloaded_job(train::plan_job(job(offloaded(v))));
+        for (int r = 0; r < ranks; ++r) {
+          BOOST_TEST_CONTEXT("rank " << r) {
+            auto& executor = offloaded_job.engine(r).executor();
+            const auto device_of_rank = kernels::Device::cpu(r);
+            std::int64_t master_bytes = 0, copied_bytes = 0;
+            for (auto* p : executor.parameters()) {
+              const auto master = executor.optimizer().master_of(p);
+              if (master) master_bytes += static_cast<std::int64_t>(master->master.nbytes());
+              if (p->compute.defined()) {
+                copied_bytes += p->value.numel() * 4;
+                BOOST_TEST((p->value.dtype() == kernels::DType::BF16), p->name << " keeps " << p->value.describe());
+                BOOST_TEST(p->compute.raw() == p->value.raw());
+              }
+            }
+            const auto held = kernels::host_memory_stats(device_of_rank).in_use_by_kind[masters] - host_before[r];
+            BOOST_TEST(master_bytes > 0);
+            BOOST_TEST(kernels::DeviceRuntime::get(device_of_rank).allocator().stats().in_use_by_kind[masters] == 0);
+            if (state == dp::OptimizerState::Replicated) {
+              BOOST_TEST(held == master_bytes);    // every weight with a 16-bit copy has its master here
+              BOOST_TEST(held == copied_bytes);
+            } else {
+              BOOST_TEST(held >= master_bytes);    // this replica's segments, padded to alignment
+              BOOST_TEST(held < copied_bytes);
+            }
+          }
+        }
       }
     }
 }
@@ -144,34 +229,37 @@ BOOST_AUTO_TEST_CASE(the_state_is_counted_as_host_memory_not_device_memory) {
 }
 
 // Checkpoints hold the state by name whichever way it was kept: an offloaded job's checkpoint
-// resumes in a job without offload, and the other way round, as the uninterrupted job goes on.
+// resumes in a job without offload, and the other way round, as the uninterrupted job goes on;
+// under bf16 too, where the offloaded job's fp32 masters are host memory (whole, or sharded).
 BOOST_AUTO_TEST_CASE(checkpoints_resume_across_offload) {
   Scratch scratch;
-  for (const auto state : {dp::OptimizerState::Replicated, dp::OptimizerState::Sharded}) {
-    BOOST_TEST_CONTEXT(enum_name(state)) {
-      Variant v;
-      v.state = state;
-      const std::string tag(enum_name(state));
-      auto save = [&](const Variant& w, const std::string& name) {
-        auto c = job(w);
-        c.checkpoints.dir = (scratch.path / name).string();
-        c.checkpoints.every_steps = 3;
-        c.checkpoints.keep = 10;
-        return test::step_losses(c);
-      };
-      const auto device_run = save(v, tag + "-device");
-      BOOST_TEST(save(offloaded(v), tag + "-host") == device_run);
-      auto resume = [&](const Variant& w, const std::string& from) {
-        auto c = job(w);
-        c.checkpoints.resume = (scratch.path / from / train::checkpoint_folder_name(3)).string();
-        return test::step_losses(c);
-      };
-      const std::vector<double> tail(device_run.begin() + 3, device_run.end());
-      BOOST_TEST(resume(v, tag + "-host") == tail);
-      BOOST_TEST(resume(offloaded(v), tag + "-device") == tail);
-      BOOST_TEST(resume(offloaded(v), tag + "-host") == tail);
+  for (const auto precision : {models::Precision::Fp32, models::Precision::Bf16})
+    for (const auto state : {dp::OptimizerState::Replicated, dp::OptimizerState::Sharded}) {
+      BOOST_TEST_CONTEXT(enum_name(precision) << ", " << enum_name(state)) {
+        Variant v;
+        v.state = state;
+        v.precision = precision;
+        const std::string tag = std::string(enum_name(precision)) + "-" + std::string(enum_name(state));
+        auto save = [&](const Variant& w, const std::string& name) {
+          auto c = job(w);
+          c.checkpoints.dir = (scratch.path / name).string();
+          c.checkpoints.every_steps = 3;
+          c.checkpoints.keep = 10;
+          return test::step_losses(c);
+        };
+        const auto device_run = save(v, tag + "-device");
+        BOOST_TEST(save(offloaded(v), tag + "-host") == device_run);
+        auto resume = [&](const Variant& w, const std::string& from) {
+          auto c = job(w);
+          c.checkpoints.resume = (scratch.path / from / train::checkpoint_folder_name(3)).string();
+          return test::step_losses(c);
+        };
+        const std::vector<double> tail(device_run.begin() + 3, device_run.end());
+        BOOST_TEST(resume(v, tag + "-host") == tail);
+        BOOST_TEST(resume(offloaded(v), tag + "-device") == tail);
+        BOOST_TEST(resume(offloaded(v), tag + "-host") == tail);
+      }
     }
-  }
 }
 
 // Non-finite gradients skip steps and, twice in a row, roll every rank back to the newest
@@ -254,6 +342,75 @@ BOOST_AUTO_TEST_CASE(a_job_whose_state_does_not_fit_the_device_cap_fits_offloade
                           return std::string(e.what()).find("out of memory") != std::string::npos;
                         });
   BOOST_TEST(test::step_losses(make(models::OptimizerOffload::Host, cap)) == uncapped);
+}
+
+// A sharded checkpoint gathers each bucket's optimizer state whole into host memory, outside the
+// device's cap: a job capped a little above its own uncapped peak (room for the data loader's
+// batches while the stage is built) saves checkpoints and resumes from them under that cap, to the
+// uncapped job's losses. Gathered on the device, one bucket's state (here the whole stage's: one
+// bucket) would not fit: what frees up between steps, with the margin, is less than one of its
+// state tensors (checked below). fp32: under bf16/fp16 the stage is built with its fp32 weights on
+// the device before they move to the host, which needs more than the offloaded steady state.
+BOOST_AUTO_TEST_CASE(a_sharded_checkpoint_saves_and_resumes_under_a_cap_the_steady_state_just_fits) {
+  Scratch scratch;
+  const auto wide = test::mlp_of("wide-mlp",
+                                 {{"flatten", 0, 0}, {"fc_in", 144, 256}, {"relu1", 0, 0}, {"fc_mid", 256, 256},
+                                  {"relu2", 0, 0}, {"fc_out", 256, 10}},
+                                 {});
+  struct Uncap {
+    ~Uncap() {
+      for (int d = 8; d < 12; ++d) kernels::DeviceRuntime::get(kernels::Device::cpu(d)).set_memory_cap(0);
+    }
+  } uncap;
+  constexpr std::int64_t kMargin = 64 << 10;
+  for (const auto offload : {models::OptimizerOffload::None, models::OptimizerOffload::Host}) {
+    BOOST_TEST_CONTEXT("offload " << enum_name(offload)) {
+      const std::string tag(enum_name(offload));
+      auto make = [&](std::int64_t cap) {
+        JobShape shape{ScheduleKind::OneFOneB, 2, 2, 1, {}};
+        shape.replicas = 2;
+        shape.first_device = 8;   // devices of their own: the caps stay on them
+        auto c = test::job_of(wide, shape, 16);
+        c.data.steps = 4;
+        c.data.eval_batches = 0;
+        c.replicas.optimizer_state = dp::OptimizerState::Sharded;
+        c.optimizer.kind = models::OptimizerKind::Adam;
+        c.optimizer.lr = 0.001;
+        c.optimizer.offload = offload;
+        c.resources.device_memory = cap;
+        return c;
+      };
+      // The uncapped job's peak on the fullest device, and what it held then.
+      std::vector<double> uncapped;
+      train::RankMemory fullest;
+      {
+        train::FitOptions fit;
+        fit.progress = false;
+        train::FitCallbacks callbacks;
+        callbacks.on_step = [&](const train::StepEvent& e) {
+          uncapped.push_back(e.outcome->loss);
+          for (const auto& m : e.outcome->rank_memory)
+            if (m.peak_bytes > fullest.peak_bytes) fullest = m;
+        };
+        train::run_job(make(0), fit, callbacks);
+      }
+      BOOST_REQUIRE_EQUAL(uncapped.size(), 4u);
+      const std::int64_t cap = fullest.peak_bytes + kMargin;
+      // Free between steps: the activations, messages and workspace of the peak, and the margin;
+      // one Adam moment of the bucket is as large as its gradients.
+      BOOST_TEST(fullest.activations + fullest.communication + fullest.workspace + kMargin < fullest.gradients);
+      BOOST_TEST_MESSAGE(tag << ": cap " << cap << " bytes; gradients " << fullest.gradients << ", activations "
+                             << fullest.activations);
+      auto saved = make(cap);
+      saved.checkpoints.dir = (scratch.path / tag).string();
+      saved.checkpoints.every_steps = 2;
+      saved.checkpoints.keep = 10;
+      BOOST_TEST(test::step_losses(saved) == uncapped);
+      auto resumed = make(cap);
+      resumed.checkpoints.resume = (scratch.path / tag / train::checkpoint_folder_name(2)).string();
+      BOOST_TEST(test::step_losses(resumed) == std::vector<double>(uncapped.begin() + 2, uncapped.end()));
+    }
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
