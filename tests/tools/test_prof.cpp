@@ -229,10 +229,13 @@ BOOST_AUTO_TEST_CASE(the_split_suggestion_comes_from_the_planner_when_the_job_ca
   BOOST_TEST(j["suggested_split"] == nlohmann::json(report.suggested_split));
   BOOST_TEST(j["predicted_suggested_step_ms"].get<double>() < j["predicted_traced_step_ms"].get<double>());
 
-  // A program's own model is not in the zoo here: the single-layer move again.
+  // A program's own model is not in the zoo here: the single-layer move again, without the planner's note.
   job.model.name = "someone-elses-model";
   data.meta.job = train::to_json(job);
-  BOOST_TEST(tools::analyze(data).suggested_split.empty());
+  const auto unplanned = tools::analyze(data);
+  BOOST_TEST(unplanned.suggested_split.empty());
+  BOOST_TEST(unplanned.suggestion == fallback.suggestion);
+  BOOST_TEST(unplanned.suggestion.find("the planner") == std::string::npos, unplanned.suggestion);
 }
 
 BOOST_AUTO_TEST_CASE(a_real_trace_holds_every_stage_and_renders) {

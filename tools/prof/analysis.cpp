@@ -200,7 +200,8 @@ ProfReport analyze(const TraceData& data) {
   r.imbalance = mean > 0 ? per_stage[static_cast<std::size_t>(r.slowest_stage)] / mean - 1.0 : 0.0;
   std::set<std::int64_t> traced_steps;
   for (const auto& [step, w] : steps) traced_steps.insert(step);
-  if (const auto replan = replan_split(data, traced_steps)) {
+  const auto replan = replan_split(data, traced_steps);
+  if (replan && !replan->split.empty()) {
     r.suggested_split = replan->split;
     r.predicted_traced_step = replan->traced_step;
     r.predicted_suggested_step = replan->suggested_step;
@@ -215,6 +216,8 @@ ProfReport analyze(const TraceData& data) {
     r.suggestion = line;
   } else {
     r.suggestion = suggest(r, per_stage, per_piece);
+    if (replan && !r.suggestion.empty())
+      r.suggestion += " (the planner, re-planning the traced times, predicts no split at least 1% faster)";
   }
   return r;
 }

@@ -1,5 +1,7 @@
 #include "tools/prof/split_replan.h"
 
+#include <functional>
+
 #include "core/error.h"
 #include "partition/profiler.h"
 #include "pipeline/schedule.h"
@@ -60,6 +62,67 @@ std::vector<int> split_points_of(const partition::Partition& split) {
   return points;
 }
 
+// Every way to cut `layers` layers into `pieces` pieces, while there are at most this many; beyond,
+// a descent from the traced split and the partitioner's by one-layer moves of a boundary.
+constexpr std::int64_t kEveryCutUpTo = 5000;
+
+std::int64_t cuts(int layers, int pieces) {   // C(layers - 1, pieces - 1), capped past kEveryCutUpTo
+  std::int64_t c = 1;
+  const int n = layers - 1, k = pieces - 1;
+  for (int i = 1; i <= k; ++i) {
+    c = c * (n - k + i) / i;
+    if (c > kEveryCutUpTo) return c;
+  }
+  return c;
+}
+
+// The split points the prediction ranks fastest, from `starts`.
+std::vector<int> fastest_split(int layers, int pieces, const std::vector<std::vector<int>>& starts,
+                               const std::function<double(const std::vector<int>&)>& step) {
+  std::vector<int> best = starts.front();
+  double best_step = step(best);
+  const auto consider = [&](const std::vector<int>& points) {
+    const double s = step(points);
+    if (s < best_step) {
+      best_step = s;
+      best = points;
+      return true;
+    }
+    return false;
+  };
+  if (cuts(layers, pieces) <= kEveryCutUpTo) {
+    std::vector<int> points(static_cast<std::size_t>(pieces - 1));
+    const std::function<void(int, int)> each = [&](int index, int first) {
+      if (index == pieces - 1) return void(consider(points));
+      for (int p = first; p <= layers - (pieces - 1 - index); ++p) {
+        points[static_cast<std::size_t>(index)] = p;
+        each(index + 1, p + 1);
+      }
+    };
+    each(0, 1);
+    return best;
+  }
+  for (const auto& start : starts) {
+    consider(start);
+    std::vector<int> at = start;
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (std::size_t i = 0; i < at.size() && !moved; ++i)
+        for (const int d : {-1, 1}) {
+          std::vector<int> next = at;
+          next[i] += d;
+          const int low = i == 0 ? 1 : next[i - 1] + 1, high = i + 1 == at.size() ? layers - 1 : next[i + 1] - 1;
+          if (next[i] < low || next[i] > high || step(next) >= step(at)) continue;
+          at = next;
+          consider(at);
+          moved = true;
+          break;
+        }
+    }
+  }
+  return best;
+}
+
 }  // namespace
 
 std::optional<SplitReplan> replan_split(const train::TraceData& data, const std::set<std::int64_t>& steps) {
@@ -81,11 +144,17 @@ std::optional<SplitReplan> replan_split(const train::TraceData& data, const std:
   auto layers = partition::profile_layers(plan.model, kernels::Device::cpu(0), train::micro_batch_size_of(plan), 1);
   spread(layers, traced_split, traced_piece_times(data, plan.schedule, steps));
   const auto links = train::default_link_speeds(kernels::Device::cpu(0));
-  const auto traced = train::predict_layout(plan, layers, traced_split, links);
-  const auto best = train::predict_balanced_split(plan, layers, links);
-  const auto points = split_points_of(best.partition);
-  if (points == m.split || best.step_seconds > traced.step_seconds * (1.0 - kWorthMoving)) return std::nullopt;
-  return SplitReplan{points, traced.step_seconds, best.step_seconds};
+  const int layer_count = plan.model.layer_count();
+  const auto step = [&](const std::vector<int>& points) {
+    return train::predict_layout(plan, layers, partition::split_at(layer_count, points), links).step_seconds;
+  };
+  // The partitioner's split (the layout search's) balances the slowest piece; the prediction ranks
+  // it, the traced split, and the splits around them.
+  const auto balanced = split_points_of(train::predict_balanced_split(plan, layers, links).partition);
+  const auto points = fastest_split(layer_count, static_cast<int>(traced_split.size()), {m.split, balanced}, step);
+  const double traced = step(m.split), suggested = step(points);
+  if (points == m.split || suggested > traced * (1.0 - kWorthMoving)) return SplitReplan{{}, traced, traced};
+  return SplitReplan{points, traced, suggested};
 }
 
 }  // namespace pw::tools

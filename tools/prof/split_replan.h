@@ -12,14 +12,14 @@
 namespace pw::tools {
 
 struct SplitReplan {
-  std::vector<int> split;         // the suggested split points
+  std::vector<int> split;         // the suggested split points; empty: none is faster
   double traced_step = 0.0;       // seconds: the prediction of the traced split
   double suggested_step = 0.0;    // seconds: the prediction of the suggested split
 };
 
-// The suggested split, when it is predicted at least 1% faster than the traced one; nullopt when
-// the prediction finds nothing better or the job cannot be re-planned here (a trace without its
-// config, a program's own model, a data set that is not on this machine, a one-stage job).
+// nullopt when the job cannot be re-planned here (a trace without its config, a program's own
+// model, a data set that is not on this machine, a one-stage job); else the fastest split the
+// prediction ranks, or an empty `split` when none is at least 1% faster than the traced one.
 // `steps`: the traced steps whose spans count.
 std::optional<SplitReplan> replan_split(const train::TraceData& data, const std::set<std::int64_t>& steps);
 
