@@ -15,6 +15,43 @@ Recompute parse_recompute(const std::string& name) { return parse_enum<Recompute
 
 std::string recompute_name(Recompute recompute) { return std::string(enum_name(recompute)); }
 
+RecomputeStages parse_recompute_stages(const std::string& text) {
+  RecomputeStages out;
+  std::size_t begin = 0;
+  while (true) {
+    const std::size_t comma = text.find(',', begin);
+    const std::string entry = text.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin);
+    if (entry != "none" && entry != "all")
+      throw InputError("'" + text + "': stage " + std::to_string(out.size()) + " is '" + entry +
+                       "'; expected one entry per stage, each none or all (e.g. none,all,all,none)");
+    out.push_back(entry == "all" ? Recompute::All : Recompute::None);
+    if (comma == std::string::npos) break;
+    begin = comma + 1;
+  }
+  return out;
+}
+
+std::string recompute_text(Recompute mode, const RecomputeStages& per_stage) {
+  if (per_stage.empty()) return recompute_name(mode);
+  std::string out;
+  for (const auto r : per_stage) out += (out.empty() ? "" : ",") + recompute_name(r);
+  return out;
+}
+
+bool stage_recomputes(Recompute mode, const RecomputeStages& per_stage, int stage, int stages) {
+  if (!per_stage.empty()) {
+    PW_CHECK(stage >= 0 && stage < static_cast<int>(per_stage.size()),
+             "no recompute choice for stage " << stage << " of " << per_stage.size());
+    return per_stage[static_cast<std::size_t>(stage)] == Recompute::All;
+  }
+  switch (mode) {
+    case Recompute::None: return false;
+    case Recompute::All: return true;
+    case Recompute::ExceptLast: return stage != stages - 1;
+  }
+  return false;
+}
+
 int optimizer_state_tensors(models::OptimizerKind kind) {
   switch (kind) {
     case models::OptimizerKind::Sgd: return 1;
@@ -56,7 +93,9 @@ StageEstimate estimate_piece(const std::vector<LayerProfile>& layers, const Cost
     workspace_bytes = std::max(workspace_bytes, layer.workspace_bytes);
   }
   const bool last_piece = piece == cost.pieces() - 1;
-  e.recomputes = cost.recompute == Recompute::All || (cost.recompute == Recompute::ExceptLast && !last_piece);
+  e.recomputes = cost.recompute_stages.empty()
+                     ? cost.recompute == Recompute::All || (cost.recompute == Recompute::ExceptLast && !last_piece)
+                     : stage_recomputes(cost.recompute, cost.recompute_stages, e.device, cost.stages);
   if (e.recomputes) e.backward_seconds += e.forward_seconds;
   e.input_bytes = layers[static_cast<std::size_t>(range.begin)].input_bytes;
   e.output_bytes = layers[static_cast<std::size_t>(range.end - 1)].output_bytes;

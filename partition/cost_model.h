@@ -33,6 +33,20 @@ enum class InFlight {
 Recompute parse_recompute(const std::string& name);
 std::string recompute_name(Recompute recompute);
 
+// Recomputation chosen stage by stage (AdaPipe): one entry per pipeline stage, each None or All.
+// Empty: the job-wide Recompute mode decides for every stage.
+using RecomputeStages = std::vector<Recompute>;
+
+// "none,all,all,none": one entry per stage, each none or all; anything else is an InputError
+// saying what is accepted.
+RecomputeStages parse_recompute_stages(const std::string& text);
+// The same text back; the mode's name when `per_stage` is empty.
+std::string recompute_text(Recompute mode, const RecomputeStages& per_stage);
+
+// Whether pipeline stage `stage` of `stages` recomputes: its own entry when `per_stage` is given,
+// else `mode` (ExceptLast: every stage but the last).
+bool stage_recomputes(Recompute mode, const RecomputeStages& per_stage, int stage, int stages);
+
 // Tensors of optimizer state per parameter tensor: SGD 1 (momentum), Adam 2, Adagrad 1.
 int optimizer_state_tensors(models::OptimizerKind kind);
 
@@ -43,6 +57,7 @@ struct CostModel {
   int micro_batches = 1;           // M
   InFlight in_flight = InFlight::StagesAhead;
   Recompute recompute = Recompute::None;
+  RecomputeStages recompute_stages;   // one per stage when chosen per stage; overrides `recompute`
   int optimizer_state = 2;         // tensors per parameter, see optimizer_state_tensors
   // Replicas each holding 1/optimizer_shards of every stage's optimizer state (--shard-optimizer).
   int optimizer_shards = 1;

@@ -6,12 +6,7 @@
 namespace pw::pipeline {
 
 bool stage_recomputes(RecomputeMode mode, int stage, int stages) {
-  switch (mode) {
-    case RecomputeMode::None: return false;
-    case RecomputeMode::All: return true;
-    case RecomputeMode::ExceptLast: return stage != stages - 1;
-  }
-  return false;
+  return partition::stage_recomputes(mode, {}, stage, stages);
 }
 
 std::vector<Instruction> with_recompute(std::vector<Instruction> program, RecomputeMode mode, int stage, int stages) {

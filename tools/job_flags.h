@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "core/error.h"
+#include "partition/cost_model.h"
 #include "tools/flag_names.h"
 #include "train/job_config.h"
 
@@ -53,6 +54,29 @@ struct Binder {
     return parsed(flag, path, field, [](const std::string& text) { return parse_enum<E>(text); },
                   enum_choices<E>() + (help.empty() ? "" : ": " + help))
         ->default_str(std::string(enum_name(field)));
+  }
+  // --recompute: a mode for every stage ("all"), or one entry per stage ("none,all,all,none").
+  CLI::Option* recompute(train::PipelineConfig& pipeline, const std::string& help) {
+    const std::string flag = "--recompute";
+    names.add("/pipeline/recompute", flag);
+    return cmd
+        .add_option_function<std::string>(
+            flag,
+            [flag, &pipeline](const std::string& text) {
+              try {
+                if (text.find(',') == std::string::npos) {
+                  pipeline.recompute = parse_enum<partition::Recompute>(text);
+                  pipeline.recompute_stages.clear();
+                } else {
+                  pipeline.recompute_stages = partition::parse_recompute_stages(text);
+                  pipeline.recompute = partition::Recompute::None;
+                }
+              } catch (const InputError& e) {
+                throw InputError(flag + ": " + e.what());
+              }
+            },
+            enum_choices<partition::Recompute>() + ", or one per stage such as none,all,all,none: " + help)
+        ->default_str(partition::recompute_text(pipeline.recompute, pipeline.recompute_stages));
   }
 };
 

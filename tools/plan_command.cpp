@@ -135,8 +135,7 @@ void add_plan_command(CLI::App& app, PlanCommand& c) {
                          "explicit split points: first layer of stages 1..P-1, e.g. 3,7,12");
   auto* method = b.choice("--partition", "/pipeline/partition", job.pipeline.partition, "how stages are cut when --split is not given")
                      ->excludes(split);
-  auto* recompute = b.choice("--recompute", "/pipeline/recompute", job.pipeline.recompute,
-                             "which stages re-run forward instead of keeping activations");
+  auto* recompute = b.recompute(job.pipeline, "which stages re-run forward instead of keeping activations");
   b.choice("--optimizer", "/optimizer/kind", job.optimizer.kind, "its state's memory");
   b.flag_setting("--offload-optimizer", "/optimizer/offload", job.optimizer.offload, models::OptimizerOffload::Host,
                  "the optimizer state lives in host memory, outside the device's cap");

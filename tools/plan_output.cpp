@@ -82,7 +82,7 @@ void print_plan(const PlanReport& r) {
               static_cast<long long>(train::micro_batch_size_of(plan)), static_cast<long long>(plan.config.data.batch_size),
               plan.replicas() > 1 ? (" over " + std::to_string(plan.replicas()) + " replicas").c_str() : "",
               enum_name(plan.precision).data(), optimizer_text(plan).c_str(),
-              partition::recompute_name(p.cost.recompute).c_str(), r.method.c_str());
+              partition::recompute_text(p.cost.recompute, p.cost.recompute_stages).c_str(), r.method.c_str());
   const std::int64_t cap = p.cost.memory_cap(0);
   std::printf("memory cap %s per device, link %.1f GB/s\n\n", cap > 0 ? format_bytes(cap).c_str() : "none",
               r.links.stage_bytes_per_s / 1e9);
@@ -133,7 +133,7 @@ void print_plan(const PlanReport& r) {
 void print_comparison(const PlanReport& r) {
   const auto& s = r.job.schedule;
   std::printf("\nschedules on this layout (%d stages, %d micro-batches, recompute %s, partition %s):\n", s.stages,
-              s.micro_batches, partition::recompute_name(r.prediction.cost.recompute).c_str(), r.method.c_str());
+              s.micro_batches, partition::recompute_text(r.prediction.cost.recompute, r.prediction.cost.recompute_stages).c_str(), r.method.c_str());
   std::printf("%-15s %2s %11s %7s %7s %7s  %s\n", "schedule", "V", "step time", "bubble", "p2p/mb", "copies",
               "peak activations per stage (units held)");
   for (const auto& row : r.comparison) {
@@ -197,7 +197,7 @@ nlohmann::json plan_json(const PlanReport& r) {
   j["replicas"] = plan.replicas();
   j["precision"] = enum_name(plan.precision);
   j["partition"] = r.method;
-  j["recompute"] = partition::recompute_name(p.cost.recompute);
+  j["recompute"] = partition::recompute_text(p.cost.recompute, p.cost.recompute_stages);
   j["optimizer"] = enum_name(plan.optimizer.kind);
   j["optimizer_state"] = enum_name(plan.config.replicas.optimizer_state);
   j["optimizer_shards"] = p.cost.optimizer_shards;

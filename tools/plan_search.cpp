@@ -26,7 +26,15 @@ train::SearchSpace search_space_of(const PlanCommand& c, const train::JobConfig&
   space.nodes = c.nodes;
   space.device_memory = job.resources.device_memory;
   if (c.schedule_given) space.schedules = {job.pipeline.schedule};
-  if (c.recompute_given) space.recompute = {job.pipeline.recompute};
+  PW_INPUT_CHECK(!c.recompute_given || job.pipeline.recompute_stages.empty(),
+                 "--recompute " << partition::recompute_text(job.pipeline.recompute, job.pipeline.recompute_stages)
+                                << ": --search chooses the stage count, so it takes one of "
+                                << enum_choices<partition::Recompute>()
+                                << " for every stage (without --recompute it chooses per stage)");
+  if (c.recompute_given) {
+    space.recompute_search = train::RecomputeSearch::Fixed;
+    space.recompute = {job.pipeline.recompute};
+  }
   return space;
 }
 
@@ -48,7 +56,7 @@ nlohmann::json layout_json(const train::RankedLayout& l, int rank) {
           {"replicas", l.config.replicas.replicas},
           {"micro_batches", l.config.pipeline.micro_batches},
           {"schedule", enum_name(l.config.pipeline.schedule)},
-          {"recompute", enum_name(l.config.pipeline.recompute)},
+          {"recompute", partition::recompute_text(l.config.pipeline.recompute, l.config.pipeline.recompute_stages)},
           {"optimizer_state", enum_name(l.config.replicas.optimizer_state)},
           {"split", l.config.pipeline.split},
           {"step_seconds", l.prediction.step_seconds},

@@ -201,7 +201,7 @@ void add_train_command(CLI::App& app, TrainCommand& t) {
                            "first layer index of stages 1..P-1, e.g. 3,7,12")->group(pipeline);
   b.choice("--partition", "/pipeline/partition", job.pipeline.partition, "how stages are cut when --split is not given")
       ->excludes(split)->group(pipeline);
-  b.choice("--recompute", "/pipeline/recompute", job.pipeline.recompute, "which stages re-run forward instead of keeping activations")
+  b.recompute(job.pipeline, "which stages re-run forward instead of keeping activations")
       ->group(pipeline);
   b.option("--stage-timeout", "/timeouts/stage_seconds", job.timeouts.stage_seconds, "seconds a stage waits for a neighbour before failing")
       ->capture_default_str()->check(range(0.001, 1e6))->group(pipeline);

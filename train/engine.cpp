@@ -330,7 +330,7 @@ Engine::BuiltStage Engine::build_stage() {
   config.spec = plan_.schedule;
   config.stage = s;
   config.device = device_;
-  config.recompute = plan_.recompute;
+  config.recompute = plan_.recompute_of(s);
   config.timeout = millis(plan_.config.timeouts.stage_seconds);
   config.replica = replica();
   config.loss = {plan_.objective, plan_.model.loss};

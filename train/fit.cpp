@@ -280,7 +280,7 @@ nlohmann::json summary_of(Engine& engine, const std::vector<double>& loss_histor
   j["micro_batches"] = plan.schedule.micro_batches;
   j["schedule"] = pipeline::schedule_kind_name(plan.schedule.kind);
   j["chunks"] = plan.schedule.chunks;
-  j["recompute"] = partition::recompute_name(plan.recompute);
+  j["recompute"] = partition::recompute_text(plan.recompute, plan.recompute_stages);
   j["transport"] = links.link_text();
   j["replicas"] = plan.replicas();
   j["precision"] = models::precision_name(plan.precision);
@@ -355,6 +355,7 @@ TraceMeta trace_meta(const Engine& engine, const partition::Partition& split, st
   m.chunks = plan.schedule.chunks;
   for (std::size_t i = 1; i < split.size(); ++i) m.split.push_back(split[i].begin);
   for (const auto& l : plan.model.layers) m.layer_names.push_back(l.name);
+  m.job = to_json(plan.config);
   m.process_rank = process_rank;
   m.clock_offset_ns = clock_offset_ns;
   return m;

@@ -28,6 +28,13 @@ struct NormalizationText {
   std::optional<models::data::Normalization>& value;
 };
 
+// /pipeline/recompute: a mode's name for the whole job, or a list with one entry (none or all) per
+// stage. The list is written only when given, so the identity of a job-wide mode is as before.
+struct RecomputeChoice {
+  partition::Recompute& mode;
+  std::vector<partition::Recompute>& per_stage;
+};
+
 // A field added after identities were first hashed: written only when it differs from its
 // default, so the identity (and the hash) of a config that leaves it alone is as before.
 template <typename T>
@@ -60,7 +67,8 @@ void fields(DataConfig& c, F&& f) {
 template <typename F>
 void fields(PipelineConfig& c, F&& f) {
   f("stages", c.stages), f("micro_batches", c.micro_batches), f("schedule", c.schedule), f("chunks", c.chunks);
-  f("split", c.split), f("partition", c.partition), f("recompute", c.recompute), f("schedule_file", c.schedule_file);
+  f("split", c.split), f("partition", c.partition), f("recompute", RecomputeChoice{c.recompute, c.recompute_stages});
+  f("schedule_file", c.schedule_file);
 }
 template <typename F>
 void fields(ReplicaConfig& c, F&& f) {
@@ -130,6 +138,12 @@ nlohmann::json value_json(const T& v) {
 nlohmann::json value_json(const ShapeText& v) { return shape_text(v.shape); }
 nlohmann::json value_json(const NormalizationText& v) { return v.value ? models::data::normalization_text(*v.value) : ""; }
 nlohmann::json value_json(const ByteSize& v) { return v.bytes; }
+nlohmann::json value_json(const RecomputeChoice& v) {
+  if (v.per_stage.empty()) return std::string(enum_name(v.mode));
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto r : v.per_stage) j.push_back(std::string(enum_name(r)));
+  return j;
+}
 nlohmann::json value_json(const kernels::Device& v) { return v.str(); }
 nlohmann::json value_json(const std::vector<kernels::Device>& v) {
   nlohmann::json j = nlohmann::json::array();
@@ -253,6 +267,26 @@ void read_value(const nlohmann::json& j, const std::string& path, ByteSize out) 
   } catch (const InputError& e) {
     bad(path, e.what());
   }
+}
+
+void read_value(const nlohmann::json& j, const std::string& path, RecomputeChoice out) {
+  const std::string accepted = "; expected one of " + enum_choices<partition::Recompute>() +
+                               ", or a list with one entry per stage, each none or all";
+  if (j.is_string()) {
+    read_value(j, path, out.mode);
+    out.per_stage.clear();
+    return;
+  }
+  if (!j.is_array() || j.empty()) bad(path, kind_of(j) + accepted);
+  std::vector<partition::Recompute> per_stage;
+  for (std::size_t i = 0; i < j.size(); ++i) {
+    const auto& entry = j[i];
+    if (!entry.is_string() || (entry.get<std::string>() != "none" && entry.get<std::string>() != "all"))
+      bad(path + "/" + std::to_string(i), kind_of(entry) + "; expected none or all (one entry per stage)");
+    per_stage.push_back(entry.get<std::string>() == "all" ? partition::Recompute::All : partition::Recompute::None);
+  }
+  out.mode = partition::Recompute::None;
+  out.per_stage = std::move(per_stage);
 }
 
 template <typename T>

@@ -184,6 +184,7 @@ JobPlan plan_job(const JobConfig& c) {
   plan.buckets.optimizer_state = c.replicas.optimizer_state;
   plan.buckets.masters = c.optimizer.offload;
   plan.recompute = c.pipeline.recompute;
+  plan.recompute_stages = c.pipeline.recompute_stages;
   plan.precision = c.numerics.precision;
   const bool fp16 = plan.precision == models::Precision::Fp16;
   if (!fp16 && (c.numerics.loss_scale != 0.0 || c.numerics.initial_loss_scale != 65536 ||
@@ -232,6 +233,12 @@ JobPlan plan_job(const JobConfig& c) {
   } catch (const InputError& e) {
     throw ConfigError("/pipeline/stages", e.what());
   }
+  if (!c.pipeline.recompute_stages.empty() &&
+      static_cast<int>(c.pipeline.recompute_stages.size()) != plan.schedule.stages)
+    throw ConfigError("/pipeline/recompute",
+                      std::to_string(c.pipeline.recompute_stages.size()) + " entries for " +
+                          std::to_string(plan.schedule.stages) + " stages; expected one entry per stage (each none " +
+                          "or all), or one of " + enum_choices<partition::Recompute>() + " for every stage");
   if (!c.pipeline.split.empty()) {
     try {
       partition::split_at(plan.model.layer_count(), c.pipeline.split, {"", plan.model.name});
@@ -252,8 +259,8 @@ JobPlan plan_job(const JobConfig& c) {
                                               " equal micro-batches; use a batch size divisible by " +
                                               std::to_string(replicas * plan.schedule.micro_batches));
   if (!c.pipeline.schedule_file.empty()) {
-    if (plan.recompute != pipeline::RecomputeMode::None)
-      throw ConfigError("/pipeline/recompute", std::string(enum_name(c.pipeline.recompute)) +
+    if (plan.recompute != pipeline::RecomputeMode::None || !plan.recompute_stages.empty())
+      throw ConfigError("/pipeline/recompute", partition::recompute_text(c.pipeline.recompute, c.pipeline.recompute_stages) +
                                                    " with /pipeline/schedule_file: a schedule file says where it "
                                                    "recomputes with its own R instructions; leave out /pipeline/recompute");
     plan.programs = pipeline::load_schedule_file(c.pipeline.schedule_file, plan.schedule);
@@ -305,6 +312,12 @@ kernels::Device device_of_rank(const JobConfig& c, int rank, int world_size, Wor
   return kernels::Device::cuda(gpus > 0 ? rank % gpus : 0);
 }
 
+pipeline::RecomputeMode JobPlan::recompute_of(int stage) const {
+  if (recompute_stages.empty()) return recompute;
+  return partition::stage_recomputes(recompute, recompute_stages, stage, schedule.stages) ? pipeline::RecomputeMode::All
+                                                                                           : pipeline::RecomputeMode::None;
+}
+
 bool operator==(const JobPlan& a, const JobPlan& b) {
   const auto layer_names = [](const JobPlan& p) {
     std::vector<std::string> names;
@@ -343,6 +356,7 @@ partition::CostModel cost_model_of(const JobPlan& plan) {
   cost.micro_batches = plan.schedule.micro_batches;
   cost.in_flight = pipeline::in_flight_of(plan.schedule.kind);
   cost.recompute = plan.recompute;
+  cost.recompute_stages = plan.recompute_stages;
   // Offloaded state is host memory: it takes nothing from a stage's device budget.
   cost.optimizer_state = plan.optimizer.offload == models::OptimizerOffload::Host
                              ? 0

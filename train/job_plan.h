@@ -40,6 +40,7 @@ struct JobPlan {
   // One program per stage from --schedule-file; empty: each stage's default program.
   std::vector<std::vector<pipeline::Instruction>> programs;
   pipeline::RecomputeMode recompute = pipeline::RecomputeMode::None;
+  partition::RecomputeStages recompute_stages;   // one per stage when chosen per stage (overrides recompute)
   models::OptimizerConfig optimizer;
   models::Precision precision = models::Precision::Fp32;
   dp::BucketOptions buckets;
@@ -50,6 +51,9 @@ struct JobPlan {
   WorldShape shape() const { return {schedule.stages, config.replicas.replicas}; }
   // Micro-batches per global batch, over every replica: evaluation batches are this fraction.
   int eval_fraction() const { return schedule.micro_batches * replicas(); }
+
+  // What stage `stage` runs: All or None when chosen per stage, else the job-wide mode.
+  pipeline::RecomputeMode recompute_of(int stage) const;
 
   bool uses_parameter_servers() const { return !server_tables.empty(); }
 };

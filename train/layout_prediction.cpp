@@ -197,4 +197,21 @@ LayoutPrediction predict_job(const JobPlan& plan, const std::vector<partition::L
   return predict_layout(plan, profiles, split, links);
 }
 
+LayoutPrediction predict_balanced_split(const JobPlan& plan, const std::vector<partition::LayerProfile>& profiles,
+                                        const LinkSpeeds& links) {
+  auto cost = cost_model_of(plan);
+  cost.link.bandwidth_bytes_per_s = links.stage_bytes_per_s;
+  cost.link.latency_s = links.latency_s;
+  pipeline::SplitChoice choice;
+  choice.method = partition::PartitionMethod::Profile;
+  partition::Partition split;
+  try {
+    split = pipeline::choose_partition(plan.model, choice, cost, profiles);
+  } catch (const InputError&) {
+    cost.device_memory.clear();
+    split = pipeline::choose_partition(plan.model, choice, cost, profiles);
+  }
+  return predict_layout(plan, profiles, split, links);
+}
+
 }  // namespace pw::train

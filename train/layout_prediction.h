@@ -73,6 +73,12 @@ LayoutPrediction predict_layout(const JobPlan& plan, const std::vector<partition
 LayoutPrediction predict_job(const JobPlan& plan, const std::vector<partition::LayerProfile>& profiles,
                              const LinkSpeeds& links);
 
+// The profile partitioner's split of `plan`'s model for `profiles`, whatever split the job names:
+// the fastest that fits the device cap, else the fastest with no cap; then the prediction of it.
+// What the layout search ranks each layout by, and what `pipewright prof` re-plans a trace with.
+LayoutPrediction predict_balanced_split(const JobPlan& plan, const std::vector<partition::LayerProfile>& profiles,
+                                        const LinkSpeeds& links);
+
 // The micro-batch size each stage runs: the global batch over replicas and micro-batches.
 std::int64_t micro_batch_size_of(const JobPlan& plan);
 

@@ -36,7 +36,10 @@ std::vector<Candidate> candidates(const JobConfig& base, const SearchSpace& spac
         for (int factor = 1; factor <= space.max_micro_batches_per_stage; factor *= 2) {
           const int M = P * factor;
           if (local % M != 0) continue;
-          for (const auto recompute : space.recompute) {
+          const auto recomputes = space.recompute_search == RecomputeSearch::PerStage
+                                      ? std::vector<partition::Recompute>{partition::Recompute::None}
+                                      : space.recompute;
+          for (const auto recompute : recomputes) {
             for (const auto state : {dp::OptimizerState::Replicated, dp::OptimizerState::Sharded}) {
               if (state == dp::OptimizerState::Sharded && R == 1) continue;
               for (const auto offload : space.offload) out.push_back({P, R, M, kind, recompute, state, offload});
@@ -58,6 +61,7 @@ JobConfig config_of(const JobConfig& base, const Candidate& c, const SearchSpace
   job.pipeline.split.clear();
   job.pipeline.partition = partition::PartitionMethod::Profile;
   job.pipeline.recompute = c.recompute;
+  job.pipeline.recompute_stages.clear();
   job.pipeline.schedule_file.clear();
   job.replicas.replicas = c.replicas;
   job.replicas.optimizer_state = c.optimizer_state;
@@ -67,26 +71,78 @@ JobConfig config_of(const JobConfig& base, const Candidate& c, const SearchSpace
   return job;
 }
 
-// The split the profile partitioner picks under the cap, or, when no split fits it, the fastest
-// split with no cap (its prediction then says by how much it is over).
-partition::Partition split_of(const JobPlan& plan, const std::vector<partition::LayerProfile>& profiles,
-                              const LinkSpeeds& links) {
-  auto cost = cost_model_of(plan);
-  cost.link.bandwidth_bytes_per_s = links.stage_bytes_per_s;
-  cost.link.latency_s = links.latency_s;
-  const auto choice = split_choice_of(plan);
-  try {
-    return pipeline::choose_partition(plan.model, choice, cost, profiles);
-  } catch (const InputError&) {
-    cost.device_memory.clear();
-    return pipeline::choose_partition(plan.model, choice, cost, profiles);
-  }
-}
-
 std::vector<int> split_points_of(const partition::Partition& split) {
   std::vector<int> points;
   for (std::size_t i = 1; i < split.size(); ++i) points.push_back(split[i].begin);
   return points;
+}
+
+struct Predicted {
+  JobPlan plan;
+  LayoutPrediction prediction;
+};
+
+Predicted predict(const JobConfig& job, const LinkSpeeds& links, const LayerProfiler& profiler) {
+  Predicted p;
+  p.plan = plan_job(job);
+  const auto profiles = profiler(p.plan, micro_batch_size_of(p.plan));
+  p.prediction = predict_balanced_split(p.plan, profiles, links);
+  return p;
+}
+
+// Seconds a step spends re-running stage `stage`'s forwards if it recomputes.
+double recompute_seconds(const LayoutPrediction& p, int stage) {
+  double forward = 0.0;
+  for (const auto& e : p.pieces)
+    if (e.device == stage) forward += e.forward_seconds;
+  return forward * p.cost.micro_batches;
+}
+
+// The next stage to recompute: one over its cap if any is left, else any; the cheapest of those.
+// -1 when every stage recomputes already.
+int next_stage_to_recompute(const LayoutPrediction& p, const std::vector<partition::Recompute>& chosen) {
+  int best = -1;
+  bool best_over = false;
+  double best_cost = 0.0;
+  for (int d = 0; d < static_cast<int>(chosen.size()); ++d) {
+    if (chosen[static_cast<std::size_t>(d)] == partition::Recompute::All) continue;
+    const bool over = !p.stages.at(static_cast<std::size_t>(d)).fits();
+    const double cost = recompute_seconds(p, d);
+    if (best < 0 || (over && !best_over) || (over == best_over && cost < best_cost)) {
+      best = d;
+      best_over = over;
+      best_cost = cost;
+    }
+  }
+  return best;
+}
+
+void set_recompute(PipelineConfig& pipeline, const std::vector<partition::Recompute>& chosen) {
+  const auto all = [&](partition::Recompute r) { return std::all_of(chosen.begin(), chosen.end(), [r](auto c) { return c == r; }); };
+  pipeline.recompute_stages.clear();
+  if (all(partition::Recompute::None)) pipeline.recompute = partition::Recompute::None;
+  else if (all(partition::Recompute::All)) pipeline.recompute = partition::Recompute::All;
+  else {
+    pipeline.recompute = partition::Recompute::None;
+    pipeline.recompute_stages = chosen;
+  }
+}
+
+// The layout without recomputation; while a stage is over its cap, recomputation turned on for one
+// more stage (those over the cap first, the cheapest first) and the split chosen again for it.
+Predicted predict_recomputing_where_needed(JobConfig& job, const LinkSpeeds& links, const LayerProfiler& profiler) {
+  std::vector<partition::Recompute> chosen(static_cast<std::size_t>(std::max(1, job.pipeline.stages)),
+                                           partition::Recompute::None);
+  set_recompute(job.pipeline, chosen);
+  Predicted p = predict(job, links, profiler);
+  while (!p.prediction.fits()) {
+    const int stage = next_stage_to_recompute(p.prediction, chosen);
+    if (stage < 0) break;
+    chosen[static_cast<std::size_t>(stage)] = partition::Recompute::All;
+    set_recompute(job.pipeline, chosen);
+    p = predict(job, links, profiler);
+  }
+  return p;
 }
 
 }  // namespace
@@ -124,14 +180,15 @@ SearchResult search_layouts(const JobConfig& base, const SearchSpace& space, con
   result.smallest_peak = -1;
   for (const auto& c : candidates(base, space, base_plan.model.layer_count())) {
     JobConfig job = config_of(base, c, space);
-    JobPlan plan;
     try {
-      plan = plan_job(job);
+      plan_job(job);
     } catch (const InputError&) {
       continue;   // a shape this model or batch cannot take (e.g. more pieces than layers)
     }
-    const auto profiles = profiler(plan, micro_batch_size_of(plan));
-    auto prediction = predict_layout(plan, profiles, split_of(plan, profiles, node_links), node_links);
+    Predicted predicted = space.recompute_search == RecomputeSearch::PerStage
+                              ? predict_recomputing_where_needed(job, node_links, profiler)
+                              : predict(job, node_links, profiler);
+    auto& prediction = predicted.prediction;
     ++result.considered;
     const auto peak = prediction.peak_bytes();
     if (result.smallest_peak < 0 || peak < result.smallest_peak) result.smallest_peak = peak;
@@ -158,7 +215,7 @@ std::string describe_layout(const JobConfig& c) {
   out << P << (P == 1 ? " stage" : " stages") << " x " << R << (R == 1 ? " replica" : " replicas") << ", "
       << enum_name(c.pipeline.schedule) << ", " << c.pipeline.micro_batches
       << (c.pipeline.micro_batches == 1 ? " micro-batch" : " micro-batches") << ", recompute "
-      << enum_name(c.pipeline.recompute);
+      << partition::recompute_text(c.pipeline.recompute, c.pipeline.recompute_stages);
   if (R > 1) out << ", " << (c.replicas.optimizer_state == dp::OptimizerState::Sharded ? "sharded" : "replicated")
                  << " optimizer state";
   if (c.optimizer.offload == models::OptimizerOffload::Host) out << ", offloaded to the host";

@@ -1,9 +1,10 @@
 #pragma once
 // Which layout of a job fits its devices and runs fastest: enumerates stages x replicas x
-// micro-batches x schedule x recomputation x optimizer-state sharding for a JobConfig (a zoo model
+// micro-batches x schedule x optimizer-state sharding x offload for a JobConfig (a zoo model
 // or a program's own layer list), predicts each one's step time and per-device memory from
 // profiled per-layer costs (layout_prediction.h), keeps those whose every stage fits the device
-// cap and ranks them by predicted step time. What `pipewright plan --search` prints; a program
+// cap and ranks them by predicted step time. Each layout recomputes only on the stages that need it
+// to fit (cheapest first by predicted recompute time), and its split is chosen for that. What `pipewright plan --search` prints; a program
 // calls it for its own model the same way.
 #include <cstdint>
 #include <functional>
@@ -17,6 +18,8 @@
 
 namespace pw::train {
 
+enum class RecomputeSearch { PerStage, Fixed };
+
 struct SearchSpace {
   int devices = 1;                   // at most this many ranks (stages x replicas)
   int nodes = 1;                     // the devices split evenly over this many nodes
@@ -25,7 +28,10 @@ struct SearchSpace {
                                                 pipeline::ScheduleKind::Interleaved,
                                                 pipeline::ScheduleKind::ZeroBubbleH1,
                                                 pipeline::ScheduleKind::ZeroBubbleH2};
-  std::vector<partition::Recompute> recompute{partition::Recompute::None, partition::Recompute::All};
+  // PerStage: each layout recomputes only the stages that would not fit without it, cheapest
+  // first (AdaPipe's choice per stage); Fixed: each mode in `recompute` is a layout of its own.
+  RecomputeSearch recompute_search = RecomputeSearch::PerStage;
+  std::vector<partition::Recompute> recompute{partition::Recompute::None, partition::Recompute::All};   // Fixed
   // Optimizer state on the device, and in host memory (--offload-optimizer).
   std::vector<models::OptimizerOffload> offload{models::OptimizerOffload::None, models::OptimizerOffload::Host};
   // Micro-batches per replica: P, 2P, ... up to this many times P (those that divide its batch).
@@ -53,7 +59,7 @@ LayerProfiler profile_on(kernels::Device device, int repeats, std::uint64_t seed
 SearchResult search_layouts(const JobConfig& base, const SearchSpace& space, const LinkSpeeds& links,
                             const LayerProfiler& profiler);
 
-// "2 stages x 2 replicas, 1f1b, 4 micro-batches, recompute none, sharded state" for a layout.
+// "2 stages x 2 replicas, 1f1b, 4 micro-batches, recompute none,all, sharded state" for a layout.
 std::string describe_layout(const JobConfig& config);
 
 }  // namespace pw::train

@@ -67,7 +67,7 @@ json meta_json(const TraceMeta& m) {
           {"stages", m.stages},    {"replicas", m.replicas},   {"micro_batches", m.micro_batches},
           {"chunks", m.chunks},    {"split", m.split},         {"layer_names", m.layer_names},
           {"process_rank", m.process_rank}, {"clock_offset_ns", m.clock_offset_ns},
-          {"dropped_spans", m.dropped_spans}};
+          {"dropped_spans", m.dropped_spans}, {"job", m.job}};
 }
 
 TraceMeta meta_from(const json& j) {
@@ -83,6 +83,7 @@ TraceMeta meta_from(const json& j) {
   m.process_rank = j.at("process_rank").get<int>();
   m.clock_offset_ns = j.at("clock_offset_ns").get<std::int64_t>();
   m.dropped_spans = j.value("dropped_spans", std::int64_t{0});
+  if (const auto it = j.find("job"); it != j.end()) m.job = *it;
   PW_INPUT_CHECK(m.stages >= 1 && m.replicas >= 1 && m.micro_batches >= 1 && m.chunks >= 1,
                  "stages, replicas, micro-batches and chunks must be positive");
   return m;

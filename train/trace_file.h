@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/memory_trace.h"
 #include "core/trace.h"
 
@@ -20,6 +22,9 @@ struct TraceMeta {
   int chunks = 1;
   std::vector<int> split;                  // first layer of each piece after the first
   std::vector<std::string> layer_names;    // the model's layers, in order
+  // The job's config (to_json: no resources, no secrets), from which `pipewright prof` re-plans the
+  // split; null in traces written before it was recorded.
+  nlohmann::json job;
   int process_rank = 0;                    // the rank of spans without a stage (data loading)
   std::int64_t clock_offset_ns = 0;        // added to this file's times: rank 0's clock
   std::int64_t dropped_spans = 0;          // the ring buffer overflowed by this many

@@ -57,6 +57,9 @@ struct PipelineConfig {
   std::vector<int> split;  // first layer of stages 1..P-1 (empty: the partition method or the model's own)
   partition::PartitionMethod partition = partition::PartitionMethod::Uniform;
   partition::Recompute recompute = partition::Recompute::None;
+  // Recomputation chosen per stage: one entry per stage, each none or all (in JSON, a list as
+  // /pipeline/recompute). When given, `recompute` is unused.
+  std::vector<partition::Recompute> recompute_stages;
   std::string schedule_file;           // a program per stage in the text form (overrides schedule)
 };
 

@@ -143,12 +143,55 @@ BOOST_AUTO_TEST_CASE(write_config_gives_a_job_that_train_runs) {
   for (const auto& rank : s["memory"]) BOOST_CHECK_LE(rank["peak_bytes"].get<std::int64_t>(), 8 << 20);
 }
 
+// Under caps below the open search's largest peaks, some layouts fit only when one of their stages
+// recomputes: the search turns it on for that stage alone. The layout's config says so, and train
+// --config runs it and reports the same choice.
+BOOST_AUTO_TEST_CASE(recomputation_is_chosen_per_stage_and_the_config_trains) {
+  const std::string search = kSearch + "--devices 4 --top 1000 --json ";
+  const auto open = json_of(search);
+  std::int64_t largest = 0;
+  for (const auto& l : open["layouts"]) {
+    BOOST_CHECK_EQUAL(l["recompute"], "none");   // everything fits without a cap
+    largest = std::max(largest, l["peak_bytes"].get<std::int64_t>());
+  }
+  nlohmann::json capped, chosen;
+  for (const double fraction : {0.4, 0.3, 0.5, 0.25, 0.6, 0.2}) {
+    const auto cap = static_cast<std::int64_t>(fraction * static_cast<double>(largest));
+    const auto r = run_pipewright(search + "--device-memory " + std::to_string(cap) + "B");
+    if (r.status != 0) continue;   // nothing fits this cap
+    capped = nlohmann::json::parse(r.output);
+    for (const auto& l : capped["layouts"]) {
+      BOOST_CHECK_LE(l["peak_bytes"].get<std::int64_t>(), cap);
+      if (l["recompute"].get<std::string>().find(',') != std::string::npos) chosen = l;
+    }
+    if (!chosen.is_null()) break;
+  }
+  BOOST_REQUIRE_MESSAGE(!chosen.is_null(), "no cap gave a layout recomputing some stages only: " << capped.dump());
+  const auto& pipeline = chosen["config"]["pipeline"];
+  BOOST_REQUIRE(pipeline["recompute"].is_array());
+  BOOST_CHECK_EQUAL(pipeline["recompute"].size(), pipeline["stages"].get<std::size_t>());
+  ScratchDir dir("planrecompute");
+  const auto config = dir.file("chosen.json");
+  auto written = chosen["config"];
+  written["resources"]["device_memory"] = 0;   // the cap is the prediction's; a run may be a few % above it
+  std::ofstream(config) << written.dump(2);
+  const auto summary = dir.file("summary.json");
+  const auto trained = run_pipewright("train --config " + config + " --steps 2 --eval-batches 1 --summary " + summary);
+  BOOST_REQUIRE_MESSAGE(trained.status == 0, trained.output);
+  const auto s = nlohmann::json::parse(std::ifstream(summary));
+  BOOST_CHECK_EQUAL(s["recompute"], chosen["recompute"]);
+  BOOST_CHECK_EQUAL(s["loss_history"].size(), 2u);
+}
+
 BOOST_AUTO_TEST_CASE(bad_search_flags_get_one_line_errors) {
   check_error(kSearch, "pipewright: error: --search needs --devices N");
   check_error(kSearch + "--devices 4 --stages 2", "pipewright: error: --stages: --search chooses the layout itself");
   check_error(kSearch + "--devices 4 --nodes 3", "pipewright: error: --nodes 3: 4 devices do not split evenly");
   check_error("plan " + kJob + "--devices 4", "--devices requires --search");
   check_error(kSearch + "--devices 0", "--devices: got 0");
+  check_error(kSearch + "--devices 4 --recompute all,none",
+              "pipewright: error: --recompute all,none: --search chooses the stage count, so it takes one of none, all, "
+              "except-last for every stage");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

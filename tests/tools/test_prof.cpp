@@ -18,6 +18,7 @@
 #include "tests/tools/cli_runner.h"
 #include "tools/prof/analysis.h"
 #include "tools/prof/timeline_svg.h"
+#include "train/job_config.h"
 #include "train/trace_file.h"
 
 using namespace pw;
@@ -187,6 +188,54 @@ BOOST_AUTO_TEST_CASE(the_analytic_bubble_is_the_schedule_formula) {
   BOOST_TEST(std::abs(report.analytic_bubble - 3.0 / 11.0) <= 1e-9);
   BOOST_TEST(std::abs(report.measured_bubble - 3.0 / 11.0) <= 0.02);
   BOOST_TEST(report.suggestion.empty(), report.suggestion);
+}
+
+// A trace that records its job (a zoo model, a synthetic data set) is re-planned: the third of three
+// stages computes five times as long as the others, so the planner, spreading each piece's traced
+// time over its layers by their profiled costs, predicts a faster split and says by how much.
+// Without the job the single-layer move stands.
+BOOST_AUTO_TEST_CASE(the_split_suggestion_comes_from_the_planner_when_the_job_can_be_replanned) {
+  pipeline::ScheduleSpec spec{pipeline::ScheduleKind::OneFOneB, 3, 4, 1};
+  auto times = pipeline::OpTimes::uniform(spec, 1e-3, 2e-3, 0.0);
+  times.forward[2] = 5e-3;
+  times.backward_input[2] = 10e-3;
+  pipeline::SimulationResult sim;
+  auto data = simulated_trace(spec, times, sim);
+  train::JobConfig job;
+  job.model.name = "seed-cnn";
+  job.data.dataset = "synthetic";
+  job.data.batch_size = 32;
+  job.pipeline.stages = 3;
+  job.pipeline.micro_batches = 4;
+  job.pipeline.split = {1, 2};   // conv1 | relu1 | pool1 flatten fc1 relu2 fc2
+  data.meta.model = "seed-cnn";
+  data.meta.split = job.pipeline.split;
+  data.meta.layer_names = {"conv1", "relu1", "pool1", "flatten", "fc1", "relu2", "fc2"};
+  const auto fallback = tools::analyze(data);
+  BOOST_TEST(fallback.suggested_split.empty());
+  BOOST_TEST(fallback.suggestion.find("move layer 2 'pool1' from stage 2 to stage 1") != std::string::npos,
+             fallback.suggestion);
+
+  data.meta.job = train::to_json(job);
+  ScratchDir dir("profplan");
+  const auto path = dir.file("planned.json");
+  tools::write_chrome_trace(path, data.meta, data.spans);
+  const auto report = tools::analyze(tools::read_traces({path}));
+  BOOST_REQUIRE_EQUAL(report.suggested_split.size(), 2u);
+  BOOST_TEST(report.suggested_split != job.pipeline.split);
+  BOOST_TEST(report.predicted_suggested_step < 0.99 * report.predicted_traced_step);
+  BOOST_TEST(report.suggestion.find("(now 1,2): the planner predicts") != std::string::npos, report.suggestion);
+  const auto j = tools::report_json(report);
+  BOOST_TEST(j["suggested_split"] == nlohmann::json(report.suggested_split));
+  BOOST_TEST(j["predicted_suggested_step_ms"].get<double>() < j["predicted_traced_step_ms"].get<double>());
+
+  // A program's own model is not in the zoo here: the single-layer move again, without the planner's note.
+  job.model.name = "someone-elses-model";
+  data.meta.job = train::to_json(job);
+  const auto unplanned = tools::analyze(data);
+  BOOST_TEST(unplanned.suggested_split.empty());
+  BOOST_TEST(unplanned.suggestion == fallback.suggestion);
+  BOOST_TEST(unplanned.suggestion.find("the planner") == std::string::npos, unplanned.suggestion);
 }
 
 BOOST_AUTO_TEST_CASE(a_real_trace_holds_every_stage_and_renders) {

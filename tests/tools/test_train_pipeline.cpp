@@ -69,6 +69,7 @@ BOOST_AUTO_TEST_CASE(pipeline_runs_match_the_single_device_run_and_report_stages
                                  "--stages 2 --micro-batches 4 --schedule interleaved --chunks 2",
                                  "--split 4 --micro-batches 8 --schedule zb-h1 --recompute all",
                                  "--stages 2 --micro-batches 4 --schedule zb-h2 --recompute all",
+                                 "--stages 3 --micro-batches 4 --recompute all,none,all",
                                  "--stages 2 --micro-batches 2 --partition params --devices cpu:3,cpu:5"}) {
     BOOST_TEST_CONTEXT(args) {
       const auto j = train(dir, "pipe.json", "--steps 6 " + args);
@@ -150,6 +151,9 @@ BOOST_AUTO_TEST_CASE(bad_pipeline_flags_get_one_line_errors) {
       {"--stages 2 --micro-batches 3", "--batch-size: 32 does not split into 3 equal micro-batches"},
       {"--stages 2 --devices cpu:0", "--devices: 1 devices for 2 stages"},
       {"--stages 2 --recompute some", "--recompute: unknown recompute mode 'some'; accepted: none, all, except-last"},
+      {"--stages 2 --recompute none,some", "--recompute: 'none,some': stage 1 is 'some'; expected one entry per stage, each none or all"},
+      {"--stages 2 --recompute none,all,all",
+       "--recompute: 3 entries for 2 stages; expected one entry per stage (each none or all), or one of none, all, except-last"},
       {"--stages 2 --partition magic", "--partition: unknown partition method 'magic'; accepted: uniform, params, profile"},
       {"--stages 3 --split 3", "--split: 3 makes 2 pieces but --stages 3"},
       {"--stages 2 --schedule interleaved --chunks 1", "interleaved"},

@@ -19,6 +19,7 @@
 #include "tests/support/test_util.h"
 #include "tests/train/job_test_util.h"
 #include "train/embedded_job.h"
+#include "train/layout_prediction.h"
 
 using namespace pw;
 using namespace pw::pipeline;
@@ -207,6 +208,59 @@ BOOST_AUTO_TEST_CASE(a_model_too_big_for_one_capped_device_trains_over_four) {
   // On cpu:0..3, as the CLI's defaults: each stage builds its layers on its own device.
   BOOST_CHECK_NO_THROW(run_on(4, 0, cap));
   for (int d : {0, 1, 2, 3, 40}) kernels::DeviceRuntime::get(Device::cpu(d)).set_memory_cap(0);
+}
+
+// AdaPipe's choice per stage: recomputing only stage 0 of three re-runs its forwards and changes no
+// bit of the losses or weights; it lowers stage 0's measured and predicted peak and leaves the
+// prediction of the other stages as it was.
+BOOST_AUTO_TEST_CASE(recompute_chosen_per_stage_trains_bitwise_as_none_and_lowers_only_that_stages_peak) {
+  const auto model = seed_cnn();
+  auto data = models::data::make_synthetic_images(256, {1, 12, 12}, 10, 5);
+  struct Measured {
+    std::vector<double> losses;
+    std::map<std::string, std::vector<double>> weights;
+    std::vector<std::int64_t> peaks;
+    train::LayoutPrediction predicted;
+  };
+  const auto run = [&](const std::vector<partition::Recompute>& per_stage, int first_device) {
+    JobShape shape{ScheduleKind::OneFOneB, 3, 4, 1, {2, 5}};
+    shape.first_device = first_device;
+    auto config = job_of(model, shape, 64);
+    config.pipeline.recompute_stages = per_stage;
+    for (int s = 0; s < 3; ++s) {
+      auto& rt = kernels::DeviceRuntime::get(Device::cpu(first_device + s));
+      rt.allocator().release_cache();
+      rt.allocator().reset_peak();
+    }
+    const auto plan = train::plan_job(config);
+    const auto profiles = partition::profile_layers(plan.model, Device::cpu(first_device + 3), 16, 1);
+    Measured m;
+    m.predicted = train::predict_layout(plan, profiles, partition::split_at(plan.model.layer_count(), {2, 5}),
+                                        train::LinkSpeeds{});
+    train::EmbeddedJob trainer(plan);
+    models::data::DataLoader loader(*data, 64, models::data::Shuffle::Yes, 3, models::data::LastBatch::Drop);
+    loader.start_epoch(0);
+    for (int i = 0; i < 3; ++i) {
+      const auto outcome = trainer.step(*loader.next());
+      m.losses.push_back(outcome.loss);
+      m.peaks = outcome.stage_peak_memory;
+    }
+    for (auto& [name, p] : trainer.named_parameters()) m.weights[name] = p->value.to_double_vector();
+    return m;
+  };
+  using partition::Recompute;
+  const Measured none = run({}, 60);
+  const Measured mixed = run({Recompute::All, Recompute::None, Recompute::None}, 64);
+  BOOST_CHECK(mixed.losses == none.losses);
+  BOOST_CHECK(mixed.weights == none.weights);
+  BOOST_REQUIRE_EQUAL(mixed.peaks.size(), 3u);
+  BOOST_CHECK_LT(mixed.peaks[0], none.peaks[0]);
+  BOOST_CHECK(mixed.predicted.pieces[0].recomputes && !mixed.predicted.pieces[1].recomputes);
+  BOOST_CHECK_LT(mixed.predicted.stages[0].peak_bytes, none.predicted.stages[0].peak_bytes);
+  BOOST_CHECK_EQUAL(mixed.predicted.stages[1].peak_bytes, none.predicted.stages[1].peak_bytes);
+  BOOST_CHECK_EQUAL(mixed.predicted.stages[2].peak_bytes, none.predicted.stages[2].peak_bytes);
+  // Recomputation costs stage 0 its forwards again, in the prediction.
+  BOOST_CHECK_GT(mixed.predicted.stages[0].pipeline_seconds, none.predicted.stages[0].pipeline_seconds);
 }
 
 BOOST_AUTO_TEST_CASE(one_failing_stage_stops_the_others_at_once) {

@@ -121,6 +121,37 @@ BOOST_AUTO_TEST_CASE(bad_json_is_a_config_error_naming_the_field_by_its_path) {
   BOOST_TEST(config_error(parse(R"({"resources": {"devices": ["cpu:0", "cuda:x"]}})")).find("/resources/devices/1: ") == 0u);
 }
 
+// /pipeline/recompute takes a mode for every stage or one entry per stage; the list round-trips, a
+// mode is written as before, and a wrong entry or count names the field and what it accepts.
+BOOST_AUTO_TEST_CASE(recompute_is_a_mode_or_one_entry_per_stage) {
+  auto parse = [](const char* text) { return [text] { train::job_config_from_json(nlohmann::json::parse(text)); }; };
+  const auto c = train::job_config_from_json(nlohmann::json::parse(R"({"pipeline": {"recompute": ["none", "all", "all"]}})"));
+  using partition::Recompute;
+  BOOST_TEST((c.pipeline.recompute_stages == std::vector<Recompute>{Recompute::None, Recompute::All, Recompute::All}));
+  BOOST_TEST(train::to_json(c)["pipeline"]["recompute"] == nlohmann::json({"none", "all", "all"}));
+  BOOST_TEST(train::to_json(train::job_config_from_json(train::to_json(c))) == train::to_json(c));
+  const auto mode = train::job_config_from_json(nlohmann::json::parse(R"({"pipeline": {"recompute": "except-last"}})"));
+  BOOST_TEST(mode.pipeline.recompute_stages.empty());
+  BOOST_TEST(train::to_json(mode)["pipeline"]["recompute"] == "except-last");
+  BOOST_TEST(config_error(parse(R"({"pipeline": {"recompute": ["none", "except-last"]}})")) ==
+             "/pipeline/recompute/1: the text \"except-last\"; expected none or all (one entry per stage)");
+  BOOST_TEST(config_error(parse(R"({"pipeline": {"recompute": []}})")) ==
+             "/pipeline/recompute: []; expected one of none, all, except-last, or a list with one entry per stage, "
+             "each none or all");
+  BOOST_TEST(config_error(parse(R"({"pipeline": {"recompute": "some"}})")).find("/pipeline/recompute: ") == 0u);
+  train::JobConfig three;
+  three.data.dataset = "synthetic";
+  three.pipeline.stages = 2;
+  three.pipeline.recompute_stages = {Recompute::All, Recompute::None, Recompute::All};
+  BOOST_TEST(config_error([&] { train::plan_job(three); }) ==
+             "/pipeline/recompute: 3 entries for 2 stages; expected one entry per stage (each none or all), or one of "
+             "none, all, except-last for every stage");
+  three.pipeline.recompute_stages.pop_back();
+  const auto plan = train::plan_job(three);
+  BOOST_TEST((plan.recompute_of(0) == Recompute::All && plan.recompute_of(1) == Recompute::None));
+  BOOST_TEST(partition::recompute_text(plan.recompute, plan.recompute_stages) == "all,none");
+}
+
 BOOST_AUTO_TEST_CASE(the_image_data_fields_round_trip_are_checked_and_must_match_on_resume) {
   train::JobConfig c;
   c.data.dataset = "image-folder";

@@ -3,6 +3,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
+#include <tuple>
 
 #include "tests/train/job_test_util.h"
 #include "train/layout_search.h"
@@ -73,6 +74,70 @@ BOOST_AUTO_TEST_CASE(a_programs_own_model_is_searched_and_a_cap_keeps_only_what_
   const auto none = search_layouts(base_job(), space, LinkSpeeds{}, profiler);
   BOOST_CHECK(none.fitting.empty());
   BOOST_CHECK_GT(none.smallest_peak, space.device_memory);
+}
+
+// AdaPipe's per-stage choice: without a cap nothing recomputes; under caps below the largest peaks,
+// some layouts fit only when some of their stages recompute, and the search turns it on for those
+// and not for the others, and only for layouts that do not fit without it. The layers' times are
+// fixed (their memory is measured), so the splits, and what fits, do not depend on the machine.
+BOOST_AUTO_TEST_CASE(recomputation_is_chosen_per_stage_only_where_a_layout_would_not_fit) {
+  const auto measured = profile_on(kernels::Device::cpu(0), 1, 0);
+  const LayerProfiler profiler = [measured](const JobPlan& plan, std::int64_t micro_batch_size) {
+    auto layers = measured(plan, micro_batch_size);
+    for (auto& l : layers) {
+      l.forward_seconds = 1e-4 * static_cast<double>(micro_batch_size) * (1.0 + static_cast<double>(l.parameters) / 1e4);
+      l.backward_seconds = 2.0 * l.forward_seconds;
+    }
+    return layers;
+  };
+  SearchSpace space;
+  space.devices = 4;
+  space.schedules = {pipeline::ScheduleKind::GPipe, pipeline::ScheduleKind::OneFOneB};
+  space.offload = {models::OptimizerOffload::None};
+  const auto open = search_layouts(base_job(), space, LinkSpeeds{}, profiler);
+  std::int64_t largest = 0;
+  for (const auto& l : open.fitting) {
+    BOOST_TEST_CONTEXT(describe_layout(l.config)) {
+      BOOST_CHECK(l.config.pipeline.recompute == partition::Recompute::None);
+      BOOST_CHECK(l.config.pipeline.recompute_stages.empty());
+    }
+    largest = std::max(largest, l.prediction.peak_bytes());
+  }
+  const auto key = [](const JobConfig& c) {
+    return std::tuple(c.pipeline.stages, c.replicas.replicas, c.pipeline.micro_batches, c.pipeline.schedule,
+                      c.replicas.optimizer_state);
+  };
+  int mixed = 0;
+  for (const double fraction : {0.6, 0.4, 0.3}) {
+    space.device_memory = static_cast<std::int64_t>(fraction * static_cast<double>(largest));
+    const auto chosen = search_layouts(base_job(), space, LinkSpeeds{}, profiler);
+    check_ranked(chosen, space.device_memory, 4);
+    SearchSpace without = space;
+    without.recompute_search = RecomputeSearch::Fixed;
+    without.recompute = {partition::Recompute::None};
+    const auto plain = search_layouts(base_job(), without, LinkSpeeds{}, profiler);
+    for (const auto& l : chosen.fitting) {
+      BOOST_TEST_CONTEXT(describe_layout(l.config) << " under " << space.device_memory) {
+        const bool fits_without = std::any_of(plain.fitting.begin(), plain.fitting.end(),
+                                              [&](const RankedLayout& p) { return key(p.config) == key(l.config); });
+        const auto& per_stage = l.config.pipeline.recompute_stages;
+        const bool recomputes = !per_stage.empty() || l.config.pipeline.recompute != partition::Recompute::None;
+        BOOST_CHECK_EQUAL(recomputes, !fits_without);
+        if (per_stage.empty()) continue;
+        ++mixed;
+        BOOST_REQUIRE_EQUAL(per_stage.size(), static_cast<std::size_t>(l.config.pipeline.stages));
+        // The prediction recomputes exactly the chosen stages' pieces, and the plan runs them so.
+        const auto plan = plan_job(l.config);
+        for (const auto& piece : l.prediction.pieces) {
+          const auto want = per_stage[static_cast<std::size_t>(piece.device)];
+          BOOST_CHECK_EQUAL(piece.recomputes, want == partition::Recompute::All);
+          BOOST_CHECK(plan.recompute_of(piece.device) == want);
+        }
+        BOOST_CHECK(to_json(l.config)["pipeline"]["recompute"].is_array());
+      }
+    }
+  }
+  BOOST_CHECK_GT(mixed, 0);
 }
 
 BOOST_AUTO_TEST_CASE(a_search_space_without_devices_is_refused) {

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "core/error.h"
 #include "pipeline/simulator.h"
+#include "tools/prof/split_replan.h"
 
 namespace pw::tools {
 
@@ -196,7 +198,27 @@ ProfReport analyze(const TraceData& data) {
   double mean = 0.0;
   for (double x : per_stage) mean += x / static_cast<double>(per_stage.size());
   r.imbalance = mean > 0 ? per_stage[static_cast<std::size_t>(r.slowest_stage)] / mean - 1.0 : 0.0;
-  r.suggestion = suggest(r, per_stage, per_piece);
+  std::set<std::int64_t> traced_steps;
+  for (const auto& [step, w] : steps) traced_steps.insert(step);
+  const auto replan = replan_split(data, traced_steps);
+  if (replan && !replan->split.empty()) {
+    r.suggested_split = replan->split;
+    r.predicted_traced_step = replan->traced_step;
+    r.predicted_suggested_step = replan->suggested_step;
+    char line[320];
+    std::snprintf(line, sizeof line,
+                  "--split %s (now %s): the planner predicts %.2f ms per step against %.2f ms for the traced split "
+                  "(%.0f%% faster; each piece's traced time spread over its layers by their profiled costs); "
+                  "pipewright plan --split %s shows it",
+                  split_text(replan->split).c_str(), split_text(m.split).c_str(), 1e3 * replan->suggested_step,
+                  1e3 * replan->traced_step, 100.0 * (1.0 - replan->suggested_step / replan->traced_step),
+                  split_text(replan->split).c_str());
+    r.suggestion = line;
+  } else {
+    r.suggestion = suggest(r, per_stage, per_piece);
+    if (replan && !r.suggestion.empty())
+      r.suggestion += " (the planner, re-planning the traced times, predicts no split at least 1% faster)";
+  }
   return r;
 }
 
@@ -278,7 +300,10 @@ nlohmann::json report_json(const ProfReport& r) {
           {"simulated_step_ms", 1e3 * r.simulated_step},
           {"measured_over_simulated", r.simulated_step > 0 ? r.window / r.steps / r.simulated_step : 0.0},
           {"slowest_stage", r.slowest_stage}, {"imbalance", r.imbalance},
-          {"suggestion", r.suggestion}};
+          {"suggestion", r.suggestion},
+          {"suggested_split", r.suggested_split},
+          {"predicted_traced_step_ms", 1e3 * r.predicted_traced_step},
+          {"predicted_suggested_step_ms", 1e3 * r.predicted_suggested_step}};
 }
 
 }  // namespace pw::tools

@@ -1,8 +1,9 @@
 #pragma once
 // What `pipewright prof` reports from a trace: per rank (stage and replica), the shares of the
 // traced steps spent computing, communicating, waiting for neighbours and idle, beside the
-// schedule's analytic bubble; the slowest stage and, when stages are imbalanced, which layer to
-// move where; the step the schedule would take with the traced op times.
+// schedule's analytic bubble; the slowest stage and a faster split: the planner's, when the job can
+// be re-planned from its trace and the prediction says it is faster, else, when stages are
+// imbalanced, which layer to move where; the step the schedule would take with the traced op times.
 #include <map>
 #include <string>
 #include <vector>
@@ -50,6 +51,10 @@ struct ProfReport {
   int slowest_stage = 0;
   double imbalance = 0.0;       // slowest stage's compute over the mean, minus one
   std::string suggestion;       // empty when balanced
+  // When the trace's job could be re-planned and the planner predicts a faster split
+  // (split_replan.h): that split and the predicted steps of the traced split and of it.
+  std::vector<int> suggested_split;
+  double predicted_traced_step = 0.0, predicted_suggested_step = 0.0;   // seconds
 };
 
 // InputError when the trace holds no complete step.

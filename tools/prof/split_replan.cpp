@@ -1,0 +1,160 @@
+#include "tools/prof/split_replan.h"
+
+#include <functional>
+
+#include "core/error.h"
+#include "partition/profiler.h"
+#include "pipeline/schedule.h"
+#include "train/job_plan.h"
+#include "train/layout_prediction.h"
+
+namespace pw::tools {
+namespace {
+
+// A re-planned split must beat the traced one by this much: less is within the prediction's error.
+constexpr double kWorthMoving = 0.01;
+
+struct PieceTimes {
+  std::vector<double> forward, backward;   // seconds per micro-batch; backward without recomputation
+};
+
+PieceTimes traced_piece_times(const train::TraceData& data, const pipeline::ScheduleSpec& spec,
+                              const std::set<std::int64_t>& steps) {
+  const auto& m = data.meta;
+  const auto pieces = static_cast<std::size_t>(spec.stages * spec.chunks);
+  PieceTimes t{std::vector<double>(pieces, 0.0), std::vector<double>(pieces, 0.0)};
+  const double per_op = 1.0 / (static_cast<double>(steps.size()) * m.replicas * m.micro_batches);
+  for (const auto& s : data.spans) {
+    if (s.stage < 0 || s.stage >= m.stages || s.lane != 0 || steps.count(s.step) == 0) continue;
+    const auto piece = static_cast<std::size_t>(pipeline::virtual_stage(spec, s.stage, s.chunk));
+    if (piece >= pieces) continue;
+    const double d = static_cast<double>(s.end_ns - s.start_ns) * 1e-9 * per_op;
+    if (s.kind == trace::SpanKind::Forward) t.forward[piece] += d;
+    else if (s.kind == trace::SpanKind::Backward || s.kind == trace::SpanKind::BackwardInput ||
+             s.kind == trace::SpanKind::BackwardWeight)
+      t.backward[piece] += d;
+  }
+  return t;
+}
+
+// Each layer's profiled time scaled so that its piece sums to the traced time; evenly where the
+// profile measured nothing.
+void spread(std::vector<partition::LayerProfile>& layers, const partition::Partition& split, const PieceTimes& traced) {
+  for (std::size_t v = 0; v < split.size(); ++v) {
+    const auto [begin, end] = std::pair(split[v].begin, split[v].end);
+    double forward = 0.0, backward = 0.0;
+    for (int i = begin; i < end; ++i) {
+      forward += layers[static_cast<std::size_t>(i)].forward_seconds;
+      backward += layers[static_cast<std::size_t>(i)].backward_seconds;
+    }
+    const double n = end - begin;
+    for (int i = begin; i < end; ++i) {
+      auto& l = layers[static_cast<std::size_t>(i)];
+      l.forward_seconds = forward > 0 ? l.forward_seconds / forward * traced.forward[v] : traced.forward[v] / n;
+      l.backward_seconds = backward > 0 ? l.backward_seconds / backward * traced.backward[v] : traced.backward[v] / n;
+    }
+  }
+}
+
+std::vector<int> split_points_of(const partition::Partition& split) {
+  std::vector<int> points;
+  for (std::size_t i = 1; i < split.size(); ++i) points.push_back(split[i].begin);
+  return points;
+}
+
+// Every way to cut `layers` layers into `pieces` pieces, while there are at most this many; beyond,
+// a descent from the traced split and the partitioner's by one-layer moves of a boundary.
+constexpr std::int64_t kEveryCutUpTo = 5000;
+
+std::int64_t cuts(int layers, int pieces) {   // C(layers - 1, pieces - 1), capped past kEveryCutUpTo
+  std::int64_t c = 1;
+  const int n = layers - 1, k = pieces - 1;
+  for (int i = 1; i <= k; ++i) {
+    c = c * (n - k + i) / i;
+    if (c > kEveryCutUpTo) return c;
+  }
+  return c;
+}
+
+// The split points the prediction ranks fastest, from `starts`.
+std::vector<int> fastest_split(int layers, int pieces, const std::vector<std::vector<int>>& starts,
+                               const std::function<double(const std::vector<int>&)>& step) {
+  std::vector<int> best = starts.front();
+  double best_step = step(best);
+  const auto consider = [&](const std::vector<int>& points) {
+    const double s = step(points);
+    if (s < best_step) {
+      best_step = s;
+      best = points;
+      return true;
+    }
+    return false;
+  };
+  if (cuts(layers, pieces) <= kEveryCutUpTo) {
+    std::vector<int> points(static_cast<std::size_t>(pieces - 1));
+    const std::function<void(int, int)> each = [&](int index, int first) {
+      if (index == pieces - 1) return void(consider(points));
+      for (int p = first; p <= layers - (pieces - 1 - index); ++p) {
+        points[static_cast<std::size_t>(index)] = p;
+        each(index + 1, p + 1);
+      }
+    };
+    each(0, 1);
+    return best;
+  }
+  for (const auto& start : starts) {
+    consider(start);
+    std::vector<int> at = start;
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (std::size_t i = 0; i < at.size() && !moved; ++i)
+        for (const int d : {-1, 1}) {
+          std::vector<int> next = at;
+          next[i] += d;
+          const int low = i == 0 ? 1 : next[i - 1] + 1, high = i + 1 == at.size() ? layers - 1 : next[i + 1] - 1;
+          if (next[i] < low || next[i] > high || step(next) >= step(at)) continue;
+          at = next;
+          consider(at);
+          moved = true;
+          break;
+        }
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+std::optional<SplitReplan> replan_split(const train::TraceData& data, const std::set<std::int64_t>& steps) {
+  const auto& m = data.meta;
+  if (!m.job.is_object() || m.stages < 2 || steps.empty()) return std::nullopt;
+  train::JobPlan plan;
+  try {
+    auto config = train::job_config_from_json(m.job);
+    config.pipeline.split = m.split;
+    plan = train::plan_job(config);
+  } catch (const InputError&) {
+    return std::nullopt;   // not a job this machine can build: the single-layer move stands
+  }
+  if (plan.schedule.stages != m.stages || plan.schedule.chunks != m.chunks ||
+      plan.schedule.micro_batches != m.micro_batches || plan.replicas() != m.replicas ||
+      static_cast<std::size_t>(plan.model.layer_count()) != m.layer_names.size())
+    return std::nullopt;
+  const auto traced_split = partition::split_at(plan.model.layer_count(), m.split);
+  auto layers = partition::profile_layers(plan.model, kernels::Device::cpu(0), train::micro_batch_size_of(plan), 1);
+  spread(layers, traced_split, traced_piece_times(data, plan.schedule, steps));
+  const auto links = train::default_link_speeds(kernels::Device::cpu(0));
+  const int layer_count = plan.model.layer_count();
+  const auto step = [&](const std::vector<int>& points) {
+    return train::predict_layout(plan, layers, partition::split_at(layer_count, points), links).step_seconds;
+  };
+  // The partitioner's split (the layout search's) balances the slowest piece; the prediction ranks
+  // it, the traced split, and the splits around them.
+  const auto balanced = split_points_of(train::predict_balanced_split(plan, layers, links).partition);
+  const auto points = fastest_split(layer_count, static_cast<int>(traced_split.size()), {m.split, balanced}, step);
+  const double traced = step(m.split), suggested = step(points);
+  if (points == m.split || suggested > traced * (1.0 - kWorthMoving)) return SplitReplan{{}, traced, traced};
+  return SplitReplan{points, traced, suggested};
+}
+
+}  // namespace pw::tools

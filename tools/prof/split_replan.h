@@ -1,0 +1,26 @@
+#pragma once
+// `pipewright prof`'s split suggestion from the planner: the traced job re-planned from the config
+// its trace records, each piece's traced forward and backward time spread over the piece's layers
+// in the proportions the planner's own per-layer profile gives them, and the profile partitioner's
+// split (the one the layout search would pick) predicted against the traced split.
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "train/trace_file.h"
+
+namespace pw::tools {
+
+struct SplitReplan {
+  std::vector<int> split;         // the suggested split points; empty: none is faster
+  double traced_step = 0.0;       // seconds: the prediction of the traced split
+  double suggested_step = 0.0;    // seconds: the prediction of the suggested split
+};
+
+// nullopt when the job cannot be re-planned here (a trace without its config, a program's own
+// model, a data set that is not on this machine, a one-stage job); else the fastest split the
+// prediction ranks, or an empty `split` when none is at least 1% faster than the traced one.
+// `steps`: the traced steps whose spans count.
+std::optional<SplitReplan> replan_split(const train::TraceData& data, const std::set<std::int64_t>& steps);
+
+}  // namespace pw::tools
