@@ -35,9 +35,18 @@ class GradientSync {
   // Sharded optimizer state: this replica's share of the update (nullopt: every gradient is
   // reduced whole and every replica updates every parameter).
   virtual std::optional<UpdateShare> update_share() const { return std::nullopt; }
-  // After every replica updated its share: each replica's weights become their owners' (called
-  // by every replica after each applied update; nothing to do when the state is not sharded).
-  virtual void gather_weights(rpc::Deadline /*deadline*/) {}
+  // Sharded optimizer state, after every replica's optimizer step (applied or skipped; every
+  // replica calls it): starts making each replica's weights their owners' in the background,
+  // bucket by bucket in the order forward uses them, and returns. Nothing may read the weights
+  // before await_weights (or await_all_weights) says their buckets arrived.
+  virtual void start_gathering_weights() {}
+  // Returns once `layer`'s weights (and whatever state it reads that travels with them) hold the
+  // gathered values; at once when no gather is under way. Throws TimeoutError at the deadline
+  // naming the layer (`name`) and the bucket waited for, AbortedError after abort(), or the error
+  // the gather failed with.
+  virtual void await_weights(models::Layer& /*layer*/, const std::string& /*name*/, rpc::Deadline /*deadline*/) {}
+  // The same for every weight: before anything reads the weights between steps.
+  virtual void await_all_weights(rpc::Deadline /*deadline*/) {}
 };
 
 }  // namespace pw::pipeline

@@ -94,6 +94,12 @@ StageExecutor::StageExecutor(StageConfig config, std::vector<std::unique_ptr<mod
     // Sharded optimizer state: this replica updates, and keeps state for, its slices and the
     // parameters reduced whole.
     optimizer_ = std::make_unique<models::Optimizer>(std::move(params), share->whole, share->owned, optimizer);
+    // The weights of the last update arrive bucket by bucket while the next step starts: each
+    // child layer waits for its own before its forward (evaluation's too).
+    for (auto& c : chunks_)
+      c->set_forward_hook([this](const std::string& name, models::Layer& child) {
+        config_.gradient_sync->await_weights(child, name, deadline());
+      });
   } else {
     optimizer_ = std::make_unique<models::Optimizer>(std::move(params), optimizer);
   }
@@ -430,6 +436,8 @@ void StageExecutor::optimizer_step(const Instruction&) {
   last_update_ = config_.update_check != nullptr ? validated_update(params, share) : UpdateDecision{};
   if (last_update_.action == UpdateAction::Skip) {
     optimizer_->zero_grad();
+    // Nothing changed, but what travels with the weights (the batch-norm statistics) still goes.
+    if (share) config_.gradient_sync->start_gathering_weights();
     if (config_.remote_rows) config_.remote_rows->finish_step(RemoteGradients::Discard);
     return;
   }
@@ -438,8 +446,9 @@ void StageExecutor::optimizer_step(const Instruction&) {
   if (optimistic_.pending()) optimistic_.keep();
   else update_dense(*optimizer_, params, last_update_.gradient_scale);
   optimizer_->zero_grad();
-  // Sharded optimizer state: the other replicas' updated slices, before anything reads the weights.
-  if (share) config_.gradient_sync->gather_weights(deadline());
+  // Sharded optimizer state: the other replicas' updated slices start coming; the next step's
+  // forward waits for each layer's (and anything reading weights between steps, for all).
+  if (share) config_.gradient_sync->start_gathering_weights();
   if (config_.remote_rows) config_.remote_rows->finish_step(RemoteGradients::Push);
 }
 

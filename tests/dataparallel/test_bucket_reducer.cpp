@@ -136,7 +136,7 @@ BOOST_AUTO_TEST_CASE(every_replica_ends_with_the_mean_gradient_in_any_bucket_siz
 
 // Sharded optimizer state: the replicas' update shares cover every element of every parameter
 // once, each replica's share holds the mean gradient (the all-reduce's bits with 2 replicas),
-// tied-like parameters named `reduced_whole` are reduced whole, and gather_weights gives every
+// tied-like parameters named `reduced_whole` are reduced whole, and the weight gather gives every
 // replica each owner's weights.
 BOOST_AUTO_TEST_CASE(sharded_buckets_leave_each_owner_its_slices_and_gather_the_weights) {
   for (const int replicas : {2, 3}) {
@@ -194,7 +194,10 @@ BOOST_AUTO_TEST_CASE(sharded_buckets_leave_each_owner_its_slices_and_gather_the_
       }
       for (std::size_t i : {0u, 2u})
         for (int c : covered[i]) BOOST_REQUIRE_EQUAL(c, 1);
-      dp::run_per_rank(replicas, [&](int r) { reducers[static_cast<std::size_t>(r)]->gather_weights(in(10000ms)); });
+      dp::run_per_rank(replicas, [&](int r) {
+        reducers[static_cast<std::size_t>(r)]->start_gathering_weights();
+        reducers[static_cast<std::size_t>(r)]->await_all_weights(in(10000ms));
+      });
       // Every replica now holds every owner's slices.
       for (int r = 0; r < replicas; ++r)
         for (int owner = 0; owner < replicas; ++owner) {
