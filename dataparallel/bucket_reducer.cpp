@@ -110,7 +110,7 @@ std::vector<kernels::Tensor> stage_on_host(const std::vector<models::Parameter*>
 }  // namespace
 
 BucketReducer::BucketReducer(std::vector<models::Parameter*> parameters, std::shared_ptr<Collective> collective,
-                             BucketOptions options, TraceTrack track, std::vector<models::Parameter*> reduced_whole)
+                             BucketOptions options, TraceTrack track, std::vector<models::Parameter*> tied)
     : core_(std::make_shared<Core>()) {
   PW_INPUT_CHECK(options.bucket_bytes > 0, "the gradient bucket size must be positive");
   PW_CHECK(collective != nullptr, "a gradient reducer needs a collective");
@@ -119,7 +119,7 @@ BucketReducer::BucketReducer(std::vector<models::Parameter*> parameters, std::sh
   c.options = options;
   c.track = track;
   const bool sharding = options.optimizer_state == OptimizerState::Sharded;
-  const std::set<models::Parameter*> whole(reduced_whole.begin(), reduced_whole.end());
+  const std::set<models::Parameter*> alone(tied.begin(), tied.end());
   // Backward finishes the last layers first, so buckets are filled from the end. Sharded buckets
   // hold one kind of weight each (fp32, or 16-bit copies with fp32 masters): one bucket of each
   // kind is open at a time, and the buckets are reduced in the order their last gradient is ready.
@@ -129,15 +129,19 @@ BucketReducer::BucketReducer(std::vector<models::Parameter*> parameters, std::sh
     auto* p = parameters[i];
     PW_CHECK(p->grad.dtype() == kernels::DType::F32, "gradient of '" << p->name << "' is " << p->grad.describe()
                                                                      << "; buckets hold F32");
-    const bool sharded = sharding && !whole.count(p) && p->value.dtype() == kernels::DType::F32;
+    const bool sharded = sharding && p->value.dtype() == kernels::DType::F32;
     // Mixed precision: a weight with a 16-bit compute copy keeps only that copy whole.
     const auto weight_dtype = sharded && p->compute.defined() && kernels::is_half(p->compute.dtype())
                                   ? p->compute.dtype()
                                   : kernels::DType::F32;
     const auto key = std::pair{sharded, weight_dtype};
     const auto it = open.find(key);
-    if (it == open.end() ||
-        static_cast<std::size_t>(c.buckets[it->second].elements) * sizeof(float) >= options.bucket_bytes) {
+    // A tied weight has a bucket of its own, so its segments are the same elements on every stage
+    // holding it (the stages sum the owned segments only).
+    const bool own_bucket = alone.count(p) > 0;
+    if (own_bucket || it == open.end() ||
+        static_cast<std::size_t>(c.buckets[it->second].elements) * sizeof(float) >= options.bucket_bytes ||
+        alone.count(c.buckets[it->second].parameters.back()) > 0) {
       c.buckets.emplace_back();
       c.buckets.back().sharded = sharded;
       c.buckets.back().weight_dtype = weight_dtype;

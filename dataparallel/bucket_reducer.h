@@ -18,9 +18,10 @@
 // 16-bit compute copy (models::Layer::set_precision) keeps only that copy whole, in a bucket of
 // 16-bit weights: its fp32 master exists for this replica's segment only (ParameterSlice::master),
 // the optimizer rounds the updated master into the 16-bit weights, and those are all-gathered
-// (half the bytes of fp32). Parameters named `reduced_whole` (tied
-// weights, whose gradients are summed over stages after the reduction) go to buckets of their
-// own that are all-reduced as without sharding.
+// (half the bytes of fp32). Parameters named `tied` (tied weights, whose gradients are summed
+// over the stages holding them after the reduction) each get a bucket of their own: laid out
+// alike on every stage holding the weight, so replica r of each holder owns the same elements, and
+// the stages sum those segments only.
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -65,7 +66,7 @@ class BucketReducer : public pipeline::GradientSync {
   // background thread: after an abort the thread may still sit in a collective the dead replica
   // never joins, and is then left to finish on its own instead of holding up the caller.
   BucketReducer(std::vector<models::Parameter*> parameters, std::shared_ptr<Collective> collective,
-                BucketOptions options, TraceTrack track = {}, std::vector<models::Parameter*> reduced_whole = {});
+                BucketOptions options, TraceTrack track = {}, std::vector<models::Parameter*> tied = {});
   ~BucketReducer() override;
   BucketReducer(const BucketReducer&) = delete;
   BucketReducer& operator=(const BucketReducer&) = delete;

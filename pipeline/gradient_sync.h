@@ -14,8 +14,9 @@ namespace pw::pipeline {
 
 // With sharded optimizer state, what one replica updates after finish(): its slices of the
 // sharded parameters (elsewhere their gradients hold unspecified values) and the parameters
-// reduced whole, which every replica updates alike (tied weights: their gradients are summed over
-// stages after the reduction).
+// reduced whole, which every replica updates alike (those whose weights are not F32). A tied
+// weight is sharded with a bucket of its own, so its slices are the same elements on every stage
+// holding it and the stages sum the owned segments of its gradient only.
 struct UpdateShare {
   std::vector<models::ParameterSlice> owned;
   std::vector<models::Parameter*> whole;
