@@ -20,6 +20,7 @@ const char* span_kind_name(SpanKind kind) {
     case SpanKind::DataLoad: return "data";
     case SpanKind::PsPull: return "ps-pull";
     case SpanKind::PsPush: return "ps-push";
+    case SpanKind::AllGather: return "all-gather";
   }
   return "?";
 }
@@ -37,7 +38,8 @@ bool is_compute(SpanKind kind) {
 }
 
 bool is_communication(SpanKind kind) {
-  return kind == SpanKind::Send || kind == SpanKind::Transfer || kind == SpanKind::AllReduce;
+  return kind == SpanKind::Send || kind == SpanKind::Transfer || kind == SpanKind::AllReduce ||
+         kind == SpanKind::AllGather;
 }
 
 Recorder::Recorder(std::size_t capacity) : ring_(capacity) {

@@ -26,8 +26,9 @@ enum class SpanKind : std::uint8_t {
   DataLoad,
   PsPull,           // embedding rows from the parameter servers (recorded by the process, stage -1)
   PsPush,           // a step's embedding gradients to the parameter servers
+  AllGather,        // sharded optimizer state: a bucket's updated weights (the reducer's thread)
 };
-inline constexpr int kSpanKinds = static_cast<int>(SpanKind::PsPush) + 1;
+inline constexpr int kSpanKinds = static_cast<int>(SpanKind::AllGather) + 1;
 
 const char* span_kind_name(SpanKind kind);   // "forward", "recv-wait", ...
 bool is_compute(SpanKind kind);              // forward, backward (both halves), recompute, optimizer step

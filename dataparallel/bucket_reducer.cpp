@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <sstream>
 
 #include "core/clock.h"
 #include "core/error.h"
@@ -54,8 +55,32 @@ struct BucketReducer::Core {
   std::exception_ptr error;
   ReduceStats stats;
 
+  // Sharded state: what the thread gathers after each optimizer step, in this order: the buffers
+  // that follow replica 0 (one item, when there are any), then the sharded buckets in the order
+  // forward first uses them. An item's place in it is what a layer waits for.
+  static constexpr std::size_t kNotGathered = static_cast<std::size_t>(-1);
+  std::vector<models::Buffer*> followed_buffers;
+  std::vector<std::size_t> gather_order;      // bucket indices, forward order
+  std::vector<std::size_t> gather_position;   // per bucket: its item, or kNotGathered
+  bool gathering = false;                     // a gather round is under way
+  std::size_t gathered = 0;                   // its items done
+  std::int64_t gathered_step = -1;            // the step whose update it gathers
+  std::exception_ptr gather_error;            // kept until the job ends: the group is unusable
+
   void work();
   void reduce(Bucket& bucket);
+  void gather_next(std::unique_lock<std::mutex>& lock);
+  std::size_t gather_items() const { return (followed_buffers.empty() ? 0 : 1) + gather_order.size(); }
+  // Waits until the round's items `needed` (ascending) arrived; the caller holds `lock`. `who`
+  // says what waited ("layer 'fc1'"); a timeout names the first item still missing.
+  void wait_gathered(std::unique_lock<std::mutex>& lock, const std::vector<std::size_t>& needed,
+                     rpc::Deadline deadline, const std::string& who);
+  std::string describe_item(std::size_t item) const;
+  // The collective is the thread's while a round is under way.
+  void check_no_gather(const char* what) {
+    std::lock_guard lock(mutex);
+    PW_CHECK(!gathering, what << " while the weights are still being gathered (await_all_weights first)");
+  }
   std::int64_t segment(const Bucket& b) const { return b.elements / collective->size(); }
   pipeline::UpdateShare share_of_this_replica() const;
   // Flat {elements} of bucket `b` where this replica's segment is `mine` ({segment}) and every
@@ -85,7 +110,7 @@ std::vector<kernels::Tensor> stage_on_host(const std::vector<models::Parameter*>
 }  // namespace
 
 BucketReducer::BucketReducer(std::vector<models::Parameter*> parameters, std::shared_ptr<Collective> collective,
-                             BucketOptions options, TraceTrack track, std::vector<models::Parameter*> reduced_whole)
+                             BucketOptions options, TraceTrack track, std::vector<models::Parameter*> tied)
     : core_(std::make_shared<Core>()) {
   PW_INPUT_CHECK(options.bucket_bytes > 0, "the gradient bucket size must be positive");
   PW_CHECK(collective != nullptr, "a gradient reducer needs a collective");
@@ -94,7 +119,7 @@ BucketReducer::BucketReducer(std::vector<models::Parameter*> parameters, std::sh
   c.options = options;
   c.track = track;
   const bool sharding = options.optimizer_state == OptimizerState::Sharded;
-  const std::set<models::Parameter*> whole(reduced_whole.begin(), reduced_whole.end());
+  const std::set<models::Parameter*> alone(tied.begin(), tied.end());
   // Backward finishes the last layers first, so buckets are filled from the end. Sharded buckets
   // hold one kind of weight each (fp32, or 16-bit copies with fp32 masters): one bucket of each
   // kind is open at a time, and the buckets are reduced in the order their last gradient is ready.
@@ -104,15 +129,19 @@ BucketReducer::BucketReducer(std::vector<models::Parameter*> parameters, std::sh
     auto* p = parameters[i];
     PW_CHECK(p->grad.dtype() == kernels::DType::F32, "gradient of '" << p->name << "' is " << p->grad.describe()
                                                                      << "; buckets hold F32");
-    const bool sharded = sharding && !whole.count(p) && p->value.dtype() == kernels::DType::F32;
+    const bool sharded = sharding && p->value.dtype() == kernels::DType::F32;
     // Mixed precision: a weight with a 16-bit compute copy keeps only that copy whole.
     const auto weight_dtype = sharded && p->compute.defined() && kernels::is_half(p->compute.dtype())
                                   ? p->compute.dtype()
                                   : kernels::DType::F32;
     const auto key = std::pair{sharded, weight_dtype};
     const auto it = open.find(key);
-    if (it == open.end() ||
-        static_cast<std::size_t>(c.buckets[it->second].elements) * sizeof(float) >= options.bucket_bytes) {
+    // A tied weight has a bucket of its own, so its segments are the same elements on every stage
+    // holding it (the stages sum the owned segments only).
+    const bool own_bucket = alone.count(p) > 0;
+    if (own_bucket || it == open.end() ||
+        static_cast<std::size_t>(c.buckets[it->second].elements) * sizeof(float) >= options.bucket_bytes ||
+        alone.count(c.buckets[it->second].parameters.back()) > 0) {
       c.buckets.emplace_back();
       c.buckets.back().sharded = sharded;
       c.buckets.back().weight_dtype = weight_dtype;
@@ -194,11 +223,20 @@ BucketReducer::BucketReducer(std::vector<models::Parameter*> parameters, std::sh
   }
   c.stats.buckets = static_cast<std::int64_t>(c.buckets.size());
   if (sharding) c.share = c.share_of_this_replica();
+  // Forward reaches a bucket's first parameter last in backward order: the highest `last` first.
+  c.gather_position.assign(c.buckets.size(), Core::kNotGathered);
+  for (std::size_t i = c.buckets.size(); i-- > 0;)
+    if (c.buckets[i].sharded) {
+      c.gather_position[i] = c.gather_order.size();
+      c.gather_order.push_back(i);
+    }
   c.next = c.buckets.size();   // nothing to do before the first step
   worker_ = std::thread([core = core_] { core->work(); });
 }
 
 BucketReducer::~BucketReducer() {
+  // A gather round under way ends first (the thread drains it before it stops): the other
+  // replicas' threads take part in it, and would wait in a gather this one left.
   bool stuck = false;
   {
     std::lock_guard lock(core_->mutex);
@@ -238,9 +276,16 @@ void BucketReducer::ready(models::Parameter* parameter) {
 void BucketReducer::Core::work() {
   std::unique_lock lock(mutex);
   while (true) {
+    // A gather round comes before the next step's reductions, on every replica alike.
+    const auto gather_due = [&] { return gathering && !gather_error && !aborted; };
     changed.wait(lock, [&] {
-      return stopping || (next < buckets.size() && !aborted && !error && buckets[next].pending == 0);
+      return stopping || gather_due() ||
+             (next < buckets.size() && !aborted && !error && !gather_error && !gathering && buckets[next].pending == 0);
     });
+    if (gather_due()) {
+      gather_next(lock);
+      continue;
+    }
     if (stopping) return;
     Bucket& bucket = buckets[next];
     const auto traced_step = step;
@@ -301,6 +346,72 @@ void BucketReducer::Core::reduce(Bucket& bucket) {
   }
 }
 
+void BucketReducer::Core::gather_next(std::unique_lock<std::mutex>& lock) {
+  const std::size_t item = gathered;
+  const bool buffers = !followed_buffers.empty() && item == 0;
+  const std::size_t index = buffers ? kNotGathered : gather_order[item - (followed_buffers.empty() ? 0 : 1)];
+  const auto traced_step = gathered_step;
+  reducing = true;
+  lock.unlock();
+  std::exception_ptr failed;
+  try {
+    // micro_batch holds the bucket's index in the trace (-1: the buffers).
+    trace::ScopedSpan span(trace::SpanKind::AllGather, track.stage, track.replica, traced_step,
+                           buffers ? -1 : static_cast<int>(index), 0, 1);
+    if (buffers) {
+      for (auto* b : followed_buffers) collective->broadcast(b->value, 0);
+    } else {
+      collective->all_gather(buckets[index].weights);
+    }
+  } catch (...) {
+    failed = std::current_exception();
+  }
+  lock.lock();
+  reducing = false;
+  if (failed) {
+    gather_error = failed;
+  } else if (++gathered == gather_items()) {
+    gathering = false;
+  }
+  changed.notify_all();
+}
+
+std::string BucketReducer::Core::describe_item(std::size_t item) const {
+  std::ostringstream out;
+  if (!followed_buffers.empty() && item == 0) {
+    out << "the broadcast of the batch-norm statistics from replica 0";
+  } else {
+    const std::size_t index = gather_order[item - (followed_buffers.empty() ? 0 : 1)];
+    const auto& b = buckets[index];
+    out << "the all-gather of bucket " << index << " of " << buckets.size() << " (weights";
+    constexpr std::size_t kNamed = 4;
+    for (std::size_t k = 0; k < std::min(kNamed, b.parameters.size()); ++k)
+      out << " '" << b.parameters[b.parameters.size() - 1 - k]->name << "'";   // in forward order
+    if (b.parameters.size() > kNamed) out << " and " << b.parameters.size() - kNamed << " more";
+    out << ")";
+  }
+  return out.str();
+}
+
+void BucketReducer::Core::wait_gathered(std::unique_lock<std::mutex>& lock, const std::vector<std::size_t>& needed,
+                                        rpc::Deadline deadline, const std::string& who) {
+  if (needed.empty()) return;
+  // Items arrive in order: the last one needed arriving means all did.
+  const bool arrived = changed.wait_until(lock, deadline, [&] {
+    return !gathering || gathered > needed.back() || gather_error || aborted;
+  });
+  if (aborted) throw rpc::AbortedError(*aborted);
+  if (gathering && gathered <= needed.back() && gather_error) std::rethrow_exception(gather_error);
+  if (!arrived)
+    throw rpc::TimeoutError("replica " + std::to_string(collective->rank()) + " of " +
+                            std::to_string(collective->size()) + ", stage " + std::to_string(track.stage) + ": " + who +
+                            " waited past the deadline for " +
+                            describe_item(*std::lower_bound(needed.begin(), needed.end(), gathered)) +
+                            " of the weights updated in step " + std::to_string(gathered_step) + " (" +
+                            std::to_string(gathered) + " of " + std::to_string(gather_items()) +
+                            " gathered so far)");
+}
+
 void BucketReducer::finish(rpc::Deadline deadline) {
   auto& c = *core_;
   const auto t0 = Clock::now();
@@ -311,7 +422,14 @@ void BucketReducer::finish(rpc::Deadline deadline) {
   const bool done = c.changed.wait_until(lock, deadline, [&] { return c.next == c.buckets.size() || c.error || c.aborted; });
   c.stats.exposed_seconds = seconds_since(t0);
   if (c.aborted) throw rpc::AbortedError(*c.aborted);
+  if (c.gather_error) std::rethrow_exception(c.gather_error);
   if (c.error) std::rethrow_exception(c.error);
+  if (!done && c.gathering)
+    throw rpc::TimeoutError("replica " + std::to_string(c.collective->rank()) + " of " +
+                            std::to_string(c.collective->size()) + ", stage " + std::to_string(c.track.stage) +
+                            ", step " + std::to_string(c.step) + ": the gradients waited past the deadline for " +
+                            c.describe_item(c.gathered) + " of the weights updated in step " +
+                            std::to_string(c.gathered_step));
   if (!done)
     throw rpc::TimeoutError("replica " + std::to_string(c.collective->rank()) + " of " +
                             std::to_string(c.collective->size()) + ": the gradient all-reduce of bucket " +
@@ -355,10 +473,26 @@ pipeline::UpdateShare BucketReducer::Core::share_of_this_replica() const {
   return share;
 }
 
-void BucketReducer::gather_weights(rpc::Deadline deadline) {
+void BucketReducer::follow_replica_zero(std::vector<models::Buffer*> buffers) {
   auto& c = *core_;
-  for (std::size_t i = 0; i < c.buckets.size(); ++i) {
-    auto& b = c.buckets[i];
+  std::lock_guard lock(c.mutex);
+  PW_CHECK(c.share && !c.gathering && c.step < 0,
+           "buffers follow replica 0 through the weight gathers of sharded state, set before the first step");
+  c.followed_buffers = std::move(buffers);
+}
+
+void BucketReducer::start_gathering_weights() {
+  auto& c = *core_;
+  if (!c.share) return;
+  {
+    std::lock_guard lock(c.mutex);
+    if (c.aborted) return;   // the next wait reports it
+    if (c.gather_error) std::rethrow_exception(c.gather_error);
+    PW_CHECK(!c.gathering, "replica " << c.collective->rank() << ", stage " << c.track.stage << ", step " << c.step
+                                      << ": the weights were updated again before the last update's gather ended");
+  }
+  // The thread touches no weight while no round is under way.
+  for (auto& b : c.buckets) {
     if (!b.sharded) continue;
     // Someone may have replaced a weight tensor (a test): its values go home first.
     std::int64_t at = 0;
@@ -372,13 +506,44 @@ void BucketReducer::gather_weights(rpc::Deadline deadline) {
       }
       at += aligned_elements(p->value.numel());
     }
-    // Each all-gather ends within the collective's own timeout; the deadline bounds the sequence.
-    if (std::chrono::steady_clock::now() > deadline)
-      throw rpc::TimeoutError("replica " + std::to_string(c.collective->rank()) + " of " +
-                              std::to_string(c.collective->size()) + ": the all-gather of the updated weights reached "
-                              "its deadline at bucket " + std::to_string(i) + " of " + std::to_string(c.buckets.size()));
-    c.collective->all_gather(b.weights);
   }
+  {
+    std::lock_guard lock(c.mutex);
+    c.gathered = 0;
+    c.gathered_step = c.step;
+    c.gathering = c.gather_items() > 0;
+  }
+  c.changed.notify_all();
+}
+
+void BucketReducer::await_weights(models::Layer& layer, const std::string& name, rpc::Deadline deadline) {
+  auto& c = *core_;
+  {
+    std::lock_guard lock(c.mutex);
+    if (!c.gathering) return;
+  }
+  // The buckets and the buffers are fixed by now; only the round's progress needs the lock.
+  const std::size_t offset = c.followed_buffers.empty() ? 0 : 1;
+  std::vector<std::size_t> needed;
+  if (offset == 1 && !layer.named_buffers().empty()) needed.push_back(0);
+  for (auto* p : layer.parameters()) {
+    const auto it = c.bucket_of.find(p);
+    if (it != c.bucket_of.end() && c.gather_position[it->second] != Core::kNotGathered)
+      needed.push_back(offset + c.gather_position[it->second]);
+  }
+  std::sort(needed.begin(), needed.end());
+  std::unique_lock lock(c.mutex);
+  c.wait_gathered(lock, needed, deadline, "layer '" + name + "'");
+}
+
+void BucketReducer::await_all_weights(rpc::Deadline deadline) {
+  auto& c = *core_;
+  std::unique_lock lock(c.mutex);
+  if (c.gather_error) std::rethrow_exception(c.gather_error);
+  if (!c.gathering) return;
+  std::vector<std::size_t> every(c.gather_items());
+  for (std::size_t i = 0; i < every.size(); ++i) every[i] = i;
+  c.wait_gathered(lock, every, deadline, "reading every weight");
 }
 
 kernels::Tensor BucketReducer::Core::gathered_segments(const Bucket& b, const kernels::Tensor& mine) {
@@ -419,6 +584,7 @@ std::map<models::Parameter*, kernels::Tensor> BucketReducer::gather_sharded(
   std::map<models::Parameter*, kernels::Tensor> out;
   const auto share = update_share();
   if (!share) return out;
+  c.check_no_gather("the optimizer state's gather");
   std::map<models::Parameter*, models::ParameterSlice> mine;
   for (const auto& slice : share->owned) mine.emplace(slice.parameter, slice);
   for (auto& b : c.buckets) {
@@ -450,6 +616,7 @@ std::map<models::Parameter*, kernels::Tensor> BucketReducer::gather_sharded(
 std::map<models::Parameter*, kernels::Tensor> BucketReducer::gather_masters() {
   auto& c = *core_;
   std::map<models::Parameter*, kernels::Tensor> out;
+  c.check_no_gather("the master weights' gather");
   for (auto& b : c.buckets) {
     if (!b.masters.defined()) continue;
     const auto flat = c.gathered_segments(b, b.masters);

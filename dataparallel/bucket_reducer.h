@@ -10,14 +10,18 @@
 // into R equal segments (padded to a multiple of R aligned pieces) and replica r owns segment r
 // of each. A bucket is reduce-scattered instead of all-reduced, so replica r holds the mean
 // gradient of its segments only; it updates the parameter slices that lie there (UpdateShare)
-// and the weights are all-gathered afterwards (gather_weights). For that the weights, too, live
-// in a flat buffer per bucket laid out as its gradients. Under mixed precision a weight with a
+// and the weights are all-gathered afterwards. For that the weights, too, live in a flat buffer
+// per bucket laid out as its gradients. The all-gathers run on the background thread too, bucket
+// by bucket in the order forward uses them (the reverse of the reduction order), while the next
+// step starts: each layer's forward waits for its own buckets only (await_weights), and the
+// next step's reductions follow the last gather, in the same order on every replica. Under mixed precision a weight with a
 // 16-bit compute copy (models::Layer::set_precision) keeps only that copy whole, in a bucket of
 // 16-bit weights: its fp32 master exists for this replica's segment only (ParameterSlice::master),
 // the optimizer rounds the updated master into the 16-bit weights, and those are all-gathered
-// (half the bytes of fp32). Parameters named `reduced_whole` (tied
-// weights, whose gradients are summed over stages after the reduction) go to buckets of their
-// own that are all-reduced as without sharding.
+// (half the bytes of fp32). Parameters named `tied` (tied weights, whose gradients are summed
+// over the stages holding them after the reduction) each get a bucket of their own: laid out
+// alike on every stage holding the weight, so replica r of each holder owns the same elements, and
+// the stages sum those segments only.
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -62,7 +66,7 @@ class BucketReducer : public pipeline::GradientSync {
   // background thread: after an abort the thread may still sit in a collective the dead replica
   // never joins, and is then left to finish on its own instead of holding up the caller.
   BucketReducer(std::vector<models::Parameter*> parameters, std::shared_ptr<Collective> collective,
-                BucketOptions options, TraceTrack track = {}, std::vector<models::Parameter*> reduced_whole = {});
+                BucketOptions options, TraceTrack track = {}, std::vector<models::Parameter*> tied = {});
   ~BucketReducer() override;
   BucketReducer(const BucketReducer&) = delete;
   BucketReducer& operator=(const BucketReducer&) = delete;
@@ -74,7 +78,13 @@ class BucketReducer : public pipeline::GradientSync {
   void abort(const std::string& reason) override;
 
   std::optional<pipeline::UpdateShare> update_share() const override;
-  void gather_weights(rpc::Deadline deadline) override;
+  void start_gathering_weights() override;
+  void await_weights(models::Layer& layer, const std::string& name, rpc::Deadline deadline) override;
+  void await_all_weights(rpc::Deadline deadline) override;
+  // Sharded state: `buffers` (batch-norm running statistics) follow replica 0's, broadcast on the
+  // background thread ahead of each weight gather; a layer holding any waits for them as for its
+  // weights. (Unsharded, the caller broadcasts them itself between steps.) Set before the first step.
+  void follow_replica_zero(std::vector<models::Buffer*> buffers);
 
   // Sharded state made whole: every replica calls it at once, between steps, with its own
   // `slice_state(p)`: its state tensor for its slice of sharded parameter `p` (undefined where it

@@ -14,8 +14,9 @@ namespace pw::pipeline {
 
 // With sharded optimizer state, what one replica updates after finish(): its slices of the
 // sharded parameters (elsewhere their gradients hold unspecified values) and the parameters
-// reduced whole, which every replica updates alike (tied weights: their gradients are summed over
-// stages after the reduction).
+// reduced whole, which every replica updates alike (those whose weights are not F32). A tied
+// weight is sharded with a bucket of its own, so its slices are the same elements on every stage
+// holding it and the stages sum the owned segments of its gradient only.
 struct UpdateShare {
   std::vector<models::ParameterSlice> owned;
   std::vector<models::Parameter*> whole;
@@ -35,9 +36,18 @@ class GradientSync {
   // Sharded optimizer state: this replica's share of the update (nullopt: every gradient is
   // reduced whole and every replica updates every parameter).
   virtual std::optional<UpdateShare> update_share() const { return std::nullopt; }
-  // After every replica updated its share: each replica's weights become their owners' (called
-  // by every replica after each applied update; nothing to do when the state is not sharded).
-  virtual void gather_weights(rpc::Deadline /*deadline*/) {}
+  // Sharded optimizer state, after every replica's optimizer step (applied or skipped; every
+  // replica calls it): starts making each replica's weights their owners' in the background,
+  // bucket by bucket in the order forward uses them, and returns. Nothing may read the weights
+  // before await_weights (or await_all_weights) says their buckets arrived.
+  virtual void start_gathering_weights() {}
+  // Returns once `layer`'s weights (and whatever state it reads that travels with them) hold the
+  // gathered values; at once when no gather is under way. Throws TimeoutError at the deadline
+  // naming the layer (`name`) and the bucket waited for, AbortedError after abort(), or the error
+  // the gather failed with.
+  virtual void await_weights(models::Layer& /*layer*/, const std::string& /*name*/, rpc::Deadline /*deadline*/) {}
+  // The same for every weight: before anything reads the weights between steps.
+  virtual void await_all_weights(rpc::Deadline /*deadline*/) {}
 };
 
 }  // namespace pw::pipeline

@@ -1,5 +1,6 @@
 #include "pipeline/stage_executor.h"
 
+#include <algorithm>
 #include <array>
 #include <optional>
 #include <sstream>
@@ -94,6 +95,12 @@ StageExecutor::StageExecutor(StageConfig config, std::vector<std::unique_ptr<mod
     // Sharded optimizer state: this replica updates, and keeps state for, its slices and the
     // parameters reduced whole.
     optimizer_ = std::make_unique<models::Optimizer>(std::move(params), share->whole, share->owned, optimizer);
+    // The weights of the last update arrive bucket by bucket while the next step starts: each
+    // child layer waits for its own before its forward (evaluation's too).
+    for (auto& c : chunks_)
+      c->set_forward_hook([this](const std::string& name, models::Layer& child) {
+        config_.gradient_sync->await_weights(child, name, deadline());
+      });
   } else {
     optimizer_ = std::make_unique<models::Optimizer>(std::move(params), optimizer);
   }
@@ -392,12 +399,28 @@ void StageExecutor::send_gradient(const Instruction& in) {
 
 void StageExecutor::reduce_grads(const Instruction&) {
   if (config_.gradient_sync != nullptr) config_.gradient_sync->finish(deadline());
+  const auto share = config_.gradient_sync != nullptr && !tied_.empty() ? config_.gradient_sync->update_share()
+                                                                        : std::nullopt;
   for (std::size_t g = 0; g < tied_.size(); ++g) {
     TiedGroup& group = tied_[g];
     if (group.local.empty()) continue;
+    // What of each member this replica sums over the stages: the whole gradient, or with sharded
+    // state the segment it owns (the same elements on every stage: each tied weight has a bucket
+    // of its own; a replica owning none of it skips the tie on every stage alike).
+    std::vector<kernels::Tensor> parts;
+    for (auto* p : group.local) {
+      if (!share || std::find(share->whole.begin(), share->whole.end(), p) != share->whole.end()) {
+        parts.push_back(p->grad);
+        continue;
+      }
+      const auto slice = std::find_if(share->owned.begin(), share->owned.end(),
+                                      [&](const models::ParameterSlice& s) { return s.parameter == p; });
+      if (slice != share->owned.end()) parts.push_back(p->grad.view(slice->offset, {slice->length}));
+    }
+    if (parts.size() != group.local.size()) continue;
     // This stage's contribution: its members' gradients added in order.
-    kernels::Tensor mine = group.local.front()->grad.clone();
-    for (std::size_t i = 1; i < group.local.size(); ++i) kernels::add_inplace(mine, group.local[i]->grad);
+    kernels::Tensor mine = parts.front().clone();
+    for (std::size_t i = 1; i < parts.size(); ++i) kernels::add_inplace(mine, parts[i]);
     const rpc::Tag out_tag{step_, static_cast<int>(g), rpc::PayloadKind::TiedGradient, config_.stage};
     for (int owner : group.owner_stages)
       if (owner != config_.stage) transport_.send(owner, out_tag, mine, deadline());
@@ -412,7 +435,7 @@ void StageExecutor::reduce_grads(const Instruction&) {
       if (!total.defined()) total = part.clone();
       else kernels::add_inplace(total, part);
     }
-    for (auto* p : group.local) p->grad.copy_from(total);
+    for (auto& part : parts) part.copy_from(total);
   }
 }
 
@@ -430,6 +453,8 @@ void StageExecutor::optimizer_step(const Instruction&) {
   last_update_ = config_.update_check != nullptr ? validated_update(params, share) : UpdateDecision{};
   if (last_update_.action == UpdateAction::Skip) {
     optimizer_->zero_grad();
+    // Nothing changed, but what travels with the weights (the batch-norm statistics) still goes.
+    if (share) config_.gradient_sync->start_gathering_weights();
     if (config_.remote_rows) config_.remote_rows->finish_step(RemoteGradients::Discard);
     return;
   }
@@ -438,8 +463,9 @@ void StageExecutor::optimizer_step(const Instruction&) {
   if (optimistic_.pending()) optimistic_.keep();
   else update_dense(*optimizer_, params, last_update_.gradient_scale);
   optimizer_->zero_grad();
-  // Sharded optimizer state: the other replicas' updated slices, before anything reads the weights.
-  if (share) config_.gradient_sync->gather_weights(deadline());
+  // Sharded optimizer state: the other replicas' updated slices start coming; the next step's
+  // forward waits for each layer's (and anything reading weights between steps, for all).
+  if (share) config_.gradient_sync->start_gathering_weights();
   if (config_.remote_rows) config_.remote_rows->finish_step(RemoteGradients::Push);
 }
 
@@ -456,7 +482,8 @@ UpdateDecision StageExecutor::validated_update(const std::vector<models::Paramet
   GradientShare counted;
   if (share) {
     // Sharded: the slices this replica owns hold their reduced gradients, nothing else does.
-    counted.owned = share->owned;
+    for (const auto& slice : share->owned)
+      if (!not_counted.count(slice.parameter)) counted.owned.push_back(slice);
     for (auto* p : share->whole)
       if (!not_counted.count(p)) counted.whole.push_back(p);
   } else {

@@ -42,11 +42,13 @@ models::EvalResult EmbeddedJob::evaluate(const models::data::Dataset& test, std:
 std::vector<std::pair<std::string, models::Parameter*>> EmbeddedJob::named_parameters(int replica) {
   std::vector<std::pair<std::string, models::Parameter*>> out;
   const int P = plan().schedule.stages;
-  for (int s = 0; s < P; ++s)
+  for (int s = 0; s < P; ++s) {
+    engine(replica * P + s).await_weights();
     for (auto* layer : engine(replica * P + s).layers()) {
       auto part = layer->named_parameters();
       out.insert(out.end(), part.begin(), part.end());
     }
+  }
   return out;
 }
 

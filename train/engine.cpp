@@ -356,6 +356,14 @@ void Engine::join_replicas(const std::vector<models::Layer*>& stage_layers,
   for (const auto& group : tied) tied_weights.insert(tied_weights.end(), group.local.begin(), group.local.end());
   reducer_ = std::make_unique<dp::BucketReducer>(std::move(parameters), collective_, plan_.buckets,
                                                  dp::TraceTrack{stage(), replica()}, std::move(tied_weights));
+  if (reducer_->update_share()) {
+    // Sharded state: the running statistics travel ahead of the weight gathers on the reducer's
+    // thread (the collective is that thread's while a gather runs) rather than after each step.
+    std::vector<models::Buffer*> buffers;
+    for (auto* layer : stage_layers)
+      for (auto& [name, b] : layer->named_buffers()) buffers.push_back(b);
+    reducer_->follow_replica_zero(std::move(buffers));
+  }
   reducer_cancel_ = CancelSubscription(links_.cancel_token(), [r = reducer_.get()](const std::string& why) {
     r->abort(why);
   });
@@ -386,6 +394,7 @@ void Engine::synchronise_batch_norm(const std::vector<models::Layer*>& stage_lay
 // Running statistics (batch-norm) follow replica 0 after every step, as DDP's broadcast_buffers:
 // evaluation and saving then give the same result on any replica.
 void Engine::sync_buffers() {
+  if (reducer_ && reducer_->update_share()) return;   // they follow with the weights' gather
   for (auto* layer : layers())
     for (auto& [name, b] : layer->named_buffers()) collective_->broadcast(b->value, 0);
 }
@@ -554,6 +563,7 @@ models::EvalResult Engine::evaluate(EvalFeed& feed) {
   const int V = plan_.schedule.chunks;
   const int last = plan_.schedule.stages * V - 1;
   const std::int64_t round = evaluations_++;
+  await_weights();
   double loss_sum = 0.0, correct = 0.0, samples = 0.0, top5 = 0.0;
   const bool scored = plan_.objective == models::Objective::BinaryCrossEntropy;
   const bool ranked = plan_.objective == models::Objective::SoftmaxCrossEntropy && !plan_.model.loss;
@@ -614,6 +624,7 @@ models::EvalResult Engine::evaluate(EvalFeed& feed) {
 }
 
 bool Engine::weights_finite() {
+  await_weights();
   bool finite = true;
   for (auto* layer : layers())
     for (auto& [name, p] : layer->named_parameters())
@@ -669,6 +680,7 @@ kernels::Tensor outside_device_caps(const kernels::Tensor& t) {
 }  // namespace
 
 kernels::NamedTensors Engine::gather_weights() {
+  await_weights();
   const std::int64_t round = gathers_++;
   const auto masters = gather_masters();   // every replica takes part
   if (replica() != 0) return {};   // replicas hold the same weights and buffers as replica 0
@@ -781,6 +793,7 @@ void Engine::restore_sharded_state(const std::vector<std::pair<std::string, mode
 
 std::vector<CheckpointPart> Engine::checkpoint_parts(std::vector<CheckpointPart> reuse) const {
   last_step_end_.reset();   // the next step's gap would count this, which waits for other ranks
+  await_weights();
   // Sharded optimizer state is gathered whole (every replica takes part), so that a checkpoint
   // holds the same tensors however the job kept its state.
   auto sharded_state = gather_sharded_state();
@@ -833,6 +846,7 @@ std::vector<CheckpointPart> Engine::checkpoint_parts(std::vector<CheckpointPart>
 
 void Engine::restore(const CheckpointManifest& m) {
   last_step_end_.reset();   // the next step's gap would count this, which waits for other ranks
+  await_weights();   // no gather may land on what is restored
   // Which file holds each tensor; a tied weight's copies are equal, the first file stands.
   std::map<std::string, const CheckpointFile*> where;
   for (const auto& f : m.files)
@@ -902,7 +916,12 @@ void Engine::set_lr(double lr) { executor_->optimizer().set_lr(lr); }
 double Engine::lr() const { return executor_->optimizer().config().lr; }
 
 void Engine::reset_peak_memory() { kernels::DeviceRuntime::get(device_).allocator().reset_peak(); }
+void Engine::await_weights() const {
+  if (reducer_) reducer_->await_all_weights(deadline());
+}
+
 void Engine::synchronize() {
+  await_weights();
   executor_->flush_remote();
   kernels::current_stream(device_).synchronize();
 }

@@ -106,6 +106,11 @@ class Engine {
   const pipeline::StageStepResult& last_stage_result() const { return last_; }
   void reset_peak_memory();
   void synchronize();
+  // With sharded optimizer state the last update's weights are all-gathered in the background
+  // while the next step starts: returns once they all arrived. Whatever reads this rank's weights
+  // outside step() calls it first (evaluate, save, checkpoint_parts, restore, weights_finite and
+  // synchronize do).
+  void await_weights() const;
   std::string describe() const;   // "rank 1 of 4: stage 1 of 2, replica 0 ... on cpu:1"
 
  private:

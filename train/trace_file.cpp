@@ -33,6 +33,7 @@ std::string event_name(const trace::Span& s) {
     case trace::SpanKind::DataLoad: return "data";
     case trace::SpanKind::PsPull: return "ps pull";
     case trace::SpanKind::PsPush: return "ps push";
+    case trace::SpanKind::AllGather: return "all-gather bucket " + mb;
   }
   return "?";
 }

@@ -19,8 +19,10 @@ struct ResidualContext : Context {
 // In Eval mode nothing will run backward, so each child's context (and the activations it
 // holds) goes as soon as the child is done.
 Tensor run_chain(const std::vector<std::pair<std::string, std::unique_ptr<Layer>>>& children, std::size_t end,
-                 Tensor x, Mode mode, std::vector<std::unique_ptr<Context>>& contexts) {
+                 Tensor x, Mode mode, std::vector<std::unique_ptr<Context>>& contexts,
+                 const Sequential::ForwardHook* hook = nullptr) {
   for (std::size_t i = 0; i < end; ++i) {
+    if (hook != nullptr && *hook) (*hook)(children[i].first, *children[i].second);
     auto out = children[i].second->forward(x, mode);
     if (mode != Mode::Eval) contexts.push_back(std::move(out.ctx));
     x = std::move(out.y);
@@ -79,7 +81,7 @@ std::int64_t Sequential::activation_elements(const Shape& input) const {
 
 Layer::Output Sequential::forward_impl(const Tensor& x, Mode mode) {
   auto ctx = std::make_unique<ChainContext>();
-  Tensor y = run_chain(children_, children_.size(), x, mode, ctx->children);
+  Tensor y = run_chain(children_, children_.size(), x, mode, ctx->children, &forward_hook_);
   return {std::move(y), std::move(ctx)};
 }
 

@@ -27,6 +27,11 @@ class Sequential : public Layer {
   // the earlier children still run. Empty: no calls.
   using BackwardHook = std::function<void(Layer& child)>;
   void set_backward_hook(BackwardHook hook) { backward_hook_ = std::move(hook); }
+  // Called before each child's forward (every mode), first child first: with sharded optimizer
+  // state a child waits there for its own weights' all-gather only, while later buckets still
+  // travel. Empty: no calls.
+  using ForwardHook = std::function<void(const std::string& name, Layer& child)>;
+  void set_forward_hook(ForwardHook hook) { forward_hook_ = std::move(hook); }
 
  protected:
   Output forward_impl(const Tensor& x, Mode mode) override;
@@ -37,6 +42,7 @@ class Sequential : public Layer {
 
  private:
   BackwardHook backward_hook_;
+  ForwardHook forward_hook_;
 };
 
 class Residual : public Layer {

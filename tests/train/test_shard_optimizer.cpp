@@ -378,10 +378,12 @@ BOOST_AUTO_TEST_CASE(mixed_precision_checkpoints_hold_whole_fp32_masters) {
   }
 }
 
-// Tied weights stay out of the sharding (docs/data_parallel.md says why): every replica reduces
-// them whole and updates them whole, in fp32, while the rest of the stage is sharded; the job
-// trains as the replicated one, bitwise with 2 replicas, in fp32 and bf16.
-BOOST_AUTO_TEST_CASE(tied_weights_are_reduced_and_updated_whole) {
+// Tied weights are sharded too: each has a bucket of its own, so replica r of every stage holding
+// it owns the same elements of it; the stages sum those segments only, each owner updates its
+// slice, and the gather brings it to every replica. The owners' slices cover each tied weight
+// once per stage, and the job trains as the replicated one, bitwise with 2 replicas, in fp32 and
+// bf16.
+BOOST_AUTO_TEST_CASE(tied_weights_are_sharded_alike_on_every_stage_holding_them) {
   for (const auto precision : {models::Precision::Fp32, models::Precision::Bf16}) {
     BOOST_TEST_CONTEXT(enum_name(precision)) {
       Variant v;
@@ -390,21 +392,33 @@ BOOST_AUTO_TEST_CASE(tied_weights_are_reduced_and_updated_whole) {
       v.tied = true;
       {
         train::EmbeddedJob shard(train::plan_job(job(sharded(v))));
-        int tied_seen = 0;
+        // (name, stage) -> the owned (offset, length) of each replica.
+        std::map<std::pair<std::string, int>, std::vector<std::pair<std::int64_t, std::int64_t>>> owned;
+        std::map<std::string, std::int64_t> elements;
         for (int rank = 0; rank < 4; ++rank) {
           auto& executor = shard.engine(rank).executor();
           const auto share = executor.config().gradient_sync->update_share();
           BOOST_REQUIRE(share.has_value());
-          BOOST_TEST(!share->owned.empty());
           for (const auto& [name, p] : executor.chunk(0).named_parameters()) {
             if (name != "fc_mid.weight" && name != "fc_mid2.weight") continue;
-            ++tied_seen;
-            BOOST_TEST(std::count(share->whole.begin(), share->whole.end(), p) == 1, name);
-            BOOST_TEST(!executor.optimizer().slice_of(p).has_value(), name);
-            BOOST_TEST((p->value.dtype() == kernels::DType::F32), name);
+            BOOST_TEST(std::count(share->whole.begin(), share->whole.end(), p) == 0, name);
+            elements[name] = p->value.numel();
+            const auto slice = executor.optimizer().slice_of(p);
+            owned[{name, rank % 2}].emplace_back(slice ? slice->offset : 0, slice ? slice->length : 0);
           }
         }
-        BOOST_TEST(tied_seen == 4);   // both tied weights, on each replica of the stage(s) holding them
+        BOOST_TEST(elements.size() == 2u);   // both tied weights
+        for (const auto& [key, slices] : owned) {
+          BOOST_TEST_CONTEXT(key.first << " on stage " << key.second) {
+            BOOST_REQUIRE_EQUAL(slices.size(), 2u);   // one per replica
+            BOOST_TEST(slices[0].second > 0);
+            BOOST_TEST(slices[0].second < elements[key.first]);   // a share, not the whole
+            BOOST_TEST(slices[0].second + slices[1].second == elements[key.first]);
+          }
+        }
+        // The tie's members (one shape) are divided alike among the replicas, on whatever stage.
+        for (const auto& [key, slices] : owned)
+          BOOST_TEST((slices == owned.begin()->second), key.first << " on stage " << key.second);
       }
       BOOST_TEST(test::step_losses(job(sharded(v))) == test::step_losses(job(v)));
     }

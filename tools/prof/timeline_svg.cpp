@@ -32,6 +32,7 @@ std::string fill_of(const trace::Span& s) {
     case trace::SpanKind::BackwardWeight: std::snprintf(buf, sizeof buf, "hsl(%d,55%%,28%%)", hue_of(s.micro_batch)); break;
     case trace::SpanKind::OptimizerStep: return "#444444";
     case trace::SpanKind::AllReduce: return "#8e44ad";
+    case trace::SpanKind::AllGather: return "#16a085";
     case trace::SpanKind::Send:
     case trace::SpanKind::Transfer: return "#e67e22";
     case trace::SpanKind::RecvWait: return "url(#wait)";
@@ -51,6 +52,7 @@ std::string label_of(const trace::Span& s, int chunks) {
     case trace::SpanKind::Recompute: return "R" + mb;
     case trace::SpanKind::OptimizerStep: return "opt";
     case trace::SpanKind::AllReduce: return "AR";
+    case trace::SpanKind::AllGather: return "AG";
     default: return "";
   }
 }
