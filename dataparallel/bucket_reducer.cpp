@@ -419,7 +419,8 @@ void BucketReducer::finish(rpc::Deadline deadline) {
   // Gradients the hooks did not report (a parameter outside every child) are final by now.
   for (auto& b : c.buckets) b.pending = 0;
   c.changed.notify_all();
-  const bool done = c.changed.wait_until(lock, deadline, [&] { return c.next == c.buckets.size() || c.error || c.aborted; });
+  const bool done = c.changed.wait_until(
+      lock, deadline, [&] { return c.next == c.buckets.size() || c.error || c.gather_error || c.aborted; });
   c.stats.exposed_seconds = seconds_since(t0);
   if (c.aborted) throw rpc::AbortedError(*c.aborted);
   if (c.gather_error) std::rethrow_exception(c.gather_error);

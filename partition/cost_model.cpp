@@ -93,9 +93,9 @@ StageEstimate estimate_piece(const std::vector<LayerProfile>& layers, const Cost
     workspace_bytes = std::max(workspace_bytes, layer.workspace_bytes);
   }
   const bool last_piece = piece == cost.pieces() - 1;
-  e.recomputes = cost.recompute_stages.empty()
-                     ? cost.recompute == Recompute::All || (cost.recompute == Recompute::ExceptLast && !last_piece)
-                     : stage_recomputes(cost.recompute, cost.recompute_stages, e.device, cost.stages);
+  // Per stage, as the executor decides: under except-last every chunk of the last stage keeps its
+  // activations (with chunks, the model's last piece may live on another stage).
+  e.recomputes = stage_recomputes(cost.recompute, cost.recompute_stages, e.device, cost.stages);
   if (e.recomputes) e.backward_seconds += e.forward_seconds;
   e.input_bytes = layers[static_cast<std::size_t>(range.begin)].input_bytes;
   e.output_bytes = layers[static_cast<std::size_t>(range.end - 1)].output_bytes;

@@ -88,7 +88,11 @@ std::int64_t peak_activation_bytes(const ScheduleSpec& spec, int stage, const st
     for (int c = 0; c < spec.chunks; ++c)
       if (piece(c).recomputes) recompute_stash = std::max(recompute_stash, piece(c).stash_bytes);
   const auto released_bytes = [&](int chunk) {
-    return explicit_recompute && piece(chunk).recomputes ? piece(chunk).stash_bytes : held_bytes(chunk);
+    // What its forward and its Recompute added (a piece whose first layer keeps no input has a
+    // stash smaller than its input, and the Recompute added nothing).
+    return explicit_recompute && piece(chunk).recomputes
+               ? held_bytes(chunk) + std::max<std::int64_t>(0, piece(chunk).stash_bytes - held_bytes(chunk))
+               : held_bytes(chunk);
   };
   std::int64_t held = 0, peak = 0;
   for (const Instruction& in : program) {

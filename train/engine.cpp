@@ -200,7 +200,13 @@ Engine::Engine(std::shared_ptr<const JobPlan> plan, RankLinks& links, ParameterS
   links_.barrier("built", startup);
 }
 
-Engine::~Engine() = default;
+Engine::~Engine() {
+  // A gather round still running writes into the layers' buffers, which go before the reducer.
+  try {
+    await_weights();
+  } catch (...) {
+  }
+}
 
 void Engine::after_recovery() { remote_rows_->reconnect(); }
 

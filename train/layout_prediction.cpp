@@ -136,7 +136,9 @@ LayoutPrediction predict_layout(const JobPlan& plan, const std::vector<partition
     // a zero-bubble stage that defers its W's holds more than 1F1B's count), plus the largest
     // working set of one layer.
     std::int64_t activations =
-        pipeline::peak_activation_bytes(plan.schedule, d, pipeline::default_program(plan.schedule, d, plan.recompute_of(d)),
+        pipeline::peak_activation_bytes(plan.schedule, d,
+                                        plan.programs.empty() ? pipeline::default_program(plan.schedule, d, plan.recompute_of(d))
+                                                              : plan.programs.at(static_cast<std::size_t>(d)),
                                         out.pieces);
     std::int64_t workspace = 0, messages = 0, param_bytes = 0;
     for (const auto& e : out.pieces) {

@@ -138,7 +138,7 @@ std::string suggest(const ProfReport& r, const std::vector<double>& per_stage, c
 
 double RankUsage::busy() const { return compute; }
 
-ProfReport analyze(const TraceData& data) {
+ProfReport analyze(const TraceData& data, const LayerCosts& costs) {
   ProfReport r;
   r.meta = data.meta;
   const auto& m = data.meta;
@@ -200,7 +200,7 @@ ProfReport analyze(const TraceData& data) {
   r.imbalance = mean > 0 ? per_stage[static_cast<std::size_t>(r.slowest_stage)] / mean - 1.0 : 0.0;
   std::set<std::int64_t> traced_steps;
   for (const auto& [step, w] : steps) traced_steps.insert(step);
-  const auto replan = replan_split(data, traced_steps);
+  const auto replan = replan_split(data, traced_steps, costs);
   if (replan && !replan->split.empty()) {
     r.suggested_split = replan->split;
     r.predicted_traced_step = replan->traced_step;

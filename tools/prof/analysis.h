@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tools/prof/split_replan.h"
 #include "train/trace_file.h"
 
 namespace pw::tools {
@@ -58,7 +59,8 @@ struct ProfReport {
 };
 
 // InputError when the trace holds no complete step.
-ProfReport analyze(const TraceData& data);
+// `costs`: the per-layer costs the split suggestion spreads traced time by (tools/prof/split_replan.h).
+ProfReport analyze(const TraceData& data, const LayerCosts& costs = profile_on_cpu);
 std::string format_report(const ProfReport& report);
 nlohmann::json report_json(const ProfReport& report);
 

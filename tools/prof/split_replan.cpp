@@ -125,7 +125,12 @@ std::vector<int> fastest_split(int layers, int pieces, const std::vector<std::ve
 
 }  // namespace
 
-std::optional<SplitReplan> replan_split(const train::TraceData& data, const std::set<std::int64_t>& steps) {
+std::vector<partition::LayerProfile> profile_on_cpu(const partition::ModelDescription& model, std::int64_t micro_batch) {
+  return partition::profile_layers(model, kernels::Device::cpu(0), micro_batch, 1);
+}
+
+std::optional<SplitReplan> replan_split(const train::TraceData& data, const std::set<std::int64_t>& steps,
+                                        const LayerCosts& costs) {
   const auto& m = data.meta;
   if (!m.job.is_object() || m.stages < 2 || steps.empty()) return std::nullopt;
   train::JobPlan plan;
@@ -141,7 +146,7 @@ std::optional<SplitReplan> replan_split(const train::TraceData& data, const std:
       static_cast<std::size_t>(plan.model.layer_count()) != m.layer_names.size())
     return std::nullopt;
   const auto traced_split = partition::split_at(plan.model.layer_count(), m.split);
-  auto layers = partition::profile_layers(plan.model, kernels::Device::cpu(0), train::micro_batch_size_of(plan), 1);
+  auto layers = costs(plan.model, train::micro_batch_size_of(plan));
   spread(layers, traced_split, traced_piece_times(data, plan.schedule, steps));
   const auto links = train::default_link_speeds(kernels::Device::cpu(0));
   const int layer_count = plan.model.layer_count();
