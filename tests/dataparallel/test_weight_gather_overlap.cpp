@@ -138,6 +138,18 @@ pipeline::MicroBatchInputs inputs(int replica, int step) {
   return in;
 }
 
+// Replica r's single GPipe stage of kMicroBatches, its gradients synchronised by `reducer`.
+pipeline::StageConfig one_stage(kernels::Device device, int r, dp::BucketReducer& reducer,
+                                std::chrono::milliseconds timeout) {
+  pipeline::StageConfig config;
+  config.spec = {pipeline::ScheduleKind::GPipe, 1, kMicroBatches, 1};
+  config.device = device;
+  config.replica = r;
+  config.gradient_sync = &reducer;
+  config.timeout = timeout;
+  return config;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(weight_gather_overlap)
@@ -170,12 +182,7 @@ BOOST_AUTO_TEST_CASE(the_next_forward_runs_its_first_layers_while_a_later_bucket
     collective.hold(static_cast<int>(reducer.bucket_count()) - 1, kMicroBatches + 1);
     rpc::InProcessHub hub(1);
     auto transport = hub.endpoint(0);
-    pipeline::StageConfig config;
-    config.spec = {pipeline::ScheduleKind::GPipe, 1, kMicroBatches, 1};
-    config.device = device;
-    config.replica = r;
-    config.gradient_sync = &reducer;
-    config.timeout = 60s;
+    const auto config = one_stage(device, r, reducer, 60s);
     models::OptimizerConfig adam;
     adam.kind = models::OptimizerKind::Adam;
     adam.lr = 0.01;
@@ -220,12 +227,8 @@ BOOST_AUTO_TEST_CASE(a_forward_waiting_past_its_deadline_names_the_bucket) {
     collective->hold(0, 1000);   // fc0.weight's gather, the first, until the hold's own 30 s end
     rpc::InProcessHub hub(1);
     auto transport = hub.endpoint(0);
-    pipeline::StageConfig config;
-    config.spec = {pipeline::ScheduleKind::GPipe, 1, kMicroBatches, 1};
-    config.device = device;
-    config.replica = r;
-    config.gradient_sync = &reducer;
-    config.timeout = 3s;   // step 0's reduce-scatters run under it too: a loaded machine may pause a thread
+    // Step 0's reduce-scatters run under this deadline too: a loaded machine may pause a thread.
+    const auto config = one_stage(device, r, reducer, 3s);
     pipeline::StageExecutor stage(config, std::move(chunks), {}, *transport);
     stage.run_step(0, inputs(r, 0));
     try {

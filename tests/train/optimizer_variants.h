@@ -79,6 +79,14 @@ inline void check_close(const std::vector<double>& a, const std::vector<double>&
     BOOST_TEST(std::abs(a[i] - b[i]) <= relative * std::abs(a[i]), "step " << i << ": " << a[i] << " vs " << b[i]);
 }
 
+// Job `c`'s losses with a checkpoint every 3 steps (the last 10 kept) in `dir`, to resume from.
+inline std::vector<double> losses_with_checkpoints(train::JobConfig c, const std::filesystem::path& dir) {
+  c.checkpoints.dir = dir.string();
+  c.checkpoints.every_steps = 3;
+  c.checkpoints.keep = 10;
+  return step_losses(c);
+}
+
 // Job `c` for 8 steps with a checkpoint after each, whose rank 3 turns non-finite at steps 4
 // and 5 the first time it makes them (not again after the rollback to step 3 that the second
 // bad step in a row sets off): each step's loss and whether it was skipped, in the order made.

@@ -241,11 +241,7 @@ BOOST_AUTO_TEST_CASE(checkpoints_resume_across_offload) {
         v.precision = precision;
         const std::string tag = std::string(enum_name(precision)) + "-" + std::string(enum_name(state));
         auto save = [&](const Variant& w, const std::string& name) {
-          auto c = job(w);
-          c.checkpoints.dir = (scratch.path / name).string();
-          c.checkpoints.every_steps = 3;
-          c.checkpoints.keep = 10;
-          return test::step_losses(c);
+          return test::losses_with_checkpoints(job(w), scratch.path / name);
         };
         const auto device_run = save(v, tag + "-device");
         BOOST_TEST(save(offloaded(v), tag + "-host") == device_run);

@@ -166,11 +166,7 @@ BOOST_AUTO_TEST_CASE(checkpoints_resume_across_sharding_and_replica_counts) {
   v.optimizer = models::OptimizerKind::Adam;
   v.tied = true;
   auto save = [&](const Variant& w, const std::string& name) {
-    auto c = job(w);
-    c.checkpoints.dir = (scratch.path / name).string();
-    c.checkpoints.every_steps = 3;
-    c.checkpoints.keep = 10;
-    return test::step_losses(c);
+    return test::losses_with_checkpoints(job(w), scratch.path / name);
   };
   const auto replicated_run = save(v, "replicated");
   const auto sharded_run = save(sharded(v), "sharded");
@@ -336,11 +332,7 @@ BOOST_AUTO_TEST_CASE(mixed_precision_checkpoints_hold_whole_fp32_masters) {
   v.optimizer = models::OptimizerKind::Adam;
   v.precision = models::Precision::Bf16;
   auto save = [&](const Variant& w, const std::string& name) {
-    auto c = job(w);
-    c.checkpoints.dir = (scratch.path / name).string();
-    c.checkpoints.every_steps = 3;
-    c.checkpoints.keep = 10;
-    return test::step_losses(c);
+    return test::losses_with_checkpoints(job(w), scratch.path / name);
   };
   const auto replicated_run = save(v, "replicated");
   const auto sharded_run = save(sharded(v), "sharded");
