@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "partition/selective_recompute.h"
 
 namespace pw::partition {
 
@@ -78,7 +79,7 @@ StageEstimate estimate_piece(const std::vector<LayerProfile>& layers, const Cost
   e.device = where.stage;
   e.chunk = where.chunk;
   e.range = range;
-  std::int64_t param_bytes = 0, buffer_bytes = 0, stash_bytes = 0, workspace_bytes = 0;
+  std::int64_t param_bytes = 0, buffer_bytes = 0, workspace_bytes = 0;
   for (int i = range.begin; i < range.end; ++i) {
     const auto& layer = layers[static_cast<std::size_t>(i)];
     e.layer_names.push_back(layer.name);
@@ -87,16 +88,17 @@ StageEstimate estimate_piece(const std::vector<LayerProfile>& layers, const Cost
     e.backward_seconds += layer.backward_seconds;
     param_bytes += layer.param_bytes;
     buffer_bytes += layer.buffer_bytes;
-    stash_bytes += layer.stash_bytes;
-    // One tensor in two stashes: this layer's kept input is the previous layer's kept output.
-    if (i > range.begin) stash_bytes -= std::min(layer.kept_input_bytes, layers[static_cast<std::size_t>(i) - 1].kept_output_bytes);
     workspace_bytes = std::max(workspace_bytes, layer.workspace_bytes);
   }
   const bool last_piece = piece == cost.pieces() - 1;
   // Per stage, as the executor decides: under except-last every chunk of the last stage keeps its
   // activations (with chunks, the model's last piece may live on another stage).
   e.recomputes = stage_recomputes(cost.recompute, cost.recompute_stages, e.device, cost.stages);
-  if (e.recomputes) e.backward_seconds += e.forward_seconds;
+  // Chosen layers recompute inside the backward, unless the stage re-runs every forward anyway.
+  const PieceStash stash = piece_stash(layers, range, e.recomputes ? std::set<std::string>{} : cost.recompute_layers);
+  e.rebuild_bytes = stash.rebuild_bytes;
+  e.rebuild_seconds = stash.rebuild_seconds;
+  e.backward_seconds += e.recomputes ? e.forward_seconds : stash.rebuild_seconds;
   e.input_bytes = layers[static_cast<std::size_t>(range.begin)].input_bytes;
   e.output_bytes = layers[static_cast<std::size_t>(range.end - 1)].output_bytes;
   e.send_seconds = last_piece ? 0.0 : cost.link.transfer_seconds(e.output_bytes);
@@ -104,7 +106,7 @@ StageEstimate estimate_piece(const std::vector<LayerProfile>& layers, const Cost
   const auto m = static_cast<double>(cost.micro_batches);
   e.step_seconds = m * (e.forward_seconds + e.backward_seconds + e.send_seconds);
 
-  e.stash_bytes = stash_bytes;
+  e.stash_bytes = stash.held_bytes;
   e.workspace_bytes = workspace_bytes;
   const std::int64_t shards = std::max(1, cost.optimizer_shards);
   e.weight_bytes = param_bytes * 2 + (param_bytes * cost.optimizer_state + shards - 1) / shards + buffer_bytes;
@@ -114,7 +116,7 @@ StageEstimate estimate_piece(const std::vector<LayerProfile>& layers, const Cost
                                      : std::min(cost.stages - e.device, cost.micro_batches);
   // Recomputing stages keep only each micro-batch's input, plus one micro-batch's full stash
   // while its forward is re-run for backward.
-  e.activation_bytes = e.recomputes ? in_flight * e.input_bytes + stash_bytes : in_flight * stash_bytes;
+  e.activation_bytes = e.recomputes ? in_flight * e.input_bytes + e.stash_bytes : in_flight * e.stash_bytes + e.rebuild_bytes;
   e.activation_bytes += workspace_bytes;
   e.memory_bytes = e.weight_bytes + e.activation_bytes;
   // A device's chunks share its cap equally.

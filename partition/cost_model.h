@@ -2,6 +2,7 @@
 // Per-stage time and memory estimates from layer profiles: what the profile partitioner minimises
 // and what `pipewright plan` prints, for any partition.
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,7 @@ struct CostModel {
   InFlight in_flight = InFlight::StagesAhead;
   Recompute recompute = Recompute::None;
   RecomputeStages recompute_stages;   // one per stage when chosen per stage; overrides `recompute`
+  std::set<std::string> recompute_layers;   // selective: these layers recompute where their stage does not
   int optimizer_state = 2;         // tensors per parameter, see optimizer_state_tensors
   // Replicas each holding 1/optimizer_shards of every stage's optimizer state (--shard-optimizer).
   int optimizer_shards = 1;
@@ -78,7 +80,9 @@ struct StageEstimate {
   std::int64_t parameters = 0;
   double forward_seconds = 0.0;     // per micro-batch
   double backward_seconds = 0.0;    // per micro-batch, recomputation included
-  bool recomputes = false;
+  bool recomputes = false;          // the whole piece: keeps its input, re-runs every forward
+  double rebuild_seconds = 0.0;     // selective: its recomputed layers' forwards, re-run inside the backward
+  std::int64_t rebuild_bytes = 0;   // selective: one run's contexts, rebuilt during one backward
   double send_seconds = 0.0;        // per micro-batch: its output activation over the link (0 for the last)
   double send_gradient_seconds = 0.0;      // per micro-batch: its input gradient back (0 for the first)
   std::int64_t output_bytes = 0;
@@ -86,7 +90,7 @@ struct StageEstimate {
   double step_seconds = 0.0;        // M * (F + B + send): what the partitioner balances
   std::int64_t weight_bytes = 0;    // parameters, gradients, optimizer state, buffers
   std::int64_t activation_bytes = 0;   // stashed micro-batches plus one layer's working set
-  std::int64_t stash_bytes = 0;     // what its layers keep for backward per micro-batch (no recompute)
+  std::int64_t stash_bytes = 0;     // what its layers keep for backward per micro-batch (selective recompute included)
   std::int64_t workspace_bytes = 0; // the largest working set of one of its layers
   std::int64_t memory_bytes = 0;    // weight_bytes + activation_bytes
   std::int64_t memory_cap = 0;      // this piece's share of its device cap; 0: none

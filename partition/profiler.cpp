@@ -78,6 +78,7 @@ Measured run_once(models::Layer& layer, const Shape& input_shape, Device device,
     x = Tensor();
     memory->stash_bytes = allocator.stats().in_use - start_in_use;
     memory->kept_output_bytes = !output_views_input && with_both == with_input ? output_block : 0;
+    memory->output_views_input = output_views_input;
     memory->kept_input_bytes = with_input == allocator.stats().in_use ? input_block : 0;
   }
   const Tensor grad = random_tensor(output_shape, device, seed + 1);

@@ -24,6 +24,7 @@ struct LayerProfile {
   // output and the next its input, the two stashes hold one tensor, counted once in a piece.
   std::int64_t kept_input_bytes = 0;
   std::int64_t kept_output_bytes = 0;
+  bool output_views_input = false;  // its output is its input's storage (a reshape): one tensor, not two
   std::int64_t workspace_bytes = 0; // peak memory of one forward+backward beyond its input and stash
   std::int64_t param_bytes = 0;
   std::int64_t buffer_bytes = 0;    // non-trained state (batch-norm running statistics)

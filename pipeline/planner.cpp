@@ -38,7 +38,8 @@ OpTimes op_times(const ScheduleSpec& spec, const std::vector<partition::StageEst
   const bool split_backward = splits_backward(spec.kind);
   for (std::size_t v = 0; v < n; ++v) {
     const auto& e = pieces[v];
-    const double recompute = e.recomputes ? e.forward_seconds : 0.0;
+    // Re-run forwards belong to the input half: a selective rebuild runs inside it.
+    const double recompute = e.recomputes ? e.forward_seconds : e.rebuild_seconds;
     const double backward = e.backward_seconds - recompute;
     t.forward[v] = e.forward_seconds;
     t.backward_input[v] = (split_backward ? backward / 2 : backward) + recompute;

@@ -83,10 +83,13 @@ std::int64_t peak_activation_bytes(const ScheduleSpec& spec, int stage, const st
   // Without them, one rebuilt context at a time is the estimate.
   const bool explicit_recompute =
       std::any_of(program.begin(), program.end(), [](const Instruction& in) { return in.op == OpType::Recompute; });
+  // One backward at a time: a context rebuilt whole before it, or (selective) one run of layers
+  // rebuilt inside it.
   std::int64_t recompute_stash = 0;
-  if (!explicit_recompute)
-    for (int c = 0; c < spec.chunks; ++c)
-      if (piece(c).recomputes) recompute_stash = std::max(recompute_stash, piece(c).stash_bytes);
+  for (int c = 0; c < spec.chunks; ++c) {
+    if (!explicit_recompute && piece(c).recomputes) recompute_stash = std::max(recompute_stash, piece(c).stash_bytes);
+    recompute_stash = std::max(recompute_stash, piece(c).rebuild_bytes);
+  }
   const auto released_bytes = [&](int chunk) {
     // What its forward and its Recompute added (a piece whose first layer keeps no input has a
     // stash smaller than its input, and the Recompute added nothing).

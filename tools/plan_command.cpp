@@ -136,6 +136,9 @@ void add_plan_command(CLI::App& app, PlanCommand& c) {
   auto* method = b.choice("--partition", "/pipeline/partition", job.pipeline.partition, "how stages are cut when --split is not given")
                      ->excludes(split);
   auto* recompute = b.recompute(job.pipeline, "which stages re-run forward instead of keeping activations");
+  auto* recompute_layers = b.option("--recompute-layers", "/pipeline/recompute_layers", job.pipeline.recompute_layers,
+                                    "layers (by name) that keep no activations and re-run their forward before their backward")
+                               ->delimiter(',');
   b.choice("--optimizer", "/optimizer/kind", job.optimizer.kind, "its state's memory");
   b.flag_setting("--offload-optimizer", "/optimizer/offload", job.optimizer.offload, models::OptimizerOffload::Host,
                  "the optimizer state lives in host memory, outside the device's cap");
@@ -181,8 +184,8 @@ void add_plan_command(CLI::App& app, PlanCommand& c) {
                                 "--search: write the best layout as a job config (JSON) that pipewright train --config runs")
                     ->group(search);
   for (auto* o : {devices, nodes, top, write}) o->needs(search_flag);
-  cmd->callback([&c, stages, micro_batches, schedule, chunks, split, method, recompute, replicas, shard] {
-    for (auto* o : {stages, micro_batches, chunks, split, method, replicas, shard})
+  cmd->callback([&c, stages, micro_batches, schedule, chunks, split, method, recompute, recompute_layers, replicas, shard] {
+    for (auto* o : {stages, micro_batches, chunks, split, method, recompute_layers, replicas, shard})
       if (o->count() > 0 && c.layout_flag_given.empty()) c.layout_flag_given = o->get_name();
     c.schedule_given = schedule->count() > 0;
     c.recompute_given = recompute->count() > 0;

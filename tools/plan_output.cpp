@@ -2,12 +2,25 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
+#include <utility>
 
 #include "core/units.h"
 #include "partition/partitioners.h"
 
 namespace pw::tools {
 namespace {
+
+// "none", "none,all", or with chosen layers "none + layers block3,block4".
+std::string recompute_text(const partition::CostModel& cost) {
+  std::string text = partition::recompute_text(cost.recompute, cost.recompute_stages);
+  if (cost.recompute_layers.empty()) return text;
+  text += " + layers ";
+  bool first = true;
+  for (const auto& name : cost.recompute_layers) text += (std::exchange(first, false) ? "" : ",") + name;
+  return text;
+}
+
 
 using kernels::MemoryKind;
 
@@ -82,7 +95,7 @@ void print_plan(const PlanReport& r) {
               static_cast<long long>(train::micro_batch_size_of(plan)), static_cast<long long>(plan.config.data.batch_size),
               plan.replicas() > 1 ? (" over " + std::to_string(plan.replicas()) + " replicas").c_str() : "",
               enum_name(plan.precision).data(), optimizer_text(plan).c_str(),
-              partition::recompute_text(p.cost.recompute, p.cost.recompute_stages).c_str(), r.method.c_str());
+              recompute_text(p.cost).c_str(), r.method.c_str());
   const std::int64_t cap = p.cost.memory_cap(0);
   std::printf("memory cap %s per device, link %.1f GB/s\n\n", cap > 0 ? format_bytes(cap).c_str() : "none",
               r.links.stage_bytes_per_s / 1e9);
@@ -133,7 +146,7 @@ void print_plan(const PlanReport& r) {
 void print_comparison(const PlanReport& r) {
   const auto& s = r.job.schedule;
   std::printf("\nschedules on this layout (%d stages, %d micro-batches, recompute %s, partition %s):\n", s.stages,
-              s.micro_batches, partition::recompute_text(r.prediction.cost.recompute, r.prediction.cost.recompute_stages).c_str(), r.method.c_str());
+              s.micro_batches, recompute_text(r.prediction.cost).c_str(), r.method.c_str());
   std::printf("%-15s %2s %11s %7s %7s %7s  %s\n", "schedule", "V", "step time", "bubble", "p2p/mb", "copies",
               "peak activations per stage (units held)");
   for (const auto& row : r.comparison) {
@@ -198,6 +211,7 @@ nlohmann::json plan_json(const PlanReport& r) {
   j["precision"] = enum_name(plan.precision);
   j["partition"] = r.method;
   j["recompute"] = partition::recompute_text(p.cost.recompute, p.cost.recompute_stages);
+  j["recompute_layers"] = p.cost.recompute_layers;
   j["optimizer"] = enum_name(plan.optimizer.kind);
   j["optimizer_state"] = enum_name(plan.config.replicas.optimizer_state);
   j["optimizer_shards"] = p.cost.optimizer_shards;

@@ -57,6 +57,7 @@ nlohmann::json layout_json(const train::RankedLayout& l, int rank) {
           {"micro_batches", l.config.pipeline.micro_batches},
           {"schedule", enum_name(l.config.pipeline.schedule)},
           {"recompute", partition::recompute_text(l.config.pipeline.recompute, l.config.pipeline.recompute_stages)},
+          {"recompute_layers", l.config.pipeline.recompute_layers},
           {"optimizer_state", enum_name(l.config.replicas.optimizer_state)},
           {"split", l.config.pipeline.split},
           {"step_seconds", l.prediction.step_seconds},

@@ -203,6 +203,9 @@ void add_train_command(CLI::App& app, TrainCommand& t) {
       ->excludes(split)->group(pipeline);
   b.recompute(job.pipeline, "which stages re-run forward instead of keeping activations")
       ->group(pipeline);
+  b.option("--recompute-layers", "/pipeline/recompute_layers", job.pipeline.recompute_layers,
+           "layers (by name, e.g. block3,block4) that keep no activations and re-run their forward before their backward")
+      ->delimiter(',')->group(pipeline);
   b.option("--stage-timeout", "/timeouts/stage_seconds", job.timeouts.stage_seconds, "seconds a stage waits for a neighbour before failing")
       ->capture_default_str()->check(range(0.001, 1e6))->group(pipeline);
 

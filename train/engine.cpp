@@ -298,6 +298,7 @@ Engine::BuiltStage Engine::build_stage() {
     dp::RemoteRowsRegistry::BuildScope registering(*remote_rows_);
     const int piece = pipeline::virtual_stage(plan_.schedule, s, chunk);
     chunks.push_back(partition::build_stage(model, partition_[static_cast<std::size_t>(piece)], plan_.config.seed));
+    chunks.back()->set_recomputed_children(plan_.recompute_layers);
   }
   // Tied weights: this stage's members of each group, the stages holding one, and the first
   // member's value for everybody (sent by its stage to the other holders).

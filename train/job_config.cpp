@@ -68,6 +68,7 @@ template <typename F>
 void fields(PipelineConfig& c, F&& f) {
   f("stages", c.stages), f("micro_batches", c.micro_batches), f("schedule", c.schedule), f("chunks", c.chunks);
   f("split", c.split), f("partition", c.partition), f("recompute", RecomputeChoice{c.recompute, c.recompute_stages});
+  f("recompute_layers", WrittenUnlessDefault<std::vector<std::string>>{c.recompute_layers, {}});
   f("schedule_file", c.schedule_file);
 }
 template <typename F>

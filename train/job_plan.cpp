@@ -239,6 +239,15 @@ JobPlan plan_job(const JobConfig& c) {
                       std::to_string(c.pipeline.recompute_stages.size()) + " entries for " +
                           std::to_string(plan.schedule.stages) + " stages; expected one entry per stage (each none " +
                           "or all), or one of " + enum_choices<partition::Recompute>() + " for every stage");
+  for (std::size_t i = 0; i < c.pipeline.recompute_layers.size(); ++i) {
+    const auto& name = c.pipeline.recompute_layers[i];
+    try {
+      partition::layer_index(plan.model, name);
+    } catch (const InputError& e) {
+      throw ConfigError("/pipeline/recompute_layers/" + std::to_string(i), e.what());
+    }
+    plan.recompute_layers.insert(name);
+  }
   if (!c.pipeline.split.empty()) {
     try {
       partition::split_at(plan.model.layer_count(), c.pipeline.split, {"", plan.model.name});
@@ -357,6 +366,7 @@ partition::CostModel cost_model_of(const JobPlan& plan) {
   cost.in_flight = pipeline::in_flight_of(plan.schedule.kind);
   cost.recompute = plan.recompute;
   cost.recompute_stages = plan.recompute_stages;
+  cost.recompute_layers = plan.recompute_layers;
   // Offloaded state is host memory: it takes nothing from a stage's device budget.
   cost.optimizer_state = plan.optimizer.offload == models::OptimizerOffload::Host
                              ? 0

@@ -5,6 +5,7 @@
 // A plan is a value: making one starts nothing and writes nothing (a JobSession, job_session.h,
 // opens what it needs).
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,7 @@ struct JobPlan {
   std::vector<std::vector<pipeline::Instruction>> programs;
   pipeline::RecomputeMode recompute = pipeline::RecomputeMode::None;
   partition::RecomputeStages recompute_stages;   // one per stage when chosen per stage (overrides recompute)
+  std::set<std::string> recompute_layers;         // selective recomputation: layers of the model, by name
   models::OptimizerConfig optimizer;
   models::Precision precision = models::Precision::Fp32;
   dp::BucketOptions buckets;

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 
 #include "core/error.h"
+#include "partition/selective_recompute.h"
 #include "pipeline/schedule.h"
 
 namespace pw::train {
@@ -62,6 +64,7 @@ JobConfig config_of(const JobConfig& base, const Candidate& c, const SearchSpace
   job.pipeline.partition = partition::PartitionMethod::Profile;
   job.pipeline.recompute = c.recompute;
   job.pipeline.recompute_stages.clear();
+  job.pipeline.recompute_layers.clear();
   job.pipeline.schedule_file.clear();
   job.replicas.replicas = c.replicas;
   job.replicas.optimizer_state = c.optimizer_state;
@@ -80,13 +83,14 @@ std::vector<int> split_points_of(const partition::Partition& split) {
 struct Predicted {
   JobPlan plan;
   LayoutPrediction prediction;
+  std::vector<partition::LayerProfile> profiles;
 };
 
 Predicted predict(const JobConfig& job, const LinkSpeeds& links, const LayerProfiler& profiler) {
   Predicted p;
   p.plan = plan_job(job);
-  const auto profiles = profiler(p.plan, micro_batch_size_of(p.plan));
-  p.prediction = predict_balanced_split(p.plan, profiles, links);
+  p.profiles = profiler(p.plan, micro_batch_size_of(p.plan));
+  p.prediction = predict_balanced_split(p.plan, p.profiles, links);
   return p;
 }
 
@@ -128,16 +132,102 @@ void set_recompute(PipelineConfig& pipeline, const std::vector<partition::Recomp
   }
 }
 
+// Selective recomputation for stage `stage`, over its cap (Megatron's selective recomputation
+// picks the activations that are large and cheap to make again): of the runs of consecutive layers
+// of the stage that do not recompute yet, the one that frees the most stash bytes per second of
+// forward it re-runs is added, then the next (with what is chosen by then), until the bytes freed
+// (scaled as the stage's predicted activations are to its stash: micro-batches in flight,
+// precision) cover the excess; then the layout is predicted again. Runs, not single layers: a layer
+// whose input the layer before keeps frees nothing alone. Until the stage fits (true) or no run
+// frees anything (false).
+bool recompute_layers_until_fit(JobConfig& job, Predicted& p, int stage, const LinkSpeeds& links,
+                                const LayerProfiler& profiler) {
+  auto& chosen = job.pipeline.recompute_layers;
+  const auto held_by_stage = [&](const std::set<std::string>& with) {
+    std::int64_t held = 0;
+    for (const auto& e : p.prediction.pieces)
+      if (e.device == stage) held += partition::piece_stash(p.profiles, e.range, with).held_bytes;
+    return held;
+  };
+  for (;;) {
+    const auto& d = p.prediction.stages.at(static_cast<std::size_t>(stage));
+    if (d.fits()) return true;
+    std::set<std::string> current(chosen.begin(), chosen.end());
+    const std::int64_t held = held_by_stage(current);
+    if (held <= 0) return false;
+    const double scale = static_cast<double>(d.memory[static_cast<std::size_t>(kernels::MemoryKind::Activations)]) /
+                         static_cast<double>(held);
+    const double excess = static_cast<double>(d.peak_bytes - d.memory_cap);
+    double freed = 0.0;
+    bool added = false;
+    while (freed < excess) {
+      const std::int64_t now = held_by_stage(current);
+      double best_ratio = 0.0;
+      std::int64_t best_freed = 0;
+      std::vector<std::string> best;
+      for (const auto& e : p.prediction.pieces) {
+        if (e.device != stage) continue;
+        for (int a = e.range.begin; a < e.range.end; ++a) {
+          auto with = current;
+          std::vector<std::string> run;
+          double seconds = 0.0;
+          for (int b = a; b < e.range.end; ++b) {
+            const auto& layer = p.profiles.at(static_cast<std::size_t>(b));
+            if (current.contains(layer.name)) break;
+            with.insert(layer.name);
+            run.push_back(layer.name);
+            seconds += layer.forward_seconds;
+            const std::int64_t gain = now - held_by_stage(with);
+            const double ratio = static_cast<double>(gain) / std::max(seconds, 1e-9);
+            if (gain > 0 && ratio > best_ratio) {
+              best_ratio = ratio;
+              best_freed = gain;
+              best = run;
+            }
+          }
+        }
+      }
+      if (best.empty()) break;
+      for (const auto& name : best) {
+        current.insert(name);
+        chosen.push_back(name);
+      }
+      freed += scale * static_cast<double>(best_freed);
+      added = true;
+    }
+    if (!added) return false;
+    p = predict(job, links, profiler);
+  }
+}
+
+// The stage's layers out of the selective list (it recomputes all of them now).
+void drop_layers_of(JobConfig& job, const Predicted& p, int stage) {
+  auto& chosen = job.pipeline.recompute_layers;
+  for (const auto& e : p.prediction.pieces)
+    if (e.device == stage)
+      for (const auto& name : e.layer_names) chosen.erase(std::remove(chosen.begin(), chosen.end(), name), chosen.end());
+}
+
 // The layout without recomputation; while a stage is over its cap, recomputation turned on for one
-// more stage (those over the cap first, the cheapest first) and the split chosen again for it.
+// more stage (those over the cap first, the cheapest first) and the split chosen again for it: for a
+// stage over its cap, chosen layers first (recompute_layers_until_fit), the whole stage when even
+// all of them leave it over.
 Predicted predict_recomputing_where_needed(JobConfig& job, const LinkSpeeds& links, const LayerProfiler& profiler) {
   std::vector<partition::Recompute> chosen(static_cast<std::size_t>(std::max(1, job.pipeline.stages)),
                                            partition::Recompute::None);
   set_recompute(job.pipeline, chosen);
+  job.pipeline.recompute_layers.clear();
   Predicted p = predict(job, links, profiler);
+  std::set<int> tried_layers;
   while (!p.prediction.fits()) {
     const int stage = next_stage_to_recompute(p.prediction, chosen);
     if (stage < 0) break;
+    if (!p.prediction.stages.at(static_cast<std::size_t>(stage)).fits() && tried_layers.insert(stage).second) {
+      const JobConfig before = job;
+      if (recompute_layers_until_fit(job, p, stage, links, profiler)) continue;
+      job = before;
+    }
+    drop_layers_of(job, p, stage);
     chosen[static_cast<std::size_t>(stage)] = partition::Recompute::All;
     set_recompute(job.pipeline, chosen);
     p = predict(job, links, profiler);
@@ -216,6 +306,11 @@ std::string describe_layout(const JobConfig& c) {
       << enum_name(c.pipeline.schedule) << ", " << c.pipeline.micro_batches
       << (c.pipeline.micro_batches == 1 ? " micro-batch" : " micro-batches") << ", recompute "
       << partition::recompute_text(c.pipeline.recompute, c.pipeline.recompute_stages);
+  if (!c.pipeline.recompute_layers.empty()) {
+    out << " (layers";
+    for (const auto& name : c.pipeline.recompute_layers) out << " " << name;
+    out << ")";
+  }
   if (R > 1) out << ", " << (c.replicas.optimizer_state == dp::OptimizerState::Sharded ? "sharded" : "replicated")
                  << " optimizer state";
   if (c.optimizer.offload == models::OptimizerOffload::Host) out << ", offloaded to the host";

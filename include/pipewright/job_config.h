@@ -60,6 +60,10 @@ struct PipelineConfig {
   // Recomputation chosen per stage: one entry per stage, each none or all (in JSON, a list as
   // /pipeline/recompute). When given, `recompute` is unused.
   std::vector<partition::Recompute> recompute_stages;
+  // Selective recomputation: layers (by name) that keep no activations and re-run their forward
+  // just before their backward, in stages that do not recompute everything anyway. A run of
+  // consecutive named layers keeps only its input.
+  std::vector<std::string> recompute_layers;
   std::string schedule_file;           // a program per stage in the text form (overrides schedule)
 };
 

@@ -2,11 +2,17 @@
 
 #include "kernels/ops/activation.h"
 #include "kernels/ops/elementwise.h"
+#include "models/forward_key.h"
+#include "models/rng.h"
 
 namespace pw::models {
 namespace {
 struct ChainContext : Context {
   std::vector<std::unique_ptr<Context>> children;
+  // Selective recomputation: the input of each run of recomputed children, at the run's first
+  // child (empty elsewhere), and the forward key the training forward ran under.
+  std::vector<Tensor> run_inputs;
+  std::uint64_t forward_key = 0;
 };
 
 struct ResidualContext : Context {
@@ -34,11 +40,16 @@ enum class Half { Full, InputOnly };
 
 using Hook = Sequential::BackwardHook;
 
+// Called before child i's backward: rebuilds a context the forward did not keep.
+using Rebuild = std::function<void(std::size_t i)>;
+
 Tensor chain_backward(const std::vector<std::pair<std::string, std::unique_ptr<Layer>>>& children, std::size_t end,
-                      std::vector<std::unique_ptr<Context>>& contexts, Tensor g, Half half, const Hook* hook = nullptr) {
+                      std::vector<std::unique_ptr<Context>>& contexts, Tensor g, Half half, const Hook* hook = nullptr,
+                      const Rebuild& rebuild = {}) {
   PW_CHECK(contexts.size() >= end, "backward after an eval-mode forward (its contexts were not kept)");
   for (std::size_t i = end; i-- > 0;) {
     Layer& layer = *children[i].second;
+    if (!contexts[i] && rebuild) rebuild(i);
     g = half == Half::Full ? layer.backward(*contexts[i], g) : layer.backward_input(*contexts[i], g);
     if (half == Half::Full) {
       contexts[i].reset();
@@ -79,20 +90,63 @@ std::int64_t Sequential::activation_elements(const Shape& input) const {
   return total;
 }
 
+void Sequential::set_recomputed_children(const std::set<std::string>& names) {
+  recomputed_.assign(children_.size(), false);
+  bool any = false;
+  for (std::size_t i = 0; i < children_.size(); ++i) any |= recomputed_[i] = names.contains(children_[i].first);
+  if (!any) recomputed_.clear();
+}
+
 Layer::Output Sequential::forward_impl(const Tensor& x, Mode mode) {
   auto ctx = std::make_unique<ChainContext>();
-  Tensor y = run_chain(children_, children_.size(), x, mode, ctx->children, &forward_hook_);
-  return {std::move(y), std::move(ctx)};
+  if (mode != Mode::Train || recomputed_.empty()) {
+    Tensor y = run_chain(children_, children_.size(), x, mode, ctx->children, &forward_hook_);
+    return {std::move(y), std::move(ctx)};
+  }
+  // Random layers draw from the forward key; without one (a caller outside a pipeline) this
+  // forward gets its own, so the rebuild draws what the first run drew.
+  const auto key = current_forward_key();
+  ctx->forward_key = key ? *key : splitmix64(++keyless_forwards_);
+  ForwardKeyGuard guard(ctx->forward_key);
+  ctx->run_inputs.resize(children_.size());
+  Tensor h = x;
+  for (std::size_t i = 0; i < children_.size(); ++i) {
+    if (forward_hook_) forward_hook_(children_[i].first, *children_[i].second);
+    if (recomputes_child(i) && (i == 0 || !recomputes_child(i - 1))) ctx->run_inputs[i] = h;
+    auto out = children_[i].second->forward(h, mode);
+    ctx->children.push_back(recomputes_child(i) ? nullptr : std::move(out.ctx));
+    h = std::move(out.y);
+  }
+  return {std::move(h), std::move(ctx)};
+}
+
+void Sequential::rebuild_run(Context& ctx, std::size_t last) {
+  auto& c = static_cast<ChainContext&>(ctx);
+  PW_CHECK(recomputes_child(last), "no context for child " << children_[last].first
+                                                           << " (it does not recompute): backward after an eval-mode forward?");
+  std::size_t first = last;
+  while (first > 0 && recomputes_child(first - 1) && !c.children[first - 1]) --first;
+  PW_CHECK(first < c.run_inputs.size() && c.run_inputs[first].defined(),
+           "no kept input to recompute " << children_[first].first << ".." << children_[last].first << " from");
+  ForwardKeyGuard guard(c.forward_key);
+  Tensor h = std::move(c.run_inputs[first]);
+  for (std::size_t j = first; j <= last; ++j) {
+    auto out = children_[j].second->forward(h, Mode::Recompute);
+    c.children[j] = std::move(out.ctx);
+    h = std::move(out.y);
+  }
 }
 
 Tensor Sequential::backward_impl(Context& ctx, const Tensor& grad_y) {
   auto& c = static_cast<ChainContext&>(ctx);
-  return chain_backward(children_, children_.size(), c.children, grad_y, Half::Full, &backward_hook_);
+  return chain_backward(children_, children_.size(), c.children, grad_y, Half::Full, &backward_hook_,
+                        [&](std::size_t i) { rebuild_run(ctx, i); });
 }
 
 Tensor Sequential::backward_input_impl(Context& ctx, const Tensor& grad_y) {
   auto& c = static_cast<ChainContext&>(ctx);
-  return chain_backward(children_, children_.size(), c.children, grad_y, Half::InputOnly);
+  return chain_backward(children_, children_.size(), c.children, grad_y, Half::InputOnly, nullptr,
+                        [&](std::size_t i) { rebuild_run(ctx, i); });
 }
 
 void Sequential::backward_weight_impl(Context& ctx, const Tensor&) {

@@ -3,6 +3,7 @@
 // projection shortcut, added, then ReLU: ResNet's BasicBlock and Bottleneck).
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,13 @@ class Sequential : public Layer {
   using ForwardHook = std::function<void(const std::string& name, Layer& child)>;
   void set_forward_hook(ForwardHook hook) { forward_hook_ = std::move(hook); }
 
+  // Selective recomputation (torch.utils.checkpoint on chosen layers): in a training forward the
+  // children named here keep no context; a run of them keeps only its input, and its backward
+  // first re-runs the run's forwards (Mode::Recompute, the same forward key) to rebuild them.
+  // Names that are not children here are ignored (each stage holds some of a model's layers).
+  void set_recomputed_children(const std::set<std::string>& names);
+  bool recomputes_child(std::size_t i) const { return i < recomputed_.size() && recomputed_[i]; }
+
  protected:
   Output forward_impl(const Tensor& x, Mode mode) override;
   Tensor backward_input_impl(Context& ctx, const Tensor& grad_y) override;
@@ -43,6 +51,11 @@ class Sequential : public Layer {
  private:
   BackwardHook backward_hook_;
   ForwardHook forward_hook_;
+  // Re-runs the forwards of the run of recomputed children that ends at child `last`.
+  void rebuild_run(Context& ctx, std::size_t last);
+
+  std::vector<bool> recomputed_;   // per child; empty: none
+  std::uint64_t keyless_forwards_ = 0;
 };
 
 class Residual : public Layer {

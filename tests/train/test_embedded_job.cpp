@@ -265,6 +265,63 @@ BOOST_AUTO_TEST_CASE(recompute_chosen_per_stage_trains_bitwise_as_none_and_lower
   BOOST_CHECK_GT(mixed.predicted.stages[0].pipeline_seconds, none.predicted.stages[0].pipeline_seconds);
 }
 
+// Selective recomputation: chosen layers (conv1, relu1 on stage 0; relu2 on stage 2) keep no
+// activations and re-run their forwards inside the backward, under 1F1B and under ZB-H1's split
+// backward. No bit of the losses or weights changes; the stages with chosen layers peak lower,
+// measured and predicted, and the prediction charges them the re-run forwards.
+BOOST_AUTO_TEST_CASE(recomputed_layers_train_bitwise_as_none_and_lower_their_stages_peak) {
+  const auto model = seed_cnn();   // conv1 relu1 pool1 | flatten fc1 | relu2 fc2
+  auto data = models::data::make_synthetic_images(256, {1, 12, 12}, 10, 5);
+  struct Measured {
+    std::vector<double> losses;
+    std::map<std::string, std::vector<double>> weights;
+    std::vector<std::int64_t> peaks;
+    train::LayoutPrediction predicted;
+  };
+  std::vector<partition::LayerProfile> profiles;
+  const auto run = [&](ScheduleKind kind, const std::vector<std::string>& layers, int first_device) {
+    JobShape shape{kind, 3, 4, 1, {3, 5}};
+    shape.first_device = first_device;
+    auto config = job_of(model, shape, 64);
+    config.pipeline.recompute_layers = layers;
+    for (int s = 0; s < 3; ++s) {
+      auto& rt = kernels::DeviceRuntime::get(Device::cpu(first_device + s));
+      rt.allocator().release_cache();
+      rt.allocator().reset_peak();
+    }
+    const auto plan = train::plan_job(config);
+    if (profiles.empty()) profiles = partition::profile_layers(plan.model, Device::cpu(first_device + 3), 16, 1);
+    Measured m;
+    m.predicted = train::predict_layout(plan, profiles, partition::split_at(plan.model.layer_count(), {3, 5}),
+                                        train::LinkSpeeds{});
+    train::EmbeddedJob trainer(plan);
+    models::data::DataLoader loader(*data, 64, models::data::Shuffle::Yes, 3, models::data::LastBatch::Drop);
+    loader.start_epoch(0);
+    for (int i = 0; i < 3; ++i) {
+      const auto outcome = trainer.step(*loader.next());
+      m.losses.push_back(outcome.loss);
+      m.peaks = outcome.stage_peak_memory;
+    }
+    for (auto& [name, p] : trainer.named_parameters()) m.weights[name] = p->value.to_double_vector();
+    return m;
+  };
+  for (const auto kind : {ScheduleKind::OneFOneB, ScheduleKind::ZeroBubbleH1}) {
+    BOOST_TEST_CONTEXT(pipeline::schedule_kind_name(kind)) {
+      const Measured none = run(kind, {}, 60);
+      const Measured chosen = run(kind, {"conv1", "relu1", "relu2"}, 64);
+      BOOST_CHECK(chosen.losses == none.losses);
+      BOOST_CHECK(chosen.weights == none.weights);
+      BOOST_REQUIRE_EQUAL(chosen.peaks.size(), 3u);
+      BOOST_CHECK_LT(chosen.peaks[0], none.peaks[0]);
+      BOOST_CHECK_LT(chosen.predicted.stages[0].peak_bytes, none.predicted.stages[0].peak_bytes);
+      BOOST_CHECK_EQUAL(chosen.predicted.stages[1].peak_bytes, none.predicted.stages[1].peak_bytes);
+      BOOST_CHECK_GT(chosen.predicted.pieces[0].rebuild_seconds, 0.0);
+      BOOST_CHECK_EQUAL(chosen.predicted.pieces[1].rebuild_seconds, 0.0);
+      BOOST_CHECK_GT(chosen.predicted.stages[0].pipeline_seconds, none.predicted.stages[0].pipeline_seconds);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(one_failing_stage_stops_the_others_at_once) {
   // A batch whose labels are out of range fails on the last stage; the first stage, blocked on
   // a gradient, must not wait out its 30 s deadline.

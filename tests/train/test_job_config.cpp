@@ -2,6 +2,8 @@
 // is named; resources (where a rank runs) are not part of the job's identity.
 #include <thread>
 
+#include <set>
+
 #include <boost/test/unit_test.hpp>
 
 #include "core/error.h"
@@ -150,6 +152,26 @@ BOOST_AUTO_TEST_CASE(recompute_is_a_mode_or_one_entry_per_stage) {
   const auto plan = train::plan_job(three);
   BOOST_TEST((plan.recompute_of(0) == Recompute::All && plan.recompute_of(1) == Recompute::None));
   BOOST_TEST(partition::recompute_text(plan.recompute, plan.recompute_stages) == "all,none");
+}
+
+// /pipeline/recompute_layers names layers of the model; it round-trips, is left out when empty
+// (identities as before), and a name the model lacks is an error naming the entry and the layers.
+BOOST_AUTO_TEST_CASE(recompute_layers_name_layers_of_the_model) {
+  train::JobConfig c;
+  c.data.dataset = "synthetic";
+  BOOST_TEST(!train::to_json(c)["pipeline"].contains("recompute_layers"));
+  c.pipeline.recompute_layers = {"relu1", "conv1"};
+  BOOST_TEST(train::to_json(c)["pipeline"]["recompute_layers"] == nlohmann::json({"relu1", "conv1"}));
+  BOOST_TEST(train::to_json(train::job_config_from_json(train::to_json(c))) == train::to_json(c));
+  const auto plan = train::plan_job(c);
+  BOOST_TEST((plan.recompute_layers == std::set<std::string>{"conv1", "relu1"}));
+  c.pipeline.recompute_layers.push_back("block9");
+  const auto message = config_error([&] { train::plan_job(c); });
+  BOOST_TEST(message.find("/pipeline/recompute_layers/2: no layer named 'block9' in seed-cnn; its layers are conv1, ") == 0u,
+             message);
+  BOOST_TEST(config_error([] {
+               train::job_config_from_json(nlohmann::json::parse(R"({"pipeline": {"recompute_layers": "conv1"}})"));
+             }).find("/pipeline/recompute_layers: ") == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(the_image_data_fields_round_trip_are_checked_and_must_match_on_resume) {

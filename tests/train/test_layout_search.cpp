@@ -3,6 +3,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
+#include <set>
 #include <tuple>
 
 #include "tests/train/job_test_util.h"
@@ -78,7 +79,8 @@ BOOST_AUTO_TEST_CASE(a_programs_own_model_is_searched_and_a_cap_keeps_only_what_
 
 // AdaPipe's per-stage choice: without a cap nothing recomputes; under caps below the largest peaks,
 // some layouts fit only when some of their stages recompute, and the search turns it on for those
-// and not for the others, and only for layouts that do not fit without it. The layers' times are
+// and not for the others, and only for layouts that do not fit without it: chosen layers where
+// they suffice (some layouts do), whole stages where they do not. The layers' times are
 // fixed (their memory is measured), so the splits, and what fits, do not depend on the machine.
 BOOST_AUTO_TEST_CASE(recomputation_is_chosen_per_stage_only_where_a_layout_would_not_fit) {
   const auto measured = profile_on(kernels::Device::cpu(0), 1, 0);
@@ -107,7 +109,7 @@ BOOST_AUTO_TEST_CASE(recomputation_is_chosen_per_stage_only_where_a_layout_would
     return std::tuple(c.pipeline.stages, c.replicas.replicas, c.pipeline.micro_batches, c.pipeline.schedule,
                       c.replicas.optimizer_state);
   };
-  int mixed = 0;
+  int selective = 0;
   for (const double fraction : {0.6, 0.4, 0.3}) {
     space.device_memory = static_cast<std::int64_t>(fraction * static_cast<double>(largest));
     const auto chosen = search_layouts(base_job(), space, LinkSpeeds{}, profiler);
@@ -116,15 +118,33 @@ BOOST_AUTO_TEST_CASE(recomputation_is_chosen_per_stage_only_where_a_layout_would
     without.recompute_search = RecomputeSearch::Fixed;
     without.recompute = {partition::Recompute::None};
     const auto plain = search_layouts(base_job(), without, LinkSpeeds{}, profiler);
+    without.recompute = {partition::Recompute::All};
+    const auto whole = search_layouts(base_job(), without, LinkSpeeds{}, profiler);
     for (const auto& l : chosen.fitting) {
       BOOST_TEST_CONTEXT(describe_layout(l.config) << " under " << space.device_memory) {
         const bool fits_without = std::any_of(plain.fitting.begin(), plain.fitting.end(),
                                               [&](const RankedLayout& p) { return key(p.config) == key(l.config); });
         const auto& per_stage = l.config.pipeline.recompute_stages;
-        const bool recomputes = !per_stage.empty() || l.config.pipeline.recompute != partition::Recompute::None;
+        const auto& layers = l.config.pipeline.recompute_layers;
+        const bool recomputes = !per_stage.empty() || l.config.pipeline.recompute != partition::Recompute::None ||
+                                !layers.empty();
         BOOST_CHECK_EQUAL(recomputes, !fits_without);
+        if (!layers.empty()) {
+          // Chosen layers (Megatron's selective recomputation) where they make the stage fit: the
+          // plan runs them, the pieces holding them re-run their forwards in the backward, and the
+          // layout is no slower than the same layout recomputing every stage whole.
+          ++selective;
+          const auto plan = plan_job(l.config);
+          BOOST_CHECK(plan.recompute_layers == std::set<std::string>(layers.begin(), layers.end()));
+          BOOST_CHECK(to_json(l.config)["pipeline"]["recompute_layers"] == nlohmann::json(layers));
+          double rebuilt = 0.0;
+          for (const auto& piece : l.prediction.pieces)
+            if (!piece.recomputes) rebuilt += piece.rebuild_seconds;
+          BOOST_CHECK_GT(rebuilt, 0.0);
+          for (const auto& w : whole.fitting)
+            if (key(w.config) == key(l.config)) BOOST_CHECK_LE(l.prediction.step_seconds, w.prediction.step_seconds);
+        }
         if (per_stage.empty()) continue;
-        ++mixed;
         BOOST_REQUIRE_EQUAL(per_stage.size(), static_cast<std::size_t>(l.config.pipeline.stages));
         // The prediction recomputes exactly the chosen stages' pieces, and the plan runs them so.
         const auto plan = plan_job(l.config);
@@ -137,7 +157,7 @@ BOOST_AUTO_TEST_CASE(recomputation_is_chosen_per_stage_only_where_a_layout_would
       }
     }
   }
-  BOOST_CHECK_GT(mixed, 0);
+  BOOST_CHECK_GT(selective, 0);
 }
 
 BOOST_AUTO_TEST_CASE(a_search_space_without_devices_is_refused) {
