@@ -356,6 +356,8 @@ TraceMeta trace_meta(const Engine& engine, const partition::Partition& split, st
   for (std::size_t i = 1; i < split.size(); ++i) m.split.push_back(split[i].begin);
   for (const auto& l : plan.model.layers) m.layer_names.push_back(l.name);
   m.job = to_json(plan.config);
+  m.device = engine.device().str();
+  m.device_memory = plan.config.resources.device_memory;
   m.process_rank = process_rank;
   m.clock_offset_ns = clock_offset_ns;
   return m;

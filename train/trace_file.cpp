@@ -68,7 +68,8 @@ json meta_json(const TraceMeta& m) {
           {"stages", m.stages},    {"replicas", m.replicas},   {"micro_batches", m.micro_batches},
           {"chunks", m.chunks},    {"split", m.split},         {"layer_names", m.layer_names},
           {"process_rank", m.process_rank}, {"clock_offset_ns", m.clock_offset_ns},
-          {"dropped_spans", m.dropped_spans}, {"job", m.job}};
+          {"dropped_spans", m.dropped_spans}, {"job", m.job}, {"device", m.device},
+          {"device_memory", m.device_memory}};
 }
 
 TraceMeta meta_from(const json& j) {
@@ -85,6 +86,8 @@ TraceMeta meta_from(const json& j) {
   m.clock_offset_ns = j.at("clock_offset_ns").get<std::int64_t>();
   m.dropped_spans = j.value("dropped_spans", std::int64_t{0});
   if (const auto it = j.find("job"); it != j.end()) m.job = *it;
+  m.device = j.value("device", std::string());
+  m.device_memory = j.value("device_memory", std::int64_t{0});
   PW_INPUT_CHECK(m.stages >= 1 && m.replicas >= 1 && m.micro_batches >= 1 && m.chunks >= 1,
                  "stages, replicas, micro-batches and chunks must be positive");
   return m;

@@ -25,6 +25,10 @@ struct TraceMeta {
   // The job's config (to_json: no resources, no secrets), from which `pipewright prof` re-plans the
   // split; null in traces written before it was recorded.
   nlohmann::json job;
+  // Where it ran, which the job's config leaves out: the device kind of the writing process's
+  // first rank ("cpu:0", "cuda:1") and the cap of every device (0: none). prof re-plans with them.
+  std::string device;
+  std::int64_t device_memory = 0;
   int process_rank = 0;                    // the rank of spans without a stage (data loading)
   std::int64_t clock_offset_ns = 0;        // added to this file's times: rank 0's clock
   std::int64_t dropped_spans = 0;          // the ring buffer overflowed by this many

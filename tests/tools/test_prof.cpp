@@ -1,6 +1,7 @@
 // The profiler: busy shares from a schedule with known op times match the simulator's within 2
 // percentage points; a real trace holds every stage and parses; the timeline is well-formed XML;
 // foreign or truncated files get one-line errors; the trace carries memory by kind per rank.
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -17,6 +18,7 @@
 #include "pipeline/simulator.h"
 #include "tests/tools/cli_runner.h"
 #include "tools/prof/analysis.h"
+#include "tools/prof/split_replan.h"
 #include "tools/prof/timeline_svg.h"
 #include "train/job_config.h"
 #include "train/trace_file.h"
@@ -239,6 +241,19 @@ BOOST_AUTO_TEST_CASE(the_split_suggestion_comes_from_the_planner_when_the_job_ca
   BOOST_TEST(j["suggested_split"] == nlohmann::json(report.suggested_split));
   BOOST_TEST(j["predicted_suggested_step_ms"].get<double>() < j["predicted_traced_step_ms"].get<double>());
 
+  // Where it ran travels in the trace, and the re-plan keeps to the traced job's cap: under one that
+  // no split fits, nothing is suggested.
+  data.meta.device = "cpu:3";
+  data.meta.device_memory = 1;
+  tools::write_chrome_trace(path, data.meta, data.spans);
+  const auto capped_data = tools::read_traces({path});
+  BOOST_TEST(capped_data.meta.device == "cpu:3");
+  BOOST_TEST(capped_data.meta.device_memory == 1);
+  const auto capped = tools::analyze(capped_data, equal_costs);
+  BOOST_TEST(capped.suggested_split.empty());
+  BOOST_TEST(capped.suggestion.find("the planner predicts") == std::string::npos, capped.suggestion);
+  data.meta.device_memory = 0;
+
   // A program's own model is not in the zoo here: the single-layer move again, without the planner's note.
   job.model.name = "someone-elses-model";
   data.meta.job = train::to_json(job);
@@ -246,6 +261,52 @@ BOOST_AUTO_TEST_CASE(the_split_suggestion_comes_from_the_planner_when_the_job_ca
   BOOST_TEST(unplanned.suggested_split.empty());
   BOOST_TEST(unplanned.suggestion == fallback.suggestion);
   BOOST_TEST(unplanned.suggestion.find("the planner") == std::string::npos, unplanned.suggestion);
+}
+
+// The stage links' bandwidth the re-plan predicts with is the trace's: the bytes every boundary
+// carries per micro-batch (an activation forward, a gradient back, as profiled) over the traced
+// sends, whatever the device's stated default.
+BOOST_AUTO_TEST_CASE(the_replan_measures_the_stage_links_from_the_traced_sends) {
+  pipeline::ScheduleSpec spec{pipeline::ScheduleKind::OneFOneB, 3, 4, 1};
+  const double send = 2e-4;
+  pipeline::SimulationResult sim;
+  auto data = simulated_trace(spec, pipeline::OpTimes::uniform(spec, 1e-3, 2e-3, 0.0), sim);
+  // The simulator's sends take no time on the sender: add the traced ones, `send` each.
+  for (std::int64_t step = 0; step < 2; ++step)
+    for (int s = 0; s < 3; ++s)
+      for (int mb = 0; mb < 4; ++mb)
+        for (int k = 0; k < (s == 1 ? 2 : 1); ++k) {
+          trace::Span x;
+          x.kind = trace::SpanKind::Send;
+          x.stage = static_cast<std::int16_t>(s);
+          x.step = step;
+          x.micro_batch = mb;
+          x.start_ns = step * 1'000'000'000 + mb * 10'000'000;
+          x.end_ns = x.start_ns + static_cast<std::int64_t>(send * 1e9);
+          data.spans.push_back(x);
+        }
+  train::JobConfig job;
+  job.model.name = "seed-cnn";
+  job.data.dataset = "synthetic";
+  job.data.batch_size = 32;
+  job.pipeline.stages = 3;
+  job.pipeline.micro_batches = 4;
+  job.pipeline.split = {1, 2};
+  data.meta.model = "seed-cnn";
+  data.meta.split = job.pipeline.split;
+  data.meta.layer_names = {"conv1", "relu1", "pool1", "flatten", "fc1", "relu2", "fc2"};
+  data.meta.job = train::to_json(job);
+  std::vector<partition::LayerProfile> profiled;
+  const auto costs = [&](const partition::ModelDescription& model, std::int64_t micro_batch) {
+    profiled = tools::profile_on_cpu(model, micro_batch);
+    return profiled;
+  };
+  const auto replan = tools::replan_split(data, {0, 1}, costs);
+  BOOST_REQUIRE(replan.has_value());
+  // Per micro-batch: stage 0 sends one activation, stage 1 an activation and a gradient, stage 2 a
+  // gradient; each send takes `send`.
+  const double bytes = 2.0 * static_cast<double>(profiled[0].output_bytes + profiled[1].output_bytes);
+  BOOST_TEST(replan->stage_link_bytes_per_s == bytes / (4 * send), boost::test_tools::tolerance(1e-6));
 }
 
 BOOST_AUTO_TEST_CASE(a_real_trace_holds_every_stage_and_renders) {

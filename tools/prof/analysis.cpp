@@ -1,6 +1,7 @@
 #include "tools/prof/analysis.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -205,14 +206,18 @@ ProfReport analyze(const TraceData& data, const LayerCosts& costs) {
     r.suggested_split = replan->split;
     r.predicted_traced_step = replan->traced_step;
     r.predicted_suggested_step = replan->suggested_step;
-    char line[320];
+    char line[384];
+    const std::string gain =
+        replan->traced_fit == CapFit::Over
+            ? "the traced split is predicted over the device cap, this one fits"
+            : std::to_string(static_cast<int>(std::lround(100.0 * (1.0 - replan->suggested_step / replan->traced_step)))) +
+                  "% faster";
     std::snprintf(line, sizeof line,
                   "--split %s (now %s): the planner predicts %.2f ms per step against %.2f ms for the traced split "
-                  "(%.0f%% faster; each piece's traced time spread over its layers by their profiled costs); "
+                  "(%s; each piece's traced time spread over its layers by their profiled costs); "
                   "pipewright plan --split %s shows it",
                   split_text(replan->split).c_str(), split_text(m.split).c_str(), 1e3 * replan->suggested_step,
-                  1e3 * replan->traced_step, 100.0 * (1.0 - replan->suggested_step / replan->traced_step),
-                  split_text(replan->split).c_str());
+                  1e3 * replan->traced_step, gain.c_str(), split_text(replan->split).c_str());
     r.suggestion = line;
   } else {
     r.suggestion = suggest(r, per_stage, per_piece);

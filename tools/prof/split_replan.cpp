@@ -1,6 +1,8 @@
 #include "tools/prof/split_replan.h"
 
+#include <cmath>
 #include <functional>
+#include <limits>
 
 #include "core/error.h"
 #include "partition/profiler.h"
@@ -16,6 +18,7 @@ constexpr double kWorthMoving = 0.01;
 
 struct PieceTimes {
   std::vector<double> forward, backward;   // seconds per micro-batch; backward without recomputation
+  double link_seconds = 0.0;               // the traced steps' sends and received tensors' copies, all pieces
 };
 
 PieceTimes traced_piece_times(const train::TraceData& data, const pipeline::ScheduleSpec& spec,
@@ -29,6 +32,7 @@ PieceTimes traced_piece_times(const train::TraceData& data, const pipeline::Sche
     const auto piece = static_cast<std::size_t>(pipeline::virtual_stage(spec, s.stage, s.chunk));
     if (piece >= pieces) continue;
     const double d = static_cast<double>(s.end_ns - s.start_ns) * 1e-9 * per_op;
+    if (s.kind == trace::SpanKind::Send || s.kind == trace::SpanKind::Transfer) t.link_seconds += d;
     if (s.kind == trace::SpanKind::Forward) t.forward[piece] += d;
     else if (s.kind == trace::SpanKind::Backward || s.kind == trace::SpanKind::BackwardInput ||
              s.kind == trace::SpanKind::BackwardWeight)
@@ -123,6 +127,26 @@ std::vector<int> fastest_split(int layers, int pieces, const std::vector<std::ve
   return best;
 }
 
+// The link speeds of the traced job's devices (cpu:0 for a trace that does not say), with the
+// stage links' bandwidth measured: the bytes its pieces sent (each activation forward and each
+// gradient back, per micro-batch, as profiled) over the traced sends and copies.
+train::LinkSpeeds traced_links(const train::TraceMeta& m, const std::vector<partition::LayerProfile>& layers,
+                               const partition::Partition& split, const PieceTimes& traced) {
+  kernels::Device device = kernels::Device::cpu(0);
+  try {
+    if (!m.device.empty()) device = kernels::Device::parse(m.device);
+  } catch (const InputError&) {
+    // an unknown device name: the CPU's defaults
+  }
+  auto links = train::default_link_speeds(device);
+  std::int64_t bytes = 0;
+  for (std::size_t v = 0; v + 1 < split.size(); ++v)
+    bytes += 2 * layers.at(static_cast<std::size_t>(split[v].end - 1)).output_bytes;   // forward and back
+  // per_op above divides by replicas x micro-batches: `bytes` is one micro-batch's on one replica.
+  if (bytes > 0 && traced.link_seconds > 0.0) links.stage_bytes_per_s = static_cast<double>(bytes) / traced.link_seconds;
+  return links;
+}
+
 }  // namespace
 
 std::vector<partition::LayerProfile> profile_on_cpu(const partition::ModelDescription& model, std::int64_t micro_batch) {
@@ -137,6 +161,7 @@ std::optional<SplitReplan> replan_split(const train::TraceData& data, const std:
   try {
     auto config = train::job_config_from_json(m.job);
     config.pipeline.split = m.split;
+    config.resources.device_memory = m.device_memory;
     plan = train::plan_job(config);
   } catch (const InputError&) {
     return std::nullopt;   // not a job this machine can build: the single-layer move stands
@@ -147,19 +172,30 @@ std::optional<SplitReplan> replan_split(const train::TraceData& data, const std:
     return std::nullopt;
   const auto traced_split = partition::split_at(plan.model.layer_count(), m.split);
   auto layers = costs(plan.model, train::micro_batch_size_of(plan));
-  spread(layers, traced_split, traced_piece_times(data, plan.schedule, steps));
-  const auto links = train::default_link_speeds(kernels::Device::cpu(0));
+  const auto traced = traced_piece_times(data, plan.schedule, steps);
+  spread(layers, traced_split, traced);
+  const auto links = traced_links(m, layers, traced_split, traced);
   const int layer_count = plan.model.layer_count();
+  // A split whose predicted peak is over the traced job's cap is no suggestion.
   const auto step = [&](const std::vector<int>& points) {
-    return train::predict_layout(plan, layers, partition::split_at(layer_count, points), links).step_seconds;
+    const auto p = train::predict_layout(plan, layers, partition::split_at(layer_count, points), links);
+    return p.fits() ? p.step_seconds : std::numeric_limits<double>::infinity();
   };
   // The partitioner's split (the layout search's) balances the slowest piece; the prediction ranks
   // it, the traced split, and the splits around them.
   const auto balanced = split_points_of(train::predict_balanced_split(plan, layers, links).partition);
   const auto points = fastest_split(layer_count, static_cast<int>(traced_split.size()), {m.split, balanced}, step);
-  const double traced = step(m.split), suggested = step(points);
-  if (points == m.split || suggested > traced * (1.0 - kWorthMoving)) return SplitReplan{{}, traced, traced};
-  return SplitReplan{points, traced, suggested};
+  const auto traced_prediction = train::predict_layout(plan, layers, traced_split, links);
+  const double traced_step = traced_prediction.step_seconds, suggested = step(points);
+  SplitReplan out{{}, traced_step, traced_step, traced_prediction.fits() ? CapFit::Fits : CapFit::Over,
+                  links.stage_bytes_per_s};
+  // Over the cap, any split that fits is worth moving to; else it must be faster by enough.
+  const bool worth = out.traced_fit == CapFit::Over ? std::isfinite(suggested)
+                                                     : suggested <= traced_step * (1.0 - kWorthMoving);
+  if (points == m.split || !worth) return out;
+  out.split = points;
+  out.suggested_step = suggested;
+  return out;
 }
 
 }  // namespace pw::tools
