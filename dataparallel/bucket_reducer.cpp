@@ -66,6 +66,9 @@ struct BucketReducer::Core {
   std::size_t gathered = 0;                   // its items done
   std::int64_t gathered_step = -1;            // the step whose update it gathers
   std::exception_ptr gather_error;            // kept until the job ends: the group is unusable
+  // Per layer: the round's items its forward waits for, found once (buckets and followed buffers
+  // are fixed before the first round).
+  std::map<const models::Layer*, std::vector<std::size_t>> items_of_layer;
 
   void work();
   void reduce(Bucket& bucket);
@@ -523,18 +526,28 @@ void BucketReducer::await_weights(models::Layer& layer, const std::string& name,
     std::lock_guard lock(c.mutex);
     if (!c.gathering) return;
   }
-  // The buckets and the buffers are fixed by now; only the round's progress needs the lock.
-  const std::size_t offset = c.followed_buffers.empty() ? 0 : 1;
-  std::vector<std::size_t> needed;
-  if (offset == 1 && !layer.named_buffers().empty()) needed.push_back(0);
-  for (auto* p : layer.parameters()) {
-    const auto it = c.bucket_of.find(p);
-    if (it != c.bucket_of.end() && c.gather_position[it->second] != Core::kNotGathered)
-      needed.push_back(offset + c.gather_position[it->second]);
+  const std::vector<std::size_t>* needed = nullptr;
+  {
+    std::lock_guard lock(c.mutex);
+    if (const auto it = c.items_of_layer.find(&layer); it != c.items_of_layer.end()) needed = &it->second;
   }
-  std::sort(needed.begin(), needed.end());
+  if (needed == nullptr) {
+    // The buckets and the buffers are fixed by now: the lookup runs without the lock, once per layer.
+    const std::size_t offset = c.followed_buffers.empty() ? 0 : 1;
+    std::vector<std::size_t> items;
+    if (offset == 1 && !layer.named_buffers().empty()) items.push_back(0);
+    for (auto* p : layer.parameters()) {
+      const auto it = c.bucket_of.find(p);
+      if (it != c.bucket_of.end() && c.gather_position[it->second] != Core::kNotGathered)
+        items.push_back(offset + c.gather_position[it->second]);
+    }
+    std::sort(items.begin(), items.end());
+    items.erase(std::unique(items.begin(), items.end()), items.end());
+    std::lock_guard lock(c.mutex);
+    needed = &c.items_of_layer.emplace(&layer, std::move(items)).first->second;   // map nodes never move
+  }
   std::unique_lock lock(c.mutex);
-  c.wait_gathered(lock, needed, deadline, "layer '" + name + "'");
+  c.wait_gathered(lock, *needed, deadline, "layer '" + name + "'");
 }
 
 void BucketReducer::await_all_weights(rpc::Deadline deadline) {
