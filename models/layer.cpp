@@ -265,4 +265,11 @@ Layer& Layer::add_child(const std::string& name, std::unique_ptr<Layer> layer) {
   return *children_.back().second;
 }
 
+Tensor Layer::example_input(const Shape& shape, kernels::Device device, std::uint64_t seed) const {
+  Rng rng(seed);
+  std::vector<float> values(static_cast<std::size_t>(kernels::shape_numel(shape)));
+  for (auto& v : values) v = static_cast<float>(rng.uniform(-1.0, 1.0));
+  return Tensor::from_vector(values, shape, device);
+}
+
 }  // namespace pw::models

@@ -115,6 +115,10 @@ class Layer {
   virtual std::int64_t activation_elements(const Shape& input) const;
 
   virtual std::string type_name() const = 0;
+  // An input of `shape` this layer accepts, drawn from `seed`, for the profiler to time it with:
+  // F32 uniform in [-1, 1), or (a layer that reads ids, as DLRM's packed click rows) what it reads.
+  // A Sequential's is its first child's.
+  virtual Tensor example_input(const Shape& shape, kernels::Device device, std::uint64_t seed) const;
   // Whether forward rounds a float input to the activation dtype before anything reads it
   // (convolution and linear layers under mixed precision): a loader may then hand over 16-bit
   // inputs, rounded as the layer would round them, and the results are bitwise the same.

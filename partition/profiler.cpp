@@ -49,7 +49,7 @@ Measured run_once(models::Layer& layer, const Shape& input_shape, Device device,
   // A cached block larger than asked would count whole: measure from an empty cache.
   if (memory != nullptr) allocator.release_cache();
   const std::int64_t start_in_use = allocator.stats().in_use;
-  Tensor x = random_tensor(input_shape, device, seed);
+  Tensor x = layer.example_input(input_shape, device, seed);
   stream.synchronize();
   if (memory != nullptr) allocator.reset_peak();
 

@@ -1,6 +1,9 @@
 #include "models/layers/dlrm_features.h"
 
+#include <algorithm>
 #include <cmath>
+
+#include "models/rng.h"
 
 namespace pw::models {
 namespace {
@@ -43,6 +46,24 @@ DlrmFeatures::DlrmFeatures(data::ClickFeatures features, int dim, std::unique_pt
                  "DlrmFeatures: " << bags.size() << " embedding bags for " << features_.sparse() << " sparse features");
   add_child("bottom", std::move(bottom));
   for (std::size_t f = 0; f < bags.size(); ++f) add_child("emb." + std::to_string(f), std::move(bags[f]));
+}
+
+Tensor DlrmFeatures::example_input(const Shape& shape, kernels::Device device, std::uint64_t seed) const {
+  output_shape_impl(shape);   // the packed width, or the error naming it
+  Rng rng(seed);
+  const std::int64_t n = shape[0], width = features_.width();
+  std::vector<float> values(static_cast<std::size_t>(n * width));
+  for (std::int64_t i = 0; i < n; ++i) {
+    for (std::int64_t c = 0; c < features_.dense; ++c)
+      values[static_cast<std::size_t>(i * width + c)] = static_cast<float>(rng.uniform(-1.0, 1.0));
+    for (int f = 0; f < features_.sparse(); ++f)
+      for (int k = 0; k < features_.bag_size; ++k) {
+        const auto rows = static_cast<double>(features_.table_sizes[static_cast<std::size_t>(f)]);
+        values[static_cast<std::size_t>(i * width + features_.id_column(f, k))] =
+            static_cast<float>(std::min(rows - 1.0, std::floor(rng.uniform(0.0, rows))));
+      }
+  }
+  return Tensor::from_vector(values, shape, device);
 }
 
 Shape DlrmFeatures::output_shape_impl(const Shape& input) const {

@@ -20,6 +20,8 @@ class DlrmFeatures : public Layer {
                std::vector<std::unique_ptr<Layer>> bags);
   std::string type_name() const override { return "DlrmFeatures"; }
   std::int64_t activation_elements(const Shape& input) const override;
+  // Packed click rows: dense columns uniform in [-1, 1), each id column an id of its table.
+  Tensor example_input(const Shape& shape, kernels::Device device, std::uint64_t seed) const override;
 
  protected:
   Output forward_impl(const Tensor& x, Mode mode) override;

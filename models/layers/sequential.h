@@ -22,6 +22,10 @@ class Sequential : public Layer {
     return children().empty() ? InputRounding::None : children().front().second->input_rounding();
   }
   std::int64_t activation_elements(const Shape& input) const override;
+  Tensor example_input(const Shape& shape, kernels::Device device, std::uint64_t seed) const override {
+    return children().empty() ? Layer::example_input(shape, device, seed)
+                              : children().front().second->example_input(shape, device, seed);
+  }
 
   // Called after each child has added its parameter gradients in a backward (the full one or the
   // weight half), last child first: data-parallel training starts reducing those gradients while

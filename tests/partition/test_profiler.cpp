@@ -1,5 +1,7 @@
 // The layer profiler on the seed CNN: shapes chained through the layers, positive times, boundary
 // activation and parameter bytes, and what the Contexts keep.
+#include <cmath>
+
 #include <boost/test/unit_test.hpp>
 
 #include "kernels/runtime.h"
@@ -136,6 +138,33 @@ BOOST_AUTO_TEST_CASE(batch_norm_buffers_are_counted) {
   BOOST_CHECK_EQUAL(profiles[1].name, "bn1");
   BOOST_CHECK_EQUAL(profiles[1].param_bytes, 2 * 4 * 4);
   BOOST_CHECK_GT(profiles[1].buffer_bytes, 0);
+}
+
+// A model whose first layer reads ids (DLRM's packed click rows) is profiled with inputs it
+// accepts: each id column an id of its table (random floats in [-1, 1) are no ids).
+BOOST_AUTO_TEST_CASE(a_model_that_reads_ids_is_profiled_with_ids) {
+  models::ModelOptions o;
+  o.clicks.dense = 3;
+  o.clicks.table_sizes = {50, 7};
+  o.clicks.bag_size = 2;
+  const auto model = describe(models::make_model_spec("dlrm", o));
+  const auto profiles = profile_layers(model, kernels::Device::cpu(), 8, 1);
+  BOOST_REQUIRE_EQUAL(profiles.size(), static_cast<std::size_t>(model.layer_count()));
+  BOOST_CHECK_EQUAL(profiles.front().name, "features");
+  BOOST_CHECK_GT(profiles.front().forward_seconds, 0.0);
+  BOOST_CHECK_GT(profiles.front().param_bytes, (50 + 7) * o.embedding_dim * 4 - 1);
+  // Every id drawn lies in its table; the dense columns stay in [-1, 1).
+  auto features = model.layers.front().build();
+  const auto x = features->example_input({64, 3 + 2 * 2}, kernels::Device::cpu(), 5).to_double_vector();
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const auto column = static_cast<int>(i % 7);
+    if (column < 3) {
+      BOOST_TEST((x[i] >= -1.0 && x[i] < 1.0));
+    } else {
+      const double rows = column < 5 ? 50 : 7;
+      BOOST_TEST((x[i] >= 0 && x[i] < rows && x[i] == std::floor(x[i])));
+    }
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
