@@ -10,6 +10,7 @@
 #include "kernels/allocator.h"
 #include "kernels/ops/elementwise.h"
 #include "kernels/ops/half_support.h"
+#include "kernels/ops/host_optimizer.h"
 
 namespace pw::dp {
 
@@ -99,16 +100,27 @@ kernels::Tensor host_copy(const kernels::Tensor& t) {
   return copy;
 }
 
-// Host copies of each parameter's `member` tensor, and the parameters let go of theirs.
+// Host copies of each parameter's `member` tensor, and the parameters let go of theirs (a tensor
+// in host memory already, an fp32 master built there, is taken as it is).
 std::vector<kernels::Tensor> stage_on_host(const std::vector<models::Parameter*>& parameters,
                                            kernels::Tensor models::Parameter::*member) {
   std::vector<kernels::Tensor> staged;
   staged.reserve(parameters.size());
   for (auto* p : parameters) {
-    staged.push_back(host_copy(p->*member));
+    const kernels::Tensor& t = p->*member;
+    staged.push_back(t.is_host_memory() ? t : host_copy(t));
     p->*member = kernels::Tensor();
   }
   return staged;
+}
+
+// `value` rounded to `dtype`, in host memory: on the device, one weight at a time, or, for an fp32
+// master built in host memory (models::ParameterHome::Host), on the host, the device not involved.
+kernels::Tensor rounded_on_host(const kernels::Tensor& value, kernels::DType dtype) {
+  if (!value.is_host_memory()) return host_copy(value.to(dtype));
+  auto rounded = kernels::Tensor::empty_pinned(value.shape(), dtype);
+  kernels::host_round(value, rounded);
+  return rounded;
 }
 }  // namespace
 
@@ -187,10 +199,13 @@ BucketReducer::BucketReducer(std::vector<models::Parameter*> parameters, std::sh
     }
     if (!b.sharded) continue;
     const bool half = b.weight_dtype != kernels::DType::F32;
-    // Rounded on the device, one weight at a time, before the fp32 values leave it.
     std::vector<kernels::Tensor> staged_rounded;
     if (half)
-      for (auto* p : b.parameters) staged_rounded.push_back(host_copy(p->value.to(b.weight_dtype)));
+      for (auto* p : b.parameters) staged_rounded.push_back(rounded_on_host(p->value, b.weight_dtype));
+    // Masters in host memory: the bucket's 16-bit weights replace the compute copies, which go
+    // first, so that the device never holds both (it holds no fp32 values to free here).
+    if (half && options.masters == models::OptimizerOffload::Host)
+      for (auto* p : b.parameters) p->compute = kernels::Tensor();
     auto allocate_weights = [&] {
       kernels::MemoryKindScope weights_kind(kernels::MemoryKind::Parameters);   // the weights live here
       b.weights = kernels::Tensor::zeros({b.elements}, b.weight_dtype, device);

@@ -5,18 +5,25 @@
 #include "kernels/allocator.h"
 #include "kernels/ops/elementwise.h"
 #include "kernels/ops/half_support.h"
+#include "kernels/ops/host_optimizer.h"
 #include "models/rng.h"
 
 namespace pw::models {
 
 namespace {
 thread_local Device t_layer_device = Device::cpu();
+thread_local ParameterHome t_parameter_home = ParameterHome::Device;
 }
 
 Device default_layer_device() { return t_layer_device; }
 
 LayerDeviceScope::LayerDeviceScope(Device device) : previous_(t_layer_device) { t_layer_device = device; }
 LayerDeviceScope::~LayerDeviceScope() { t_layer_device = previous_; }
+
+ParameterHome default_parameter_home() { return t_parameter_home; }
+
+ParameterHomeScope::ParameterHomeScope(ParameterHome home) : previous_(t_parameter_home) { t_parameter_home = home; }
+ParameterHomeScope::~ParameterHomeScope() { t_parameter_home = previous_; }
 
 Layer::Output Layer::forward(const Tensor& x, Mode mode) {
   PW_CHECK(x.defined(), type_name() << ".forward: undefined input");
@@ -72,9 +79,20 @@ void Layer::set_precision(Precision precision) {
   for (auto& [name, child] : children_) child->set_precision(precision);
   // Under mixed precision a weight with a 16-bit copy is the fp32 master; the copy is what runs.
   const auto value_kind = precision == Precision::Fp32 ? kernels::MemoryKind::Parameters : kernels::MemoryKind::MasterWeights;
-  for (auto* p : compute_copied_parameters()) {
+  const auto copied = compute_copied_parameters();
+  for (auto* p : copied) {
     if (precision == Precision::Fp32) p->compute = Tensor();
     kernels::set_memory_kind(p->value, value_kind);
+  }
+  for (auto& p : params_) {
+    const bool copied_here = std::find(copied.begin(), copied.end(), p.get()) != copied.end();
+    const bool master = precision != Precision::Fp32 && copied_here;
+    if (master || !p->value.is_host_memory()) continue;
+    // Built in host memory (ParameterHome::Host) but read by the ops as it is: onto the device.
+    kernels::MemoryKindScope kind(kernels::MemoryKind::Parameters);
+    Tensor on_device = Tensor::empty(p->value.shape(), p->value.dtype(), device_);
+    on_device.copy_from(p->value);
+    p->value = on_device;
   }
   refresh_compute_copies();
 }
@@ -89,11 +107,16 @@ void Layer::refresh_compute_copies() {
     // sharded masters' weights, is its own copy.)
     const bool reusable = p->compute.defined() && p->compute.raw() != p->value.raw() &&
                           p->compute.shape() == p->value.shape() && p->compute.dtype() == activation_dtype();
-    if (reusable) {
+    if (reusable && p->value.is_host_memory() && device_.is_cpu()) {
+      kernels::host_round(p->value, p->compute);   // a master in host memory: no rounded copy on the device
+    } else if (reusable) {
       kernels::MemoryKindScope rounding(kernels::MemoryKind::Workspace);   // the rounded values, until copied
       p->compute.copy_from(p->value.to(activation_dtype()));
     } else {
+      // A master in host memory held for a GPU is rounded on the host (Tensor::empty_host's device
+      // is cpu:0 there) and only the copy goes up.
       p->compute = p->value.to(activation_dtype());
+      if (p->compute.device() != device_) p->compute = p->compute.to(device_);
     }
   }
 }
@@ -237,7 +260,10 @@ void Layer::zero_grad() {
 Parameter& Layer::add_parameter(const std::string& name, const Shape& shape, Init init) {
   auto p = std::make_unique<Parameter>();
   p->name = name;
-  {
+  if (t_parameter_home == ParameterHome::Host) {
+    kernels::MemoryKindScope kind(kernels::MemoryKind::MasterWeights);   // what it is meant to become
+    p->value = Tensor::zeros_host(shape, kernels::DType::F32, device_);
+  } else {
     kernels::MemoryKindScope kind(kernels::MemoryKind::Parameters);
     p->value = Tensor::zeros(shape, kernels::DType::F32, device_);
   }

@@ -48,6 +48,8 @@ struct Parameter {
   // F32 (the master copy under mixed precision). With sharded optimizer state under mixed
   // precision a weight with a 16-bit copy holds that copy here instead (and `compute` is the same
   // tensor); its F32 master exists only for the replica's own slices (models::ParameterSlice).
+  // Offloaded (models::Optimizer), the same: the master lives in host memory, where a stage built
+  // under ParameterHome::Host had made this F32 value from the start.
   Tensor value;
   Tensor grad;        // same shape and dtype, accumulated by backward, zeroed by zero_grad
   Init init;
@@ -76,6 +78,25 @@ class LayerDeviceScope {
 
  private:
   Device previous_;
+};
+
+// Where new layers make their fp32 parameter values: on the layer's device, or in host memory held
+// for it outside its cap (Tensor::zeros_host, counted as master weights). Host is for a stage whose
+// fp32 masters will live in host memory (--offload-optimizer under bf16/fp16): built there, they
+// never take device room, and the device only ever receives the 16-bit copies. set_precision moves
+// every value that does not become such a master (biases, norms, anything in fp32) onto the device.
+enum class ParameterHome { Device, Host };
+ParameterHome default_parameter_home();
+
+class ParameterHomeScope {
+ public:
+  explicit ParameterHomeScope(ParameterHome home);
+  ~ParameterHomeScope();
+  ParameterHomeScope(const ParameterHomeScope&) = delete;
+  ParameterHomeScope& operator=(const ParameterHomeScope&) = delete;
+
+ private:
+  ParameterHome previous_;
 };
 
 class Context {
@@ -135,7 +156,8 @@ class Layer {
   void initialize(std::uint64_t seed, const std::string& prefix = "");
   // This layer and its children compute in `precision` (models/precision.h): floating outputs are
   // stored in its activation dtype, convolutions and matrix products read 16-bit copies of their
-  // weights. Makes the copies (refresh_compute_copies).
+  // weights. Makes the copies (refresh_compute_copies) on the layer's device. A value in host memory
+  // (ParameterHome::Host) stays there only where it is the fp32 master of such a copy.
   void set_precision(Precision precision);
   Precision precision() const { return precision_; }
   // Re-rounds every weight's 16-bit copy from its F32 value; call after the values change (an

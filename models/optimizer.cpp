@@ -42,8 +42,9 @@ Optimizer::~Optimizer() = default;
 namespace {
 
 // Mixed precision, not sharded: a weight whose layers compute with its 16-bit copy, and whose fp32
-// value is the master that copy is made from (models::Layer::set_precision).
-bool has_device_master(const Parameter& p) {
+// value is the master that copy is made from (models::Layer::set_precision), on the device or,
+// built there (models::ParameterHome::Host), in host memory.
+bool has_whole_master(const Parameter& p) {
   return p.compute.defined() && kernels::is_half(p.compute.dtype()) && p.value.dtype() == kernels::DType::F32 &&
          p.compute.raw() != p.value.raw();
 }
@@ -55,17 +56,23 @@ void Optimizer::make_state(const ParameterSlice& given, bool sliced) {
   Parameter* p = slice.parameter;
   const bool offloaded = config_.offload == OptimizerOffload::Host;
   if (offloaded) {
-    if (!offload_) offload_ = std::make_unique<HostOffload>(p->value.device());
-    PW_CHECK(offload_->device() == p->value.device(), "offloaded optimizer over parameters on "
-                                                          << offload_->device().str() << " and "
-                                                          << p->value.device().str());
+    // The parameters' device is their gradients' (a master in host memory held for a GPU is on cpu:0).
+    const Device device = p->grad.device();
+    if (!offload_) offload_ = std::make_unique<HostOffload>(device);
+    PW_CHECK(offload_->device() == device, "offloaded optimizer over parameters on " << offload_->device().str()
+                                                                                     << " and " << device.str());
     // Offloaded, the fp32 master lives in host memory beside the state, as a sharded one does
     // (dataparallel/bucket_reducer.h): the device keeps the 16-bit weights only, which are now
-    // the parameter's value and its compute copy at once (as a sharded 16-bit weight is).
-    if (!sliced && has_device_master(*p)) {
-      kernels::MemoryKindScope kind(kernels::MemoryKind::MasterWeights);
-      slice.master = Tensor::empty_host(p->value.shape(), kernels::DType::F32, p->value.device());
-      slice.master.copy_from(p->value);
+    // the parameter's value and its compute copy at once (as a sharded 16-bit weight is). A value
+    // built in host memory is taken as it is; one on the device is copied out and goes.
+    if (!sliced && has_whole_master(*p)) {
+      if (p->value.is_host_memory()) {
+        slice.master = p->value;
+      } else {
+        kernels::MemoryKindScope kind(kernels::MemoryKind::MasterWeights);
+        slice.master = Tensor::empty_host(p->value.shape(), kernels::DType::F32, device);
+        slice.master.copy_from(p->value);
+      }
       p->value = p->compute;
     }
   }

@@ -89,6 +89,31 @@ std::string chunk_file_name(const partition::StageRange& r) {
 
 constexpr const char* kOptimizerPrefix = "optimizer/";
 
+// Replica 0's values of `t` for every replica. An fp32 master built in host memory for a GPU
+// (models::ParameterHome::Host; on cpu:0) passes through the device a piece of at most 4 MiB at a
+// time: NCCL reads device memory, and the whole master has no room there.
+void broadcast_from_replica_zero(dp::Collective& group, kernels::Tensor& t, kernels::Device device) {
+  if (t.device() == device) {
+    group.broadcast(t, 0);
+    return;
+  }
+  const std::int64_t n = t.numel();
+  const auto element = static_cast<std::int64_t>(kernels::dtype_size(t.dtype()));
+  const std::int64_t piece = std::max<std::int64_t>(1, (std::int64_t{4} << 20) / element);
+  kernels::Tensor buffer;
+  {
+    kernels::MemoryKindScope kind(kernels::MemoryKind::Communication);
+    buffer = kernels::Tensor::empty({std::min(n, piece)}, t.dtype(), device);
+  }
+  for (std::int64_t at = 0; at < n; at += piece) {
+    const std::int64_t len = std::min(piece, n - at);
+    kernels::Tensor part = len == buffer.numel() ? buffer : buffer.view(0, {len});
+    part.copy_elements_from(t, at, 0, len);
+    group.broadcast(part, 0);
+    t.copy_elements_from(part, 0, at, len);
+  }
+}
+
 
 
 }  // namespace
@@ -126,11 +151,13 @@ Engine::Engine(std::shared_ptr<const JobPlan> plan, RankLinks& links, ParameterS
   links_.connect(device_, neighbours, c.transport, startup);
   agree_on_config(startup);
   choose_partition(startup);
-  auto built = build_stage();
-  // The model's state gets blocks of its own size: a cached free block (what building the layers
-  // and the buckets let go of) serves a smaller request (kernels/allocator.cpp), and would hold,
-  // and count as, up to twice the bytes of a 16-bit copy, a master segment or a state slice.
+  // The model's state gets blocks of its own size: a cached free block (what profiling, building
+  // the layers and the buckets let go of, or an earlier job on this device) serves a smaller request
+  // (kernels/allocator.cpp), and would hold, and count as, up to twice the bytes of a gradient, a
+  // 16-bit copy, a master segment or a state slice.
   auto fresh_blocks = [&runtime] { runtime.allocator().release_cache(); };
+  fresh_blocks();
+  auto built = build_stage();
   fresh_blocks();
   std::vector<models::Layer*> stage_layers;
   for (auto& chunk : built.chunks) {
@@ -293,8 +320,13 @@ Engine::BuiltStage Engine::build_stage() {
   remote_rows_ = std::make_unique<dp::RemoteRowsRegistry>(replica());
   std::optional<models::RemoteTableScope> server_tables;
   if (servers_) server_tables.emplace(servers_->table_maker(plan_.config));
+  // Offloaded under bf16/fp16 the fp32 masters live in host memory: made there from the start, they
+  // never take the room on the device that the steady state does not need.
+  const bool host_masters =
+      plan_.precision != models::Precision::Fp32 && plan_.optimizer.offload == models::OptimizerOffload::Host;
   for (int chunk = 0; chunk < V; ++chunk) {
     models::LayerDeviceScope on_device(device_);
+    models::ParameterHomeScope home(host_masters ? models::ParameterHome::Host : models::ParameterHome::Device);
     dp::RemoteRowsRegistry::BuildScope registering(*remote_rows_);
     const int piece = pipeline::virtual_stage(plan_.schedule, s, chunk);
     chunks.push_back(partition::build_stage(model, partition_[static_cast<std::size_t>(piece)], plan_.config.seed));
@@ -327,7 +359,7 @@ Engine::BuiltStage Engine::build_stage() {
       for (int owner : owners)
         if (owner != s) pipeline_->send(owner, tag, first, deadline);
     } else {
-      first = pipeline_->recv(first_owner, tag, deadline).to(device_);
+      first = pipeline_->recv(first_owner, tag, deadline);   // copied into place, on the device or the host
     }
     for (auto* p : tied[g].local)
       if (p->value.raw() != first.raw()) p->value.copy_from(first);
@@ -355,7 +387,7 @@ void Engine::join_replicas(const std::vector<models::Layer*>& stage_layers,
                                        plan_.config.replicas.cpu_collectives);
   std::vector<models::Parameter*> parameters;   // in model order, as the executor's
   for (auto* layer : stage_layers) {
-    for (auto& [name, p] : layer->named_parameters()) collective_->broadcast(p->value, 0);
+    for (auto& [name, p] : layer->named_parameters()) broadcast_from_replica_zero(*collective_, p->value, device_);
     for (auto& [name, b] : layer->named_buffers()) collective_->broadcast(b->value, 0);
     for (auto* p : layer->parameters()) parameters.push_back(p);
   }

@@ -7,7 +7,10 @@
 // fit its devices runs when offloaded.
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -345,8 +348,7 @@ BOOST_AUTO_TEST_CASE(a_job_whose_state_does_not_fit_the_device_cap_fits_offloade
 // batches while the stage is built) saves checkpoints and resumes from them under that cap, to the
 // uncapped job's losses. Gathered on the device, one bucket's state (here the whole stage's: one
 // bucket) would not fit: what frees up between steps, with the margin, is less than one of its
-// state tensors (checked below). fp32: under bf16/fp16 the stage is built with its fp32 weights on
-// the device before they move to the host, which needs more than the offloaded steady state.
+// state tensors (checked below). (Starting under such a cap: the next test.)
 BOOST_AUTO_TEST_CASE(a_sharded_checkpoint_saves_and_resumes_under_a_cap_the_steady_state_just_fits) {
   Scratch scratch;
   const auto wide = test::mlp_of("wide-mlp",
@@ -407,6 +409,139 @@ BOOST_AUTO_TEST_CASE(a_sharded_checkpoint_saves_and_resumes_under_a_cap_the_stea
       BOOST_TEST(test::step_losses(resumed) == std::vector<double>(uncapped.begin() + 2, uncapped.end()));
     }
   }
+}
+
+// Built with its fp32 weights in host memory (offloaded under bf16, below), a stage starts from the
+// seeded weights a stage built on the device starts from: the same fp32 masters and 16-bit copies,
+// bit for bit, whole or sharded.
+BOOST_AUTO_TEST_CASE(an_offloaded_stage_starts_from_the_same_weights) {
+  for (const auto state : {dp::OptimizerState::Replicated, dp::OptimizerState::Sharded}) {
+    BOOST_TEST_CONTEXT(enum_name(state)) {
+      Variant v;
+      v.precision = models::Precision::Bf16;
+      v.state = state;
+      // fp32 values by name: a weight's master where the optimizer keeps one (in host memory when
+      // offloaded; a sharded one holds its own slice, put in place), else the value itself.
+      auto initial = [](train::EmbeddedJob& job, int rank) {
+        std::map<std::string, std::pair<std::vector<float>, std::vector<float>>> out;
+        auto& executor = job.engine(rank).executor();
+        for (int c = 0; c < job.plan().schedule.chunks; ++c)
+          for (auto& [name, p] : executor.chunk(c).named_parameters()) {
+            std::vector<float> fp32 = p->value.to_float_vector();
+            if (const auto master = executor.optimizer().master_of(p)) {
+              const auto slice = master->master.to_float_vector();
+              std::copy(slice.begin(), slice.begin() + master->length, fp32.begin() + master->offset);
+            }
+            out[name] = {fp32, p->compute.defined() ? p->compute.to_float_vector() : std::vector<float>{}};
+          }
+        return out;
+      };
+      train::EmbeddedJob on_device(train::plan_job(job(v)));
+      train::EmbeddedJob on_host(train::plan_job(job(offloaded(v))));
+      for (int rank = 0; rank < on_device.world_size(); ++rank) {
+        BOOST_TEST_CONTEXT("rank " << rank) {
+          const auto device = initial(on_device, rank);
+          const auto host = initial(on_host, rank);
+          BOOST_TEST(!device.empty());
+          for (const auto& [name, values] : device) {
+            BOOST_TEST_CONTEXT(name) {
+              BOOST_REQUIRE(host.count(name) == 1);
+              const auto& [fp32, compute] = host.at(name);
+              BOOST_TEST(fp32 == values.first);
+              BOOST_TEST(compute == values.second);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Offloaded under bf16 a stage is built with its fp32 weights in host memory (models::ParameterHome),
+// so the device only ever holds what the steady state holds: the 16-bit weights, the fp32 gradients
+// and the fp32 biases. (Built on the device first, the fp32 weights took 4 more bytes a weight
+// during start-up than the 6 of the steady state, and a cap just above the training peak refused
+// the job.) In fp32 the weights are the device's own and the state is made on the host: start-up
+// needs no more than training either. So, with one replica, two, and two sharded: the peak while
+// the job is built is not above its peak while it trains, and under a cap a little above the
+// training peak the job starts and trains to the uncapped job's losses.
+BOOST_AUTO_TEST_CASE(an_offloaded_job_starts_under_a_cap_its_steady_state_just_fits) {
+  const auto wide = test::mlp_of("wide-mlp",
+                                 {{"flatten", 0, 0}, {"fc_in", 144, 256}, {"relu1", 0, 0}, {"fc_mid", 256, 256},
+                                  {"relu2", 0, 0}, {"fc_out", 256, 10}},
+                                 {});
+  constexpr int kFirstDevice = 8;   // devices of their own: the caps stay on them
+  // A job leaves its devices' caps set (/resources/device_memory 0 sets none): each job below starts
+  // uncapped, and so do the tests after this one.
+  auto uncap = [] {
+    for (int d = kFirstDevice; d < kFirstDevice + 4; ++d)
+      kernels::DeviceRuntime::get(kernels::Device::cpu(d)).set_memory_cap(0);
+  };
+  struct Uncap {
+    std::function<void()> uncap;
+    ~Uncap() { uncap(); }
+  } uncap_at_the_end{uncap};
+  auto allocator = [](int rank) -> kernels::CachingAllocator& {
+    return kernels::DeviceRuntime::get(kernels::Device::cpu(kFirstDevice + rank)).allocator();
+  };
+  // Room for the data loader's batches, which run_job makes while the stages are built.
+  constexpr std::int64_t kMargin = 64 << 10;
+  for (const auto precision : {models::Precision::Bf16, models::Precision::Fp32})
+    for (const auto state : {dp::OptimizerState::Replicated, dp::OptimizerState::Sharded})
+      for (const int replicas : {1, 2}) {
+        if (state == dp::OptimizerState::Sharded && replicas == 1) continue;
+        BOOST_TEST_CONTEXT(enum_name(precision) << ", " << enum_name(state) << ", " << replicas << " replicas") {
+          const int ranks = 2 * replicas;
+          auto make = [&](std::int64_t cap) {
+            JobShape shape{ScheduleKind::OneFOneB, 2, 2, 1, {}};
+            shape.replicas = replicas;
+            shape.first_device = kFirstDevice;
+            auto c = test::job_of(wide, shape, 16);
+            c.data.steps = 3;
+            c.data.eval_batches = 0;
+            c.replicas.optimizer_state = state;
+            c.optimizer.kind = models::OptimizerKind::Adam;
+            c.optimizer.lr = 0.001;
+            c.optimizer.offload = models::OptimizerOffload::Host;
+            c.numerics.precision = precision;
+            c.resources.device_memory = cap;
+            return c;
+          };
+          uncap();
+          // Training's peak on each device (fit counts from the first step on).
+          std::vector<double> uncapped;
+          std::vector<std::int64_t> training(static_cast<std::size_t>(ranks), 0);
+          {
+            train::FitOptions fit;
+            fit.progress = false;
+            train::FitCallbacks callbacks;
+            callbacks.on_step = [&](const train::StepEvent& e) {
+              uncapped.push_back(e.outcome->loss);
+              for (const auto& m : e.outcome->rank_memory) {
+                auto& peak = training[static_cast<std::size_t>(m.rank)];
+                peak = std::max(peak, m.peak_bytes);
+              }
+            };
+            train::run_job(make(0), fit, callbacks);
+          }
+          BOOST_REQUIRE_EQUAL(uncapped.size(), 3u);
+          // Start-up's peak: every rank's engine built, no step made.
+          for (int r = 0; r < ranks; ++r) allocator(r).reset_peak();
+          std::vector<std::int64_t> startup;
+          {
+            train::EmbeddedJob built(train::plan_job(make(0)));
+            for (int r = 0; r < ranks; ++r) startup.push_back(allocator(r).stats().peak_in_use);
+          }
+          for (int r = 0; r < ranks; ++r)
+            BOOST_TEST(startup[static_cast<std::size_t>(r)] <= training[static_cast<std::size_t>(r)], "rank " << r);
+          const std::int64_t cap = *std::max_element(training.begin(), training.end()) + kMargin;
+          BOOST_TEST_MESSAGE(enum_name(precision) << ", " << enum_name(state) << ", " << replicas
+                                                  << " replicas: start-up peak "
+                                                  << *std::max_element(startup.begin(), startup.end())
+                                                  << " bytes, training peak " << cap - kMargin << ", cap " << cap);
+          BOOST_TEST(test::step_losses(make(cap)) == uncapped);
+        }
+      }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
