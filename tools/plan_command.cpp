@@ -157,6 +157,13 @@ void add_plan_command(CLI::App& app, PlanCommand& c) {
       ->check(Positive);
   b.parsed("--device-memory", "/resources/device_memory", job.resources.device_memory, parse_bytes,
            "memory cap of each device, e.g. 1GiB (default: none)");
+  b.option("--prefetch-batches", "/resources/prefetch_batches", job.resources.prefetch_batches,
+           "training batches the data loader builds ahead, as for train (its buffers are the first stage's memory "
+           "on CPU devices)")
+      ->capture_default_str()->check(NonNegative);
+  b.option("--steps", "/data/steps", job.data.steps, "optimizer steps of the run, as for train (a shorter run's data "
+                                                     "loader holds fewer batches)")
+      ->check(Positive);
 
   cmd->add_option("--link-bandwidth", c.link_bandwidth,
                   "bytes per second between stages and between replicas, e.g. 10GB (default: 10GB on CPU, 25GB on CUDA)");

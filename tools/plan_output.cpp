@@ -222,6 +222,10 @@ nlohmann::json plan_json(const PlanReport& r) {
                           {"output_bytes", e.output_bytes},
                           {"weight_bytes", e.weight_bytes},
                           {"activation_bytes", e.activation_bytes},
+                          {"input_bytes", e.input_bytes},
+                          {"stash_bytes", e.stash_bytes},
+                          {"weight_half_bytes", e.weight_half_bytes},
+                          {"workspace_bytes", e.workspace_bytes},
                           {"memory_bytes", e.memory_bytes},
                           {"memory_cap", e.memory_cap},
                           {"fits", e.fits()}});
