@@ -18,7 +18,7 @@ int chunks_of(ScheduleKind kind, int interleaved_chunks) {
 
 void compare_one(ScheduleComparison& row, const partition::ModelDescription& model,
                  const std::vector<partition::LayerProfile>& profiles, const partition::CostModel& base,
-                 const SplitChoice& split) {
+                 const SplitChoice& split, const CoreSharing& sharing) {
   const ScheduleSpec spec{row.kind, base.stages, base.micro_batches, row.chunks};
   validate(spec);
   const int pieces = spec.stages * spec.chunks;
@@ -39,7 +39,7 @@ void compare_one(ScheduleComparison& row, const partition::ModelDescription& mod
   const auto estimates = partition::estimate_stages(profiles, cost, choose_partition(model, split, cost, profiles));
   std::vector<std::vector<Instruction>> programs;
   for (int s = 0; s < spec.stages; ++s) programs.push_back(stage_schedule(spec, s));
-  const SimulationResult sim = simulate(spec, programs, op_times(spec, estimates));
+  const SimulationResult sim = simulate(spec, programs, op_times(spec, estimates), sharing);
   row.step_seconds = sim.makespan;
   row.bubble_fraction = sim.bubble_fraction;
   for (int s = 0; s < spec.stages; ++s) {
@@ -56,14 +56,14 @@ void compare_one(ScheduleComparison& row, const partition::ModelDescription& mod
 std::vector<ScheduleComparison> compare_schedules(const partition::ModelDescription& model,
                                                   const std::vector<partition::LayerProfile>& profiles,
                                                   const partition::CostModel& base, const SplitChoice& split,
-                                                  int interleaved_chunks) {
+                                                  int interleaved_chunks, const CoreSharing& sharing) {
   std::vector<ScheduleComparison> rows;
   for (const auto& [kind, name] : EnumNames<ScheduleKind>::names) {
     ScheduleComparison row;
     row.kind = kind;
     row.chunks = chunks_of(kind, interleaved_chunks);
     try {
-      compare_one(row, model, profiles, base, split);
+      compare_one(row, model, profiles, base, split, sharing);
     } catch (const InputError& e) {
       row = ScheduleComparison{kind, row.chunks, e.what()};
     }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "pipeline/planner.h"
+#include "pipeline/shared_cores.h"
 
 namespace pw::pipeline {
 
@@ -25,11 +26,12 @@ struct ScheduleComparison {
 // The layout every kind is tried on: `base` carries stages, micro-batches, recompute, link and
 // memory settings (its chunks, placement and in-flight are set per kind). Interleaved kinds run
 // `interleaved_chunks` chunks per stage, V-placed ones 2, the rest 1; an explicit split must make
-// exactly as many pieces as the kind needs. Kinds that cannot run get their one-line reason.
+// exactly as many pieces as the kind needs. Kinds that cannot run get their one-line reason. Each
+// is simulated with the ranks sharing cores as `sharing` says (pipeline/shared_cores.h).
 std::vector<ScheduleComparison> compare_schedules(const partition::ModelDescription& model,
                                                   const std::vector<partition::LayerProfile>& profiles,
                                                   const partition::CostModel& base, const SplitChoice& split,
-                                                  int interleaved_chunks);
+                                                  int interleaved_chunks, const CoreSharing& sharing = {});
 
 // The most activation bytes `program` keeps at once on `stage`: each unit from its forward until
 // its backward at `pieces[v].stash_bytes`, or only its input when the piece recomputes; under a

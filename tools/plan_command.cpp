@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -43,6 +44,9 @@ void check_profile_device(const kernels::Device& device) {
 
 train::LinkSpeeds link_speeds_of(const PlanCommand& c) {
   auto links = train::default_link_speeds(c.job.resources.device);
+  // CPU ranks run on this host (threads of one process, or processes it launches) and share its cores.
+  if (!c.job.resources.device.is_cuda())
+    links.host_cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (!c.link_bandwidth.empty()) {
     double rate = 0;
     try {
@@ -86,7 +90,8 @@ PlanReport make_report(const PlanCommand& c, const train::JobConfig& job, const 
     const bool interleaved = s.kind == pipeline::ScheduleKind::Interleaved ||
                              s.kind == pipeline::ScheduleKind::InterleavedZeroBubble;
     const int interleaved_chunks = interleaved ? s.chunks : std::max(job.pipeline.chunks, 2);
-    r.comparison = pipeline::compare_schedules(r.job.model, r.profiles, r.prediction.cost, choice, interleaved_chunks);
+    r.comparison = pipeline::compare_schedules(r.job.model, r.profiles, r.prediction.cost, choice, interleaved_chunks,
+                                               train::core_sharing_of(r.job, links));
   }
   return r;
 }

@@ -134,12 +134,13 @@ LayoutPrediction predict_layout(const JobPlan& plan, const std::vector<partition
   const int P = plan.schedule.stages, R = plan.replicas();
   time_sends(out.pieces, out.cost, R, links);
   auto times = pipeline::op_times(plan.schedule, out.pieces);
-  out.simulation = pipeline::simulate(plan.schedule, times);
+  const pipeline::CoreSharing sharing = core_sharing_of(plan, links);
+  out.simulation = pipeline::simulate(plan.schedule, times, sharing);
 
   const auto settings = memory_settings_of(plan);
   const std::int64_t local_batch = plan.config.data.batch_size / R;
   const std::int64_t sample_bytes = kernels::shape_numel(plan.model.sample_shape) * 4;
-  double slowest_tail = 0.0;
+  std::vector<double> tails;   // per stage: gradient collectives and optimizer step
   for (int d = 0; d < P; ++d) {
     StagePrediction s;
     s.stage = d;
@@ -204,11 +205,26 @@ LayoutPrediction predict_layout(const JobPlan& plan, const std::vector<partition
       s.optimizer_seconds =
           updated_parameters * optimizer_bytes_per_parameter(settings.optimizer) / links.memory_bytes_per_s;
     }
-    slowest_tail = std::max(slowest_tail, s.gradient_sync_seconds + s.optimizer_seconds);
+    tails.push_back(s.gradient_sync_seconds + s.optimizer_seconds);
     out.stages.push_back(s);
   }
-  out.step_seconds = out.simulation.makespan + slowest_tail;
+  // Every rank's tail starts when the pipeline is done: the slowest stage's, or all of them
+  // sharing the cores.
+  out.step_seconds = out.simulation.makespan + pipeline::concurrent_seconds(tails, sharing);
   return out;
+}
+
+pipeline::CoreSharing core_sharing_of(const JobPlan& plan, const LinkSpeeds& links) {
+  pipeline::CoreSharing sharing;
+  const auto& r = plan.config.resources;
+  const bool cpu = r.devices.empty() ? !r.device.is_cuda()
+                                     : std::none_of(r.devices.begin(), r.devices.end(),
+                                                    [](const kernels::Device& d) { return d.is_cuda(); });
+  if (!cpu || links.host_cores <= 0 || r.threads <= 0) return sharing;
+  sharing.cores = links.host_cores;
+  sharing.threads_per_rank = r.threads;
+  sharing.replicas = plan.replicas();
+  return sharing;
 }
 
 LayoutPrediction predict_job(const JobPlan& plan, const std::vector<partition::LayerProfile>& profiles,

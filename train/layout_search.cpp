@@ -168,7 +168,10 @@ SearchResult search_layouts(const JobConfig& base, const SearchSpace& space, con
   PW_INPUT_CHECK(space.nodes >= 1 && space.devices % space.nodes == 0,
                  space.devices << " devices do not split evenly over " << space.nodes << " nodes");
   LinkSpeeds node_links = links;
-  if (space.nodes > 1) node_links.devices_per_node = space.devices / space.nodes;
+  if (space.nodes > 1) {
+    node_links.devices_per_node = space.devices / space.nodes;
+    node_links.host_cores = 0;   // the ranks are on several hosts: their sharing is not modelled
+  }
   // The base config as given, planned once: its errors are the user's, not a layout's.
   JobConfig one = base;
   one.pipeline = PipelineConfig{};
