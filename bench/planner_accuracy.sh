@@ -5,8 +5,8 @@
 # same flags, trains it for a few steps, and prints the predicted and measured step time (the
 # summary's median after warm-up) and peak memory per rank (the summary's `memory`), each layout's
 # errors, and the mean absolute error of each. Asserts nothing: the figures depend on the machine
-# (on a CPU shared with other work, ranks as threads compete for its cores and the measured steps
-# run slower than the layers did when profiled alone).
+# (the prediction counts the job's own ranks sharing the host's cores, not other work on it: on a
+# loaded machine the measured steps run slower than the layers did when profiled).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 threads=${THREADS:-1}

@@ -70,6 +70,36 @@ std::int64_t CostModel::memory_cap(int device) const {
   return device_memory[static_cast<std::size_t>(device)];
 }
 
+namespace {
+
+// StageEstimate::input_half_peak_bytes of layers [range.begin, range.end): while layer i runs its
+// input half, the layers before it hold their stashes and those after it their weight halves. A
+// tensor two of them keep (a layer's kept output that the next keeps as its input) counts once;
+// the first piece's input is the data loader's (`loader_input`). A layer that keeps its output
+// (a ReLU, a residual block's last ReLU) lets go of it first thing in its input half, so its own
+// peak is without it; the next layer's weight half holds it then, counted there.
+std::int64_t input_half_peak(const std::vector<LayerProfile>& layers, StageRange range, bool loader_input) {
+  const auto at = [&](int i) -> const LayerProfile& { return layers[static_cast<std::size_t>(i)]; };
+  // after[i - begin]: the weight halves of the layers after i.
+  std::vector<std::int64_t> after(static_cast<std::size_t>(range.end - range.begin), 0);
+  for (int i = range.end - 2; i >= range.begin; --i) {
+    std::int64_t& a = after[static_cast<std::size_t>(i - range.begin)];
+    a = after[static_cast<std::size_t>(i + 1 - range.begin)] + at(i + 1).weight_half_bytes;
+    if (i + 2 < range.end) a -= std::min(at(i + 2).weight_half_kept_input_bytes, at(i + 1).weight_half_kept_output_bytes);
+  }
+  std::int64_t before = 0, peak = 0;   // before: the stashes of the layers before i
+  for (int i = range.begin; i < range.end; ++i) {
+    const std::int64_t shared_input = i > range.begin ? std::min(at(i).kept_input_bytes, at(i - 1).kept_output_bytes) : 0;
+    std::int64_t held = before + at(i).input_half_peak_bytes - shared_input + after[static_cast<std::size_t>(i - range.begin)];
+    if (loader_input) held -= at(range.begin).kept_input_bytes;
+    peak = std::max(peak, held);
+    before += at(i).stash_bytes - shared_input;
+  }
+  return peak;
+}
+
+}  // namespace
+
 StageEstimate estimate_piece(const std::vector<LayerProfile>& layers, const CostModel& cost, int piece, StageRange range) {
   PW_CHECK(range.begin >= 0 && range.begin < range.end && range.end <= static_cast<int>(layers.size()),
            "piece [" << range.begin << ", " << range.end << ") outside " << layers.size() << " layers");
@@ -79,7 +109,7 @@ StageEstimate estimate_piece(const std::vector<LayerProfile>& layers, const Cost
   e.device = where.stage;
   e.chunk = where.chunk;
   e.range = range;
-  std::int64_t param_bytes = 0, buffer_bytes = 0, workspace_bytes = 0;
+  std::int64_t param_bytes = 0, buffer_bytes = 0, weight_half_bytes = 0, workspace_bytes = 0;
   for (int i = range.begin; i < range.end; ++i) {
     const auto& layer = layers[static_cast<std::size_t>(i)];
     e.layer_names.push_back(layer.name);
@@ -88,14 +118,25 @@ StageEstimate estimate_piece(const std::vector<LayerProfile>& layers, const Cost
     e.backward_seconds += layer.backward_seconds;
     param_bytes += layer.param_bytes;
     buffer_bytes += layer.buffer_bytes;
+    weight_half_bytes += layer.weight_half_bytes;
+    // One tensor in two weight halves: this layer's kept input is the previous layer's kept output.
+    if (i > range.begin) {
+      const auto& before = layers[static_cast<std::size_t>(i) - 1];
+      weight_half_bytes -= std::min(layer.weight_half_kept_input_bytes, before.weight_half_kept_output_bytes);
+    }
     workspace_bytes = std::max(workspace_bytes, layer.workspace_bytes);
   }
   const bool last_piece = piece == cost.pieces() - 1;
   // Per stage, as the executor decides: under except-last every chunk of the last stage keeps its
   // activations (with chunks, the model's last piece may live on another stage).
   e.recomputes = stage_recomputes(cost.recompute, cost.recompute_stages, e.device, cost.stages);
-  // Chosen layers recompute inside the backward, unless the stage re-runs every forward anyway.
-  const PieceStash stash = piece_stash(layers, range, e.recomputes ? std::set<std::string>{} : cost.recompute_layers);
+  // What the layers keep (a tensor two of them keep counted once); chosen layers recompute inside
+  // the backward, unless the stage re-runs every forward anyway.
+  // The first piece's input is a view of the data loader's batch, held by the loader: keeping it
+  // costs the piece nothing.
+  const PieceStash stash = piece_stash(layers, range, e.recomputes ? std::set<std::string>{} : cost.recompute_layers,
+                                       piece == 0 ? PieceInput::HeldElsewhere : PieceInput::Received);
+  std::int64_t stash_bytes = stash.held_bytes;
   e.rebuild_bytes = stash.rebuild_bytes;
   e.rebuild_seconds = stash.rebuild_seconds;
   e.backward_seconds += e.recomputes ? e.forward_seconds : stash.rebuild_seconds;
@@ -106,7 +147,17 @@ StageEstimate estimate_piece(const std::vector<LayerProfile>& layers, const Cost
   const auto m = static_cast<double>(cost.micro_batches);
   e.step_seconds = m * (e.forward_seconds + e.backward_seconds + e.send_seconds);
 
-  e.stash_bytes = stash.held_bytes;
+  const auto& first = layers[static_cast<std::size_t>(range.begin)];
+  if (piece == 0) {
+    weight_half_bytes -= first.weight_half_kept_input_bytes;
+  } else {
+    e.received_bytes = e.input_bytes;
+    e.stash_received_bytes = stash.input_held_bytes;
+    e.weight_half_received_bytes = first.weight_half_kept_input_bytes;
+  }
+  e.stash_bytes = stash_bytes;
+  e.weight_half_bytes = weight_half_bytes;
+  e.input_half_peak_bytes = input_half_peak(layers, range, piece == 0);
   e.workspace_bytes = workspace_bytes;
   const std::int64_t shards = std::max(1, cost.optimizer_shards);
   e.weight_bytes = param_bytes * 2 + (param_bytes * cost.optimizer_state + shards - 1) / shards + buffer_bytes;
@@ -115,9 +166,18 @@ StageEstimate estimate_piece(const std::vector<LayerProfile>& layers, const Cost
                                      ? std::min(2 * cost.stages - 1, cost.micro_batches)
                                      : std::min(cost.stages - e.device, cost.micro_batches);
   // Recomputing stages keep only each micro-batch's input, plus one micro-batch's full stash
-  // while its forward is re-run for backward.
-  e.activation_bytes = e.recomputes ? in_flight * e.input_bytes + e.stash_bytes : in_flight * e.stash_bytes + e.rebuild_bytes;
-  e.activation_bytes += workspace_bytes;
+  // while its forward is re-run for backward. Under a split backward a micro-batch holds, after
+  // its input half, what the weight half needs until that runs (a rebuilt one too).
+  const bool split = cost.backward == BackwardOps::Split;
+  const std::int64_t held = split ? std::max(stash_bytes, weight_half_bytes) : stash_bytes;
+  const std::int64_t held_recomputing = split ? std::max(e.received_bytes, weight_half_bytes) : e.received_bytes;
+  // A selective piece rebuilds one run of layers at a time inside a backward.
+  e.activation_bytes =
+      (e.recomputes ? in_flight * held_recomputing + stash_bytes : in_flight * held + e.rebuild_bytes) + workspace_bytes;
+  // ... or the most while the last of them runs its input half.
+  if (split)
+    e.activation_bytes = std::max(e.activation_bytes, (in_flight - 1) * (e.recomputes ? held_recomputing : held) +
+                                                          e.input_half_peak_bytes);
   e.memory_bytes = e.weight_bytes + e.activation_bytes;
   // A device's chunks share its cap equally.
   e.memory_cap = cost.memory_cap(e.device) / cost.chunks;

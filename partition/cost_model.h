@@ -28,6 +28,11 @@ enum class InFlight {
   TwiceStages,       // ZB-H2: every stage holds min(2P - 1, M) until their weight gradients
 };
 
+// Whether a stage runs each backward as one op or as its input half (Bi) and, later, its weight
+// half (W), as the zero-bubble kinds do: from Bi until W a micro-batch holds what W needs
+// (LayerProfile::weight_half_bytes) instead of its stash.
+enum class BackwardOps { Whole, Split };
+
 // Recompute and its names: pipewright/enums.h.
 
 // "none", "all", "except-last"; anything else is an InputError listing them.
@@ -57,6 +62,7 @@ struct CostModel {
   ChunkPlacement placement = ChunkPlacement::Interleaved;
   int micro_batches = 1;           // M
   InFlight in_flight = InFlight::StagesAhead;
+  BackwardOps backward = BackwardOps::Whole;
   Recompute recompute = Recompute::None;
   RecomputeStages recompute_stages;   // one per stage when chosen per stage; overrides `recompute`
   std::set<std::string> recompute_layers;   // selective: these layers recompute where their stage does not
@@ -91,6 +97,21 @@ struct StageEstimate {
   std::int64_t weight_bytes = 0;    // parameters, gradients, optimizer state, buffers
   std::int64_t activation_bytes = 0;   // stashed micro-batches plus one layer's working set
   std::int64_t stash_bytes = 0;     // what its layers keep for backward per micro-batch (selective recompute included)
+  // What its layers keep per micro-batch from the input half of a split backward (Bi) until the
+  // weight half (W): output gradients and the inputs the weight gradients need.
+  std::int64_t weight_half_bytes = 0;
+  // The most a micro-batch holds while its input half runs, layer by layer from the last: the
+  // stashes of the layers not yet done, the weight halves of those done, and the working set of
+  // the running one (its incoming and outgoing gradients included).
+  std::int64_t input_half_peak_bytes = 0;
+  // The input a piece holds per micro-batch: what it receives from the piece before it (memory the
+  // allocator counts as communication), 0 for the first piece, whose input is a view of the data
+  // loader's batch (counted with the loader). The first piece's stash and weight half leave it out.
+  std::int64_t received_bytes = 0;
+  // The parts of stash_bytes and weight_half_bytes that are that received input (its first layer
+  // keeps it).
+  std::int64_t stash_received_bytes = 0;
+  std::int64_t weight_half_received_bytes = 0;
   std::int64_t workspace_bytes = 0; // the largest working set of one of its layers
   std::int64_t memory_bytes = 0;    // weight_bytes + activation_bytes
   std::int64_t memory_cap = 0;      // this piece's share of its device cap; 0: none

@@ -93,6 +93,57 @@ Measured run_once(models::Layer& layer, const Shape& input_shape, Device device,
   return m;
 }
 
+// The input half of a split backward of `layer`, from an empty cache: the most allocated while it
+// runs on a Context (with our references to the input and output dropped first, as a stage drops
+// them) and what stays allocated once the gradients are dropped too; then, on a second run that
+// keeps our references, which of the input and output stay among that (a dropped reference that
+// frees nothing was not the last one).
+void measure_input_half(models::Layer& layer, const Shape& input_shape, Device device, std::uint64_t seed,
+                        LayerProfile& memory) {
+  auto& allocator = kernels::DeviceRuntime::get(device).allocator();
+  auto& stream = kernels::current_stream(device);
+  stream.synchronize();
+  allocator.release_cache();
+  std::int64_t start_in_use = allocator.stats().in_use;
+  {
+    auto out = layer.forward(layer.example_input(input_shape, device, seed), models::Mode::Train);
+    Tensor grad = random_tensor(out.y.shape(), device, seed + 1);
+    out.y = Tensor();
+    stream.synchronize();
+    allocator.release_cache();   // the forward's freed blocks, reused larger than asked, would count whole
+    allocator.reset_peak();
+    Tensor grad_input = layer.backward_input(*out.ctx, grad);
+    stream.synchronize();
+    memory.input_half_peak_bytes = allocator.stats().peak_in_use - start_in_use;
+    grad = Tensor();
+    grad_input = Tensor();
+    memory.weight_half_bytes = allocator.stats().in_use - start_in_use;
+    layer.backward_weight(*out.ctx);
+    stream.synchronize();
+  }
+  allocator.release_cache();
+  start_in_use = allocator.stats().in_use;
+  Tensor x = layer.example_input(input_shape, device, seed);
+  auto out = layer.forward(x, models::Mode::Train);
+  Tensor grad = random_tensor(out.y.shape(), device, seed + 1);
+  Tensor grad_input = layer.backward_input(*out.ctx, grad);
+  stream.synchronize();
+  grad = Tensor();
+  grad_input = Tensor();
+  const std::int64_t input_block = static_cast<std::int64_t>(kernels::CachingAllocator::round_size(x.nbytes()));
+  const std::int64_t output_block = static_cast<std::int64_t>(kernels::CachingAllocator::round_size(out.y.nbytes()));
+  const long input_users = x.storage_users();
+  const std::int64_t with_both = allocator.stats().in_use;
+  out.y = Tensor();
+  const bool output_views_input = x.storage_users() < input_users;
+  const std::int64_t with_input = allocator.stats().in_use;
+  x = Tensor();
+  memory.weight_half_kept_output_bytes = !output_views_input && with_both == with_input ? output_block : 0;
+  memory.weight_half_kept_input_bytes = with_input == allocator.stats().in_use ? input_block : 0;
+  layer.backward_weight(*out.ctx);
+  stream.synchronize();
+}
+
 }  // namespace
 
 std::vector<Shape> layer_shapes(const ModelDescription& model, std::int64_t micro_batch_size) {
@@ -138,6 +189,7 @@ std::vector<LayerProfile> profile_layers(const ModelDescription& model, Device d
       forward.push_back(m.forward_seconds);
       backward.push_back(m.backward_seconds);
     }
+    measure_input_half(*layer, shapes[i], device, seed, p);
     p.forward_seconds = median(forward);
     p.backward_seconds = median(backward);
     // Which weights mixed precision gives a 16-bit copy: the layer says so once it runs in bf16.

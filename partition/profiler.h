@@ -25,6 +25,18 @@ struct LayerProfile {
   std::int64_t kept_input_bytes = 0;
   std::int64_t kept_output_bytes = 0;
   bool output_views_input = false;  // its output is its input's storage (a reshape): one tensor, not two
+  // What its Context keeps after backward_input until backward_weight (zero-bubble schedules run
+  // the two halves apart): each parameterised layer's output gradient and the inputs its weight
+  // gradients need, the tensors counted whole (the incoming gradient included when kept). Its
+  // input and output among them, as above (a layer done with its input half has usually let go
+  // of both).
+  std::int64_t weight_half_bytes = 0;
+  std::int64_t weight_half_kept_input_bytes = 0;
+  std::int64_t weight_half_kept_output_bytes = 0;
+  // The most allocated while its input half runs on a Context (its input and output no longer
+  // referenced but by the Context): what the Context keeps, the incoming gradient, the working set
+  // and the input gradient it returns.
+  std::int64_t input_half_peak_bytes = 0;
   std::int64_t workspace_bytes = 0; // peak memory of one forward+backward beyond its input and stash
   std::int64_t param_bytes = 0;
   std::int64_t buffer_bytes = 0;    // non-trained state (batch-norm running statistics)

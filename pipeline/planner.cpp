@@ -10,6 +10,10 @@ partition::InFlight in_flight_of(ScheduleKind kind) {
   return partition::InFlight::StagesAhead;
 }
 
+partition::BackwardOps backward_ops_of(ScheduleKind kind) {
+  return splits_backward(kind) ? partition::BackwardOps::Split : partition::BackwardOps::Whole;
+}
+
 partition::Partition choose_partition(const partition::ModelDescription& model, const SplitChoice& choice,
                                       const partition::CostModel& cost,
                                       const std::vector<partition::LayerProfile>& profiles) {

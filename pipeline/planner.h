@@ -12,6 +12,8 @@ namespace pw::pipeline {
 
 // How many micro-batches a schedule keeps in flight per stage, in the cost model's terms.
 partition::InFlight in_flight_of(ScheduleKind kind);
+// Whether its stages split each backward into input and weight halves, in the cost model's terms.
+partition::BackwardOps backward_ops_of(ScheduleKind kind);
 
 // Explicit split points (non-empty), or else an automatic method.
 struct SplitChoice {

@@ -1,6 +1,8 @@
 #include "pipeline/schedule_comparison.h"
 
 #include <algorithm>
+#include <map>
+#include <utility>
 
 #include "core/error.h"
 #include "partition/model_description.h"
@@ -16,7 +18,7 @@ int chunks_of(ScheduleKind kind, int interleaved_chunks) {
 
 void compare_one(ScheduleComparison& row, const partition::ModelDescription& model,
                  const std::vector<partition::LayerProfile>& profiles, const partition::CostModel& base,
-                 const SplitChoice& split) {
+                 const SplitChoice& split, const CoreSharing& sharing) {
   const ScheduleSpec spec{row.kind, base.stages, base.micro_batches, row.chunks};
   validate(spec);
   const int pieces = spec.stages * spec.chunks;
@@ -33,10 +35,11 @@ void compare_one(ScheduleComparison& row, const partition::ModelDescription& mod
   cost.chunks = spec.chunks;
   cost.placement = chunk_placement(spec.kind);
   cost.in_flight = in_flight_of(spec.kind);
+  cost.backward = backward_ops_of(spec.kind);
   const auto estimates = partition::estimate_stages(profiles, cost, choose_partition(model, split, cost, profiles));
   std::vector<std::vector<Instruction>> programs;
   for (int s = 0; s < spec.stages; ++s) programs.push_back(stage_schedule(spec, s));
-  const SimulationResult sim = simulate(spec, programs, op_times(spec, estimates));
+  const SimulationResult sim = simulate(spec, programs, op_times(spec, estimates), sharing);
   row.step_seconds = sim.makespan;
   row.bubble_fraction = sim.bubble_fraction;
   for (int s = 0; s < spec.stages; ++s) {
@@ -53,14 +56,14 @@ void compare_one(ScheduleComparison& row, const partition::ModelDescription& mod
 std::vector<ScheduleComparison> compare_schedules(const partition::ModelDescription& model,
                                                   const std::vector<partition::LayerProfile>& profiles,
                                                   const partition::CostModel& base, const SplitChoice& split,
-                                                  int interleaved_chunks) {
+                                                  int interleaved_chunks, const CoreSharing& sharing) {
   std::vector<ScheduleComparison> rows;
   for (const auto& [kind, name] : EnumNames<ScheduleKind>::names) {
     ScheduleComparison row;
     row.kind = kind;
     row.chunks = chunks_of(kind, interleaved_chunks);
     try {
-      compare_one(row, model, profiles, base, split);
+      compare_one(row, model, profiles, base, split, sharing);
     } catch (const InputError& e) {
       row = ScheduleComparison{kind, row.chunks, e.what()};
     }
@@ -69,14 +72,10 @@ std::vector<ScheduleComparison> compare_schedules(const partition::ModelDescript
   return rows;
 }
 
-std::int64_t peak_activation_bytes(const ScheduleSpec& spec, int stage, const std::vector<Instruction>& program,
-                                   const std::vector<partition::StageEstimate>& pieces) {
+HeldActivations peak_activations(const ScheduleSpec& spec, int stage, const std::vector<Instruction>& program,
+                                 const std::vector<partition::StageEstimate>& pieces) {
   auto piece = [&](int chunk) -> const partition::StageEstimate& {
     return pieces.at(static_cast<std::size_t>(virtual_stage(spec, stage, chunk)));
-  };
-  auto held_bytes = [&](int chunk) {
-    const auto& e = piece(chunk);
-    return e.recomputes ? e.input_bytes : e.stash_bytes;
   };
   // A program with its Recompute ops rebuilds a context there and holds it until the backward
   // (or, split, its weight half) is done: several may be pending under a zero-bubble schedule.
@@ -90,27 +89,53 @@ std::int64_t peak_activation_bytes(const ScheduleSpec& spec, int stage, const st
     if (!explicit_recompute && piece(c).recomputes) recompute_stash = std::max(recompute_stash, piece(c).stash_bytes);
     recompute_stash = std::max(recompute_stash, piece(c).rebuild_bytes);
   }
-  const auto released_bytes = [&](int chunk) {
-    // What its forward and its Recompute added (a piece whose first layer keeps no input has a
-    // stash smaller than its input, and the Recompute added nothing).
-    return explicit_recompute && piece(chunk).recomputes
-               ? held_bytes(chunk) + std::max<std::int64_t>(0, piece(chunk).stash_bytes - held_bytes(chunk))
-               : held_bytes(chunk);
+  // What each (micro-batch, chunk) holds now, and how much of it is its received input: from its
+  // forward its stash (only its input when the piece recomputes; from its Recompute the rebuilt
+  // stash beside that input, which the executor keeps until the backward), from a split
+  // backward's input half what the weight half needs, nothing once its backward is whole.
+  std::map<std::pair<int, int>, HeldActivations> unit;
+  HeldActivations held, peak;
+  const auto hold = [&](const Instruction& in, std::int64_t bytes, std::int64_t received) {
+    HeldActivations& now = unit[{in.micro_batch, in.chunk}];
+    held.bytes += bytes - now.bytes;
+    held.received_bytes += received - now.received_bytes;
+    now = {bytes, received};
+    if (held.bytes > peak.bytes) {
+      peak.bytes = held.bytes;
+      peak.received_bytes = held.received_bytes;
+    }
   };
-  std::int64_t held = 0, peak = 0;
   for (const Instruction& in : program) {
+    const auto& e = piece(in.chunk);
     switch (in.op) {
-      case OpType::Forward: peak = std::max(peak, held += held_bytes(in.chunk)); break;
-      case OpType::Recompute:
-        if (piece(in.chunk).recomputes)
-          peak = std::max(peak, held += std::max<std::int64_t>(0, piece(in.chunk).stash_bytes - held_bytes(in.chunk)));
+      case OpType::Forward:
+        if (e.recomputes) hold(in, e.received_bytes, e.received_bytes);
+        else hold(in, e.stash_bytes, e.stash_received_bytes);
         break;
+      case OpType::Recompute:
+        if (e.recomputes) hold(in, e.stash_bytes - e.stash_received_bytes + e.received_bytes, e.received_bytes);
+        break;
+      case OpType::BackwardInput: {
+        // While it runs, the unit goes from its stash to its weight half through the piece's
+        // input-half peak (which has the stash in it; a rebuilt unit's input beside it stays too).
+        const std::int64_t now = unit[{in.micro_batch, in.chunk}].bytes;
+        peak.input_half_peak_bytes =
+            std::max(peak.input_half_peak_bytes, held.bytes - std::min(now, e.stash_bytes) + e.input_half_peak_bytes);
+        hold(in, e.weight_half_bytes, e.weight_half_received_bytes);
+        break;
+      }
       case OpType::Backward:
-      case OpType::BackwardWeight: held -= released_bytes(in.chunk); break;
+      case OpType::BackwardWeight: hold(in, 0, 0); break;
       default: break;
     }
   }
-  return peak + recompute_stash;
+  peak.bytes += recompute_stash;
+  return peak;
+}
+
+std::int64_t peak_activation_bytes(const ScheduleSpec& spec, int stage, const std::vector<Instruction>& program,
+                                   const std::vector<partition::StageEstimate>& pieces) {
+  return peak_activations(spec, stage, program, pieces).bytes;
 }
 
 int messages_between_stages(const ScheduleSpec& spec, const std::vector<std::vector<Instruction>>& programs) {

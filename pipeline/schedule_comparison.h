@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "pipeline/planner.h"
+#include "pipeline/shared_cores.h"
 
 namespace pw::pipeline {
 
@@ -25,16 +26,28 @@ struct ScheduleComparison {
 // The layout every kind is tried on: `base` carries stages, micro-batches, recompute, link and
 // memory settings (its chunks, placement and in-flight are set per kind). Interleaved kinds run
 // `interleaved_chunks` chunks per stage, V-placed ones 2, the rest 1; an explicit split must make
-// exactly as many pieces as the kind needs. Kinds that cannot run get their one-line reason.
+// exactly as many pieces as the kind needs. Kinds that cannot run get their one-line reason. Each
+// is simulated with the ranks sharing cores as `sharing` says (pipeline/shared_cores.h).
 std::vector<ScheduleComparison> compare_schedules(const partition::ModelDescription& model,
                                                   const std::vector<partition::LayerProfile>& profiles,
                                                   const partition::CostModel& base, const SplitChoice& split,
-                                                  int interleaved_chunks);
+                                                  int interleaved_chunks, const CoreSharing& sharing = {});
 
 // The most activation bytes `program` keeps at once on `stage`: each unit from its forward until
-// its weight gradient (B or W), at `pieces[v].stash_bytes`, or only its input when the piece
-// recomputes; a program with Recompute ops holds each rebuilt stash from there until B or W, one
-// without them is charged one full stash for the micro-batch being recomputed.
+// its backward at `pieces[v].stash_bytes`, or only its input when the piece recomputes; under a
+// split backward, from its input half (Bi) until its weight half (W) at `weight_half_bytes`. A
+// program with Recompute ops holds each rebuilt stash from there until its backward, one without
+// them is charged one full stash for the micro-batch being recomputed.
+// With a split backward, also the most held while an input half runs (the stage's other units
+// as they are, the running one at its piece's input_half_peak_bytes, working set included).
+struct HeldActivations {
+  std::int64_t bytes = 0;
+  std::int64_t received_bytes = 0;   // of which received inputs (the allocator's communication kind)
+  std::int64_t input_half_peak_bytes = 0;   // 0 without input halves
+};
+HeldActivations peak_activations(const ScheduleSpec& spec, int stage, const std::vector<Instruction>& program,
+                                 const std::vector<partition::StageEstimate>& pieces);
+// Its bytes.
 std::int64_t peak_activation_bytes(const ScheduleSpec& spec, int stage, const std::vector<Instruction>& program,
                                    const std::vector<partition::StageEstimate>& pieces);
 

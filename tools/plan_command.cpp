@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -43,6 +44,9 @@ void check_profile_device(const kernels::Device& device) {
 
 train::LinkSpeeds link_speeds_of(const PlanCommand& c) {
   auto links = train::default_link_speeds(c.job.resources.device);
+  // CPU ranks run on this host (threads of one process, or processes it launches) and share its cores.
+  if (!c.job.resources.device.is_cuda())
+    links.host_cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (!c.link_bandwidth.empty()) {
     double rate = 0;
     try {
@@ -86,7 +90,8 @@ PlanReport make_report(const PlanCommand& c, const train::JobConfig& job, const 
     const bool interleaved = s.kind == pipeline::ScheduleKind::Interleaved ||
                              s.kind == pipeline::ScheduleKind::InterleavedZeroBubble;
     const int interleaved_chunks = interleaved ? s.chunks : std::max(job.pipeline.chunks, 2);
-    r.comparison = pipeline::compare_schedules(r.job.model, r.profiles, r.prediction.cost, choice, interleaved_chunks);
+    r.comparison = pipeline::compare_schedules(r.job.model, r.profiles, r.prediction.cost, choice, interleaved_chunks,
+                                               train::core_sharing_of(r.job, links));
   }
   return r;
 }
@@ -160,6 +165,13 @@ void add_plan_command(CLI::App& app, PlanCommand& c) {
       ->check(Positive);
   b.parsed("--device-memory", "/resources/device_memory", job.resources.device_memory, parse_bytes,
            "memory cap of each device, e.g. 1GiB (default: none)");
+  b.option("--prefetch-batches", "/resources/prefetch_batches", job.resources.prefetch_batches,
+           "training batches the data loader builds ahead, as for train (its buffers are the first stage's memory "
+           "on CPU devices)")
+      ->capture_default_str()->check(NonNegative);
+  b.option("--steps", "/data/steps", job.data.steps, "optimizer steps of the run, as for train (a shorter run's data "
+                                                     "loader holds fewer batches)")
+      ->check(Positive);
 
   cmd->add_option("--link-bandwidth", c.link_bandwidth,
                   "bytes per second between stages and between replicas, e.g. 10GB (default: 10GB on CPU, 25GB on CUDA)");

@@ -135,6 +135,11 @@ void print_plan(const PlanReport& r) {
               seconds_text(p.step_seconds).c_str(), seconds_text(p.simulation.makespan).c_str(),
               pipeline::schedule_kind_name(s.kind).c_str(), seconds_text(sync).c_str(), seconds_text(optimizer).c_str(),
               p.simulation.bubble_fraction, slowest->stage, seconds_text(slowest->pipeline_seconds).c_str());
+  const auto sharing = train::core_sharing_of(r.job, r.links);
+  if (sharing.oversubscribed(s.stages)) {
+    std::printf("the %d ranks of %d threads share this host's %d cores: ops that run at once were slowed down in "
+                "proportion\n", s.stages * sharing.replicas, sharing.threads_per_rank, sharing.cores);
+  }
   for (const auto& st : p.stages) {
     if (!st.fits()) {
       std::printf("warning: stage %d needs %s, %s over its %s cap\n", st.stage, format_bytes(st.peak_bytes).c_str(),
@@ -219,6 +224,8 @@ nlohmann::json plan_json(const PlanReport& r) {
   const std::int64_t cap = p.cost.memory_cap(0);
   j["device_memory"] = cap > 0 ? nlohmann::json(cap) : nlohmann::json(nullptr);
   j["link_bandwidth_bytes_per_s"] = r.links.stage_bytes_per_s;
+  j["host_cores"] = r.links.host_cores;
+  j["cores_oversubscribed"] = train::core_sharing_of(r.job, r.links).oversubscribed(r.job.schedule.stages);
   j["split"] = nlohmann::json::array();
   for (const auto& e : p.pieces) {
     j["split"].push_back({{"stage", e.device},
@@ -236,6 +243,10 @@ nlohmann::json plan_json(const PlanReport& r) {
                           {"output_bytes", e.output_bytes},
                           {"weight_bytes", e.weight_bytes},
                           {"activation_bytes", e.activation_bytes},
+                          {"input_bytes", e.input_bytes},
+                          {"stash_bytes", e.stash_bytes},
+                          {"weight_half_bytes", e.weight_half_bytes},
+                          {"workspace_bytes", e.workspace_bytes},
                           {"memory_bytes", e.memory_bytes},
                           {"memory_cap", e.memory_cap},
                           {"fits", e.fits()}});

@@ -364,6 +364,7 @@ partition::CostModel cost_model_of(const JobPlan& plan) {
   cost.placement = pipeline::chunk_placement(plan.schedule.kind);
   cost.micro_batches = plan.schedule.micro_batches;
   cost.in_flight = pipeline::in_flight_of(plan.schedule.kind);
+  cost.backward = pipeline::backward_ops_of(plan.schedule.kind);
   cost.recompute = plan.recompute;
   cost.recompute_stages = plan.recompute_stages;
   cost.recompute_layers = plan.recompute_layers;

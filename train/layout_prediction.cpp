@@ -69,6 +69,19 @@ int optimizer_bytes_per_parameter(models::OptimizerKind kind) {
   return 4 * (2 + state) + 4 * (1 + state);
 }
 
+// Input batches of the first stage's data loader in its device memory. On CPU devices the
+// loader's buffers are memory of cpu:0, where replica 0's first stage runs, for every replica (the
+// prediction is replica 0's), and a feed keeps every buffer it made: as many as were in use at
+// once, the batches built ahead (/resources/prefetch_batches), the one training and the one before
+// it, or fewer when the run trains fewer batches. On GPUs they are pinned host memory; the device
+// holds the current batch and a copy of the next (not measured).
+std::int64_t loader_batches(const JobPlan& plan) {
+  if (plan.config.resources.device.is_cuda()) return 2;
+  std::int64_t per_feed = plan.config.resources.prefetch_batches + 2;
+  if (plan.config.data.steps > 0) per_feed = std::min(per_feed, plan.config.data.steps);
+  return static_cast<std::int64_t>(plan.replicas()) * per_feed;
+}
+
 }  // namespace
 
 LinkSpeeds default_link_speeds(const kernels::Device& device) {
@@ -100,6 +113,7 @@ MemorySettings memory_settings_of(const JobPlan& plan) {
   s.replicas = plan.replicas();
   s.optimizer_state = plan.config.replicas.optimizer_state;
   s.bucket_bytes = plan.config.replicas.bucket_bytes;
+  s.update_validation = pipeline::resolve_update_validation(plan.config.recovery.update_validation, plan.schedule.kind);
   return s;
 }
 
@@ -120,12 +134,13 @@ LayoutPrediction predict_layout(const JobPlan& plan, const std::vector<partition
   const int P = plan.schedule.stages, R = plan.replicas();
   time_sends(out.pieces, out.cost, R, links);
   auto times = pipeline::op_times(plan.schedule, out.pieces);
-  out.simulation = pipeline::simulate(plan.schedule, times);
+  const pipeline::CoreSharing sharing = core_sharing_of(plan, links);
+  out.simulation = pipeline::simulate(plan.schedule, times, sharing);
 
   const auto settings = memory_settings_of(plan);
   const std::int64_t local_batch = plan.config.data.batch_size / R;
   const std::int64_t sample_bytes = kernels::shape_numel(plan.model.sample_shape) * 4;
-  double slowest_tail = 0.0;
+  std::vector<double> tails;   // per stage: gradient collectives and optimizer step
   for (int d = 0; d < P; ++d) {
     StagePrediction s;
     s.stage = d;
@@ -134,12 +149,13 @@ LayoutPrediction predict_layout(const JobPlan& plan, const std::vector<partition
     // Activations: what the stage's own program holds at its peak (micro-batches are held from
     // their forward until their backward, or under a split backward until its weight half, so
     // a zero-bubble stage that defers its W's holds more than 1F1B's count), plus the largest
-    // working set of one layer.
-    std::int64_t activations =
-        pipeline::peak_activation_bytes(plan.schedule, d,
-                                        plan.programs.empty() ? pipeline::default_program(plan.schedule, d, plan.recompute_of(d))
-                                                              : plan.programs.at(static_cast<std::size_t>(d)),
-                                        out.pieces);
+    // working set of one layer; or, under a split backward, the most while an input half runs,
+    // which keeps what it is done with for the weight half.
+    const pipeline::HeldActivations held = pipeline::peak_activations(
+        plan.schedule, d,
+        plan.programs.empty() ? pipeline::default_program(plan.schedule, d, plan.recompute_of(d))
+                              : plan.programs.at(static_cast<std::size_t>(d)),
+        out.pieces);
     std::int64_t workspace = 0, messages = 0, param_bytes = 0;
     for (const auto& e : out.pieces) {
       if (e.device != d) continue;
@@ -155,18 +171,24 @@ LayoutPrediction predict_layout(const JobPlan& plan, const std::vector<partition
         param_bytes += profiles[static_cast<std::size_t>(i)].param_bytes;
       }
     }
-    activations += workspace;
+    // Received inputs that the layers keep are the allocator's communication memory.
+    const std::int64_t activations =
+        std::max(held.bytes + workspace, held.input_half_peak_bytes) - held.received_bytes;
+    messages += held.received_bytes;
     // Training: weights, the schedule's activations in flight, the queued messages, and on the
-    // first stage the data loader's input batches (the current one and the one prefetched).
+    // first stage the data loader's input batches (loader_batches).
     auto training = stage_memory(layers, activations, settings);
     at(training, MemoryKind::Communication) += in_activation_dtype(messages, plan.precision);
-    if (d == 0) at(training, MemoryKind::Workspace) += 2 * in_activation_dtype(local_batch * sample_bytes, plan.precision);
+    if (d == 0) at(training, MemoryKind::Workspace) += loader_batches(plan) * in_activation_dtype(local_batch * sample_bytes, plan.precision);
     // The update: under mixed precision each weight's new 16-bit values are rounded into a
     // workspace tensor, one weight at a time, before they replace its copy (offloaded, on the
     // host); no activations are held.
+    // Updating before the verdict (zero-bubble kinds), the stage keeps a copy of what it changes
+    // until the verdict; the rounding comes at the next step's start, after it.
     auto update = weight_memory(layers, settings);
-    if (settings.offload != models::OptimizerOffload::Host)
-      at(update, MemoryKind::Workspace) += largest_compute_copy_bytes(layers, plan.precision);
+    const std::int64_t rounding =
+        settings.offload != models::OptimizerOffload::Host ? largest_compute_copy_bytes(layers, plan.precision) : 0;
+    at(update, MemoryKind::Workspace) += std::max(rounding, update_undo_bytes(layers, settings));
     s.memory = total_bytes(update) > total_bytes(training) ? update : training;
     s.peak_bytes = total_bytes(s.memory);
 
@@ -183,11 +205,26 @@ LayoutPrediction predict_layout(const JobPlan& plan, const std::vector<partition
       s.optimizer_seconds =
           updated_parameters * optimizer_bytes_per_parameter(settings.optimizer) / links.memory_bytes_per_s;
     }
-    slowest_tail = std::max(slowest_tail, s.gradient_sync_seconds + s.optimizer_seconds);
+    tails.push_back(s.gradient_sync_seconds + s.optimizer_seconds);
     out.stages.push_back(s);
   }
-  out.step_seconds = out.simulation.makespan + slowest_tail;
+  // Every rank's tail starts when the pipeline is done: the slowest stage's, or all of them
+  // sharing the cores.
+  out.step_seconds = out.simulation.makespan + pipeline::concurrent_seconds(tails, sharing);
   return out;
+}
+
+pipeline::CoreSharing core_sharing_of(const JobPlan& plan, const LinkSpeeds& links) {
+  pipeline::CoreSharing sharing;
+  const auto& r = plan.config.resources;
+  const bool cpu = r.devices.empty() ? !r.device.is_cuda()
+                                     : std::none_of(r.devices.begin(), r.devices.end(),
+                                                    [](const kernels::Device& d) { return d.is_cuda(); });
+  if (!cpu || links.host_cores <= 0 || r.threads <= 0) return sharing;
+  sharing.cores = links.host_cores;
+  sharing.threads_per_rank = r.threads;
+  sharing.replicas = plan.replicas();
+  return sharing;
 }
 
 LayoutPrediction predict_job(const JobPlan& plan, const std::vector<partition::LayerProfile>& profiles,

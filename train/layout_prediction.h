@@ -10,6 +10,7 @@
 #include "partition/cost_model.h"
 #include "partition/profiler.h"
 #include "pipeline/planner.h"
+#include "pipeline/shared_cores.h"
 #include "pipeline/simulator.h"
 #include "train/job_plan.h"
 #include "train/memory_prediction.h"
@@ -31,6 +32,9 @@ struct LinkSpeeds {
   double host_memory_bytes_per_s = 10e9;
   double host_link_bytes_per_s = 0.0;
   int devices_per_node = 0;               // ranks per node, replica-major as the engine numbers them; 0: one node
+  // CPU devices: the cores of the one host all ranks run on, which they share (each rank running
+  // /resources/threads threads; pipeline/shared_cores.h). 0: every rank has cores of its own.
+  int host_cores = 0;
 };
 // The defaults above for a job whose devices are CPUs or CUDA GPUs.
 LinkSpeeds default_link_speeds(const kernels::Device& device);
@@ -54,7 +58,9 @@ struct LayoutPrediction {
   std::vector<StagePrediction> stages;
   pipeline::SimulationResult simulation;
   // The simulated pipeline, then the slowest stage's gradient collectives and optimizer step
-  // (counted after the last backward: no overlap is assumed).
+  // (counted after the last backward: no overlap is assumed). On CPU ranks that share the host's
+  // cores (LinkSpeeds::host_cores), ops that run at once are slowed down by the sharing, the
+  // collectives and steps of every rank too.
   double step_seconds = 0.0;
   bool fits() const;
   std::int64_t peak_bytes() const;   // the largest stage's
@@ -81,5 +87,10 @@ LayoutPrediction predict_balanced_split(const JobPlan& plan, const std::vector<p
 
 // The micro-batch size each stage runs: the global batch over replicas and micro-batches.
 std::int64_t micro_batch_size_of(const JobPlan& plan);
+
+// How `plan`'s ranks share the host's cores: none unless its devices are CPUs and
+// `links.host_cores` is given; each rank runs /resources/threads threads (0: its share of the
+// cores, which cannot oversubscribe them).
+pipeline::CoreSharing core_sharing_of(const JobPlan& plan, const LinkSpeeds& links);
 
 }  // namespace pw::train

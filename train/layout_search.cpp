@@ -146,7 +146,10 @@ bool recompute_layers_until_fit(JobConfig& job, Predicted& p, int stage, const L
   const auto held_by_stage = [&](const std::set<std::string>& with) {
     std::int64_t held = 0;
     for (const auto& e : p.prediction.pieces)
-      if (e.device == stage) held += partition::piece_stash(p.profiles, e.range, with).held_bytes;
+      if (e.device == stage)
+        held += partition::piece_stash(p.profiles, e.range, with,
+                                       e.piece == 0 ? partition::PieceInput::HeldElsewhere : partition::PieceInput::Received)
+                    .held_bytes;
     return held;
   };
   for (;;) {
@@ -258,7 +261,10 @@ SearchResult search_layouts(const JobConfig& base, const SearchSpace& space, con
   PW_INPUT_CHECK(space.nodes >= 1 && space.devices % space.nodes == 0,
                  space.devices << " devices do not split evenly over " << space.nodes << " nodes");
   LinkSpeeds node_links = links;
-  if (space.nodes > 1) node_links.devices_per_node = space.devices / space.nodes;
+  if (space.nodes > 1) {
+    node_links.devices_per_node = space.devices / space.nodes;
+    node_links.host_cores = 0;   // the ranks are on several hosts: their sharing is not modelled
+  }
   // The base config as given, planned once: its errors are the user's, not a layout's.
   JobConfig one = base;
   one.pipeline = PipelineConfig{};

@@ -84,6 +84,27 @@ kernels::BytesByKind weight_memory(const std::vector<const partition::LayerProfi
   return out;
 }
 
+std::int64_t update_undo_bytes(const std::vector<const partition::LayerProfile*>& layers, const MemorySettings& s) {
+  if (s.update_validation != pipeline::UpdateValidation::After) return 0;
+  std::vector<std::int64_t> params, copied;
+  for (const auto* layer : layers) {
+    params.insert(params.end(), layer->parameter_tensor_bytes.begin(), layer->parameter_tensor_bytes.end());
+    copied.insert(copied.end(), layer->copied_tensor_bytes.begin(), layer->copied_tensor_bytes.end());
+  }
+  const bool mixed = s.precision != models::Precision::Fp32;
+  const bool sharded = s.replicas > 1 && s.optimizer_state == dp::OptimizerState::Sharded;
+  auto weights = weight_memory(layers, s);
+  // A copied weight's value is its fp32 master, except where the master is a tensor of its own
+  // (a sharded replica's segment, or host memory when offloaded) and the value its 16-bit copy.
+  std::int64_t values = blocks(params);
+  if (mixed && (sharded || s.offload == models::OptimizerOffload::Host))
+    values += compute_copy_bytes(layers, s.precision) - blocks(copied);
+  std::int64_t out = values + at(weights, MemoryKind::OptimizerState);
+  if (sharded) out += at(weights, MemoryKind::MasterWeights);
+  if (s.precision == models::Precision::Fp16) out += blocks(params);   // the gradients, scaled in place
+  return out;
+}
+
 std::int64_t compute_copy_bytes(const std::vector<const partition::LayerProfile*>& layers, models::Precision precision) {
   if (precision == models::Precision::Fp32) return 0;
   std::int64_t total = 0;

@@ -12,6 +12,7 @@
 #include "models/precision.h"
 #include "partition/profiler.h"
 #include "pipewright/enums.h"
+#include "pipeline/update_check.h"
 
 namespace pw::train {
 
@@ -24,6 +25,9 @@ struct MemorySettings {
   // Host: the optimizer state and the fp32 masters are host memory (--offload-optimizer), none of
   // them on the device.
   models::OptimizerOffload offload = models::OptimizerOffload::None;
+  // Resolved (never Auto). After: the stage updates before the job's verdict on the step and keeps
+  // a copy of what the update changes until the verdict comes (pipeline/optimistic_update.h).
+  pipeline::UpdateValidation update_validation = pipeline::UpdateValidation::Before;
 };
 
 // What a stage's weights cost on its device: parameters (and their 16-bit copies), gradients,
@@ -38,6 +42,12 @@ std::int64_t compute_copy_bytes(const std::vector<const partition::LayerProfile*
 // The largest of those: the update rounds one weight at a time into a workspace tensor.
 std::int64_t largest_compute_copy_bytes(const std::vector<const partition::LayerProfile*>& layers,
                                        models::Precision precision);
+
+// What a stage that updates before the verdict (UpdateValidation::After) holds beside its weights
+// during the update: a copy of every tensor the optimizer step changes (each parameter's value, the
+// fp32 masters that are tensors of their own, the optimizer state on the device) and, under fp16
+// loss scaling, of the gradients the update scales. 0 with Before.
+std::int64_t update_undo_bytes(const std::vector<const partition::LayerProfile*>& layers, const MemorySettings& s);
 
 // The stashed activations the schedule keeps in flight plus one layer's working set (the cost
 // model's activation_bytes, measured in fp32), in the job's activation precision.

@@ -1,5 +1,5 @@
-// The layout search as a library call for a program's own model (not a zoo name), and the memory
-// formula it checks layouts with.
+// The layout search as a library call for a program's own model (not a zoo name), the memory
+// formula it checks layouts with, and the step time of ranks that share the host's cores.
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
@@ -228,6 +228,68 @@ BOOST_AUTO_TEST_CASE(weight_memory_follows_precision_optimizer_and_sharding) {
   offloaded_fp32.offload = models::OptimizerOffload::Host;
   BOOST_CHECK_EQUAL(kind(weight_memory(layers, offloaded_fp32), MemoryKind::Parameters), 4 << 20);
   BOOST_CHECK_EQUAL(kind(weight_memory(layers, offloaded_fp32), MemoryKind::MasterWeights), 0);
+}
+
+// A stage that updates before the step's verdict keeps a copy of what the update changes: every
+// weight and the optimizer state (1/R of it sharded, none on the device offloaded), and under fp16
+// loss scaling the gradients it scales.
+BOOST_AUTO_TEST_CASE(an_update_before_the_verdict_keeps_a_copy_of_what_it_changes) {
+  partition::LayerProfile layer;
+  layer.parameter_tensor_bytes = {4 << 20};
+  layer.copied_tensor_bytes = {4 << 20};
+  const std::vector<const partition::LayerProfile*> layers{&layer};
+  MemorySettings before;
+  BOOST_CHECK_EQUAL(update_undo_bytes(layers, before), 0);
+  MemorySettings after;
+  after.update_validation = pipeline::UpdateValidation::After;
+  BOOST_CHECK_EQUAL(update_undo_bytes(layers, after), (4 + 8) << 20);   // Adam: weight, two state tensors
+  MemorySettings fp16 = after;
+  fp16.precision = models::Precision::Fp16;
+  BOOST_CHECK_EQUAL(update_undo_bytes(layers, fp16), (4 + 8 + 4) << 20);   // the fp32 master, state, gradient
+  MemorySettings sharded_bf16 = after;
+  sharded_bf16.precision = models::Precision::Bf16;
+  sharded_bf16.replicas = 4;
+  sharded_bf16.optimizer_state = dp::OptimizerState::Sharded;
+  BOOST_CHECK_EQUAL(update_undo_bytes(layers, sharded_bf16), (2 + 2 + 1) << 20);   // 16-bit value, 1/4 of state and master
+  MemorySettings offloaded = after;
+  offloaded.precision = models::Precision::Bf16;
+  offloaded.offload = models::OptimizerOffload::Host;
+  BOOST_CHECK_EQUAL(update_undo_bytes(layers, offloaded), 2 << 20);   // the 16-bit value; the rest is host memory
+}
+
+// Ranks sharing the host's cores: 4 one-thread stages on 4 cores (or with cores unknown, or each
+// rank taking its share) are predicted as alone; on 2 cores, or 1, ops that run at once slow
+// each other down, and so do the replicas' gradient collectives and steps at the end.
+BOOST_AUTO_TEST_CASE(ranks_that_share_the_hosts_cores_are_predicted_slower) {
+  const auto measured = profile_on(kernels::Device::cpu(0), 1, 0);
+  const auto predicted = [&](int stages, int replicas, int threads, int cores) {
+    test::JobShape shape;
+    shape.stages = stages;
+    shape.micro_batches = 4;
+    shape.replicas = replicas;
+    JobConfig job = test::job_of(wide_mlp(), shape, 16 * replicas);
+    job.resources.threads = threads;
+    const JobPlan plan = plan_job(job);
+    auto layers = measured(plan, micro_batch_size_of(plan));
+    for (auto& l : layers) {   // fixed times: the prediction, not the machine, is under test
+      l.forward_seconds = 1e-3;
+      l.backward_seconds = 2e-3;
+    }
+    LinkSpeeds links;
+    links.host_cores = cores;
+    return predict_layout(plan, layers, partition::partition_uniform(plan.model.layer_count(), stages), links).step_seconds;
+  };
+  const double alone = predicted(4, 1, 1, 0);
+  BOOST_TEST(predicted(4, 1, 1, 4) == alone);
+  BOOST_TEST(predicted(4, 1, 0, 1) == alone);   // threads: the machine's share
+  const double two = predicted(4, 1, 1, 2), one = predicted(4, 1, 1, 1);
+  BOOST_TEST(two > alone);
+  BOOST_TEST(one > two);
+  BOOST_TEST(one <= 4 * alone + 1e-12);
+  BOOST_TEST(predicted(4, 1, 2, 4) == two);   // two threads a rank on 4 cores share them as one on 2
+  // One stage twice: on 2 cores as alone, on 1 every op (the all-reduce and step too) at half speed.
+  BOOST_TEST(predicted(1, 2, 1, 2) == predicted(1, 2, 1, 0));
+  BOOST_TEST(predicted(1, 2, 1, 1) == 2 * predicted(1, 2, 1, 0), boost::test_tools::tolerance(1e-9));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

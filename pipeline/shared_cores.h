@@ -1,0 +1,36 @@
+#pragma once
+// Ranks that share one host's CPU cores (CPU devices; ranks as threads of one process or as
+// processes of one host): each rank's ops run `threads_per_rank` threads, and while n ops run at
+// once on the host each progresses at min(1, cores / (threads_per_rank x n)) of its speed alone
+// (processor sharing). The simulation of a schedule under that sharing, and of ops that start
+// together (the replicas' gradient collectives and optimizer steps after the pipeline).
+#include <vector>
+
+#include "pipeline/simulator.h"
+
+namespace pw::pipeline {
+
+struct CoreSharing {
+  int cores = 0;              // the host's cores; 0: every rank has cores of its own
+  int threads_per_rank = 1;
+  int replicas = 1;           // identical pipelines side by side: each op simulated stands for this many
+  // Whether the ranks' threads can outnumber the cores: threads_per_rank x ranks > cores.
+  bool oversubscribed(int ranks_per_replica) const;
+  // The speed of each of `running` ops of one pipeline running at once (times `replicas` on the host).
+  double rate(int running) const;
+};
+
+// `simulate`'s result when the stages' compute ops progress at CoreSharing::rate of those running
+// at the same time: an op's time is its OpTimes entry stretched by the sharing, and the busy time
+// of a stage is its ops' stretched times. Sends and receives take no core (a transfer's time is the
+// link's). When the ranks cannot oversubscribe the cores it is `simulate`'s result exactly.
+// Validates the programs and reports deadlocks as `simulate` does.
+SimulationResult simulate(const ScheduleSpec& spec, const std::vector<std::vector<Instruction>>& programs,
+                          const OpTimes& times, const CoreSharing& sharing);
+SimulationResult simulate(const ScheduleSpec& spec, const OpTimes& times, const CoreSharing& sharing);
+
+// Ops that start together, one per stage of every replica (`seconds[s]` each, alone): when the
+// last of them ends under the sharing. The largest of them when the cores are not oversubscribed.
+double concurrent_seconds(const std::vector<double>& seconds, const CoreSharing& sharing);
+
+}  // namespace pw::pipeline
