@@ -22,6 +22,7 @@
 #include "tools/plan_search.h"
 #include "train/job_plan.h"
 #include "train/layout_prediction.h"
+#include "train/link_calibration.h"
 
 namespace pw::tools {
 namespace {
@@ -45,8 +46,18 @@ void check_profile_device(const kernels::Device& device) {
 train::LinkSpeeds link_speeds_of(const PlanCommand& c) {
   auto links = train::default_link_speeds(c.job.resources.device);
   // CPU ranks run on this host (threads of one process, or processes it launches) and share its cores.
-  if (!c.job.resources.device.is_cuda())
+  if (!c.job.resources.device.is_cuda()) {
     links.host_cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    // The replicas' collectives, as they run here (Gloo on loopback), not as stated.
+    try {
+      const auto measured = train::measure_cpu_allreduce();
+      links.replica_bytes_per_s = measured.bytes_per_s;
+      links.replica_latency_s = measured.latency_s;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "plan: could not measure the replicas' all-reduce on loopback (%s); assuming %.0f GB/s\n",
+                   e.what(), links.replica_bytes_per_s / 1e9);
+    }
+  }
   if (!c.link_bandwidth.empty()) {
     double rate = 0;
     try {

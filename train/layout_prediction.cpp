@@ -54,12 +54,14 @@ void time_sends(std::vector<partition::StageEstimate>& pieces, const partition::
   }
 }
 
-// Ring all-reduce moves 2 (R - 1) / R of the buffer through each member; reduce-scatter then
-// all-gather (sharded state) moves the same.
-double gradient_sync_seconds(std::int64_t bytes, int replicas, double bytes_per_s, double latency_s) {
+// Ring all-reduce moves 2 (R - 1) / R of the buffer through each member in 2 (R - 1) steps, each
+// bucket on its own; reduce-scatter then all-gather (sharded state) moves the same.
+double gradient_sync_seconds(std::int64_t bytes, int replicas, double bytes_per_s, double latency_s,
+                             std::int64_t bucket_bytes) {
   if (replicas <= 1 || bytes == 0) return 0.0;
   const double r = replicas;
-  return 2.0 * (r - 1.0) / r * static_cast<double>(bytes) / bytes_per_s + 2.0 * (r - 1.0) * latency_s;
+  const auto buckets = static_cast<double>(bucket_bytes > 0 ? (bytes + bucket_bytes - 1) / bucket_bytes : 1);
+  return 2.0 * (r - 1.0) / r * static_cast<double>(bytes) / bytes_per_s + buckets * 2.0 * (r - 1.0) * latency_s;
 }
 
 // Bytes the optimizer step reads and writes per F32 parameter it updates: weight, gradient and
@@ -193,8 +195,9 @@ LayoutPrediction predict_layout(const JobPlan& plan, const std::vector<partition
     s.peak_bytes = total_bytes(s.memory);
 
     const bool remote = replicas_cross_nodes(d, P, R, links);
-    s.gradient_sync_seconds = gradient_sync_seconds(param_bytes, R, remote ? links.inter_node_bytes_per_s
-                                                                           : links.replica_bytes_per_s, links.latency_s);
+    s.gradient_sync_seconds =
+        gradient_sync_seconds(param_bytes, R, remote ? links.inter_node_bytes_per_s : links.replica_bytes_per_s,
+                              remote ? links.latency_s : links.replica_latency_s, plan.config.replicas.bucket_bytes);
     const double updated = settings.optimizer_state == dp::OptimizerState::Sharded ? static_cast<double>(R) : 1.0;
     const double updated_parameters = static_cast<double>(param_bytes) / 4.0 / updated;
     if (settings.offload == models::OptimizerOffload::Host) {

@@ -25,7 +25,10 @@ struct LinkSpeeds {
   double stage_bytes_per_s = 10e9;        // between the stages of one node
   double replica_bytes_per_s = 10e9;      // the replicas' gradient collectives within one node
   double inter_node_bytes_per_s = 12.5e9; // any link between two nodes
-  double latency_s = 0.0;                 // per message
+  double latency_s = 0.0;                 // per message between stages
+  // Per step of the replicas' ring collectives within one node (a bucket's all-reduce among R
+  // takes 2 (R - 1) of them). plan measures it with the bandwidth for CPU jobs (link_calibration.h).
+  double replica_latency_s = 0.0;
   double memory_bytes_per_s = 10e9;       // the optimizer step's reads and writes
   // --offload-optimizer: the update runs in host memory, and on a GPU the gradients come down and
   // the weights go back up over the host link (0: the device is the host, nothing is copied).

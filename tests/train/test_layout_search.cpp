@@ -3,11 +3,13 @@
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <tuple>
 
 #include "tests/train/job_test_util.h"
 #include "train/layout_search.h"
+#include "train/link_calibration.h"
 #include "train/memory_prediction.h"
 
 namespace pw::train {
@@ -290,6 +292,38 @@ BOOST_AUTO_TEST_CASE(ranks_that_share_the_hosts_cores_are_predicted_slower) {
   // One stage twice: on 2 cores as alone, on 1 every op (the all-reduce and step too) at half speed.
   BOOST_TEST(predicted(1, 2, 1, 2) == predicted(1, 2, 1, 0));
   BOOST_TEST(predicted(1, 2, 1, 1) == 2 * predicted(1, 2, 1, 0), boost::test_tools::tolerance(1e-9));
+}
+
+// The replicas' all-reduce as plan measures it on this host: a latency per ring step and a
+// bandwidth, both positive; and each bucket pays its own steps in the predicted gradient sync.
+BOOST_AUTO_TEST_CASE(the_replicas_all_reduce_is_measured_and_each_bucket_pays_its_latency) {
+  const auto measured = measure_cpu_allreduce(3, std::int64_t{1} << 20);
+  BOOST_TEST(measured.latency_s > 0.0);
+  BOOST_TEST(measured.latency_s < 1.0);
+  BOOST_TEST(measured.bytes_per_s > 0.0);
+  BOOST_TEST(std::isfinite(measured.bytes_per_s));
+
+  const auto profiler = profile_on(kernels::Device::cpu(0), 1, 0);
+  const auto sync = [&](std::int64_t bucket_bytes, double latency) {
+    test::JobShape shape;
+    shape.replicas = 2;
+    JobConfig job = test::job_of(wide_mlp(), shape, 32);
+    job.replicas.bucket_bytes = bucket_bytes;
+    const JobPlan plan = plan_job(job);
+    LinkSpeeds links;
+    links.replica_latency_s = latency;
+    const auto p = predict_layout(plan, profiler(plan, micro_batch_size_of(plan)),
+                                  partition::partition_uniform(plan.model.layer_count(), 1), links);
+    return p.stages.front().gradient_sync_seconds;
+  };
+  const std::int64_t big = std::int64_t{1} << 30;
+  const double without = sync(big, 0.0);
+  BOOST_TEST(without > 0.0);
+  // One bucket: 2 (R - 1) = 2 steps; buckets of 64 KiB: one such pair per bucket.
+  BOOST_TEST(sync(big, 1e-3) == without + 2e-3, boost::test_tools::tolerance(1e-9));
+  const std::int64_t params = (144 * 256 + 256 + 2 * (256 * 256 + 256) + 256 * 10 + 10) * 4;   // wide_mlp, F32
+  const std::int64_t buckets = (params + (64 << 10) - 1) / (64 << 10);
+  BOOST_TEST(sync(64 << 10, 1e-3) == without + static_cast<double>(buckets) * 2e-3, boost::test_tools::tolerance(1e-9));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,52 @@
+#include "train/link_calibration.h"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "core/clock.h"
+#include "dataparallel/gloo_collective.h"
+#include "dataparallel/run_per_rank.h"
+#include "kernels/tensor.h"
+#include "rpc/store.h"
+
+namespace pw::train {
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+MeasuredCollective measure_cpu_allreduce(int runs, std::int64_t large_bytes) {
+  using namespace std::chrono_literals;
+  rpc::InMemoryStore store;
+  std::vector<std::unique_ptr<dp::GlooCollective>> group(2);
+  dp::run_per_rank(2, [&](int r) {
+    group[static_cast<std::size_t>(r)] = std::make_unique<dp::GlooCollective>(r, 2, store, "link-calibration/", "127.0.0.1", 30000ms);
+  });
+  const auto timed = [&](std::int64_t elements) {
+    std::vector<kernels::Tensor> data{kernels::Tensor::full({elements}, 1.0), kernels::Tensor::full({elements}, 1.0)};
+    std::vector<double> times;
+    for (int i = 0; i <= runs; ++i) {
+      const auto t0 = Clock::now();
+      dp::run_per_rank(2, [&](int r) {
+        group[static_cast<std::size_t>(r)]->allreduce_sum(data[static_cast<std::size_t>(r)], dp::Compression::None);
+      });
+      if (i > 0) times.push_back(seconds_since(t0));   // the first warms up
+    }
+    return median(times);
+  };
+  const double small = timed(1);
+  const double large = timed(std::max<std::int64_t>(1, large_bytes / 4));
+  MeasuredCollective out;
+  out.latency_s = small / 2.0;   // a ring all-reduce of 2 ranks takes 2 (R - 1) = 2 steps
+  // The gradient-sync model: 2 (R - 1) / R of the bytes over the link, plus the steps (R = 2).
+  out.bytes_per_s = static_cast<double>(large_bytes) / std::max(large - small, 1e-9);
+  return out;
+}
+
+}  // namespace pw::train
