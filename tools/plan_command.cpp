@@ -48,7 +48,10 @@ train::LinkSpeeds link_speeds_of(const PlanCommand& c) {
   // CPU ranks run on this host (threads of one process, or processes it launches) and share its cores.
   if (!c.job.resources.device.is_cuda()) {
     links.host_cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    // The replicas' collectives, as they run here (Gloo on loopback), not as stated.
+  }
+  // The replicas' collectives, as they run here (Gloo on loopback), not as stated; --link-bandwidth
+  // states both links instead.
+  if (!c.job.resources.device.is_cuda() && c.link_bandwidth.empty()) {
     try {
       const auto measured = train::measure_cpu_allreduce();
       links.replica_bytes_per_s = measured.bytes_per_s;

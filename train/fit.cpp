@@ -358,6 +358,8 @@ TraceMeta trace_meta(const Engine& engine, const partition::Partition& split, st
   m.job = to_json(plan.config);
   m.device = engine.device().str();
   m.device_memory = plan.config.resources.device_memory;
+  m.threads = plan.config.resources.threads;
+  m.prefetch_batches = plan.config.resources.prefetch_batches;
   m.process_rank = process_rank;
   m.clock_offset_ns = clock_offset_ns;
   return m;

@@ -195,9 +195,13 @@ LayoutPrediction predict_layout(const JobPlan& plan, const std::vector<partition
     s.peak_bytes = total_bytes(s.memory);
 
     const bool remote = replicas_cross_nodes(d, P, R, links);
-    s.gradient_sync_seconds =
-        gradient_sync_seconds(param_bytes, R, remote ? links.inter_node_bytes_per_s : links.replica_bytes_per_s,
-                              remote ? links.latency_s : links.replica_latency_s, plan.config.replicas.bucket_bytes);
+    // Replicas on other nodes go through the same collective as those on one host, then the network:
+    // never faster than the (measured) local one.
+    s.gradient_sync_seconds = gradient_sync_seconds(
+        param_bytes, R,
+        remote ? std::min(links.inter_node_bytes_per_s, links.replica_bytes_per_s) : links.replica_bytes_per_s,
+        remote ? std::max(links.latency_s, links.replica_latency_s) : links.replica_latency_s,
+        plan.config.replicas.bucket_bytes);
     const double updated = settings.optimizer_state == dp::OptimizerState::Sharded ? static_cast<double>(R) : 1.0;
     const double updated_parameters = static_cast<double>(param_bytes) / 4.0 / updated;
     if (settings.offload == models::OptimizerOffload::Host) {

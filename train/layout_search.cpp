@@ -227,8 +227,10 @@ Predicted predict_recomputing_where_needed(JobConfig& job, const LinkSpeeds& lin
     if (stage < 0) break;
     if (!p.prediction.stages.at(static_cast<std::size_t>(stage)).fits() && tried_layers.insert(stage).second) {
       const JobConfig before = job;
+      const Predicted predicted_before = p;
       if (recompute_layers_until_fit(job, p, stage, links, profiler)) continue;
-      job = before;
+      job = before;   // and the prediction (and split) that went with it
+      p = predicted_before;
     }
     drop_layers_of(job, p, stage);
     chosen[static_cast<std::size_t>(stage)] = partition::Recompute::All;

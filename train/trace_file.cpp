@@ -69,7 +69,7 @@ json meta_json(const TraceMeta& m) {
           {"chunks", m.chunks},    {"split", m.split},         {"layer_names", m.layer_names},
           {"process_rank", m.process_rank}, {"clock_offset_ns", m.clock_offset_ns},
           {"dropped_spans", m.dropped_spans}, {"job", m.job}, {"device", m.device},
-          {"device_memory", m.device_memory}};
+          {"device_memory", m.device_memory}, {"threads", m.threads}, {"prefetch_batches", m.prefetch_batches}};
 }
 
 TraceMeta meta_from(const json& j) {
@@ -88,6 +88,8 @@ TraceMeta meta_from(const json& j) {
   if (const auto it = j.find("job"); it != j.end()) m.job = *it;
   m.device = j.value("device", std::string());
   m.device_memory = j.value("device_memory", std::int64_t{0});
+  m.threads = j.value("threads", 0);
+  m.prefetch_batches = j.value("prefetch_batches", 2);
   PW_INPUT_CHECK(m.stages >= 1 && m.replicas >= 1 && m.micro_batches >= 1 && m.chunks >= 1,
                  "stages, replicas, micro-batches and chunks must be positive");
   return m;

@@ -29,6 +29,8 @@ struct TraceMeta {
   // first rank ("cpu:0", "cuda:1") and the cap of every device (0: none). prof re-plans with them.
   std::string device;
   std::int64_t device_memory = 0;
+  int threads = 0;             // /resources/threads
+  int prefetch_batches = 2;    // /resources/prefetch_batches (the loader's batches held on cpu:0)
   int process_rank = 0;                    // the rank of spans without a stage (data loading)
   std::int64_t clock_offset_ns = 0;        // added to this file's times: rank 0's clock
   std::int64_t dropped_spans = 0;          // the ring buffer overflowed by this many

@@ -89,6 +89,22 @@ tools::TraceData simulated_trace(const pipeline::ScheduleSpec& spec, const pipel
 
 void write_text(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
+// The job a 3-stage, 4-micro-batch simulated trace stands for: the seed CNN split 1,2
+// (conv1 | relu1 | pool1 flatten fc1 relu2 fc2), named in `data`'s meta (its job left out).
+train::JobConfig seed_cnn_on_three_stages(tools::TraceData& data) {
+  train::JobConfig job;
+  job.model.name = "seed-cnn";
+  job.data.dataset = "synthetic";
+  job.data.batch_size = 32;
+  job.pipeline.stages = 3;
+  job.pipeline.micro_batches = 4;
+  job.pipeline.split = {1, 2};
+  data.meta.model = "seed-cnn";
+  data.meta.split = job.pipeline.split;
+  data.meta.layer_names = {"conv1", "relu1", "pool1", "flatten", "fc1", "relu2", "fc2"};
+  return job;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(prof)
@@ -203,16 +219,7 @@ BOOST_AUTO_TEST_CASE(the_split_suggestion_comes_from_the_planner_when_the_job_ca
   times.backward_input[2] = 10e-3;
   pipeline::SimulationResult sim;
   auto data = simulated_trace(spec, times, sim);
-  train::JobConfig job;
-  job.model.name = "seed-cnn";
-  job.data.dataset = "synthetic";
-  job.data.batch_size = 32;
-  job.pipeline.stages = 3;
-  job.pipeline.micro_batches = 4;
-  job.pipeline.split = {1, 2};   // conv1 | relu1 | pool1 flatten fc1 relu2 fc2
-  data.meta.model = "seed-cnn";
-  data.meta.split = job.pipeline.split;
-  data.meta.layer_names = {"conv1", "relu1", "pool1", "flatten", "fc1", "relu2", "fc2"};
+  train::JobConfig job = seed_cnn_on_three_stages(data);
   const auto fallback = tools::analyze(data);
   BOOST_TEST(fallback.suggested_split.empty());
   BOOST_TEST(fallback.suggestion.find("move layer 2 'pool1' from stage 2 to stage 1") != std::string::npos,
@@ -285,17 +292,7 @@ BOOST_AUTO_TEST_CASE(the_replan_measures_the_stage_links_from_the_traced_sends) 
           x.end_ns = x.start_ns + static_cast<std::int64_t>(send * 1e9);
           data.spans.push_back(x);
         }
-  train::JobConfig job;
-  job.model.name = "seed-cnn";
-  job.data.dataset = "synthetic";
-  job.data.batch_size = 32;
-  job.pipeline.stages = 3;
-  job.pipeline.micro_batches = 4;
-  job.pipeline.split = {1, 2};
-  data.meta.model = "seed-cnn";
-  data.meta.split = job.pipeline.split;
-  data.meta.layer_names = {"conv1", "relu1", "pool1", "flatten", "fc1", "relu2", "fc2"};
-  data.meta.job = train::to_json(job);
+  data.meta.job = train::to_json(seed_cnn_on_three_stages(data));
   std::vector<partition::LayerProfile> profiled;
   const auto costs = [&](const partition::ModelDescription& model, std::int64_t micro_batch) {
     profiled = tools::profile_on_cpu(model, micro_batch);

@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 
 #include <unistd.h>
 #include <random>
@@ -210,49 +212,61 @@ BOOST_AUTO_TEST_CASE(a_model_too_big_for_one_capped_device_trains_over_four) {
   for (int d : {0, 1, 2, 3, 40}) kernels::DeviceRuntime::get(Device::cpu(d)).set_memory_cap(0);
 }
 
+namespace {
+// Three steps of the seed CNN on 3 stages (split at `split`, 4 micro-batches, batch 64) with its
+// config adjusted by `configure`, ranks on cpu:first_device..+2: losses, final weights, each
+// stage's measured peak, and the plan's prediction from `profiles` (profiled once on first use and
+// shared: layer times measured twice differ on a loaded machine).
+struct RecomputeRun {
+  std::vector<double> losses;
+  std::map<std::string, std::vector<double>> weights;
+  std::vector<std::int64_t> peaks;
+  train::LayoutPrediction predicted;
+};
+RecomputeRun three_stage_run(ScheduleKind kind, const std::vector<int>& split, int first_device,
+                             std::vector<partition::LayerProfile>& profiles,
+                             const std::function<void(train::JobConfig&)>& configure) {
+  const auto model = seed_cnn();
+  auto data = models::data::make_synthetic_images(256, {1, 12, 12}, 10, 5);
+  JobShape shape{kind, 3, 4, 1, split};
+  shape.first_device = first_device;
+  auto config = job_of(model, shape, 64);
+  configure(config);
+  for (int s = 0; s < 3; ++s) {
+    auto& rt = kernels::DeviceRuntime::get(Device::cpu(first_device + s));
+    rt.allocator().release_cache();
+    rt.allocator().reset_peak();
+  }
+  const auto plan = train::plan_job(config);
+  if (profiles.empty()) profiles = partition::profile_layers(plan.model, Device::cpu(first_device + 3), 16, 1);
+  RecomputeRun m;
+  m.predicted = train::predict_layout(plan, profiles, partition::split_at(plan.model.layer_count(), split),
+                                      train::LinkSpeeds{});
+  train::EmbeddedJob trainer(plan);
+  models::data::DataLoader loader(*data, 64, models::data::Shuffle::Yes, 3, models::data::LastBatch::Drop);
+  loader.start_epoch(0);
+  for (int i = 0; i < 3; ++i) {
+    const auto outcome = trainer.step(*loader.next());
+    m.losses.push_back(outcome.loss);
+    m.peaks = outcome.stage_peak_memory;
+  }
+  for (auto& [name, p] : trainer.named_parameters()) m.weights[name] = p->value.to_double_vector();
+  return m;
+}
+}  // namespace
+
 // AdaPipe's choice per stage: recomputing only stage 0 of three re-runs its forwards and changes no
 // bit of the losses or weights; it lowers stage 0's measured and predicted peak and leaves the
 // prediction of the other stages as it was.
 BOOST_AUTO_TEST_CASE(recompute_chosen_per_stage_trains_bitwise_as_none_and_lowers_only_that_stages_peak) {
-  const auto model = seed_cnn();
-  auto data = models::data::make_synthetic_images(256, {1, 12, 12}, 10, 5);
-  struct Measured {
-    std::vector<double> losses;
-    std::map<std::string, std::vector<double>> weights;
-    std::vector<std::int64_t> peaks;
-    train::LayoutPrediction predicted;
-  };
   std::vector<partition::LayerProfile> profiles;
   const auto run = [&](const std::vector<partition::Recompute>& per_stage, int first_device) {
-    JobShape shape{ScheduleKind::OneFOneB, 3, 4, 1, {2, 5}};
-    shape.first_device = first_device;
-    auto config = job_of(model, shape, 64);
-    config.pipeline.recompute_stages = per_stage;
-    for (int s = 0; s < 3; ++s) {
-      auto& rt = kernels::DeviceRuntime::get(Device::cpu(first_device + s));
-      rt.allocator().release_cache();
-      rt.allocator().reset_peak();
-    }
-    const auto plan = train::plan_job(config);
-    // One profile for both predictions: layer times measured twice differ on a loaded machine.
-    if (profiles.empty()) profiles = partition::profile_layers(plan.model, Device::cpu(first_device + 3), 16, 1);
-    Measured m;
-    m.predicted = train::predict_layout(plan, profiles, partition::split_at(plan.model.layer_count(), {2, 5}),
-                                        train::LinkSpeeds{});
-    train::EmbeddedJob trainer(plan);
-    models::data::DataLoader loader(*data, 64, models::data::Shuffle::Yes, 3, models::data::LastBatch::Drop);
-    loader.start_epoch(0);
-    for (int i = 0; i < 3; ++i) {
-      const auto outcome = trainer.step(*loader.next());
-      m.losses.push_back(outcome.loss);
-      m.peaks = outcome.stage_peak_memory;
-    }
-    for (auto& [name, p] : trainer.named_parameters()) m.weights[name] = p->value.to_double_vector();
-    return m;
+    return three_stage_run(ScheduleKind::OneFOneB, {2, 5}, first_device, profiles,
+                           [&](train::JobConfig& c) { c.pipeline.recompute_stages = per_stage; });
   };
   using partition::Recompute;
-  const Measured none = run({}, 60);
-  const Measured mixed = run({Recompute::All, Recompute::None, Recompute::None}, 64);
+  const RecomputeRun none = run({}, 60);
+  const RecomputeRun mixed = run({Recompute::All, Recompute::None, Recompute::None}, 64);
   BOOST_CHECK(mixed.losses == none.losses);
   BOOST_CHECK(mixed.weights == none.weights);
   BOOST_REQUIRE_EQUAL(mixed.peaks.size(), 3u);
@@ -270,45 +284,15 @@ BOOST_AUTO_TEST_CASE(recompute_chosen_per_stage_trains_bitwise_as_none_and_lower
 // backward. No bit of the losses or weights changes; the stages with chosen layers peak lower,
 // measured and predicted, and the prediction charges them the re-run forwards.
 BOOST_AUTO_TEST_CASE(recomputed_layers_train_bitwise_as_none_and_lower_their_stages_peak) {
-  const auto model = seed_cnn();   // conv1 relu1 pool1 | flatten fc1 | relu2 fc2
-  auto data = models::data::make_synthetic_images(256, {1, 12, 12}, 10, 5);
-  struct Measured {
-    std::vector<double> losses;
-    std::map<std::string, std::vector<double>> weights;
-    std::vector<std::int64_t> peaks;
-    train::LayoutPrediction predicted;
-  };
-  std::vector<partition::LayerProfile> profiles;
+  std::vector<partition::LayerProfile> profiles;   // conv1 relu1 pool1 | flatten fc1 | relu2 fc2
   const auto run = [&](ScheduleKind kind, const std::vector<std::string>& layers, int first_device) {
-    JobShape shape{kind, 3, 4, 1, {3, 5}};
-    shape.first_device = first_device;
-    auto config = job_of(model, shape, 64);
-    config.pipeline.recompute_layers = layers;
-    for (int s = 0; s < 3; ++s) {
-      auto& rt = kernels::DeviceRuntime::get(Device::cpu(first_device + s));
-      rt.allocator().release_cache();
-      rt.allocator().reset_peak();
-    }
-    const auto plan = train::plan_job(config);
-    if (profiles.empty()) profiles = partition::profile_layers(plan.model, Device::cpu(first_device + 3), 16, 1);
-    Measured m;
-    m.predicted = train::predict_layout(plan, profiles, partition::split_at(plan.model.layer_count(), {3, 5}),
-                                        train::LinkSpeeds{});
-    train::EmbeddedJob trainer(plan);
-    models::data::DataLoader loader(*data, 64, models::data::Shuffle::Yes, 3, models::data::LastBatch::Drop);
-    loader.start_epoch(0);
-    for (int i = 0; i < 3; ++i) {
-      const auto outcome = trainer.step(*loader.next());
-      m.losses.push_back(outcome.loss);
-      m.peaks = outcome.stage_peak_memory;
-    }
-    for (auto& [name, p] : trainer.named_parameters()) m.weights[name] = p->value.to_double_vector();
-    return m;
+    return three_stage_run(kind, {3, 5}, first_device, profiles,
+                           [&](train::JobConfig& c) { c.pipeline.recompute_layers = layers; });
   };
   for (const auto kind : {ScheduleKind::OneFOneB, ScheduleKind::ZeroBubbleH1}) {
     BOOST_TEST_CONTEXT(pipeline::schedule_kind_name(kind)) {
-      const Measured none = run(kind, {}, 60);
-      const Measured chosen = run(kind, {"conv1", "relu1", "relu2"}, 64);
+      const RecomputeRun none = run(kind, {}, 60);
+      const RecomputeRun chosen = run(kind, {"conv1", "relu1", "relu2"}, 64);
       BOOST_CHECK(chosen.losses == none.losses);
       BOOST_CHECK(chosen.weights == none.weights);
       BOOST_REQUIRE_EQUAL(chosen.peaks.size(), 3u);

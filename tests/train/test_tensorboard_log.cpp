@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <vector>
+
 #include <boost/test/unit_test.hpp>
 #include <nlohmann/json.hpp>
 
@@ -56,6 +58,7 @@ BOOST_AUTO_TEST_CASE(a_jobs_scalars_read_back_with_tensorflows_definitions) {
   BOOST_TEST(events["file_version"] == "brain.Event:2");
   const auto& list = events["events"];
   BOOST_REQUIRE_EQUAL(list.size(), static_cast<std::size_t>(steps + 1));   // every step, then the evaluation
+  std::vector<int> communicated(2, 0);   // per stage: steps that show a communication share
   for (int i = 0; i < steps; ++i) {
     const auto& e = list[static_cast<std::size_t>(i)];
     BOOST_TEST_CONTEXT("step " << i + 1) {
@@ -75,13 +78,18 @@ BOOST_AUTO_TEST_CASE(a_jobs_scalars_read_back_with_tensorflows_definitions) {
         const double busy = s[p + "busy_share"], comm = s[p + "communication_share"], bubble = s[p + "bubble_share"];
         BOOST_TEST((busy >= 0 && comm >= 0 && bubble >= -1e-6));
         BOOST_TEST(busy + comm + bubble == 1.0, boost::test_tools::tolerance(1e-5));
-        BOOST_TEST((busy > 0 && busy < 1));   // measured, not made up: part of the step computing
-        BOOST_TEST(comm > 0);                 // each stage sends to its neighbour every step
+        // Measured, not made up: each stage computes in every step. The shares are of rank 0's step,
+        // so on a loaded machine a stage whose own step ran longer (stage 1 updates after it sends
+        // its last gradient) is clamped to all busy and no communication for that step.
+        BOOST_TEST(busy > 0);
+        if (comm > 0) ++communicated[static_cast<std::size_t>(stage)];
         BOOST_TEST(s[p + "peak_memory_bytes"].get<double>() > 0);
       }
       if (i > 0) BOOST_TEST(e["wall_time"].get<double>() >= list[static_cast<std::size_t>(i - 1)]["wall_time"].get<double>());
     }
   }
+  // Each stage sends to its neighbour every step: it shows in some step however loaded the machine.
+  for (int stage = 0; stage < 2; ++stage) BOOST_TEST(communicated[static_cast<std::size_t>(stage)] > 0);
   const auto& test = list.back();
   BOOST_TEST(test["step"] == steps);
   BOOST_TEST(test["scalars"]["test/accuracy"].get<float>() == as_float(summary["test_accuracy"].get<double>()));

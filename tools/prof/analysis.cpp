@@ -202,11 +202,11 @@ ProfReport analyze(const TraceData& data, const LayerCosts& costs) {
   std::set<std::int64_t> traced_steps;
   for (const auto& [step, w] : steps) traced_steps.insert(step);
   const auto replan = replan_split(data, traced_steps, costs);
-  if (replan && !replan->split.empty()) {
+  if (replan && !replan->split.empty() && replan->traced_step > 0.0) {
     r.suggested_split = replan->split;
     r.predicted_traced_step = replan->traced_step;
     r.predicted_suggested_step = replan->suggested_step;
-    char line[384];
+    char line[1024];
     const std::string gain =
         replan->traced_fit == CapFit::Over
             ? "the traced split is predicted over the device cap, this one fits"
@@ -222,7 +222,10 @@ ProfReport analyze(const TraceData& data, const LayerCosts& costs) {
   } else {
     r.suggestion = suggest(r, per_stage, per_piece);
     if (replan && !r.suggestion.empty())
-      r.suggestion += " (the planner, re-planning the traced times, predicts no split at least 1% faster)";
+      r.suggestion += replan->traced_fit == CapFit::Over
+                          ? " (the planner, re-planning the traced times, predicts the traced split over the device "
+                            "cap and no split that fits)"
+                          : " (the planner, re-planning the traced times, predicts no split at least 1% faster)";
   }
   return r;
 }

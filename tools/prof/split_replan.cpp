@@ -127,21 +127,24 @@ std::vector<int> fastest_split(int layers, int pieces, const std::vector<std::ve
   return best;
 }
 
-// The link speeds of the traced job's devices (cpu:0 for a trace that does not say), with the
-// stage links' bandwidth measured: the bytes its pieces sent (each activation forward and each
-// gradient back, per micro-batch, as profiled) over the traced sends and copies.
-train::LinkSpeeds traced_links(const train::TraceMeta& m, const std::vector<partition::LayerProfile>& layers,
-                               const partition::Partition& split, const PieceTimes& traced) {
-  kernels::Device device = kernels::Device::cpu(0);
-  try {
-    if (!m.device.empty()) device = kernels::Device::parse(m.device);
-  } catch (const InputError&) {
-    // an unknown device name: the CPU's defaults
-  }
+// The link speeds of the traced job's devices (cpu:0 for a trace that does not say), with, on CPU
+// devices, the stage links' bandwidth measured: the bytes its pieces sent across stages (each
+// activation forward and each gradient back, per micro-batch, as profiled) over the traced sends
+// and copies. The device name was checked when the trace was re-planned.
+train::LinkSpeeds traced_links(const train::TraceMeta& m, const train::JobPlan& plan,
+                               const std::vector<partition::LayerProfile>& layers, const partition::Partition& split,
+                               const PieceTimes& traced) {
+  const auto device = m.device.empty() ? kernels::Device::cpu(0) : kernels::Device::parse(m.device);
   auto links = train::default_link_speeds(device);
+  // A GPU's send is an enqueue on a stream: its span says nothing of the link.
+  if (device.is_cuda()) return links;
   std::int64_t bytes = 0;
-  for (std::size_t v = 0; v + 1 < split.size(); ++v)
-    bytes += 2 * layers.at(static_cast<std::size_t>(split[v].end - 1)).output_bytes;   // forward and back
+  for (std::size_t v = 0; v + 1 < split.size(); ++v) {
+    // A V schedule's turn stays on its stage: no link crossed, no send traced.
+    const int here = pipeline::locate_virtual_stage(plan.schedule, static_cast<int>(v)).stage;
+    const int next = pipeline::locate_virtual_stage(plan.schedule, static_cast<int>(v) + 1).stage;
+    if (here != next) bytes += 2 * layers.at(static_cast<std::size_t>(split[v].end - 1)).output_bytes;   // forward and back
+  }
   // per_op above divides by replicas x micro-batches: `bytes` is one micro-batch's on one replica.
   if (bytes > 0 && traced.link_seconds > 0.0) links.stage_bytes_per_s = static_cast<double>(bytes) / traced.link_seconds;
   return links;
@@ -161,7 +164,16 @@ std::optional<SplitReplan> replan_split(const train::TraceData& data, const std:
   try {
     auto config = train::job_config_from_json(m.job);
     config.pipeline.split = m.split;
+    // Where it ran, which the recorded config leaves out.
     config.resources.device_memory = m.device_memory;
+    config.resources.threads = m.threads;
+    config.resources.prefetch_batches = m.prefetch_batches;
+    // A GPU job re-planned on a machine without one plans as on cpu:0 (the plan checks its devices);
+    // its link speeds stay the GPU's (traced_links).
+    if (!m.device.empty()) {
+      const auto device = kernels::Device::parse(m.device);
+      if (device.is_cpu()) config.resources.device = device;
+    }
     plan = train::plan_job(config);
   } catch (const InputError&) {
     return std::nullopt;   // not a job this machine can build: the single-layer move stands
@@ -174,7 +186,7 @@ std::optional<SplitReplan> replan_split(const train::TraceData& data, const std:
   auto layers = costs(plan.model, train::micro_batch_size_of(plan));
   const auto traced = traced_piece_times(data, plan.schedule, steps);
   spread(layers, traced_split, traced);
-  const auto links = traced_links(m, layers, traced_split, traced);
+  const auto links = traced_links(m, plan, layers, traced_split, traced);
   const int layer_count = plan.model.layer_count();
   // A split whose predicted peak is over the traced job's cap is no suggestion.
   const auto step = [&](const std::vector<int>& points) {
