@@ -1,5 +1,7 @@
 #include "dataparallel/bucket_reducer.h"
 
+#include "dataparallel/buffer_broadcast.h"
+
 #include <algorithm>
 #include <set>
 #include <sstream>
@@ -377,7 +379,7 @@ void BucketReducer::Core::gather_next(std::unique_lock<std::mutex>& lock) {
     trace::ScopedSpan span(trace::SpanKind::AllGather, track.stage, track.replica, traced_step,
                            buffers ? -1 : static_cast<int>(index), 0, 1);
     if (buffers) {
-      for (auto* b : followed_buffers) collective->broadcast(b->value, 0);
+      broadcast_buffers(*collective, followed_buffers, 0);
     } else {
       collective->all_gather(buckets[index].weights);
     }

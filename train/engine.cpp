@@ -16,6 +16,7 @@
 #include "core/memory_trace.h"
 #include "core/trace.h"
 #include "core/units.h"
+#include "dataparallel/buffer_broadcast.h"
 #include "dataparallel/topology.h"
 #include "kernels/host_ledger.h"
 #include "kernels/math_mode.h"
@@ -434,8 +435,10 @@ void Engine::synchronise_batch_norm(const std::vector<models::Layer*>& stage_lay
 // evaluation and saving then give the same result on any replica.
 void Engine::sync_buffers() {
   if (reducer_ && reducer_->update_share()) return;   // they follow with the weights' gather
+  std::vector<models::Buffer*> buffers;
   for (auto* layer : layers())
-    for (auto& [name, b] : layer->named_buffers()) collective_->broadcast(b->value, 0);
+    for (auto& [name, b] : layer->named_buffers()) buffers.push_back(b);
+  dp::broadcast_buffers(*collective_, buffers, 0);
 }
 
 models::data::DataParts Engine::data_parts() const {

@@ -5,6 +5,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "dataparallel/bucket_reducer.h"
+#include "dataparallel/buffer_broadcast.h"
 #include "dataparallel/gloo_collective.h"
 #include "dataparallel/run_per_rank.h"
 #include "dataparallel/topology.h"
@@ -81,6 +82,35 @@ BOOST_AUTO_TEST_CASE(allreduce_sums_and_broadcast_copies_the_root) {
   for (int r = 0; r < 3; ++r) b.push_back(kernels::Tensor::full({4}, 10.0 + r));
   dp::run_per_rank(3, [&](int r) { members[r]->broadcast(b[r], 1); });
   for (int r = 0; r < 3; ++r) BOOST_TEST(b[r].to_float_vector() == std::vector<float>(4, 11.0f));
+}
+
+// A stage's buffers of two dtypes and several sizes (an empty one too) reach every member from the
+// root in one call per dtype, exactly, each in its own place.
+BOOST_AUTO_TEST_CASE(buffers_broadcast_packed_per_dtype) {
+  rpc::InMemoryStore store;
+  auto members = group(store, 3, "buffers");
+  std::vector<std::vector<models::Buffer>> held(3);
+  for (int r = 0; r < 3; ++r) {
+    auto& mine = held[static_cast<std::size_t>(r)];
+    mine.push_back({"a", kernels::Tensor::full({5}, 0.1 * (r + 1)), {}});
+    mine.push_back({"count", kernels::Tensor::from_vector(std::vector<std::int64_t>{7 + r, 1000000007LL * (r + 1)}, {2}), {}});
+    mine.push_back({"empty", kernels::Tensor::zeros({0}), {}});
+    mine.push_back({"b", kernels::Tensor::full({2, 3}, -2.5 * (r + 1)), {}});
+  }
+  dp::run_per_rank(3, [&](int r) {
+    std::vector<models::Buffer*> mine;
+    for (auto& b : held[static_cast<std::size_t>(r)]) mine.push_back(&b);
+    dp::broadcast_buffers(*members[static_cast<std::size_t>(r)], mine, 2);
+  });
+  for (int r = 0; r < 3; ++r) {
+    const auto& mine = held[static_cast<std::size_t>(r)];
+    BOOST_TEST_CONTEXT("member " << r) {
+      BOOST_TEST(mine[0].value.to_float_vector() == std::vector<float>(5, static_cast<float>(0.1 * 3)));
+      BOOST_TEST(mine[1].value.to_double_vector() == std::vector<double>({9.0, 3000000021.0}));
+      BOOST_TEST(mine[2].value.numel() == 0);
+      BOOST_TEST(mine[3].value.to_float_vector() == std::vector<float>(6, -7.5f));
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(a_missing_member_times_out_naming_the_group) {
