@@ -194,17 +194,9 @@ class SharedSimulation {
   }
 
   SimulationResult result() {
-    SimulationResult r;
-    double total_busy = 0.0;
-    for (const auto& st : stages_) r.makespan = std::max(r.makespan, st.finished);
-    for (auto& st : stages_) {
-      r.stage_busy.push_back(st.busy);
-      r.stage_busy_fraction.push_back(r.makespan > 0 ? st.busy / r.makespan : 0.0);
-      total_busy += st.busy;
-      r.timeline.push_back(std::move(st.timeline));
-    }
-    r.bubble_fraction = r.makespan > 0 ? 1.0 - total_busy / (spec_.stages * r.makespan) : 0.0;
-    return r;
+    std::vector<StageRun> runs;
+    for (auto& st : stages_) runs.push_back({st.finished, st.busy, std::move(st.timeline)});
+    return simulation_result(std::move(runs));
   }
 
   const ScheduleSpec& spec_;

@@ -328,17 +328,9 @@ class Simulation {
   }
 
   SimulationResult result() {
-    SimulationResult r;
-    double total_busy = 0.0;
-    for (const StageState& st : stages_) r.makespan = std::max(r.makespan, st.clock);
-    for (StageState& st : stages_) {
-      r.stage_busy.push_back(st.busy);
-      r.stage_busy_fraction.push_back(r.makespan > 0 ? st.busy / r.makespan : 0.0);
-      total_busy += st.busy;
-      r.timeline.push_back(std::move(st.timeline));
-    }
-    r.bubble_fraction = r.makespan > 0 ? 1.0 - total_busy / (spec_.stages * r.makespan) : 0.0;
-    return r;
+    std::vector<StageRun> runs;
+    for (StageState& st : stages_) runs.push_back({st.clock, st.busy, std::move(st.timeline)});
+    return simulation_result(std::move(runs));
   }
 
   const ScheduleSpec& spec_;
@@ -350,6 +342,21 @@ class Simulation {
 };
 
 }  // namespace
+
+SimulationResult simulation_result(std::vector<StageRun> stages) {
+  SimulationResult r;
+  double total_busy = 0.0;
+  for (const StageRun& st : stages) r.makespan = std::max(r.makespan, st.finished);
+  for (StageRun& st : stages) {
+    r.stage_busy.push_back(st.busy);
+    r.stage_busy_fraction.push_back(r.makespan > 0 ? st.busy / r.makespan : 0.0);
+    total_busy += st.busy;
+    r.timeline.push_back(std::move(st.timeline));
+  }
+  const auto count = static_cast<double>(stages.size());
+  r.bubble_fraction = r.makespan > 0 ? 1.0 - total_busy / (count * r.makespan) : 0.0;
+  return r;
+}
 
 SimulationResult simulate(const ScheduleSpec& spec, const std::vector<std::vector<Instruction>>& programs,
                           const OpTimes& times) {

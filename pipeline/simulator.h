@@ -39,6 +39,15 @@ struct SimulationResult {
   std::vector<std::vector<TimedOp>> timeline;  // per stage, in execution order
 };
 
+// What one stage did in a simulation, and the result of all of them (makespan, busy fractions,
+// bubble): the end both simulators (this one and shared_cores.h) share.
+struct StageRun {
+  double finished = 0.0;
+  double busy = 0.0;
+  std::vector<TimedOp> timeline;
+};
+SimulationResult simulation_result(std::vector<StageRun> stages);
+
 // A program that is malformed or deadlocks: what() is "schedule <kind>: <detail>". stage() is the
 // stage at fault (for a deadlock, the first one blocked), so that callers can point at its source.
 class ScheduleError : public Error {
