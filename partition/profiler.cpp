@@ -38,6 +38,32 @@ struct Measured {
   double backward_seconds = 0.0;
 };
 
+// Which of a layer's input `x` and output `y` a Context keeps (block-rounded bytes, 0 when it does
+// not): our references are dropped, output first, and a dropped reference that frees nothing was
+// not the last one. An output that is a view of the input (a reshape's) frees nothing either and
+// is not counted as kept.
+struct KeptParts {
+  std::int64_t input_bytes = 0;
+  std::int64_t output_bytes = 0;
+  bool output_views_input = false;
+};
+KeptParts drop_references(kernels::CachingAllocator& allocator, Tensor& x, Tensor& y) {
+  const auto block = [](const Tensor& t) {
+    return static_cast<std::int64_t>(kernels::CachingAllocator::round_size(t.nbytes()));
+  };
+  const std::int64_t input_block = block(x), output_block = block(y);
+  const long input_users = x.storage_users();
+  const std::int64_t with_both = allocator.stats().in_use;
+  y = Tensor();
+  KeptParts kept;
+  kept.output_views_input = x.storage_users() < input_users;
+  const std::int64_t with_input = allocator.stats().in_use;
+  x = Tensor();
+  kept.output_bytes = !kept.output_views_input && with_both == with_input ? output_block : 0;
+  kept.input_bytes = with_input == allocator.stats().in_use ? input_block : 0;
+  return kept;
+}
+
 // One forward and backward of `layer` on a fresh random input. With `memory` given, also records
 // the output and what stays allocated (allocator in_use) between forward and backward.
 Measured run_once(models::Layer& layer, const Shape& input_shape, Device device, std::uint64_t seed,
@@ -62,24 +88,11 @@ Measured run_once(models::Layer& layer, const Shape& input_shape, Device device,
   if (memory != nullptr) {
     memory->output_shape = out.y.shape();
     memory->output_bytes = static_cast<std::int64_t>(out.y.nbytes());
-    // With our own references to input and output dropped, what stays allocated is what the
-    // Context holds, the input included when the layer keeps it. A reference dropped that frees
-    // nothing was not the last: the Context keeps that tensor (an output that is a view of the
-    // input, as a reshape's, frees nothing either and is not counted as kept).
-    const auto block = [](const Tensor& t) {
-      return static_cast<std::int64_t>(kernels::CachingAllocator::round_size(t.nbytes()));
-    };
-    const std::int64_t input_block = block(x), output_block = block(out.y);
-    const long input_users = x.storage_users();
-    const std::int64_t with_both = allocator.stats().in_use;
-    out.y = Tensor();
-    const bool output_views_input = x.storage_users() < input_users;
-    const std::int64_t with_input = allocator.stats().in_use;
-    x = Tensor();
+    const KeptParts kept = drop_references(allocator, x, out.y);
     memory->stash_bytes = allocator.stats().in_use - start_in_use;
-    memory->kept_output_bytes = !output_views_input && with_both == with_input ? output_block : 0;
-    memory->output_views_input = output_views_input;
-    memory->kept_input_bytes = with_input == allocator.stats().in_use ? input_block : 0;
+    memory->kept_input_bytes = kept.input_bytes;
+    memory->kept_output_bytes = kept.output_bytes;
+    memory->output_views_input = kept.output_views_input;
   }
   const Tensor grad = random_tensor(output_shape, device, seed + 1);
   stream.synchronize();
@@ -130,16 +143,9 @@ void measure_input_half(models::Layer& layer, const Shape& input_shape, Device d
   stream.synchronize();
   grad = Tensor();
   grad_input = Tensor();
-  const std::int64_t input_block = static_cast<std::int64_t>(kernels::CachingAllocator::round_size(x.nbytes()));
-  const std::int64_t output_block = static_cast<std::int64_t>(kernels::CachingAllocator::round_size(out.y.nbytes()));
-  const long input_users = x.storage_users();
-  const std::int64_t with_both = allocator.stats().in_use;
-  out.y = Tensor();
-  const bool output_views_input = x.storage_users() < input_users;
-  const std::int64_t with_input = allocator.stats().in_use;
-  x = Tensor();
-  memory.weight_half_kept_output_bytes = !output_views_input && with_both == with_input ? output_block : 0;
-  memory.weight_half_kept_input_bytes = with_input == allocator.stats().in_use ? input_block : 0;
+  const KeptParts kept = drop_references(allocator, x, out.y);
+  memory.weight_half_kept_input_bytes = kept.input_bytes;
+  memory.weight_half_kept_output_bytes = kept.output_bytes;
   layer.backward_weight(*out.ctx);
   stream.synchronize();
 }

@@ -409,6 +409,24 @@ BOOST_AUTO_TEST_CASE(foreign_or_truncated_files_get_one_line_errors) {
     BOOST_TEST(r.status == 2, file << ": " << r.output);
     BOOST_TEST(r.output.find(message) != std::string::npos, file << ": " << r.output);
   }
+  // Where it ran, as recorded: a device of the wrong type is a malformed file; a device name this
+  // machine cannot parse only leaves the planner's re-plan out (the single-layer move stands).
+  pipeline::ScheduleSpec spec{pipeline::ScheduleKind::OneFOneB, 3, 4, 1};
+  pipeline::SimulationResult sim;
+  auto data = simulated_trace(spec, pipeline::OpTimes::uniform(spec, 1e-3, 2e-3, 0.0), sim);
+  data.meta.job = train::to_json(seed_cnn_on_three_stages(data));
+  data.meta.device = "gpu0";
+  tools::write_chrome_trace(dir.file("device.json"), data.meta, data.spans);
+  const auto odd = run_pipewright("prof " + dir.file("device.json"));
+  BOOST_TEST(odd.status == 0, odd.output);
+  BOOST_TEST(odd.output.find("the planner predicts") == std::string::npos, odd.output);
+  std::ifstream in(dir.file("device.json"));
+  auto doc = nlohmann::json::parse(in);
+  doc["otherData"]["pipewright"]["device"] = 5;
+  write_text(dir.file("typed.json"), doc.dump());
+  const auto typed = run_pipewright("prof " + dir.file("typed.json"));
+  BOOST_TEST(typed.status == 2, typed.output);
+  BOOST_TEST(typed.output.find("malformed otherData.pipewright") != std::string::npos, typed.output);
   const auto r = run_pipewright("train --stages 2 --steps 1 --dataset synthetic --trace-steps 5:2 --trace " +
                                 dir.file("x.json"));
   BOOST_TEST(r.status == 2);
