@@ -1,9 +1,11 @@
 #include "partition/profiler.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "kernels/ops/elementwise.h"
 #include "kernels/runtime.h"
 #include "kernels/stream.h"
 #include "models/rng.h"
@@ -106,6 +108,34 @@ Measured run_once(models::Layer& layer, const Shape& input_shape, Device device,
   return m;
 }
 
+// One optimizer step of `layer`'s parameters, whose gradients the last backward left, as the stage
+// executor takes it: the update check's sum of squares over every gradient, the update, and the
+// gradients zeroed. Median of `repeats` after one that creates the optimizer state.
+// (An offloaded job's update is not the device's: it is predicted from host bandwidth instead.)
+double time_optimizer_step(models::Layer& layer, Device device, models::OptimizerConfig config, int repeats) {
+  config.offload = models::OptimizerOffload::None;
+  std::vector<models::Parameter*> params;
+  for (const auto& [name, p] : layer.named_parameters()) params.push_back(p);
+  if (params.empty()) return 0.0;
+  for (auto* p : params)
+    if (!p->grad.defined()) return 0.0;
+  auto& stream = kernels::current_stream(device);
+  models::Optimizer optimizer(params, config);
+  std::vector<double> seconds;
+  double squares = 0.0;
+  for (int r = 0; r <= repeats; ++r) {
+    stream.synchronize();
+    const auto start = Clock::now();
+    for (auto* p : params) squares += kernels::sum_of_squares(p->grad);
+    optimizer.step();
+    optimizer.zero_grad();
+    stream.synchronize();
+    if (r > 0) seconds.push_back(seconds_since(start));
+  }
+  PW_CHECK(!std::isnan(squares), "the profiled gradients of " << params.size() << " parameters are not numbers");
+  return median(seconds);
+}
+
 // The input half of a split backward of `layer`, from an empty cache: the most allocated while it
 // runs on a Context (with our references to the input and output dropped first, as a stage drops
 // them) and what stays allocated once the gradients are dropped too; then, on a second run that
@@ -198,6 +228,7 @@ std::vector<LayerProfile> profile_layers(const ModelDescription& model, Device d
     measure_input_half(*layer, shapes[i], device, seed, p);
     p.forward_seconds = median(forward);
     p.backward_seconds = median(backward);
+    if (options.optimizer) p.optimizer_seconds = time_optimizer_step(*layer, device, *options.optimizer, options.repeats);
     // Which weights mixed precision gives a 16-bit copy: the layer says so once it runs in bf16.
     layer->set_precision(models::Precision::Bf16);
     for (const auto& [name, param] : layer->named_parameters())

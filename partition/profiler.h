@@ -2,10 +2,12 @@
 // Measures each layer alone on the target device: forward and backward time per micro-batch, the
 // activation it sends on, what its Context keeps for backward, and its parameter memory.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "kernels/device.h"
+#include "models/optimizer.h"
 #include "partition/model_description.h"
 
 namespace pw::partition {
@@ -16,6 +18,10 @@ struct LayerProfile {
   std::int64_t parameters = 0;
   double forward_seconds = 0.0;     // per micro-batch, median of the repeats
   double backward_seconds = 0.0;    // full backward (input and weight gradients)
+  // One optimizer step of its parameters as a stage takes it (ProfileOptions::optimizer): the
+  // update check's sum of squares over the gradients, the update and the zeroing of the
+  // gradients. 0: not measured (no optimizer given, or no parameters).
+  double optimizer_seconds = 0.0;
   std::int64_t input_bytes = 0;     // the activation it receives, per micro-batch
   std::int64_t output_bytes = 0;    // boundary activation per micro-batch
   std::int64_t stash_bytes = 0;     // what its Context keeps per micro-batch (the input included when kept)
@@ -52,6 +58,8 @@ struct ProfileOptions {
   std::int64_t micro_batch_size = 1;
   int repeats = 3;                  // timed runs after one warm-up
   std::uint64_t seed = 0;
+  // The job's optimizer: each layer's step is timed too (LayerProfile::optimizer_seconds).
+  std::optional<models::OptimizerConfig> optimizer;
 };
 
 // Builds each layer alone on `device`, feeds a random input of the shape the layers before it

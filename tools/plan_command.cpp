@@ -96,6 +96,7 @@ PlanReport make_report(const PlanCommand& c, const train::JobConfig& job, const 
   po.micro_batch_size = micro_batch;
   po.repeats = c.repeats;
   po.seed = job.seed;
+  po.optimizer = r.job.optimizer;
   r.profiles = partition::profile_layers(r.job.model, r.device, po);
   for (const auto& p : r.profiles) r.parameters += p.parameters;
   r.prediction = train::predict_job(r.job, r.profiles, links);

@@ -251,6 +251,7 @@ LayerProfiler profile_on(kernels::Device device, int repeats, std::uint64_t seed
       options.micro_batch_size = micro_batch_size;
       options.repeats = repeats;
       options.seed = seed;
+      options.optimizer = plan.optimizer;
       it = cache->emplace(micro_batch_size, partition::profile_layers(plan.model, device, options)).first;
     }
     return it->second;

@@ -183,6 +183,29 @@ BOOST_AUTO_TEST_CASE(seed_cnn_profile_has_times_bytes_and_stashes) {
   BOOST_CHECK_EQUAL(kernels::DeviceRuntime::get(device).allocator().stats().in_use, 0);
 }
 
+// With the job's optimizer given, each layer's step is timed: the layers with parameters take
+// time, those without none; without it nothing is timed; and the optimizer's state is gone after.
+BOOST_AUTO_TEST_CASE(the_optimizer_step_of_each_layer_is_timed_when_the_optimizer_is_given) {
+  const auto device = kernels::Device::cpu();
+  ProfileOptions options;
+  options.micro_batch_size = 4;
+  options.repeats = 2;
+  for (const bool given : {false, true}) {
+    if (given) {
+      models::OptimizerConfig adam;
+      adam.kind = models::OptimizerKind::Adam;
+      options.optimizer = adam;
+    }
+    for (const auto& p : profile_layers(seed_cnn(), device, options)) {
+      BOOST_TEST_CONTEXT(p.name << (given ? " with Adam" : " without an optimizer")) {
+        if (given && p.parameters > 0) BOOST_CHECK_GT(p.optimizer_seconds, 0.0);
+        else BOOST_CHECK_EQUAL(p.optimizer_seconds, 0.0);
+      }
+    }
+    BOOST_CHECK_EQUAL(kernels::DeviceRuntime::get(device).allocator().stats().in_use, 0);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(batch_norm_buffers_are_counted) {
   models::ModelOptions o;
   o.width = 4;

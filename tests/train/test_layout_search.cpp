@@ -294,6 +294,43 @@ BOOST_AUTO_TEST_CASE(ranks_that_share_the_hosts_cores_are_predicted_slower) {
   BOOST_TEST(predicted(1, 2, 1, 1) == 2 * predicted(1, 2, 1, 0), boost::test_tools::tolerance(1e-9));
 }
 
+// The optimizer step the profile measured is the stage's: the sum over its layers, a 1/R share of
+// it for a replica of sharded state; without a measurement (or offloaded) it follows from the
+// stated memory bandwidth.
+BOOST_AUTO_TEST_CASE(the_profiled_optimizer_step_is_the_stages_and_sharding_divides_it) {
+  const auto measured = profile_on(kernels::Device::cpu(0), 1, 0);
+  const auto stage_step = [&](int replicas, dp::OptimizerState state, double per_layer, models::OptimizerOffload offload) {
+    test::JobShape shape;
+    shape.stages = 2;
+    shape.micro_batches = 2;
+    shape.replicas = replicas;
+    JobConfig job = test::job_of(wide_mlp(), shape, 16 * replicas);
+    job.replicas.optimizer_state = state;
+    job.optimizer.kind = models::OptimizerKind::Adam;
+    job.optimizer.offload = offload;
+    const JobPlan plan = plan_job(job);
+    auto layers = measured(plan, micro_batch_size_of(plan));
+    for (auto& l : layers) l.optimizer_seconds = l.parameters > 0 ? per_layer : 0.0;
+    const auto split = partition::partition_uniform(plan.model.layer_count(), 2);
+    const auto p = predict_layout(plan, layers, split, LinkSpeeds{});
+    int with_params = 0;
+    for (int i = split[0].begin; i < split[0].end; ++i) with_params += layers[static_cast<std::size_t>(i)].parameters > 0;
+    return std::pair{p.stages[0].optimizer_seconds, with_params};
+  };
+  const auto none = models::OptimizerOffload::None;
+  const auto [alone, layers] = stage_step(1, dp::OptimizerState::Replicated, 1e-3, none);
+  BOOST_REQUIRE_GT(layers, 0);
+  BOOST_TEST(alone == layers * 1e-3, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(stage_step(2, dp::OptimizerState::Replicated, 1e-3, none).first == alone);
+  BOOST_TEST(stage_step(2, dp::OptimizerState::Sharded, 1e-3, none).first == alone / 2, boost::test_tools::tolerance(1e-12));
+  // Unmeasured or offloaded: the bandwidth formula, the same for any measured figure.
+  const double stated = stage_step(1, dp::OptimizerState::Replicated, 0.0, none).first;
+  BOOST_TEST(stated > 0.0);
+  BOOST_TEST(stated != alone);
+  BOOST_TEST(stage_step(1, dp::OptimizerState::Replicated, 1e-3, models::OptimizerOffload::Host).first ==
+             stage_step(1, dp::OptimizerState::Replicated, 5e-3, models::OptimizerOffload::Host).first);
+}
+
 // The replicas' all-reduce as plan measures it on this host: a latency per ring step and a
 // bandwidth, both positive; and each bucket pays its own steps in the predicted gradient sync.
 BOOST_AUTO_TEST_CASE(the_replicas_all_reduce_is_measured_and_each_bucket_pays_its_latency) {
