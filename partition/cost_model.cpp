@@ -116,6 +116,8 @@ StageEstimate estimate_piece(const std::vector<LayerProfile>& layers, const Cost
     e.parameters += layer.parameters;
     e.forward_seconds += layer.forward_seconds;
     e.backward_seconds += layer.backward_seconds;
+    e.input_half_seconds += layer.input_half_seconds;
+    e.weight_half_seconds += layer.weight_half_seconds;
     param_bytes += layer.param_bytes;
     buffer_bytes += layer.buffer_bytes;
     weight_half_bytes += layer.weight_half_bytes;

@@ -86,6 +86,10 @@ struct StageEstimate {
   std::int64_t parameters = 0;
   double forward_seconds = 0.0;     // per micro-batch
   double backward_seconds = 0.0;    // per micro-batch, recomputation included
+  // The backward's two halves as profiled (LayerProfile), recomputation not included; 0 where
+  // the profile has none.
+  double input_half_seconds = 0.0;
+  double weight_half_seconds = 0.0;
   bool recomputes = false;          // the whole piece: keeps its input, re-runs every forward
   double rebuild_seconds = 0.0;     // selective: its recomputed layers' forwards, re-run inside the backward
   std::int64_t rebuild_bytes = 0;   // selective: one run's contexts, rebuilt during one backward

@@ -108,6 +108,27 @@ Measured run_once(models::Layer& layer, const Shape& input_shape, Device device,
   return m;
 }
 
+// The backward of `layer` in two halves on a fresh random input: backward_input, then
+// backward_weight, each timed.
+Measured run_split_once(models::Layer& layer, const Shape& input_shape, Device device, std::uint64_t seed) {
+  auto& stream = kernels::current_stream(device);
+  Tensor x = layer.example_input(input_shape, device, seed);
+  auto out = layer.forward(x, models::Mode::Train);
+  const Tensor grad = random_tensor(out.y.shape(), device, seed + 1);
+  out.y = Tensor();
+  stream.synchronize();
+  Measured m;   // forward_seconds: the input half; backward_seconds: the weight half
+  const auto input_start = Clock::now();
+  Tensor grad_input = layer.backward_input(*out.ctx, grad);
+  stream.synchronize();
+  m.forward_seconds = seconds_since(input_start);
+  const auto weight_start = Clock::now();
+  layer.backward_weight(*out.ctx);
+  stream.synchronize();
+  m.backward_seconds = seconds_since(weight_start);
+  return m;
+}
+
 // One optimizer step of `layer`'s parameters, whose gradients the last backward left, as the stage
 // executor takes it: the update check's sum of squares over every gradient, the update, and the
 // gradients zeroed. Median of `repeats` after one that creates the optimizer state.
@@ -219,15 +240,21 @@ std::vector<LayerProfile> profile_layers(const ModelDescription& model, Device d
 
     const std::uint64_t seed = models::hash_name(options.seed, spec.name);
     run_once(*layer, shapes[i], device, seed, nullptr);   // warm-up: primitive creation, allocator growth
-    std::vector<double> forward, backward;
+    run_split_once(*layer, shapes[i], device, seed);
+    std::vector<double> forward, backward, input_half, weight_half;
     for (int r = 0; r < options.repeats; ++r) {
       const auto m = run_once(*layer, shapes[i], device, seed + 2 * static_cast<std::uint64_t>(r), r == 0 ? &p : nullptr);
       forward.push_back(m.forward_seconds);
       backward.push_back(m.backward_seconds);
+      const auto halves = run_split_once(*layer, shapes[i], device, seed + 2 * static_cast<std::uint64_t>(r));
+      input_half.push_back(halves.forward_seconds);
+      weight_half.push_back(halves.backward_seconds);
     }
     measure_input_half(*layer, shapes[i], device, seed, p);
     p.forward_seconds = median(forward);
     p.backward_seconds = median(backward);
+    p.input_half_seconds = median(input_half);
+    p.weight_half_seconds = median(weight_half);
     if (options.optimizer) p.optimizer_seconds = time_optimizer_step(*layer, device, *options.optimizer, options.repeats);
     // Which weights mixed precision gives a 16-bit copy: the layer says so once it runs in bf16.
     layer->set_precision(models::Precision::Bf16);

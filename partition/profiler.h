@@ -18,6 +18,11 @@ struct LayerProfile {
   std::int64_t parameters = 0;
   double forward_seconds = 0.0;     // per micro-batch, median of the repeats
   double backward_seconds = 0.0;    // full backward (input and weight gradients)
+  // The backward as two halves, as zero-bubble schedules run it: the input gradient
+  // (backward_input) and the weight gradients (backward_weight) of the same micro-batch. Together
+  // more than the fused backward (a convolution's or batch norm's shared work is done twice).
+  double input_half_seconds = 0.0;
+  double weight_half_seconds = 0.0;
   // One optimizer step of its parameters as a stage takes it (ProfileOptions::optimizer): the
   // update check's sum of squares over the gradients, the update and the zeroing of the
   // gradients. 0: not measured (no optimizer given, or no parameters).

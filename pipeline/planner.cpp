@@ -46,8 +46,11 @@ OpTimes op_times(const ScheduleSpec& spec, const std::vector<partition::StageEst
     const double recompute = e.recomputes ? e.forward_seconds : e.rebuild_seconds;
     const double backward = e.backward_seconds - recompute;
     t.forward[v] = e.forward_seconds;
-    t.backward_input[v] = (split_backward ? backward / 2 : backward) + recompute;
-    t.backward_weight[v] = split_backward ? backward / 2 : 0.0;
+    // Split: the profiled halves (together more than the fused backward), or half each where the
+    // profile has none.
+    const bool halves = e.input_half_seconds > 0.0 && e.weight_half_seconds > 0.0;
+    t.backward_input[v] = (split_backward ? (halves ? e.input_half_seconds : backward / 2) : backward) + recompute;
+    t.backward_weight[v] = split_backward ? (halves ? e.weight_half_seconds : backward / 2) : 0.0;
     t.send_activation[v] = e.send_seconds;
     t.send_gradient[v] = e.send_gradient_seconds;
   }

@@ -164,6 +164,8 @@ BOOST_AUTO_TEST_CASE(seed_cnn_profile_has_times_bytes_and_stashes) {
       BOOST_CHECK_EQUAL(p.name, names[i]);
       BOOST_CHECK_GT(p.forward_seconds, 0.0);
       BOOST_CHECK_GT(p.backward_seconds, 0.0);
+      BOOST_CHECK_GT(p.input_half_seconds, 0.0);
+      BOOST_CHECK_GT(p.weight_half_seconds, 0.0);
       BOOST_CHECK_EQUAL(p.output_bytes, outputs[i] * 4);
       BOOST_CHECK_EQUAL(kernels::shape_numel(p.output_shape), outputs[i]);
       BOOST_CHECK_EQUAL(p.input_bytes, input * 4);

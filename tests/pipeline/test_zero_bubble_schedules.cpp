@@ -6,6 +6,7 @@
 #include <cmath>
 #include <utility>
 
+#include "pipeline/planner.h"
 #include "pipeline/program_check.h"
 #include "pipeline/simulator.h"
 
@@ -269,3 +270,25 @@ BOOST_AUTO_TEST_CASE(bad_layouts_are_one_line_input_errors) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// The op times a planner gives a schedule from its pieces' estimates: a split backward takes the
+// profiled halves where the profile has them (their sum is more than the fused backward), half of
+// the backward each where it has none, and a recomputing piece's re-run forward in its input half;
+// a fused backward is the backward whatever the halves.
+BOOST_AUTO_TEST_CASE(split_backwards_take_the_profiled_halves) {
+  pw::partition::StageEstimate measured, unmeasured, recomputing;
+  measured.forward_seconds = unmeasured.forward_seconds = recomputing.forward_seconds = 1.0;
+  measured.backward_seconds = unmeasured.backward_seconds = 2.0;
+  measured.input_half_seconds = recomputing.input_half_seconds = 1.5;
+  measured.weight_half_seconds = recomputing.weight_half_seconds = 0.75;
+  recomputing.recomputes = true;
+  recomputing.backward_seconds = 3.0;   // the fused backward and the re-run forward
+  const std::vector<pw::partition::StageEstimate> pieces{measured, unmeasured, recomputing};
+  const auto split = op_times({ScheduleKind::ZeroBubbleH1, 3, 3, 1}, pieces);
+  BOOST_TEST(split.backward_input == (std::vector<double>{1.5, 1.0, 2.5}), boost::test_tools::per_element());
+  BOOST_TEST(split.backward_weight == (std::vector<double>{0.75, 1.0, 0.75}), boost::test_tools::per_element());
+  const auto fused = op_times({ScheduleKind::OneFOneB, 3, 3, 1}, pieces);
+  BOOST_TEST(fused.backward_input == (std::vector<double>{2.0, 2.0, 3.0}), boost::test_tools::per_element());
+  BOOST_TEST(fused.backward_weight == (std::vector<double>{0.0, 0.0, 0.0}), boost::test_tools::per_element());
+}
+
