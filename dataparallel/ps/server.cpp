@@ -9,7 +9,6 @@
 
 #include "core/durable_file.h"
 #include "dataparallel/ps/limits.h"
-#include "dataparallel/ps/server_wire.h"
 #include "pw_thrift/ParameterServer.h"
 #include "rpc/connection_gate.h"
 #include "rpc/frame_check.h"
@@ -63,19 +62,14 @@ class PsHandler : public rpc::wire::ParameterServerIf {
   void push(const std::string& token, const std::string& table, int32_t worker, int64_t step,
             const std::vector<int64_t>& keys, const std::string& grads, int32_t part, int32_t parts,
             int64_t push_id) override {
-    // The string's buffer comes from operator new, aligned for floats: read the values in place.
-    push_rows({token, table, worker, step, &keys, grads.data(), grads.size(), part, parts, push_id});
-  }
-
-  // A push as PsServerProcessor reads it (and the generated path above).
-  void push_rows(const PushRequest& r) {
-    guarded(r.job_token, [&] {
+    guarded(token, [&] {
       last_training_call_ = std::chrono::steady_clock::now().time_since_epoch().count();
-      if (r.grad_bytes % sizeof(float) != 0)
-        fail("gradients of " + std::to_string(r.grad_bytes) + " bytes are not whole F32 values",
+      if (grads.size() % sizeof(float) != 0)
+        fail("gradients of " + std::to_string(grads.size()) + " bytes are not whole F32 values",
              rpc::wire::PsErrorCode::BAD_REQUEST);
-      shard_->push(r.table, r.worker, r.step, *r.keys, reinterpret_cast<const float*>(r.grads),
-                   r.grad_bytes / sizeof(float), r.part, r.parts, r.push_id);
+      // The string's buffer comes from operator new, aligned for floats: read the values in place.
+      shard_->push(table, worker, step, keys, reinterpret_cast<const float*>(grads.data()),
+                   grads.size() / sizeof(float), part, parts, push_id);
     });
   }
 
@@ -188,11 +182,9 @@ PsServer::PsServer(const rpc::HostPort& bind, PsShardConfig config, std::string 
                    rpc::Tls tls) {
   rpc::check_job_token(job_token, "the parameter server's job token");
   shard_ = std::make_shared<PsShard>(std::move(config));
-  auto handler = std::make_shared<PsHandler>(shard_, job_token);
-  auto processor =
-      std::make_shared<PsServerProcessor>(handler, [h = handler.get()](const PushRequest& r) { h->push_rows(r); });
-  server_ = std::make_unique<rpc::ThriftServer>(bind, std::move(processor), kPsMaxFrameBytes,
-                                                rpc::kDefaultMaxConnections, gate, std::move(tls));
+  server_ = std::make_unique<rpc::ThriftServer>(
+      bind, std::make_shared<rpc::wire::ParameterServerProcessor>(std::make_shared<PsHandler>(shard_, job_token)),
+      kPsMaxFrameBytes, rpc::kDefaultMaxConnections, gate, std::move(tls));
 }
 
 PsServer::~PsServer() { server_.reset(); }
