@@ -1,6 +1,7 @@
 // The vectorised CPU optimizer (kernels/cpu/vector_optimizer.h, kernels/ops/host_optimizer.h)
-// against the reference updates (kernels/ops/optimizer.h): every instruction set this CPU has gives
-// the reference's bits, over sizes with and without a vector tail, several steps, with and without
+// against the device updates (kernels/ops/optimizer.h, whose F32 loops take the best of these
+// paths, F64 the plain loops): every instruction set this CPU has, the scalar loop included, gives
+// the same bits, over sizes with and without a vector tail, several steps, with and without
 // weight decay. And host tensors (Tensor::empty_host) count for their device outside its cap.
 #include <random>
 #include <vector>
