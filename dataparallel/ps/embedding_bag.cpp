@@ -115,17 +115,47 @@ std::vector<float> PsEmbeddingBag::rows_of(const std::vector<std::int64_t>& keys
     o_.traffic->pulled_rows += static_cast<std::int64_t>(keys.size());
     return rows;
   }
-  if (prefetched_rows(keys, rows.data())) return rows;
-  if (keys.empty()) return rows;
-  trace::ScopedSpan span(trace::SpanKind::PsPull, -1, 0, step_);
-  const auto t0 = Clock::now();
-  client_->pull(o_.table.name, o_.table.dim, keys, step_, server_staleness(o_.update, o_.staleness), rows.data());
-  const auto took = nanoseconds_since(t0);
-  o_.traffic->pull_ns += took;
-  o_.traffic->lookup_wait_ns += took;
-  ++o_.traffic->lookup_waits;
-  o_.traffic->pulled_rows += static_cast<std::int64_t>(keys.size());
+  // Each row once a step: what the step's prefetch or an earlier read holds, the rest pulled.
+  const std::vector<std::size_t> missing = held_rows(keys, rows.data());
+  if (missing.empty()) return rows;
+  std::vector<std::int64_t> pull_keys(missing.size());
+  for (std::size_t i = 0; i < missing.size(); ++i) pull_keys[i] = keys[missing[i]];
+  std::vector<float> pulled(pull_keys.size() * dim);
+  {
+    trace::ScopedSpan span(trace::SpanKind::PsPull, -1, 0, step_);
+    const auto t0 = Clock::now();
+    client_->pull(o_.table.name, o_.table.dim, pull_keys, step_, server_staleness(o_.update, o_.staleness),
+                  pulled.data());
+    const auto took = nanoseconds_since(t0);
+    o_.traffic->pull_ns += took;
+    o_.traffic->lookup_wait_ns += took;
+    ++o_.traffic->lookup_waits;
+    o_.traffic->pulled_rows += static_cast<std::int64_t>(pull_keys.size());
+  }
+  for (std::size_t i = 0; i < missing.size(); ++i)
+    std::copy_n(pulled.data() + i * dim, dim, rows.data() + missing[i] * dim);
+  keep_step_rows(pull_keys, pulled);
   return rows;
+}
+
+// Rows pulled during a step join its prefetched ones: a later read of the step (a recomputed
+// forward of the same micro-batch, another micro-batch with the same ids) gets the rows this one
+// got, as it would from a prefetch. Under asynchronous updates a second pull could see other
+// workers' pushes, and a recomputed forward would then feed its layers other rows than the loss
+// was computed from. Rows already held keep their values.
+void PsEmbeddingBag::keep_step_rows(const std::vector<std::int64_t>& keys, const std::vector<float>& rows) {
+  const auto dim = static_cast<std::size_t>(o_.table.dim);
+  Prefetch& p = prefetches_[step_];
+  PW_CHECK(p.complete || !p.call.pending(), "embedding table '" << o_.table.name << "': step " << step_
+                                                                << "'s prefetch is still under way");
+  p.step = step_;
+  p.complete = true;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    if (!p.index.try_emplace(keys[i], p.keys.size()).second) continue;
+    p.keys.push_back(keys[i]);
+    p.rows.insert(p.rows.end(), rows.begin() + static_cast<std::ptrdiff_t>(i * dim),
+                  rows.begin() + static_cast<std::ptrdiff_t>((i + 1) * dim));
+  }
 }
 
 void PsEmbeddingBag::prefetch(const std::vector<Tensor>& next_micro_batches) {
@@ -169,9 +199,14 @@ void PsEmbeddingBag::prefetch(const std::vector<Tensor>& next_micro_batches) {
       });
 }
 
-bool PsEmbeddingBag::prefetched_rows(const std::vector<std::int64_t>& keys, float* out) {
+std::vector<std::size_t> PsEmbeddingBag::held_rows(const std::vector<std::int64_t>& keys, float* out) {
+  std::vector<std::size_t> missing;
   const auto found = prefetches_.find(step_);
-  if (found == prefetches_.end()) return false;
+  if (found == prefetches_.end()) {
+    missing.resize(keys.size());
+    for (std::size_t i = 0; i < keys.size(); ++i) missing[i] = i;
+    return missing;
+  }
   Prefetch& p = found->second;
   const auto dim = static_cast<std::size_t>(o_.table.dim);
   if (!p.complete) {
@@ -194,14 +229,12 @@ bool PsEmbeddingBag::prefetched_rows(const std::vector<std::int64_t>& keys, floa
     p.rows = std::move(pulled);
     p.complete = true;
   }
-  std::vector<std::size_t> at(keys.size());
   for (std::size_t i = 0; i < keys.size(); ++i) {
     const auto it = p.index.find(keys[i]);
-    if (it == p.index.end()) return false;   // not the batch it was given: pull as usual
-    at[i] = it->second;
+    if (it == p.index.end()) missing.push_back(i);   // not among the ids it was given
+    else std::copy_n(p.rows.data() + it->second * dim, dim, out + i * dim);
   }
-  for (std::size_t i = 0; i < keys.size(); ++i) std::copy_n(p.rows.data() + at[i] * dim, dim, out + i * dim);
-  return true;
+  return missing;
 }
 
 void PsEmbeddingBag::wait_for_push(const char* why) {

@@ -111,14 +111,16 @@ class PsEmbeddingBag : public models::Layer, public RemoteRows {
   // acknowledges the repeat without applying it (the first push stands).
   void start();
   std::vector<float> rows_of(const std::vector<std::int64_t>& keys, models::Mode mode);
-  // The rows of `keys` from this step's prefetch (waited for if still under way); false when
-  // there is none for this step or it lacks a key.
-  bool prefetched_rows(const std::vector<std::int64_t>& keys, float* out);
+  // The rows of `keys` this step holds (its prefetch, waited for if still under way, and the rows
+  // pulled earlier in the step) written to out; the positions of those it does not hold.
+  std::vector<std::size_t> held_rows(const std::vector<std::int64_t>& keys, float* out);
+  void keep_step_rows(const std::vector<std::int64_t>& keys, const std::vector<float>& rows);
   void wait_for_push(const char* why);   // the push in flight answered (rethrows its error)
   void abandon_background_calls();
   std::chrono::steady_clock::time_point background_deadline() const;
 
-  // The rows of one step, fetched in the background.
+  // The rows of one step, fetched in the background (and those pulled during the step, kept
+  // beside them until it ends).
   struct Prefetch {
     std::int64_t step = -1;
     std::vector<std::int64_t> keys;               // every unique key of the step's micro-batches

@@ -139,6 +139,8 @@ BOOST_AUTO_TEST_CASE(sync_mode_computes_what_a_local_embedding_bag_computes) {
   }
 }
 
+// A step reads each row once: repeated ids, and ids a later micro-batch of the step shares, come
+// from the rows it already holds; the next step pulls them again.
 BOOST_AUTO_TEST_CASE(repeated_ids_are_pulled_once_and_the_next_step_sees_the_servers_rows) {
   Servers ps(2, 1, dp::UpdateMode::Sync);
   const auto t = table("emb");
@@ -147,12 +149,12 @@ BOOST_AUTO_TEST_CASE(repeated_ids_are_pulled_once_and_the_next_step_sees_the_ser
   const Tensor g = Tensor::full({2, kDim}, 1.0);
   auto first = bag.forward(x, Mode::Train);
   BOOST_TEST(bag.traffic().pulled_rows == 3);
-  bag.forward(ids({4, 9, 30}), Mode::Train);   // another micro-batch of the step: pulled again
-  BOOST_TEST(bag.traffic().pulled_rows == 6);
+  bag.forward(ids({4, 9, 30}), Mode::Train);   // another micro-batch of the step: only the new row
+  BOOST_TEST(bag.traffic().pulled_rows == 4);
   bag.backward(*first.ctx, g);
   bag.push_gradients(0, dp::RemoteGradients::Push);
   auto next = bag.forward(x, Mode::Train);
-  BOOST_TEST(bag.traffic().pulled_rows == 9);
+  BOOST_TEST(bag.traffic().pulled_rows == 7);
   dp::PsClient client(ps.addresses, kToken, 0, 5000ms);
   const auto rows = client.pull("emb", kDim, {4, 9, 12}, 1, 1);
   // Bags {4, 4, 9} and {9, 4, 12}, summed from the rows as they are now.
@@ -418,6 +420,38 @@ BOOST_AUTO_TEST_CASE(a_job_stopped_mid_step_resumes) {
     threads.emplace_back([&, r] { errors[static_cast<std::size_t>(r)] = error_of([&] { train_step(*again[r], x, g, r); }); });
   for (auto& th : threads) th.join();
   for (const auto& e : errors) BOOST_TEST(e == "(no error)");
+}
+
+// A recomputed forward (a stage that recomputes, or chosen layers) reads the rows its forward read,
+// though under asynchronous updates another worker's push changed them on the servers in between:
+// its output is the forward's, bit for bit, so the layers after it rebuild the contexts the loss
+// came from. Without prefetch (the rows pulled by the forward itself) and with it.
+BOOST_AUTO_TEST_CASE(a_recomputed_forward_reads_the_rows_its_forward_read) {
+  for (const bool prefetched : {false, true}) {
+    BOOST_TEST_CONTEXT((prefetched ? "prefetched" : "pulled by the forward")) {
+      Servers ps(1, 2, dp::UpdateMode::Async);
+      const auto t = table("emb");
+      dp::PsEmbeddingBag bag(options(ps.addresses, t, dp::UpdateMode::Async));
+      bag.set_worker(0);
+      const Tensor x = ids({3, 3, 3, 5, 7, 11});   // bag 0 is three times row 3
+      if (prefetched) bag.prefetch({x});
+      if (prefetched) bag.push_gradients(0, dp::RemoteGradients::Push);   // step 0 ends; the prefetch is step 1's
+      const auto forward = bag.forward(x, Mode::Train);
+      // Worker 1 moves every row the forward read.
+      dp::PsClient other(ps.addresses, kToken, 1, 5000ms);
+      other.push("emb", kDim, {3, 5, 7, 11}, std::vector<float>(4 * kDim, 1.0f), 0);
+      const auto now = other.pull("emb", kDim, {3}, 1, -1);
+      const auto rebuilt = bag.forward(x, Mode::Recompute);
+      BOOST_TEST(rebuilt.y.to_float_vector() == forward.y.to_float_vector());
+      // The servers' row did change: a fresh read of the next step differs.
+      bag.backward(*forward.ctx, Tensor::full({2, kDim}, 0.0));
+      bag.push_gradients(0, dp::RemoteGradients::Push);
+      const auto later = bag.forward(ids({3, 3, 3}), Mode::Train);
+      BOOST_TEST(std::abs(later.y.data<float>()[0] - 3 * now[0]) <= 1e-6);
+      const auto first_bag = forward.y.to_float_vector();
+      BOOST_TEST(later.y.to_float_vector() != std::vector<float>(first_bag.begin(), first_bag.begin() + kDim));
+    }
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
