@@ -44,14 +44,17 @@ common="--width $width --dataset synthetic --synthetic-shape 3x32x32 --batch-siz
 i=0
 for layout in "${layouts[@]}"; do
   i=$((i + 1))
-  for r in $(seq "$runs"); do
-    # shellcheck disable=SC2086
-    "$pw" plan $common $layout --partition profile --repeats 3 --json >"$out/plan$i.$r.json" 2>"$out/log" || { cat "$out/log" >&2; exit 1; }
-  done
-  # Every run takes the first plan's split: profiling again would time the layers anew and may cut elsewhere.
+  # shellcheck disable=SC2086
+  "$pw" plan $common $layout --partition profile --repeats 3 --json >"$out/plan$i.1.json" 2>"$out/log" || { cat "$out/log" >&2; exit 1; }
+  # Every later plan and run takes the first plan's split: profiling again would time the layers
+  # anew and may cut elsewhere.
   split=$("$python" -c 'import json, sys; s = json.load(open(sys.argv[1]))["split"]; print(",".join(str(p["begin"]) for p in s[1:]))' "$out/plan$i.1.json")
   split_flag=()
   [ -n "$split" ] && split_flag=(--split "$split")
+  for r in $(seq 2 "$runs"); do
+    # shellcheck disable=SC2086
+    "$pw" plan $common $layout "${split_flag[@]}" --repeats 3 --json >"$out/plan$i.$r.json" 2>"$out/log" || { cat "$out/log" >&2; exit 1; }
+  done
   for r in $(seq "$runs"); do
     # shellcheck disable=SC2086
     "$pw" train $common $layout "${split_flag[@]}" --synthetic-size $((batch * (steps + warmup))) --steps $((steps + warmup)) \

@@ -243,16 +243,19 @@ Predicted predict_recomputing_where_needed(JobConfig& job, const LinkSpeeds& lin
 }  // namespace
 
 LayerProfiler profile_on(kernels::Device device, int repeats, std::uint64_t seed) {
-  auto cache = std::make_shared<std::map<std::int64_t, std::vector<partition::LayerProfile>>>();
+  // By micro-batch size and optimizer (the profile times the optimizer's step too).
+  using Key = std::pair<std::int64_t, models::OptimizerKind>;
+  auto cache = std::make_shared<std::map<Key, std::vector<partition::LayerProfile>>>();
   return [device, repeats, seed, cache](const JobPlan& plan, std::int64_t micro_batch_size) {
-    auto it = cache->find(micro_batch_size);
+    const Key key{micro_batch_size, plan.optimizer.kind};
+    auto it = cache->find(key);
     if (it == cache->end()) {
       partition::ProfileOptions options;
       options.micro_batch_size = micro_batch_size;
       options.repeats = repeats;
       options.seed = seed;
       options.optimizer = plan.optimizer;
-      it = cache->emplace(micro_batch_size, partition::profile_layers(plan.model, device, options)).first;
+      it = cache->emplace(key, partition::profile_layers(plan.model, device, options)).first;
     }
     return it->second;
   };

@@ -51,7 +51,8 @@ struct SearchResult {
 
 // Profiles of every layer of `plan`'s model at `micro_batch_size` (the search asks once per size).
 using LayerProfiler = std::function<std::vector<partition::LayerProfile>(const JobPlan& plan, std::int64_t micro_batch_size)>;
-// Measures on `device` with `repeats` timed runs per layer, remembering each micro-batch size.
+// Measures on `device` with `repeats` timed runs per layer (and the plan's optimizer step),
+// remembering each micro-batch size and optimizer.
 LayerProfiler profile_on(kernels::Device device, int repeats, std::uint64_t seed);
 
 // ConfigError naming the field when the base config cannot be planned at all; InputError for a

@@ -61,7 +61,8 @@ MeasuredCollective measure_cpu_allreduce(int runs, std::int64_t large_bytes) {
   MeasuredCollective out;
   out.latency_s = small / 2.0;   // a ring all-reduce of 2 ranks takes 2 (R - 1) = 2 steps
   // The gradient-sync model: 2 (R - 1) / R of the bytes over the link, plus the steps (R = 2).
-  out.bytes_per_s = static_cast<double>(large_bytes) / std::max(large - small, 1e-9);
+  // Noise can make the large one no slower than the small one: then its bytes over its whole time.
+  out.bytes_per_s = static_cast<double>(large_bytes) / (large > small ? large - small : std::max(large, 1e-9));
   return out;
 }
 

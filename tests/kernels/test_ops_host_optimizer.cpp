@@ -79,8 +79,10 @@ BOOST_AUTO_TEST_CASE(sgd_and_adagrad_are_the_reference_bit_for_bit_on_every_inst
           Tensor w_ref = tensor_of(w0), buf_ref = Tensor::zeros({n}), acc_ref = Tensor::zeros({n});
           Tensor w = tensor_of(w0), buf = Tensor::zeros({n}), acc = Tensor::zeros({n});
           Tensor wa_ref = tensor_of(w0), wa = tensor_of(w0);
-          const SgdParams sgd{0.05, momentum, 0.01};
-          const AdagradParams adagrad{0.05, 1e-10, 0.01};
+          // Weight decay with momentum, none without: both branches of each.
+          const double decay = momentum != 0.0 ? 0.01 : 0.0;
+          const SgdParams sgd{0.05, momentum, decay};
+          const AdagradParams adagrad{0.05, 1e-10, decay};
           for (std::int64_t step = 1; step <= 3; ++step) {
             const Tensor g = tensor_of(random_values(n, 200 + static_cast<unsigned>(step), -0.5f, 0.5f));
             sgd_update(w_ref, g, buf_ref, sgd, step);

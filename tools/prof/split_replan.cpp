@@ -18,6 +18,8 @@ constexpr double kWorthMoving = 0.01;
 
 struct PieceTimes {
   std::vector<double> forward, backward;   // seconds per micro-batch; backward without recomputation
+  // Of `backward`, what ran as the two halves of a split backward (zero-bubble kinds).
+  std::vector<double> input_half, weight_half;
   double link_seconds = 0.0;               // the traced steps' sends and received tensors' copies, all pieces
 };
 
@@ -25,7 +27,8 @@ PieceTimes traced_piece_times(const train::TraceData& data, const pipeline::Sche
                               const std::set<std::int64_t>& steps) {
   const auto& m = data.meta;
   const auto pieces = static_cast<std::size_t>(spec.stages * spec.chunks);
-  PieceTimes t{std::vector<double>(pieces, 0.0), std::vector<double>(pieces, 0.0)};
+  PieceTimes t{std::vector<double>(pieces, 0.0), std::vector<double>(pieces, 0.0), std::vector<double>(pieces, 0.0),
+               std::vector<double>(pieces, 0.0)};
   const double per_op = 1.0 / (static_cast<double>(steps.size()) * m.replicas * m.micro_batches);
   for (const auto& s : data.spans) {
     if (s.stage < 0 || s.stage >= m.stages || s.lane != 0 || steps.count(s.step) == 0) continue;
@@ -37,25 +40,48 @@ PieceTimes traced_piece_times(const train::TraceData& data, const pipeline::Sche
     else if (s.kind == trace::SpanKind::Backward || s.kind == trace::SpanKind::BackwardInput ||
              s.kind == trace::SpanKind::BackwardWeight)
       t.backward[piece] += d;
+    if (s.kind == trace::SpanKind::BackwardInput) t.input_half[piece] += d;
+    if (s.kind == trace::SpanKind::BackwardWeight) t.weight_half[piece] += d;
   }
   return t;
 }
 
 // Each layer's profiled time scaled so that its piece sums to the traced time; evenly where the
-// profile measured nothing.
+// profile measured nothing. A trace of a split backward gives the halves; its fused backward is
+// the profiled one slowed as the halves were. A trace of a fused backward gives that; the halves
+// are the profiled ones slowed as it was.
 void spread(std::vector<partition::LayerProfile>& layers, const partition::Partition& split, const PieceTimes& traced) {
   for (std::size_t v = 0; v < split.size(); ++v) {
     const auto [begin, end] = std::pair(split[v].begin, split[v].end);
-    double forward = 0.0, backward = 0.0;
+    double forward = 0.0, backward = 0.0, input_half = 0.0, weight_half = 0.0;
     for (int i = begin; i < end; ++i) {
-      forward += layers[static_cast<std::size_t>(i)].forward_seconds;
-      backward += layers[static_cast<std::size_t>(i)].backward_seconds;
+      const auto& l = layers[static_cast<std::size_t>(i)];
+      forward += l.forward_seconds;
+      backward += l.backward_seconds;
+      input_half += l.input_half_seconds;
+      weight_half += l.weight_half_seconds;
     }
     const double n = end - begin;
+    const bool traced_halves = traced.input_half[v] > 0.0 || traced.weight_half[v] > 0.0;
+    const bool profiled_halves = input_half > 0.0 && weight_half > 0.0;
+    // The fused backward the trace implies, and the halves.
+    double fused = traced.backward[v], in = traced.input_half[v], w = traced.weight_half[v];
+    if (traced_halves && profiled_halves && backward > 0.0) fused = backward * (in + w) / (input_half + weight_half);
+    if (!traced_halves && profiled_halves && backward > 0.0) {
+      in = input_half * fused / backward;
+      w = weight_half * fused / backward;
+    }
+    const auto scaled = [n](double profiled, double piece_profiled, double piece_traced) {
+      return piece_profiled > 0 ? profiled / piece_profiled * piece_traced : piece_traced / n;
+    };
     for (int i = begin; i < end; ++i) {
       auto& l = layers[static_cast<std::size_t>(i)];
-      l.forward_seconds = forward > 0 ? l.forward_seconds / forward * traced.forward[v] : traced.forward[v] / n;
-      l.backward_seconds = backward > 0 ? l.backward_seconds / backward * traced.backward[v] : traced.backward[v] / n;
+      l.forward_seconds = scaled(l.forward_seconds, forward, traced.forward[v]);
+      l.backward_seconds = scaled(l.backward_seconds, backward, fused);
+      if (profiled_halves || traced_halves) {
+        l.input_half_seconds = scaled(l.input_half_seconds, input_half, in);
+        l.weight_half_seconds = scaled(l.weight_half_seconds, weight_half, w);
+      }
     }
   }
 }

@@ -454,4 +454,23 @@ BOOST_AUTO_TEST_CASE(a_recomputed_forward_reads_the_rows_its_forward_read) {
   }
 }
 
+// A micro-batch with ids the step's prefetch lacks takes the prefetched rows for the others and
+// pulls only the rest, which join the prefetched ones: its recomputed forward reads what it read,
+// though worker 1 moved every row on the servers in between.
+BOOST_AUTO_TEST_CASE(rows_a_prefetch_lacks_are_pulled_and_join_it) {
+  Servers ps(1, 2, dp::UpdateMode::Async);
+  dp::PsEmbeddingBag bag(options(ps.addresses, table("emb"), dp::UpdateMode::Async));
+  bag.set_worker(0);
+  bag.prefetch({ids({3, 5, 7})});
+  bag.push_gradients(0, dp::RemoteGradients::Push);   // step 0 ends; the prefetch is step 1's
+  const Tensor x = ids({3, 5, 40, 41, 7, 3});
+  const auto forward = bag.forward(x, Mode::Train);   // takes the prefetch: its rows are counted by then
+  BOOST_TEST(bag.traffic().prefetched_rows == 3);
+  BOOST_TEST(bag.traffic().pulled_rows == 3 + 2);     // and 40 and 41
+  dp::PsClient other(ps.addresses, kToken, 1, 5000ms);
+  other.push("emb", kDim, {3, 5, 7, 40, 41}, std::vector<float>(5 * kDim, 1.0f), 0);
+  BOOST_TEST(bag.forward(x, Mode::Recompute).y.to_float_vector() == forward.y.to_float_vector());
+  BOOST_TEST(bag.traffic().pulled_rows == 3 + 2);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
