@@ -1,10 +1,19 @@
 #include "tools/job_flags.h"
 
 #include <fstream>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 namespace pw::tools {
+
+std::vector<kernels::Device> parse_device_list(const std::string& text) {
+  std::vector<kernels::Device> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) out.push_back(kernels::Device::parse(item));
+  return out;
+}
 
 train::JobConfig read_job_config(const std::string& path) {
   std::ifstream in(path);

@@ -3,10 +3,12 @@
 // (`pipewright train`, `pipewright plan`): each flag records the path of the field it sets, so the
 // library's messages, which name fields by path, are told back with the flags' names.
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "core/error.h"
+#include "kernels/device.h"
 #include "partition/cost_model.h"
 #include "tools/flag_names.h"
 #include "train/job_config.h"
@@ -84,6 +86,9 @@ struct Binder {
 // write it). Add it before the flags that bind fields, so that those given beside it override its
 // fields (CLI11 applies options in the order they were added).
 CLI::Option* add_config_option(CLI::App& cmd, train::JobConfig& job);
+
+// "cpu:0,cpu:1" -> those devices (--devices of train and plan); InputError naming a bad one.
+std::vector<kernels::Device> parse_device_list(const std::string& text);
 
 // The job config in FILE; InputError naming the file and what is wrong with it.
 train::JobConfig read_job_config(const std::string& path);

@@ -78,6 +78,7 @@ train::LinkSpeeds link_speeds_of(const PlanCommand& c) {
 PlanReport make_report(const PlanCommand& c, const train::JobConfig& job, const train::LinkSpeeds& links) {
   PlanReport r;
   r.job = train::plan_job(job);
+  train::check_devices(r.job.config, r.job.shape().world_size());   // one per rank, as train checks them
   r.device = job.resources.device;
   auto& runtime = kernels::DeviceRuntime::get(r.device);
   if (job.resources.threads > 0) runtime.set_threads(job.resources.threads);
@@ -174,8 +175,9 @@ void add_plan_command(CLI::App& app, PlanCommand& c) {
            "16-bit weights and activations keep fp32 master weights and optimizer state");
   b.option("--ps", "/ps/servers", job.ps.servers, "parameter servers holding the model's embedding tables")
       ->check(range(0, 64));
-  b.parsed("--device", "/resources/device", job.resources.device, kernels::Device::parse,
-           "device the layers are profiled on, cpu:N or cuda:N")->default_str(job.resources.device.str());
+  auto* device = b.parsed("--device", "/resources/device", job.resources.device, kernels::Device::parse,
+                          "device the layers are profiled on, cpu:N or cuda:N (default: the first of --devices)")
+                     ->default_str(job.resources.device.str());
   b.option("--threads", "/resources/threads", job.resources.threads, "threads of the CPU device (default: all)")
       ->check(Positive);
   b.parsed("--device-memory", "/resources/device_memory", job.resources.device_memory, parse_bytes,
@@ -201,8 +203,31 @@ void add_plan_command(CLI::App& app, PlanCommand& c) {
   auto* search_flag = cmd->add_flag("--search", c.search, "rank the layouts (stages x replicas x micro-batches x schedule x "
                                                           "recompute x sharding) that fit --devices by predicted step time")
                           ->group(search);
-  auto* devices = cmd->add_option("--devices", c.devices, "--search: devices the layouts may use")
-                      ->check(range(1, 4096))->group(search);
+  // A count is the search's; a list is the job's devices, as train takes them.
+  c.flags.add("/resources/devices", "--devices");
+  auto* devices = cmd->add_option_function<std::string>(
+                         "--devices",
+                         [&c](const std::string& text) {
+                           const bool count = !text.empty() && std::all_of(text.begin(), text.end(), [](char ch) {
+                             return ch >= '0' && ch <= '9';
+                           });
+                           if (!count) {
+                             try {
+                               c.job.resources.devices = parse_device_list(text);
+                             } catch (const InputError& e) {
+                               throw InputError(std::string("--devices: ") + e.what());
+                             }
+                             return;
+                           }
+                           const long n = text.size() > 5 ? 100000 : std::stol(text);
+                           PW_INPUT_CHECK(n >= 1 && n <= 4096, "--devices: got " << text << "; expected a whole number "
+                                                                  "from 1 to 4096 (--search) or the job's devices, "
+                                                                  "e.g. cpu:0,cpu:1");
+                           c.devices = static_cast<int>(n);
+                         },
+                         "--search: how many devices the layouts may use; otherwise the job's devices, one per "
+                         "stage, e.g. cuda:0,cuda:1 (as for train)")
+                      ->group(search);
   auto* nodes = cmd->add_option("--nodes", c.nodes, "--search: the devices split evenly over this many nodes")
                     ->capture_default_str()->check(range(1, 4096))->group(search);
   auto* top = cmd->add_option("--top", c.top, "--search: layouts printed")->capture_default_str()
@@ -210,8 +235,19 @@ void add_plan_command(CLI::App& app, PlanCommand& c) {
   auto* write = cmd->add_option("--write-config", c.write_config,
                                 "--search: write the best layout as a job config (JSON) that pipewright train --config runs")
                     ->group(search);
-  for (auto* o : {devices, nodes, top, write}) o->needs(search_flag);
-  cmd->callback([&c, stages, micro_batches, schedule, chunks, split, method, recompute, recompute_layers, replicas, shard] {
+  for (auto* o : {nodes, top, write}) o->needs(search_flag);
+  cmd->callback([&c, stages, micro_batches, schedule, chunks, split, method, recompute, recompute_layers, replicas, shard,
+                 devices, device, search_flag] {
+    if (devices->count() > 0) {
+      const bool listed = !c.job.resources.devices.empty();
+      PW_INPUT_CHECK(search_flag->count() > 0 || listed,
+                     "--devices " << c.devices << " requires --search (a count of devices for the search); list the "
+                                  << "job's own devices as train takes them, e.g. cpu:0,cpu:1");
+      PW_INPUT_CHECK(search_flag->count() == 0 || !listed,
+                     "--search --devices takes how many devices the layouts may use, e.g. --devices 4, not a list");
+      // The layers are profiled on the job's first device unless --device says otherwise.
+      if (listed && device->count() == 0) c.job.resources.device = c.job.resources.devices.front();
+    }
     for (auto* o : {stages, micro_batches, chunks, split, method, recompute_layers, replicas, shard})
       if (o->count() > 0 && c.layout_flag_given.empty()) c.layout_flag_given = o->get_name();
     c.schedule_given = schedule->count() > 0;

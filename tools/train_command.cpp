@@ -78,11 +78,6 @@ std::string describe_job(const train::Engine& engine) {
 }
 
 
-std::vector<kernels::Device> device_list(const std::string& text) {
-  std::vector<kernels::Device> out;
-  for (const auto& item : comma_list(text)) out.push_back(kernels::Device::parse(item));
-  return out;
-}
 
 // Descriptions wrapped to fit 100 columns beside the flag names (CLI11 2.1 does not wrap).
 class WrappingFormatter : public CLI::Formatter {
@@ -301,7 +296,7 @@ void add_train_command(CLI::App& app, TrainCommand& t) {
   const std::string devices = "Devices and processes";
   b.parsed("--device", "/resources/device", job.resources.device, kernels::Device::parse, "cpu:N or cuda:N")
       ->default_str(job.resources.device.str())->group(devices);
-  b.parsed("--devices", "/resources/devices", job.resources.devices, device_list,
+  b.parsed("--devices", "/resources/devices", job.resources.devices, parse_device_list,
              "one device per stage, e.g. cpu:0,cpu:1 (default cpu:0..P-1)")->group(devices);
   b.option("--threads", "/resources/threads", job.resources.threads, "threads of the CPU device (default: all)")
       ->check(Positive)->group(devices);

@@ -188,11 +188,26 @@ BOOST_AUTO_TEST_CASE(recomputation_is_chosen_per_stage_and_the_config_trains) {
   BOOST_CHECK_EQUAL(s["loss_history"].size(), 2u);
 }
 
+// Without --search, --devices is the job's device list as train takes it (a train command's flags
+// plan as they are): the layers are profiled on the first, and the memory is the same as on --device.
+BOOST_AUTO_TEST_CASE(without_search_devices_is_the_jobs_device_list) {
+  const std::string shape = "plan " + kJob + "--stages 2 --partition uniform --repeats 1 --threads 2 --json ";
+  const auto listed = json_of(shape + "--devices cpu:1,cpu:0");
+  const auto single = json_of(shape + "--device cpu:1");
+  BOOST_CHECK_EQUAL(listed["device"], "cpu:1");
+  BOOST_CHECK_EQUAL(listed["stages"], 2);
+  for (int stage = 0; stage < 2; ++stage)   // the memory (the times are measured anew)
+    BOOST_CHECK_EQUAL(listed["memory"][stage]["by_kind"].dump(), single["memory"][stage]["by_kind"].dump());
+}
+
 BOOST_AUTO_TEST_CASE(bad_search_flags_get_one_line_errors) {
   check_error(kSearch, "pipewright: error: --search needs --devices N");
   check_error(kSearch + "--devices 4 --stages 2", "pipewright: error: --stages: --search chooses the layout itself");
   check_error(kSearch + "--devices 4 --nodes 3", "pipewright: error: --nodes 3: 4 devices do not split evenly");
-  check_error("plan " + kJob + "--devices 4", "--devices requires --search");
+  check_error("plan " + kJob + "--devices 4", "--devices 4 requires --search");
+  check_error(kSearch + "--devices cpu:0,cpu:1", "--search --devices takes how many devices");
+  check_error("plan " + kJob + "--devices cpu:0,gpu:1", "--devices: ");
+  check_error("plan " + kJob + "--stages 2 --devices cpu:0,cpu:1,cpu:2", "--devices: 3 devices for 2 stages");
   check_error(kSearch + "--devices 0", "--devices: got 0");
   check_error(kSearch + "--devices 4 --recompute all,none",
               "pipewright: error: --recompute all,none: --search chooses the stage count, so it takes one of none, all, "
