@@ -110,22 +110,26 @@ Measured run_once(models::Layer& layer, const Shape& input_shape, Device device,
 
 // The backward of `layer` in two halves on a fresh random input: backward_input, then
 // backward_weight, each timed.
-Measured run_split_once(models::Layer& layer, const Shape& input_shape, Device device, std::uint64_t seed) {
+struct MeasuredHalves {
+  double input_seconds = 0.0;
+  double weight_seconds = 0.0;
+};
+MeasuredHalves run_split_once(models::Layer& layer, const Shape& input_shape, Device device, std::uint64_t seed) {
   auto& stream = kernels::current_stream(device);
   Tensor x = layer.example_input(input_shape, device, seed);
   auto out = layer.forward(x, models::Mode::Train);
   const Tensor grad = random_tensor(out.y.shape(), device, seed + 1);
   out.y = Tensor();
   stream.synchronize();
-  Measured m;   // forward_seconds: the input half; backward_seconds: the weight half
+  MeasuredHalves m;
   const auto input_start = Clock::now();
   Tensor grad_input = layer.backward_input(*out.ctx, grad);
   stream.synchronize();
-  m.forward_seconds = seconds_since(input_start);
+  m.input_seconds = seconds_since(input_start);
   const auto weight_start = Clock::now();
   layer.backward_weight(*out.ctx);
   stream.synchronize();
-  m.backward_seconds = seconds_since(weight_start);
+  m.weight_seconds = seconds_since(weight_start);
   return m;
 }
 
@@ -247,8 +251,8 @@ std::vector<LayerProfile> profile_layers(const ModelDescription& model, Device d
       forward.push_back(m.forward_seconds);
       backward.push_back(m.backward_seconds);
       const auto halves = run_split_once(*layer, shapes[i], device, seed + 2 * static_cast<std::uint64_t>(r));
-      input_half.push_back(halves.forward_seconds);
-      weight_half.push_back(halves.backward_seconds);
+      input_half.push_back(halves.input_seconds);
+      weight_half.push_back(halves.weight_seconds);
     }
     measure_input_half(*layer, shapes[i], device, seed, p);
     p.forward_seconds = median(forward);

@@ -1,6 +1,7 @@
 #include "tools/plan_command.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
@@ -208,9 +209,9 @@ void add_plan_command(CLI::App& app, PlanCommand& c) {
   auto* devices = cmd->add_option_function<std::string>(
                          "--devices",
                          [&c](const std::string& text) {
-                           const bool count = !text.empty() && std::all_of(text.begin(), text.end(), [](char ch) {
-                             return ch >= '0' && ch <= '9';
-                           });
+                           long n = 0;
+                           const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), n);
+                           const bool count = error != std::errc::invalid_argument && end == text.data() + text.size();
                            if (!count) {
                              try {
                                c.job.resources.devices = parse_device_list(text);
@@ -219,8 +220,7 @@ void add_plan_command(CLI::App& app, PlanCommand& c) {
                              }
                              return;
                            }
-                           const long n = text.size() > 5 ? 100000 : std::stol(text);
-                           PW_INPUT_CHECK(n >= 1 && n <= 4096, "--devices: got " << text << "; expected a whole number "
+                           PW_INPUT_CHECK(error == std::errc() && n >= 1 && n <= 4096, "--devices: got " << text << "; expected a whole number "
                                                                   "from 1 to 4096 (--search) or the job's devices, "
                                                                   "e.g. cpu:0,cpu:1");
                            c.devices = static_cast<int>(n);
