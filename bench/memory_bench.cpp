@@ -10,8 +10,12 @@
 // The model is an MLP of wide linear layers on one stage (their weights dominate; biases, which
 // stay fp32 without masters, are 1/width of them), ranks as threads on CPU devices.
 //   build/bin/memory_bench [--width 1024] [--layers 4] [--batch-size 32] [--steps 6] [--rounds 2]
+//                      [--precision fp32 bf16] [--replicas 1 2 4] [--cpu-collectives auto]
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -35,6 +39,9 @@ struct Options {
   std::int64_t batch_size = 32;
   int steps = 6;
   int rounds = 2;
+  std::vector<std::string> precisions{"fp32", "bf16"};
+  std::vector<int> replica_counts{1, 2, 4};
+  std::string collectives = "auto";
 };
 
 // flatten, then `layers` Linear(width, width) with ReLUs between, on 1 x width-long inputs.
@@ -74,6 +81,7 @@ Run run(const Options& o, int replicas, models::Precision precision, dp::Optimiz
   c.pipeline.micro_batches = 1;
   c.replicas.replicas = replicas;
   c.replicas.optimizer_state = state;
+  c.replicas.cpu_collectives = parse_enum<dp::CpuCollectives>(o.collectives);
   for (int r = 0; r < replicas; ++r) c.resources.devices.push_back(kernels::Device::cpu(r));
   c.resources.threads = 1;
   c.optimizer.kind = models::OptimizerKind::Adam;
@@ -86,6 +94,7 @@ Run run(const Options& o, int replicas, models::Precision precision, dp::Optimiz
   Run out;
   train::FitOptions fit;
   fit.progress = false;
+  if (const char* t = std::getenv("MEMORY_BENCH_TRACE")) fit.trace_path = std::string(t) + "." + std::string(enum_name(precision)) + "." + std::string(enum_name(state)) + ".json";
   train::FitCallbacks callbacks;
   callbacks.on_step = [&](const train::StepEvent& e) {
     if (e.step > 1) out.step_seconds.push_back(e.seconds);
@@ -113,12 +122,18 @@ int main(int argc, char** argv) {
   app.add_option("--batch-size", o.batch_size, "global batch")->check(CLI::Range(4, 4096));
   app.add_option("--steps", o.steps, "steps per run (the first is not timed)")->check(CLI::Range(2, 1000));
   app.add_option("--rounds", o.rounds, "runs of each job for the step-time comparison")->check(CLI::Range(1, 20));
+  app.add_option("--precision", o.precisions, "precisions to run (fp32, bf16)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
+  app.add_option("--replicas", o.replica_counts, "replica counts to run")->check(CLI::Range(1, 4));
+  app.add_option("--cpu-collectives", o.collectives, "the replicas' collectives (auto, gloo, links)")
+      ->check(CLI::IsMember({"auto", "gloo", "links"}));
   CLI11_PARSE(app, argc, argv);
   try {
     using models::Precision;
     using dp::OptimizerState;
-    for (const auto precision : {Precision::Fp32, Precision::Bf16}) {
-      for (const int replicas : {1, 2, 4}) {
+    for (const auto& precision_name : o.precisions) {
+      const auto precision = precision_name == "fp32" ? Precision::Fp32 : Precision::Bf16;
+      for (const int replicas : o.replica_counts) {
         std::vector<double> plain_seconds, sharded_seconds;
         for (int round = 0; round < o.rounds; ++round) {
           for (const auto state : {OptimizerState::Replicated, OptimizerState::Sharded}) {
@@ -154,6 +169,7 @@ int main(int argc, char** argv) {
                             {"plain_allreduce_ms", plain * 1e3},
                             {"sharded_ms", sharded * 1e3},
                             {"ratio", sharded / plain},
+                            {"cpu_collectives", o.collectives},
                             {"target", 1.05},
                             {"steps_each", plain_seconds.size()}};
         std::printf("%s\n", j.dump().c_str());

@@ -2,6 +2,8 @@
 // Collectives over Gloo's TCP transport for CPU tensors. The members meet through an rpc::Store
 // (the rendezvous of a multi-process job, an InMemoryStore for replicas that are threads).
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -14,12 +16,18 @@ class Context;
 
 namespace pw::dp {
 
+struct GlooCollectiveOptions {
+  // The reduce-scatter's ring moves segments in chunks of at most this many bytes (its scratch is
+  // two chunks).
+  std::size_t exchange_chunk_bytes = std::size_t{1} << 20;
+};
+
 class GlooCollective : public Collective {
  public:
   // Connects to every other member (all members construct theirs concurrently); the group's keys
   // live under `prefix` in the store. Every operation fails after `timeout` (naming the group).
   GlooCollective(int rank, int size, rpc::Store& store, std::string prefix, const std::string& bind_host,
-                 std::chrono::milliseconds timeout);
+                 std::chrono::milliseconds timeout, GlooCollectiveOptions options = {});
   ~GlooCollective() override;
 
   int rank() const override { return rank_; }
@@ -31,13 +39,19 @@ class GlooCollective : public Collective {
   void cancel() noexcept override;
 
  private:
+  using SumFunction = void (*)(void*, const void*, const void*, std::size_t);
+  // Gloo's own slot prefixes are 0x01-0x08 (gloo/types.h).
+  static constexpr std::uint8_t kRingSlotPrefix = 0x50;
+
   template <typename Op>
   void guarded(const char* what, Op op);
+  void ring_reduce_scatter(void* data, std::size_t element_bytes, std::size_t segment, SumFunction sum);
 
   int rank_;
   int size_;
   std::string prefix_;
   std::chrono::milliseconds timeout_;
+  GlooCollectiveOptions options_;
   std::shared_ptr<gloo::rendezvous::Context> context_;
   std::uint32_t next_tag_ = 0;
 };

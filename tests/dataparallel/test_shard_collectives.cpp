@@ -40,7 +40,7 @@ const char* backend_name(Backend b) {
 
 // `members` collectives of one backend, their members threads of this process.
 struct Group {
-  Group(Backend backend, int members) : hub(members) {
+  Group(Backend backend, int members, dp::GlooCollectiveOptions gloo_options = {}) : hub(members) {
     for (int r = 0; r < members; ++r) transports.push_back(hub.endpoint(r));
     std::vector<int> ranks;
     for (int r = 0; r < members; ++r) ranks.push_back(r);
@@ -52,7 +52,7 @@ struct Group {
         c = std::make_unique<dp::LinkCollective>(*transports[static_cast<std::size_t>(r)], ranks, "shard/", 30000ms,
                                                  dp::LinkCollectiveOptions{256});
       } else {
-        c = std::make_unique<dp::GlooCollective>(r, members, store, "shard/", "127.0.0.1", 30000ms);
+        c = std::make_unique<dp::GlooCollective>(r, members, store, "shard/", "127.0.0.1", 30000ms, gloo_options);
         // The staged collective copies from its device to the host and back: cpu:1 is another device.
         if (backend == Backend::HostStaged)
           c = std::make_unique<dp::HostStagedCollective>(std::move(c), kernels::Device::cpu(1));
@@ -174,6 +174,35 @@ BOOST_AUTO_TEST_CASE(all_gather_gives_every_member_every_owners_segment_bit_for_
           }
         }
       }
+}
+
+BOOST_AUTO_TEST_CASE(gloo_reduce_scatter_in_small_chunks_gives_the_same_bits_as_in_one) {
+  // Gloo's reduce-scatter is a ring moving chunks of at most exchange_chunk_bytes: the chunking
+  // changes how the bytes travel, never the order of the sums.
+  for (const int members : {2, 3, 4})
+    for (const auto compression : {dp::Compression::None, dp::Compression::Bf16, dp::Compression::Fp16}) {
+      BOOST_TEST_CONTEXT(members << " members, " << dp::compression_name(compression)) {
+        const std::int64_t segment = 1001;   // 64-byte chunks: 63 of 4-byte elements, the last short
+        const auto inputs = random_inputs(members, segment * members, 5u, kernels::Device::cpu(0));
+        Group whole(Backend::Gloo, members), chunked(Backend::Gloo, members, dp::GlooCollectiveOptions{64});
+        const auto op = [&](dp::Collective& c, Tensor& t) { c.reduce_scatter_sum(t, compression); };
+        const auto one = run(whole, inputs, op);
+        const auto many = run(chunked, inputs, op);
+        for (int m = 0; m < members; ++m) {
+          const auto a = host_values(one[static_cast<std::size_t>(m)]);
+          const auto b = host_values(many[static_cast<std::size_t>(m)]);
+          BOOST_TEST(std::memcmp(a.data() + m * segment, b.data() + m * segment,
+                                 static_cast<std::size_t>(segment) * sizeof(float)) == 0,
+                     "member " << m);
+        }
+      }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(a_gloo_chunk_below_16_bytes_is_refused) {
+  rpc::InMemoryStore store;
+  BOOST_CHECK_THROW(dp::GlooCollective(0, 1, store, "tiny/", "127.0.0.1", 1000ms, dp::GlooCollectiveOptions{8}),
+                    std::exception);
 }
 
 BOOST_AUTO_TEST_CASE(a_length_that_does_not_split_evenly_is_refused) {
