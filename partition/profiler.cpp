@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 
 #include "core/clock.h"
 #include "core/error.h"
@@ -205,6 +206,63 @@ void measure_input_half(models::Layer& layer, const Shape& input_shape, Device d
   stream.synchronize();
 }
 
+// Forward through layers [begin, end) in order and backward in reverse, as a stage runs them,
+// `repeats` times after one warm-up; each layer's median forward and backward replace the lone
+// run's. The split halves keep the lone run's ratio to its backward.
+void time_in_chain(const ModelDescription& model, const std::vector<Shape>& shapes, std::size_t begin, std::size_t end,
+                   Device device, const ProfileOptions& options, std::vector<LayerProfile>& profiles) {
+  auto& stream = kernels::current_stream(device);
+  std::vector<std::unique_ptr<models::Layer>> layers;
+  for (std::size_t i = begin; i < end; ++i) {
+    auto layer = model.layers[i].build();
+    layer->initialize(options.seed, model.layers[i].name + ".");
+    layer->to(device);
+    layers.push_back(std::move(layer));
+  }
+  const std::size_t n = layers.size();
+  std::vector<std::vector<double>> forward(n), backward(n);
+  const std::uint64_t seed = models::hash_name(options.seed, model.layers[begin].name) + 7;
+  for (int r = 0; r <= options.repeats; ++r) {
+    Tensor x = layers.front()->example_input(shapes[begin], device, seed + static_cast<std::uint64_t>(r));
+    std::vector<std::unique_ptr<models::Context>> contexts;
+    stream.synchronize();
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto start = Clock::now();
+      auto out = layers[i]->forward(x, models::Mode::Train);
+      stream.synchronize();
+      if (r > 0) forward[i].push_back(seconds_since(start));
+      x = std::move(out.y);
+      contexts.push_back(std::move(out.ctx));
+    }
+    Tensor grad = random_tensor(shapes[end], device, seed + 1000 + static_cast<std::uint64_t>(r));
+    x = Tensor();
+    stream.synchronize();
+    for (std::size_t i = n; i-- > 0;) {
+      const auto start = Clock::now();
+      grad = layers[i]->backward(*contexts[i], grad);
+      stream.synchronize();
+      if (r > 0) backward[i].push_back(seconds_since(start));
+      contexts[i].reset();
+    }
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    auto& p = profiles[begin + i];
+    const double lone_backward = p.backward_seconds;
+    p.forward_seconds = median(forward[i]);
+    p.backward_seconds = median(backward[i]);
+    if (lone_backward > 0.0) {
+      p.input_half_seconds *= p.backward_seconds / lone_backward;
+      p.weight_half_seconds *= p.backward_seconds / lone_backward;
+    }
+  }
+}
+
+// What a layer holds while a chain runs through it: weights and gradients, its stash, its output
+// and its working set.
+std::int64_t chain_bytes(const LayerProfile& p) {
+  return 2 * p.param_bytes + p.buffer_bytes + p.stash_bytes + p.output_bytes + p.workspace_bytes;
+}
+
 }  // namespace
 
 std::vector<Shape> layer_shapes(const ModelDescription& model, std::int64_t micro_batch_size) {
@@ -265,6 +323,14 @@ std::vector<LayerProfile> profile_layers(const ModelDescription& model, Device d
     for (const auto& [name, param] : layer->named_parameters())
       if (param->compute.defined()) p.copied_tensor_bytes.push_back(static_cast<std::int64_t>(param->value.nbytes()));
     profiles.push_back(std::move(p));
+  }
+  for (std::size_t begin = 0; begin < profiles.size();) {
+    std::size_t end = begin + 1;
+    std::int64_t bytes = chain_bytes(profiles[begin]);
+    while (end < profiles.size() && bytes + chain_bytes(profiles[end]) <= options.chain_window_bytes)
+      bytes += chain_bytes(profiles[end++]);
+    time_in_chain(model, shapes, begin, end, device, options, profiles);
+    begin = end;
   }
   return profiles;
 }
