@@ -324,15 +324,22 @@ std::vector<LayerProfile> profile_layers(const ModelDescription& model, Device d
       if (param->compute.defined()) p.copied_tensor_bytes.push_back(static_cast<std::int64_t>(param->value.nbytes()));
     profiles.push_back(std::move(p));
   }
+  for (const auto& [begin, end] : chain_windows(profiles, options.chain_window_bytes))
+    time_in_chain(model, shapes, begin, end, device, options, profiles);
+  return profiles;
+}
+
+std::vector<std::pair<std::size_t, std::size_t>> chain_windows(const std::vector<LayerProfile>& profiles,
+                                                               std::int64_t window_bytes) {
+  std::vector<std::pair<std::size_t, std::size_t>> windows;
   for (std::size_t begin = 0; begin < profiles.size();) {
     std::size_t end = begin + 1;
     std::int64_t bytes = chain_bytes(profiles[begin]);
-    while (end < profiles.size() && bytes + chain_bytes(profiles[end]) <= options.chain_window_bytes)
-      bytes += chain_bytes(profiles[end++]);
-    time_in_chain(model, shapes, begin, end, device, options, profiles);
+    while (end < profiles.size() && bytes + chain_bytes(profiles[end]) <= window_bytes) bytes += chain_bytes(profiles[end++]);
+    windows.emplace_back(begin, end);
     begin = end;
   }
-  return profiles;
+  return windows;
 }
 
 std::vector<LayerProfile> profile_layers(const ModelDescription& model, Device device, std::int64_t micro_batch_size,

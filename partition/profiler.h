@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/device.h"
@@ -82,6 +83,12 @@ std::vector<LayerProfile> profile_layers(const ModelDescription& model, kernels:
                                          const ProfileOptions& options);
 std::vector<LayerProfile> profile_layers(const ModelDescription& model, kernels::Device device,
                                          std::int64_t micro_batch_size, int repeats);
+
+// The runs of consecutive layers [begin, end) that profile_layers times as chains: each as long as
+// its layers' weights, gradients, stashes, outputs and working sets (from the lone runs) stay
+// within `window_bytes`; a layer over it alone.
+std::vector<std::pair<std::size_t, std::size_t>> chain_windows(const std::vector<LayerProfile>& profiles,
+                                                               std::int64_t window_bytes);
 
 // Layer input shapes for a micro-batch of `micro_batch_size`, by chaining output_shape (entry i is
 // layer i's input; the last entry is the model's output).

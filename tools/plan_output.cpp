@@ -102,6 +102,8 @@ void print_plan(const PlanReport& r) {
   if (plan.replicas() > 1)
     std::printf(", replicas' all-reduce %.2f GB/s and %.0f us a step", r.links.replica_bytes_per_s / 1e9,
                 r.links.replica_latency_s * 1e6);
+  if (train::core_sharing_of(r.job, r.links).oversubscribed(r.job.schedule.stages))
+    std::printf(", %.0f us a message waiting for a core", r.links.busy_handoff_s * 1e6);
   std::printf("\n\n");
   std::printf("%-6s %-12s %-32s %12s %11s %11s %11s\n", "stage", "layers", "first .. last", "params", "F+B / mb",
               "send / mb", "step time");
@@ -232,6 +234,7 @@ nlohmann::json plan_json(const PlanReport& r) {
   j["replica_link_latency_s"] = r.links.replica_latency_s;
   j["host_cores"] = r.links.host_cores;
   j["cores_oversubscribed"] = train::core_sharing_of(r.job, r.links).oversubscribed(r.job.schedule.stages);
+  j["busy_handoff_s"] = r.links.busy_handoff_s;
   j["split"] = nlohmann::json::array();
   for (const auto& e : p.pieces) {
     j["split"].push_back({{"stage", e.device},

@@ -37,10 +37,10 @@ bool replicas_cross_nodes(int stage, int stages, int replicas, const LinkSpeeds&
 
 // Each piece's sends at the speed of the link its neighbour is on.
 void time_sends(std::vector<partition::StageEstimate>& pieces, const partition::CostModel& cost, int replicas,
-                const LinkSpeeds& links) {
+                const LinkSpeeds& links, double latency_s) {
   const auto link = [&](int a, int b) {
     partition::LinkModel m;
-    m.latency_s = links.latency_s;
+    m.latency_s = latency_s;
     m.bandwidth_bytes_per_s =
         crosses_nodes(a, b, cost.stages, replicas, links) ? links.inter_node_bytes_per_s : links.stage_bytes_per_s;
     return m;
@@ -130,13 +130,14 @@ LayoutPrediction predict_layout(const JobPlan& plan, const std::vector<partition
   LayoutPrediction out;
   out.cost = cost_model_of(plan);
   out.cost.link.bandwidth_bytes_per_s = links.stage_bytes_per_s;
-  out.cost.link.latency_s = links.latency_s;
+  const int P = plan.schedule.stages, R = plan.replicas();
+  const pipeline::CoreSharing sharing = core_sharing_of(plan, links);
+  // Ranks outnumbering the cores: a message's receiver may wait for one.
+  out.cost.link.latency_s = links.latency_s + (sharing.oversubscribed(P) ? links.busy_handoff_s : 0.0);
   out.partition = split;
   out.pieces = partition::estimate_stages(profiles, out.cost, split);
-  const int P = plan.schedule.stages, R = plan.replicas();
-  time_sends(out.pieces, out.cost, R, links);
+  time_sends(out.pieces, out.cost, R, links, out.cost.link.latency_s);
   auto times = pipeline::op_times(plan.schedule, out.pieces);
-  const pipeline::CoreSharing sharing = core_sharing_of(plan, links);
   out.simulation = pipeline::simulate(plan.schedule, times, sharing);
 
   const auto settings = memory_settings_of(plan);
@@ -158,7 +159,7 @@ LayoutPrediction predict_layout(const JobPlan& plan, const std::vector<partition
         plan.programs.empty() ? pipeline::default_program(plan.schedule, d, plan.recompute_of(d))
                               : plan.programs.at(static_cast<std::size_t>(d)),
         out.pieces);
-    std::int64_t workspace = 0, messages = 0, param_bytes = 0;
+    std::int64_t workspace = 0, messages = 0, param_bytes = 0, buffer_bytes = 0;
     double measured_step = 0.0;
     for (const auto& e : out.pieces) {
       if (e.device != d) continue;
@@ -172,6 +173,7 @@ LayoutPrediction predict_layout(const JobPlan& plan, const std::vector<partition
       for (int i = e.range.begin; i < e.range.end; ++i) {
         layers.push_back(&profiles[static_cast<std::size_t>(i)]);
         param_bytes += profiles[static_cast<std::size_t>(i)].param_bytes;
+        buffer_bytes += profiles[static_cast<std::size_t>(i)].buffer_bytes;
         measured_step += profiles[static_cast<std::size_t>(i)].optimizer_seconds;
       }
     }
@@ -204,6 +206,13 @@ LayoutPrediction predict_layout(const JobPlan& plan, const std::vector<partition
         remote ? std::min(links.inter_node_bytes_per_s, links.replica_bytes_per_s) : links.replica_bytes_per_s,
         remote ? std::max(links.latency_s, links.replica_latency_s) : links.replica_latency_s,
         plan.config.replicas.bucket_bytes);
+    // Running statistics (batch norm) follow replica 0 every step: one more collective, a broadcast.
+    if (R > 1 && buffer_bytes > 0) {
+      const double latency = remote ? std::max(links.latency_s, links.replica_latency_s) : links.replica_latency_s;
+      const double bandwidth =
+          remote ? std::min(links.inter_node_bytes_per_s, links.replica_bytes_per_s) : links.replica_bytes_per_s;
+      s.gradient_sync_seconds += latency + static_cast<double>(buffer_bytes) / bandwidth;
+    }
     const double updated = settings.optimizer_state == dp::OptimizerState::Sharded ? static_cast<double>(R) : 1.0;
     const double updated_parameters = static_cast<double>(param_bytes) / 4.0 / updated;
     // Offloaded, the update is the host's vectorised one (on CPU devices too: resnet18 and vgg16

@@ -38,6 +38,9 @@ struct LinkSpeeds {
   // CPU devices: the cores of the one host all ranks run on, which they share (each rank running
   // /resources/threads threads; pipeline/shared_cores.h). 0: every rank has cores of its own.
   int host_cores = 0;
+  // CPU devices: what a message between stages waits beyond `latency_s` when the ranks' threads
+  // outnumber host_cores (its receiver waits for a core). plan measures it (measure_busy_handoff).
+  double busy_handoff_s = 0.0;
 };
 // The defaults above for a job whose devices are CPUs or CUDA GPUs.
 LinkSpeeds default_link_speeds(const kernels::Device& device);
@@ -46,7 +49,7 @@ struct StagePrediction {
   int stage = 0;
   std::int64_t parameters = 0;
   double pipeline_seconds = 0.0;        // M x (F + B + send) over its chunks
-  double gradient_sync_seconds = 0.0;   // all-reduce (or reduce-scatter + all-gather) over the replicas
+  double gradient_sync_seconds = 0.0;   // all-reduce (or reduce-scatter + all-gather) over the replicas, and the running statistics' broadcast
   double optimizer_seconds = 0.0;
   kernels::BytesByKind memory{};        // at the stage's predicted peak
   std::int64_t peak_bytes = 0;

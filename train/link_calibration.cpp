@@ -1,12 +1,17 @@
 #include "train/link_calibration.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "core/clock.h"
+#include "core/error.h"
 #include "dataparallel/gloo_collective.h"
 #include "dataparallel/run_per_rank.h"
 #include "kernels/tensor.h"
@@ -64,6 +69,43 @@ MeasuredCollective measure_cpu_allreduce(int runs, std::int64_t large_bytes) {
   // Noise can make the large one no slower than the small one: then its bytes over its whole time.
   out.bytes_per_s = static_cast<double>(large_bytes) / (large > small ? large - small : std::max(large, 1e-9));
   return out;
+}
+
+double measure_busy_handoff(int busy_threads, int rounds) {
+  PW_CHECK(busy_threads >= 0 && rounds >= 1, "hand-off calibration: " << busy_threads << " busy threads, " << rounds << " rounds");
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> busy;
+  for (int i = 0; i < busy_threads; ++i)
+    busy.emplace_back([&stop] {
+      std::vector<char> scratch(kScratchBytes / 2);
+      for (int k = 0; !stop.load(std::memory_order_relaxed); ++k) std::memset(scratch.data(), k, scratch.size());
+    });
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool to_peer = false;
+  std::thread peer([&] {
+    for (int i = 0; i < rounds; ++i) {
+      std::unique_lock lock(mutex);
+      changed.wait(lock, [&] { return to_peer; });
+      to_peer = false;
+      changed.notify_all();
+    }
+  });
+  double total = 0.0;
+  std::vector<char> scratch(kScratchBytes / 8);
+  for (int i = 0; i < rounds; ++i) {
+    work_for(1e-3, scratch);
+    const auto t0 = Clock::now();
+    std::unique_lock lock(mutex);
+    to_peer = true;
+    changed.notify_all();
+    changed.wait(lock, [&] { return !to_peer; });
+    total += seconds_since(t0);
+  }
+  peer.join();
+  stop = true;
+  for (auto& t : busy) t.join();
+  return total / rounds / 2.0;
 }
 
 }  // namespace pw::train

@@ -246,3 +246,38 @@ BOOST_AUTO_TEST_CASE(a_model_that_reads_ids_is_profiled_with_ids) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// The chains that time the layers cover every layer once, in order, each within the byte bound
+// unless a layer alone exceeds it.
+BOOST_AUTO_TEST_CASE(chain_windows_cover_the_layers_within_the_bound) {
+  std::vector<LayerProfile> layers(6);
+  const std::int64_t sizes[] = {10, 30, 5, 100, 20, 20};   // stash bytes; nothing else held
+  for (std::size_t i = 0; i < layers.size(); ++i) layers[i].stash_bytes = sizes[i];
+  using Windows = std::vector<std::pair<std::size_t, std::size_t>>;
+  BOOST_TEST((chain_windows(layers, 1000) == Windows{{0, 6}}));
+  BOOST_TEST((chain_windows(layers, 45) == Windows{{0, 3}, {3, 4}, {4, 6}}));
+  BOOST_TEST((chain_windows(layers, 1) == Windows{{0, 1}, {1, 2}, {2, 3}, {3, 4}, {4, 5}, {5, 6}}));
+  layers[2].param_bytes = 10;   // weights and their gradients: 2 x 10 more
+  BOOST_TEST((chain_windows(layers, 45) == Windows{{0, 2}, {2, 3}, {3, 4}, {4, 6}}));
+  BOOST_TEST(chain_windows({}, 45).empty());
+}
+
+// Timed in windows of one layer or in one chain, every layer gets a forward and a backward time,
+// and the split halves keep their share of the backward.
+BOOST_AUTO_TEST_CASE(layers_timed_in_chains_of_any_length_have_their_times) {
+  for (const std::int64_t window : {std::int64_t{1}, std::int64_t{1} << 30}) {
+    ProfileOptions options;
+    options.micro_batch_size = 2;
+    options.repeats = 1;
+    options.chain_window_bytes = window;
+    const auto profiles = profile_layers(seed_cnn(), kernels::Device::cpu(), options);
+    for (const auto& p : profiles) {
+      BOOST_TEST_CONTEXT(p.name << ", window " << window) {
+        BOOST_TEST(p.forward_seconds > 0.0);
+        BOOST_TEST(p.backward_seconds > 0.0);
+        BOOST_TEST(p.input_half_seconds > 0.0);
+        BOOST_TEST(std::isfinite(p.input_half_seconds + p.weight_half_seconds));
+      }
+    }
+  }
+}

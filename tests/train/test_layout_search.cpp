@@ -363,6 +363,58 @@ BOOST_AUTO_TEST_CASE(the_replicas_all_reduce_is_measured_and_each_bucket_pays_it
   BOOST_TEST(sync(64 << 10, 1e-3) == without + static_cast<double>(buckets) * 2e-3, boost::test_tools::tolerance(1e-9));
 }
 
+// Running statistics follow replica 0 every step: a stage holding any pays one more collective
+// (a step's latency and their bytes) when it has replicas, nothing with one.
+BOOST_AUTO_TEST_CASE(a_replicated_stage_with_running_statistics_pays_their_broadcast) {
+  const auto profiler = profile_on(kernels::Device::cpu(0), 1, 0);
+  const auto sync = [&](int replicas, std::int64_t buffer_bytes) {
+    test::JobShape shape;
+    shape.replicas = replicas;
+    JobConfig job = test::job_of(wide_mlp(), shape, 32);
+    const JobPlan plan = plan_job(job);
+    auto layers = profiler(plan, micro_batch_size_of(plan));
+    layers.front().buffer_bytes = buffer_bytes;
+    LinkSpeeds links;
+    links.replica_latency_s = 1e-3;
+    links.replica_bytes_per_s = 1e9;
+    return predict_layout(plan, layers, partition::partition_uniform(plan.model.layer_count(), 1), links)
+        .stages.front()
+        .gradient_sync_seconds;
+  };
+  BOOST_TEST(sync(2, 1000000) == sync(2, 0) + 1e-3 + 1e-3, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(sync(1, 1000000) == 0.0);
+}
+
+// A message between stages waits for a core when the ranks' threads outnumber the host's: the
+// measured hand-off is added to every send then, and to none when each rank has a core.
+BOOST_AUTO_TEST_CASE(messages_wait_for_a_core_only_when_the_ranks_outnumber_the_cores) {
+  const double handoff = measure_busy_handoff(2, 20);
+  BOOST_TEST(handoff > 0.0);
+  BOOST_TEST(handoff < 1.0);
+  BOOST_TEST(measure_busy_handoff(0, 5) > 0.0);
+
+  const auto measured = profile_on(kernels::Device::cpu(0), 1, 0);
+  const auto predicted = [&](int cores, double busy_handoff) {
+    test::JobShape shape;
+    shape.stages = 4;
+    shape.micro_batches = 4;
+    JobConfig job = test::job_of(wide_mlp(), shape, 16);
+    job.resources.threads = 1;
+    const JobPlan plan = plan_job(job);
+    auto layers = measured(plan, micro_batch_size_of(plan));
+    for (auto& l : layers) {   // fixed times: the prediction, not the machine, is under test
+      l.forward_seconds = 1e-3;
+      l.backward_seconds = 2e-3;
+    }
+    LinkSpeeds links;
+    links.host_cores = cores;
+    links.busy_handoff_s = busy_handoff;
+    return predict_layout(plan, layers, partition::partition_uniform(plan.model.layer_count(), 4), links).step_seconds;
+  };
+  BOOST_TEST(predicted(4, 1e-3) == predicted(4, 0.0));
+  BOOST_TEST(predicted(2, 1e-3) > predicted(2, 0.0) + 1e-3);   // at least the first forward's message
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 }  // namespace pw::train
