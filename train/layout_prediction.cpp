@@ -84,6 +84,16 @@ std::int64_t loader_batches(const JobPlan& plan) {
   return static_cast<std::int64_t>(plan.replicas()) * per_feed;
 }
 
+// The job's cost model with the links between its stages: `links`' bandwidth and latency, and when
+// the ranks outnumber the host's cores, the wait of a message's receiver for one.
+partition::CostModel stage_cost_of(const JobPlan& plan, const LinkSpeeds& links) {
+  auto cost = cost_model_of(plan);
+  cost.link.bandwidth_bytes_per_s = links.stage_bytes_per_s;
+  cost.link.latency_s = links.latency_s;
+  if (core_sharing_of(plan, links).oversubscribed(plan.schedule.stages)) cost.link.latency_s += links.busy_handoff_s;
+  return cost;
+}
+
 }  // namespace
 
 LinkSpeeds default_link_speeds(const kernels::Device& device) {
@@ -252,18 +262,14 @@ pipeline::CoreSharing core_sharing_of(const JobPlan& plan, const LinkSpeeds& lin
 
 LayoutPrediction predict_job(const JobPlan& plan, const std::vector<partition::LayerProfile>& profiles,
                              const LinkSpeeds& links) {
-  auto cost = cost_model_of(plan);
-  cost.link.bandwidth_bytes_per_s = links.stage_bytes_per_s;
-  cost.link.latency_s = links.latency_s;
+  const auto cost = stage_cost_of(plan, links);
   const auto split = pipeline::choose_partition(plan.model, split_choice_of(plan), cost, profiles);
   return predict_layout(plan, profiles, split, links);
 }
 
 LayoutPrediction predict_balanced_split(const JobPlan& plan, const std::vector<partition::LayerProfile>& profiles,
                                         const LinkSpeeds& links) {
-  auto cost = cost_model_of(plan);
-  cost.link.bandwidth_bytes_per_s = links.stage_bytes_per_s;
-  cost.link.latency_s = links.latency_s;
+  auto cost = stage_cost_of(plan, links);
   pipeline::SplitChoice choice;
   choice.method = partition::PartitionMethod::Profile;
   partition::Partition split;
