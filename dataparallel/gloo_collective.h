@@ -20,6 +20,9 @@ struct GlooCollectiveOptions {
   // The reduce-scatter's ring moves segments in chunks of at most this many bytes (its scratch is
   // two chunks).
   std::size_t exchange_chunk_bytes = std::size_t{1} << 20;
+  // All-reduces of at least this many bytes take the ring reduce-scatter, then an all-gather;
+  // smaller ones Gloo's own all-reduce.
+  std::size_t ring_min_bytes = std::size_t{256} << 10;
 };
 
 class GlooCollective : public Collective {
@@ -45,7 +48,9 @@ class GlooCollective : public Collective {
 
   template <typename Op>
   void guarded(const char* what, Op op);
-  void ring_reduce_scatter(void* data, std::size_t element_bytes, std::size_t segment, SumFunction sum);
+  // The ring of gloo_collective.cpp over `n` elements of `element_bytes`: any n (segments of
+  // ceil(n / R), the last ones shorter).
+  void ring_reduce_scatter(void* data, std::size_t element_bytes, std::size_t n, SumFunction sum);
 
   int rank_;
   int size_;

@@ -199,6 +199,48 @@ BOOST_AUTO_TEST_CASE(gloo_reduce_scatter_in_small_chunks_gives_the_same_bits_as_
     }
 }
 
+BOOST_AUTO_TEST_CASE(gloo_ring_all_reduce_of_any_length_sums_alike_on_every_member_as_its_reduce_scatter) {
+  // The ring (forced from 0 bytes, in 64-byte chunks): lengths below the member count (empty
+  // segments), not a multiple of it, and of several chunks. Every member ends with the same bits,
+  // each value the exact sum within rounding; where the length splits evenly, member m's segment
+  // is bit for bit its reduce-scatter's, for any member count.
+  const dp::GlooCollectiveOptions ring{64, 0};
+  for (const int members : {2, 3, 4})
+    for (const std::int64_t n : {std::int64_t{1}, std::int64_t{3}, std::int64_t{61}, std::int64_t{1000}, std::int64_t{1201}})
+      for (const auto compression : {dp::Compression::None, dp::Compression::Bf16}) {
+        BOOST_TEST_CONTEXT(members << " members, " << n << " elements, " << dp::compression_name(compression)) {
+          Group g(Backend::Gloo, members, ring);
+          const auto inputs = random_inputs(members, n, 13u, kernels::Device::cpu(0));
+          const auto reduced = run(g, inputs, [&](dp::Collective& c, Tensor& t) { c.allreduce_sum(t, compression); });
+          const auto first = host_values(reduced[0]);
+          std::vector<std::vector<float>> in;
+          for (const auto& t : inputs) in.push_back(host_values(t));
+          std::size_t wrong = 0;
+          for (std::int64_t i = 0; i < n; ++i) {
+            const auto k = static_cast<std::size_t>(i);
+            double exact = 0.0, magnitude = 0.0;
+            for (const auto& v : in) exact += v[k], magnitude += std::abs(v[k]);
+            const double bound = compression == dp::Compression::None ? 4e-7 : 2e-2;
+            if (!(std::abs(first[k] - exact) <= bound * magnitude + 1e-30)) ++wrong;
+          }
+          BOOST_TEST(wrong == 0u);
+          for (int m = 1; m < members; ++m)
+            BOOST_TEST(std::memcmp(host_values(reduced[static_cast<std::size_t>(m)]).data(), first.data(),
+                                   static_cast<std::size_t>(n) * sizeof(float)) == 0,
+                       "member " << m << " differs from member 0");
+          if (n % members != 0) continue;
+          const auto scattered = run(g, inputs, [&](dp::Collective& c, Tensor& t) { c.reduce_scatter_sum(t, compression); });
+          const std::int64_t segment = n / members;
+          for (int m = 0; m < members; ++m) {
+            const auto got = host_values(scattered[static_cast<std::size_t>(m)]);
+            BOOST_TEST(std::memcmp(got.data() + m * segment, first.data() + m * segment,
+                                   static_cast<std::size_t>(segment) * sizeof(float)) == 0,
+                       "member " << m << ": its segment differs from the all-reduce's");
+          }
+        }
+      }
+}
+
 BOOST_AUTO_TEST_CASE(a_gloo_chunk_below_16_bytes_is_refused) {
   rpc::InMemoryStore store;
   BOOST_CHECK_THROW(dp::GlooCollective(0, 1, store, "tiny/", "127.0.0.1", 1000ms, dp::GlooCollectiveOptions{8}),
