@@ -104,7 +104,7 @@ StageExecutor::StageExecutor(StageConfig config, std::vector<std::unique_ptr<mod
   } else {
     optimizer_ = std::make_unique<models::Optimizer>(std::move(params), optimizer);
   }
-  config_.update_validation = resolve_update_validation(config_.update_validation, config_.spec.kind);
+  config_.update_validation = resolve_update_validation(config_.update_validation, config_.spec.kind, optimizer.offload);
 }
 
 std::vector<models::Parameter*> StageExecutor::parameters() {

@@ -18,9 +18,11 @@ bool post_validates(ScheduleKind kind) {
   return false;
 }
 
-UpdateValidation resolve_update_validation(UpdateValidation chosen, ScheduleKind kind) {
+UpdateValidation resolve_update_validation(UpdateValidation chosen, ScheduleKind kind,
+                                           models::OptimizerOffload offload) {
   if (chosen != UpdateValidation::Auto) return chosen;
-  return post_validates(kind) ? UpdateValidation::After : UpdateValidation::Before;
+  return post_validates(kind) && offload != models::OptimizerOffload::Host ? UpdateValidation::After
+                                                                           : UpdateValidation::Before;
 }
 
 }  // namespace pw::pipeline

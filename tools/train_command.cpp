@@ -174,7 +174,7 @@ void add_train_command(CLI::App& app, TrainCommand& t) {
       ->capture_default_str()->check(NonNegative)->group(optimizer);
   b.choice("--update-validation", "/recovery/update_validation", job.recovery.update_validation,
            "whether stages update before the job's verdict on the step (finite, clipped) and undo it when it "
-           "differs (after), or wait for it (before); auto: after with zero-bubble schedules; same weights either way")
+           "differs (after), or wait for it (before); auto: after with zero-bubble schedules unless the optimizer is offloaded; same weights either way")
       ->group(optimizer);
   b.flag_setting("--offload-optimizer", "/optimizer/offload", job.optimizer.offload, models::OptimizerOffload::Host,
                  "keep each rank's optimizer state (its owned slices with --shard-optimizer) in host memory, "

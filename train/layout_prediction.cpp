@@ -125,7 +125,8 @@ MemorySettings memory_settings_of(const JobPlan& plan) {
   s.replicas = plan.replicas();
   s.optimizer_state = plan.config.replicas.optimizer_state;
   s.bucket_bytes = plan.config.replicas.bucket_bytes;
-  s.update_validation = pipeline::resolve_update_validation(plan.config.recovery.update_validation, plan.schedule.kind);
+  s.update_validation =
+      pipeline::resolve_update_validation(plan.config.recovery.update_validation, plan.schedule.kind, s.offload);
   return s;
 }
 

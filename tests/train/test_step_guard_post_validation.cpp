@@ -187,7 +187,8 @@ BOOST_AUTO_TEST_CASE(every_other_zero_bubble_kind_validating_after_the_update_tr
                                 ScheduleKind::VHalf,        ScheduleKind::VMin,
                                 ScheduleKind::InterleavedZeroBubble, ScheduleKind::DualPipeV};
   for (const auto kind : kinds) {
-    BOOST_REQUIRE(pipeline::resolve_update_validation(UpdateValidation::Auto, kind) == UpdateValidation::After);
+    BOOST_REQUIRE(pipeline::resolve_update_validation(UpdateValidation::Auto, kind, models::OptimizerOffload::None) ==
+                  UpdateValidation::After);
     for (const auto& scenario : {kScenarios[0], kScenarios[1], kScenarios[2], kScenarios[4]}) {
       BOOST_TEST_CONTEXT(pipeline::schedule_kind_name(kind) << ", " << scenario.name) {
         const Run after = run(kind, UpdateValidation::Auto, 2, scenario);
@@ -198,6 +199,22 @@ BOOST_AUTO_TEST_CASE(every_other_zero_bubble_kind_validating_after_the_update_tr
       }
     }
   }
+}
+
+// Offloaded optimizer state: Auto waits for the verdict with every schedule (saving the host state
+// for an undo would copy all of it every step); a stated choice stands.
+BOOST_AUTO_TEST_CASE(an_offloaded_optimizer_validates_before_its_update_unless_told_otherwise) {
+  using models::OptimizerOffload;
+  for (const auto kind : {ScheduleKind::OneFOneB, ScheduleKind::ZeroBubbleH1, ScheduleKind::DualPipeV}) {
+    BOOST_TEST_CONTEXT(pipeline::schedule_kind_name(kind)) {
+      BOOST_TEST((pipeline::resolve_update_validation(UpdateValidation::Auto, kind, OptimizerOffload::Host) ==
+                  UpdateValidation::Before));
+      BOOST_TEST((pipeline::resolve_update_validation(UpdateValidation::After, kind, OptimizerOffload::Host) ==
+                  UpdateValidation::After));
+    }
+  }
+  BOOST_TEST((pipeline::resolve_update_validation(UpdateValidation::Auto, ScheduleKind::ZeroBubbleH1,
+                                                  OptimizerOffload::None) == UpdateValidation::After));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
