@@ -157,8 +157,8 @@ void completed(bool done, const char* collective, const char* what) {
 // Below ring_min_bytes Gloo's own all-reduce (its algorithms for few bytes take fewer steps than a
 // ring's 2 (R - 1)); from there on the ring reduce-scatter below, then Gloo's in-place allgatherv of
 // the segments (Gloo's all-reduce of 12.6 MB among 4 threads here took 41 ms, the two halves 32).
-// The sums are then in the reduce-scatter's order, so a sharded job's owned segments get the bits
-// of the plain job's for any replica count.
+// The sums are then in the reduce-scatter's order, so for buckets of ring_min_bytes or more a
+// sharded job's owned segments get the bits of the plain job's for any replica count.
 void GlooCollective::allreduce_sum(kernels::Tensor& data, Compression compression) {
   check_flat_cpu(data, "allreduce");
   PW_CHECK(data.dtype() == kernels::DType::F32, "allreduce of " << data.describe() << "; expected F32");
@@ -233,6 +233,12 @@ void GlooCollective::ring_reduce_scatter(void* data, std::size_t element_bytes, 
   std::unique_ptr<gloo::transport::UnboundBuffer> inbox[2] = {
       context_->createUnboundBuffer(scratch.data(), scratch_bytes),
       context_->createUnboundBuffer(scratch.data() + scratch_bytes, scratch_bytes)};
+  // The group's timeout bounds the whole reduce-scatter, not each of its waits.
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  const auto remaining = [&] {
+    return std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                      deadline - std::chrono::steady_clock::now()));
+  };
   std::size_t sends = 0;
   const auto send = [&](std::size_t step, std::size_t segment, std::size_t c) {
     whole->send(right, slot(step, c), ring.chunk_begin(segment, c) * element_bytes,
@@ -251,14 +257,14 @@ void GlooCollective::ring_reduce_scatter(void* data, std::size_t element_bytes, 
   if (!units.empty()) post_receive(0);
   for (std::size_t u = 0; u < units.size(); ++u) {
     if (u + 1 < units.size()) post_receive(u + 1);
-    completed(inbox[u % 2]->waitRecv(timeout_), "reduce-scatter", "receive");
+    completed(inbox[u % 2]->waitRecv(remaining()), "reduce-scatter", "receive");
     const auto [step, c] = units[u];
     const std::size_t segment = segment_at(step, 2);
     char* own = bytes + ring.chunk_begin(segment, c) * element_bytes;
     sum(own, scratch.data() + (u % 2) * scratch_bytes, own, ring.chunk_length(segment, c));
     if (step + 2 < members) send(step + 1, segment, c);
   }
-  for (std::size_t k = 0; k < sends; ++k) completed(whole->waitSend(timeout_), "reduce-scatter", "send");
+  for (std::size_t k = 0; k < sends; ++k) completed(whole->waitSend(remaining()), "reduce-scatter", "send");
 }
 
 void GlooCollective::reduce_scatter_sum(kernels::Tensor& data, Compression compression) {

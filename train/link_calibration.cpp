@@ -1,12 +1,12 @@
 #include "train/link_calibration.h"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <stop_token>
 #include <thread>
 #include <vector>
 
@@ -73,17 +73,19 @@ MeasuredCollective measure_cpu_allreduce(int runs, std::int64_t large_bytes) {
 
 double measure_busy_handoff(int busy_threads, int rounds) {
   PW_CHECK(busy_threads >= 0 && rounds >= 1, "hand-off calibration: " << busy_threads << " busy threads, " << rounds << " rounds");
-  std::atomic<bool> stop{false};
-  std::vector<std::thread> busy;
+  // Everything that can throw comes before the peer starts; the busy threads stop and are joined
+  // however this ends.
+  std::vector<char> scratch(kScratchBytes / 8);
+  std::vector<std::jthread> busy;
   for (int i = 0; i < busy_threads; ++i)
-    busy.emplace_back([&stop] {
-      std::vector<char> scratch(kScratchBytes / 2);
-      for (int k = 0; !stop.load(std::memory_order_relaxed); ++k) std::memset(scratch.data(), k, scratch.size());
+    busy.emplace_back([](std::stop_token stop) {
+      std::vector<char> mine(kScratchBytes / 2);
+      for (int k = 0; !stop.stop_requested(); ++k) std::memset(mine.data(), k, mine.size());
     });
   std::mutex mutex;
   std::condition_variable changed;
   bool to_peer = false;
-  std::thread peer([&] {
+  std::jthread peer([&] {
     for (int i = 0; i < rounds; ++i) {
       std::unique_lock lock(mutex);
       changed.wait(lock, [&] { return to_peer; });
@@ -92,7 +94,6 @@ double measure_busy_handoff(int busy_threads, int rounds) {
     }
   });
   double total = 0.0;
-  std::vector<char> scratch(kScratchBytes / 8);
   for (int i = 0; i < rounds; ++i) {
     work_for(1e-3, scratch);
     const auto t0 = Clock::now();
@@ -102,9 +103,6 @@ double measure_busy_handoff(int busy_threads, int rounds) {
     changed.wait(lock, [&] { return !to_peer; });
     total += seconds_since(t0);
   }
-  peer.join();
-  stop = true;
-  for (auto& t : busy) t.join();
   return total / rounds / 2.0;
 }
 

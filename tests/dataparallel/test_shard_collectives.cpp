@@ -241,6 +241,31 @@ BOOST_AUTO_TEST_CASE(gloo_ring_all_reduce_of_any_length_sums_alike_on_every_memb
       }
 }
 
+BOOST_AUTO_TEST_CASE(a_gloo_ring_whose_neighbour_never_comes_fails_within_the_groups_timeout) {
+  // Member 1 never joins: member 0's ring reduce-scatter and ring all-reduce end with a timeout
+  // naming the group, not a hang.
+  rpc::InMemoryStore store;
+  std::vector<std::unique_ptr<dp::GlooCollective>> group(2);
+  dp::run_per_rank(2, [&](int r) {
+    group[static_cast<std::size_t>(r)] =
+        std::make_unique<dp::GlooCollective>(r, 2, store, "lonely/", "127.0.0.1", 400ms, dp::GlooCollectiveOptions{4096, 0});
+  });
+  auto data = Tensor::zeros({2 * 64 * 1024}, DType::F32, kernels::Device::cpu(0));   // 128 chunks a segment
+  for (const bool all_reduce : {false, true}) {
+    BOOST_TEST_CONTEXT((all_reduce ? "all-reduce" : "reduce-scatter")) {
+      const auto start = std::chrono::steady_clock::now();
+      try {
+        if (all_reduce) group[0]->allreduce_sum(data, dp::Compression::None);
+        else group[0]->reduce_scatter_sum(data, dp::Compression::None);
+        BOOST_FAIL("no timeout");
+      } catch (const rpc::TimeoutError& e) {
+        BOOST_TEST(std::string(e.what()).find("lonely/") != std::string::npos, e.what());
+      }
+      BOOST_TEST((std::chrono::steady_clock::now() - start < 20s));
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_gloo_chunk_below_16_bytes_is_refused) {
   rpc::InMemoryStore store;
   BOOST_CHECK_THROW(dp::GlooCollective(0, 1, store, "tiny/", "127.0.0.1", 1000ms, dp::GlooCollectiveOptions{8}),
