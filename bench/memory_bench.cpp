@@ -11,6 +11,7 @@
 // stay fp32 without masters, are 1/width of them), ranks as threads on CPU devices.
 //   build/bin/memory_bench [--width 1024] [--layers 4] [--batch-size 32] [--steps 6] [--rounds 2]
 //                      [--precision fp32 bf16] [--replicas 1 2 4] [--cpu-collectives auto]
+// MEMORY_BENCH_TRACE=PREFIX writes each job's Chrome trace to PREFIX.<precision>.<state>.json.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
