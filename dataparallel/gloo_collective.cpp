@@ -148,8 +148,8 @@ struct RingLayout {
   }
 };
 
-void completed(bool done, const char* collective, const char* what) {
-  if (!done) throw Error(std::string("the ") + collective + "'s " + what + " was aborted");
+void completed(bool done, const char* what) {
+  if (!done) throw Error(std::string("the reduce-scatter's ") + what + " was aborted");
 }
 
 }  // namespace
@@ -257,14 +257,14 @@ void GlooCollective::ring_reduce_scatter(void* data, std::size_t element_bytes, 
   if (!units.empty()) post_receive(0);
   for (std::size_t u = 0; u < units.size(); ++u) {
     if (u + 1 < units.size()) post_receive(u + 1);
-    completed(inbox[u % 2]->waitRecv(remaining()), "reduce-scatter", "receive");
+    completed(inbox[u % 2]->waitRecv(remaining()), "receive");
     const auto [step, c] = units[u];
     const std::size_t segment = segment_at(step, 2);
     char* own = bytes + ring.chunk_begin(segment, c) * element_bytes;
     sum(own, scratch.data() + (u % 2) * scratch_bytes, own, ring.chunk_length(segment, c));
     if (step + 2 < members) send(step + 1, segment, c);
   }
-  for (std::size_t k = 0; k < sends; ++k) completed(whole->waitSend(remaining()), "reduce-scatter", "send");
+  for (std::size_t k = 0; k < sends; ++k) completed(whole->waitSend(remaining()), "send");
 }
 
 void GlooCollective::reduce_scatter_sum(kernels::Tensor& data, Compression compression) {

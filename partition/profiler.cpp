@@ -206,6 +206,14 @@ void measure_input_half(models::Layer& layer, const Shape& input_shape, Device d
   stream.synchronize();
 }
 
+// Layer `spec` built, initialised from `seed` under its name, on `device`.
+std::unique_ptr<models::Layer> build_layer(const models::LayerSpec& spec, std::uint64_t seed, Device device) {
+  auto layer = spec.build();
+  layer->initialize(seed, spec.name + ".");
+  layer->to(device);
+  return layer;
+}
+
 // Forward through layers [begin, end) in order and backward in reverse, as a stage runs them,
 // `repeats` times after one warm-up; each layer's median forward and backward replace the lone
 // run's. The split halves keep the lone run's ratio to its backward.
@@ -213,12 +221,7 @@ void time_in_chain(const ModelDescription& model, const std::vector<Shape>& shap
                    Device device, const ProfileOptions& options, std::vector<LayerProfile>& profiles) {
   auto& stream = kernels::current_stream(device);
   std::vector<std::unique_ptr<models::Layer>> layers;
-  for (std::size_t i = begin; i < end; ++i) {
-    auto layer = model.layers[i].build();
-    layer->initialize(options.seed, model.layers[i].name + ".");
-    layer->to(device);
-    layers.push_back(std::move(layer));
-  }
+  for (std::size_t i = begin; i < end; ++i) layers.push_back(build_layer(model.layers[i], options.seed, device));
   const std::size_t n = layers.size();
   std::vector<std::vector<double>> forward(n), backward(n);
   const std::uint64_t seed = models::hash_name(options.seed, model.layers[begin].name) + 7;
@@ -284,9 +287,7 @@ std::vector<LayerProfile> profile_layers(const ModelDescription& model, Device d
   profiles.reserve(model.layers.size());
   for (std::size_t i = 0; i < model.layers.size(); ++i) {
     const auto& spec = model.layers[i];
-    auto layer = spec.build();
-    layer->initialize(options.seed, spec.name + ".");
-    layer->to(device);
+    auto layer = build_layer(spec, options.seed, device);
 
     LayerProfile p;
     p.name = spec.name;

@@ -209,21 +209,17 @@ LayoutPrediction predict_layout(const JobPlan& plan, const std::vector<partition
     s.memory = total_bytes(update) > total_bytes(training) ? update : training;
     s.peak_bytes = total_bytes(s.memory);
 
-    const bool remote = replicas_cross_nodes(d, P, R, links);
     // Replicas on other nodes go through the same collective as those on one host, then the network:
     // never faster than the (measured) local one.
-    s.gradient_sync_seconds = gradient_sync_seconds(
-        param_bytes, R,
-        remote ? std::min(links.inter_node_bytes_per_s, links.replica_bytes_per_s) : links.replica_bytes_per_s,
-        remote ? std::max(links.latency_s, links.replica_latency_s) : links.replica_latency_s,
-        plan.config.replicas.bucket_bytes);
+    const bool remote = replicas_cross_nodes(d, P, R, links);
+    const double replica_bandwidth =
+        remote ? std::min(links.inter_node_bytes_per_s, links.replica_bytes_per_s) : links.replica_bytes_per_s;
+    const double replica_latency = remote ? std::max(links.latency_s, links.replica_latency_s) : links.replica_latency_s;
+    s.gradient_sync_seconds = gradient_sync_seconds(param_bytes, R, replica_bandwidth, replica_latency,
+                                                    plan.config.replicas.bucket_bytes);
     // Running statistics (batch norm) follow replica 0 every step: one more collective, a broadcast.
-    if (R > 1 && buffer_bytes > 0) {
-      const double latency = remote ? std::max(links.latency_s, links.replica_latency_s) : links.replica_latency_s;
-      const double bandwidth =
-          remote ? std::min(links.inter_node_bytes_per_s, links.replica_bytes_per_s) : links.replica_bytes_per_s;
-      s.gradient_sync_seconds += latency + static_cast<double>(buffer_bytes) / bandwidth;
-    }
+    if (R > 1 && buffer_bytes > 0)
+      s.gradient_sync_seconds += replica_latency + static_cast<double>(buffer_bytes) / replica_bandwidth;
     const double updated = settings.optimizer_state == dp::OptimizerState::Sharded ? static_cast<double>(R) : 1.0;
     const double updated_parameters = static_cast<double>(param_bytes) / 4.0 / updated;
     // Offloaded, the update is the host's vectorised one (on CPU devices too: resnet18 and vgg16
