@@ -346,7 +346,8 @@ void BucketReducer::Core::reduce(Bucket& bucket) {
     if (t.device().is_cpu()) {
       // A plain loop on this thread: an OpenMP team here would spin against the stage threads.
       float* v = t.data<float>();
-      for (std::int64_t i = 0; i < t.numel(); ++i) v[i] *= mean;
+      const std::int64_t n = t.numel();
+      for (std::int64_t i = 0; i < n; ++i) v[i] *= mean;
     } else {
       kernels::scale_inplace(t, mean);
     }

@@ -215,37 +215,44 @@ std::unique_ptr<models::Layer> build_layer(const models::LayerSpec& spec, std::u
 }
 
 // Forward through layers [begin, end) in order and backward in reverse, as a stage runs them,
-// `repeats` times after one warm-up; each layer's median forward and backward replace the lone
-// run's. The split halves keep the lone run's ratio to its backward.
+// `repeats` times after one warm-up, with options.micro_batches_in_flight micro-batches forwarded
+// before the first goes back; each layer's median forward and backward replace the lone run's.
+// The split halves keep the lone run's ratio to its backward.
 void time_in_chain(const ModelDescription& model, const std::vector<Shape>& shapes, std::size_t begin, std::size_t end,
                    Device device, const ProfileOptions& options, std::vector<LayerProfile>& profiles) {
   auto& stream = kernels::current_stream(device);
   std::vector<std::unique_ptr<models::Layer>> layers;
   for (std::size_t i = begin; i < end; ++i) layers.push_back(build_layer(model.layers[i], options.seed, device));
   const std::size_t n = layers.size();
+  const auto in_flight = static_cast<std::size_t>(options.micro_batches_in_flight);
   std::vector<std::vector<double>> forward(n), backward(n);
   const std::uint64_t seed = models::hash_name(options.seed, model.layers[begin].name) + 7;
   for (int r = 0; r <= options.repeats; ++r) {
-    Tensor x = layers.front()->example_input(shapes[begin], device, seed + static_cast<std::uint64_t>(r));
-    std::vector<std::unique_ptr<models::Context>> contexts;
-    stream.synchronize();
-    for (std::size_t i = 0; i < n; ++i) {
-      const auto start = Clock::now();
-      auto out = layers[i]->forward(x, models::Mode::Train);
+    const auto variant = static_cast<std::uint64_t>(r) * in_flight;
+    // contexts[m][i]: layer i's for micro-batch m.
+    std::vector<std::vector<std::unique_ptr<models::Context>>> contexts(in_flight);
+    for (std::size_t m = 0; m < in_flight; ++m) {
+      Tensor x = layers.front()->example_input(shapes[begin], device, seed + variant + m);
       stream.synchronize();
-      if (r > 0) forward[i].push_back(seconds_since(start));
-      x = std::move(out.y);
-      contexts.push_back(std::move(out.ctx));
+      for (std::size_t i = 0; i < n; ++i) {
+        const auto start = Clock::now();
+        auto out = layers[i]->forward(x, models::Mode::Train);
+        stream.synchronize();
+        if (r > 0) forward[i].push_back(seconds_since(start));
+        x = std::move(out.y);
+        contexts[m].push_back(std::move(out.ctx));
+      }
     }
-    Tensor grad = random_tensor(shapes[end], device, seed + 1000 + static_cast<std::uint64_t>(r));
-    x = Tensor();
-    stream.synchronize();
-    for (std::size_t i = n; i-- > 0;) {
-      const auto start = Clock::now();
-      grad = layers[i]->backward(*contexts[i], grad);
+    for (std::size_t m = in_flight; m-- > 0;) {
+      Tensor grad = random_tensor(shapes[end], device, seed + 1000 + variant + m);
       stream.synchronize();
-      if (r > 0) backward[i].push_back(seconds_since(start));
-      contexts[i].reset();
+      for (std::size_t i = n; i-- > 0;) {
+        const auto start = Clock::now();
+        grad = layers[i]->backward(*contexts[m][i], grad);
+        stream.synchronize();
+        if (r > 0) backward[i].push_back(seconds_since(start));
+        contexts[m][i].reset();
+      }
     }
   }
   for (std::size_t i = 0; i < n; ++i) {
@@ -262,8 +269,9 @@ void time_in_chain(const ModelDescription& model, const std::vector<Shape>& shap
 
 // What a layer holds while a chain runs through it: weights and gradients, its stash, its output
 // and its working set.
-std::int64_t chain_bytes(const LayerProfile& p) {
-  return 2 * p.param_bytes + p.buffer_bytes + p.stash_bytes + p.output_bytes + p.workspace_bytes;
+std::int64_t chain_bytes(const LayerProfile& p, int micro_batches_in_flight) {
+  return 2 * p.param_bytes + p.buffer_bytes + micro_batches_in_flight * (p.stash_bytes + p.output_bytes) +
+         p.workspace_bytes;
 }
 
 }  // namespace
@@ -282,6 +290,8 @@ std::vector<Shape> layer_shapes(const ModelDescription& model, std::int64_t micr
 
 std::vector<LayerProfile> profile_layers(const ModelDescription& model, Device device, const ProfileOptions& options) {
   PW_INPUT_CHECK(options.repeats >= 1, "profiling needs at least 1 repeat, got " << options.repeats);
+  PW_INPUT_CHECK(options.micro_batches_in_flight >= 1,
+                 "profiling needs at least 1 micro-batch in flight, got " << options.micro_batches_in_flight);
   const auto shapes = layer_shapes(model, options.micro_batch_size);
   std::vector<LayerProfile> profiles;
   profiles.reserve(model.layers.size());
@@ -325,23 +335,26 @@ std::vector<LayerProfile> profile_layers(const ModelDescription& model, Device d
       if (param->compute.defined()) p.copied_tensor_bytes.push_back(static_cast<std::int64_t>(param->value.nbytes()));
     profiles.push_back(std::move(p));
   }
-  for (const auto& [begin, end] : chain_windows(profiles, options.chain_window_bytes))
+  for (const auto& [begin, end] : chain_windows(profiles, options.chain_window_bytes, options.micro_batches_in_flight))
     time_in_chain(model, shapes, begin, end, device, options, profiles);
   return profiles;
 }
 
 std::vector<std::pair<std::size_t, std::size_t>> chain_windows(const std::vector<LayerProfile>& profiles,
-                                                               std::int64_t window_bytes) {
+                                                               std::int64_t window_bytes, int micro_batches_in_flight) {
   std::vector<std::pair<std::size_t, std::size_t>> windows;
+  const auto bytes_of = [&](std::size_t i) { return chain_bytes(profiles[i], micro_batches_in_flight); };
   for (std::size_t begin = 0; begin < profiles.size();) {
     std::size_t end = begin + 1;
-    std::int64_t bytes = chain_bytes(profiles[begin]);
-    while (end < profiles.size() && bytes + chain_bytes(profiles[end]) <= window_bytes) bytes += chain_bytes(profiles[end++]);
+    std::int64_t bytes = bytes_of(begin);
+    while (end < profiles.size() && bytes + bytes_of(end) <= window_bytes) bytes += bytes_of(end++);
     windows.emplace_back(begin, end);
     begin = end;
   }
   return windows;
 }
+
+int micro_batches_in_flight_of(int micro_batches) { return micro_batches >= 2 ? 2 : 1; }
 
 std::vector<LayerProfile> profile_layers(const ModelDescription& model, Device device, std::int64_t micro_batch_size,
                                          int repeats) {

@@ -100,6 +100,7 @@ PlanReport make_report(const PlanCommand& c, const train::JobConfig& job, const 
   po.repeats = c.repeats;
   po.seed = job.seed;
   po.optimizer = r.job.optimizer;
+  po.micro_batches_in_flight = partition::micro_batches_in_flight_of(r.job.schedule.micro_batches);
   r.profiles = partition::profile_layers(r.job.model, r.device, po);
   for (const auto& p : r.profiles) r.parameters += p.parameters;
   r.prediction = train::predict_job(r.job, r.profiles, links);

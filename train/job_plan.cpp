@@ -386,8 +386,10 @@ partition::Partition choose_split(const JobPlan& plan, kernels::Device profile_o
     partition::check_stage_count(plan.model.layer_count(), cost.pieces(), plan.model.name);
     log::outputf("profiling %d layers of %s on %s...", plan.model.layer_count(), plan.model.name.c_str(),
                  profile_on.str().c_str());
-    profiles = partition::profile_layers(plan.model, profile_on,
-                                         c.data.batch_size / plan.replicas() / plan.schedule.micro_batches, 3);
+    partition::ProfileOptions options;
+    options.micro_batch_size = c.data.batch_size / plan.replicas() / plan.schedule.micro_batches;
+    options.micro_batches_in_flight = partition::micro_batches_in_flight_of(plan.schedule.micro_batches);
+    profiles = partition::profile_layers(plan.model, profile_on, options);
   }
   return pipeline::choose_partition(plan.model, choice, cost, profiles);
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -243,15 +244,18 @@ Predicted predict_recomputing_where_needed(JobConfig& job, const LinkSpeeds& lin
 }  // namespace
 
 LayerProfiler profile_on(kernels::Device device, int repeats, std::uint64_t seed) {
-  // By micro-batch size and optimizer (the profile times the optimizer's step too).
-  using Key = std::pair<std::int64_t, models::OptimizerKind>;
+  // By micro-batch size, micro-batches in flight and optimizer (the profile times the optimizer's
+  // step too).
+  using Key = std::tuple<std::int64_t, int, models::OptimizerKind>;
   auto cache = std::make_shared<std::map<Key, std::vector<partition::LayerProfile>>>();
   return [device, repeats, seed, cache](const JobPlan& plan, std::int64_t micro_batch_size) {
-    const Key key{micro_batch_size, plan.optimizer.kind};
+    const int in_flight = partition::micro_batches_in_flight_of(plan.schedule.micro_batches);
+    const Key key{micro_batch_size, in_flight, plan.optimizer.kind};
     auto it = cache->find(key);
     if (it == cache->end()) {
       partition::ProfileOptions options;
       options.micro_batch_size = micro_batch_size;
+      options.micro_batches_in_flight = in_flight;
       options.repeats = repeats;
       options.seed = seed;
       options.optimizer = plan.optimizer;

@@ -61,9 +61,17 @@ double deterministic_sum(std::int64_t n, const Term& term) {
   std::vector<double> partial(static_cast<std::size_t>(chunks), 0.0);
   parallel_chunks(chunks, 1, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t c = begin; c < end; ++c) {
-      double acc = 0.0;
+      // Eight running sums, added together in a fixed order at the end: one sum is a chain of
+      // dependent adds (a 2 MiB gradient took 0.7 ms); eight independent ones vectorise.
+      constexpr int kLanes = 8;
+      double lanes[kLanes] = {};
       const std::int64_t last = std::min(n, (c + 1) * kElementGrain);
-      for (std::int64_t i = c * kElementGrain; i < last; ++i) acc += term(i);
+      std::int64_t i = c * kElementGrain;
+      for (; i + kLanes <= last; i += kLanes)
+        for (int k = 0; k < kLanes; ++k) lanes[k] += term(i + k);
+      double acc = 0.0;
+      for (const double lane : lanes) acc += lane;
+      for (; i < last; ++i) acc += term(i);
       partial[static_cast<std::size_t>(c)] = acc;
     }
   });

@@ -281,3 +281,42 @@ BOOST_AUTO_TEST_CASE(layers_timed_in_chains_of_any_length_have_their_times) {
     }
   }
 }
+
+// A chain with several micro-batches in flight holds each one's stashes and outputs at once: the
+// windows shrink to fit them; weights are held once.
+BOOST_AUTO_TEST_CASE(chain_windows_count_the_stash_of_every_micro_batch_in_flight) {
+  std::vector<LayerProfile> layers(4);
+  for (auto& l : layers) {
+    l.stash_bytes = 10;
+    l.param_bytes = 5;   // with its gradient: 10, held once
+  }
+  using Windows = std::vector<std::pair<std::size_t, std::size_t>>;
+  BOOST_TEST((chain_windows(layers, 60, 1) == Windows{{0, 3}, {3, 4}}));
+  BOOST_TEST((chain_windows(layers, 60, 2) == Windows{{0, 2}, {2, 4}}));
+  BOOST_TEST((chain_windows(layers, 60, 5) == Windows{{0, 1}, {1, 2}, {2, 3}, {3, 4}}));
+}
+
+// With micro-batches in flight (forward of each, then their backwards in reverse) every layer is
+// timed, and the chain's Contexts are all gone after; none in flight is refused.
+BOOST_AUTO_TEST_CASE(layers_timed_with_micro_batches_in_flight_have_their_times) {
+  const auto device = kernels::Device::cpu();
+  ProfileOptions options;
+  options.micro_batch_size = 2;
+  options.repeats = 1;
+  options.micro_batches_in_flight = 3;
+  for (const auto& p : profile_layers(seed_cnn(), device, options)) {
+    BOOST_TEST_CONTEXT(p.name) {
+      BOOST_TEST(p.forward_seconds > 0.0);
+      BOOST_TEST(p.backward_seconds > 0.0);
+    }
+  }
+  BOOST_CHECK_EQUAL(kernels::DeviceRuntime::get(device).allocator().stats().in_use, 0);
+  options.micro_batches_in_flight = 0;
+  BOOST_CHECK_EXCEPTION(profile_layers(seed_cnn(), device, options), InputError, [](const InputError& e) {
+    return std::string(e.what()).find("at least 1 micro-batch in flight, got 0") != std::string::npos;
+  });
+  // A job's: one micro-batch a step keeps one in flight; two or more, two (more are no colder).
+  BOOST_TEST(micro_batches_in_flight_of(1) == 1);
+  BOOST_TEST(micro_batches_in_flight_of(2) == 2);
+  BOOST_TEST(micro_batches_in_flight_of(8) == 2);
+}
