@@ -97,8 +97,8 @@ void print_plan(const PlanReport& r) {
               enum_name(plan.precision).data(), optimizer_text(plan).c_str(),
               recompute_text(p.cost).c_str(), r.method.c_str());
   const std::int64_t cap = p.cost.memory_cap(0);
-  std::printf("memory cap %s per device, link %.1f GB/s between stages", cap > 0 ? format_bytes(cap).c_str() : "none",
-              r.links.stage_bytes_per_s / 1e9);
+  std::printf("memory cap %s per device, link %.1f GB/s and %.0f us a message between stages",
+              cap > 0 ? format_bytes(cap).c_str() : "none", r.links.stage_bytes_per_s / 1e9, r.links.latency_s * 1e6);
   if (plan.replicas() > 1)
     std::printf(", replicas' all-reduce %.2f GB/s and %.0f us a step", r.links.replica_bytes_per_s / 1e9,
                 r.links.replica_latency_s * 1e6);
@@ -230,6 +230,7 @@ nlohmann::json plan_json(const PlanReport& r) {
   const std::int64_t cap = p.cost.memory_cap(0);
   j["device_memory"] = cap > 0 ? nlohmann::json(cap) : nlohmann::json(nullptr);
   j["link_bandwidth_bytes_per_s"] = r.links.stage_bytes_per_s;
+  j["link_latency_s"] = r.links.latency_s;
   j["replica_link_bytes_per_s"] = r.links.replica_bytes_per_s;
   j["replica_link_latency_s"] = r.links.replica_latency_s;
   j["host_cores"] = r.links.host_cores;

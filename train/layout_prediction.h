@@ -25,7 +25,9 @@ struct LinkSpeeds {
   double stage_bytes_per_s = 10e9;        // between the stages of one node
   double replica_bytes_per_s = 10e9;      // the replicas' gradient collectives within one node
   double inter_node_bytes_per_s = 12.5e9; // any link between two nodes
-  double latency_s = 0.0;                 // per message between stages
+  // Per message between stages, from its send until the receiver has it (plan measures it for
+  // CPU jobs: measure_stage_handoff on idle cores).
+  double latency_s = 0.0;
   // Per step of the replicas' ring collectives within one node (a bucket's all-reduce among R
   // takes 2 (R - 1) of them). plan measures it with the bandwidth for CPU jobs (link_calibration.h).
   double replica_latency_s = 0.0;
@@ -39,7 +41,8 @@ struct LinkSpeeds {
   // /resources/threads threads; pipeline/shared_cores.h). 0: every rank has cores of its own.
   int host_cores = 0;
   // CPU devices: what a message between stages waits beyond `latency_s` when the ranks' threads
-  // outnumber host_cores (its receiver waits for a core). plan measures it (measure_busy_handoff).
+  // outnumber host_cores (its receiver waits for a core). plan measures it (measure_stage_handoff
+  // with the cores busy, less latency_s).
   double busy_handoff_s = 0.0;
 };
 // The defaults above for a job whose devices are CPUs or CUDA GPUs.

@@ -2,10 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <stop_token>
 #include <thread>
 #include <vector>
@@ -15,6 +13,7 @@
 #include "dataparallel/gloo_collective.h"
 #include "dataparallel/run_per_rank.h"
 #include "kernels/tensor.h"
+#include "rpc/in_process_transport.h"
 #include "rpc/store.h"
 
 namespace pw::train {
@@ -71,37 +70,43 @@ MeasuredCollective measure_cpu_allreduce(int runs, std::int64_t large_bytes) {
   return out;
 }
 
-double measure_busy_handoff(int busy_threads, int rounds) {
+double measure_stage_handoff(int busy_threads, int rounds) {
+  using namespace std::chrono_literals;
   PW_CHECK(busy_threads >= 0 && rounds >= 1, "hand-off calibration: " << busy_threads << " busy threads, " << rounds << " rounds");
   // Everything that can throw comes before the peer starts; the busy threads stop and are joined
   // however this ends.
   std::vector<char> scratch(kScratchBytes / 8);
+  rpc::InProcessHub hub(2);
+  const auto message = kernels::Tensor::full({1}, 1.0);
+  const auto deadline = [] { return Clock::now() + 30s; };
   std::vector<std::jthread> busy;
   for (int i = 0; i < busy_threads; ++i)
     busy.emplace_back([](std::stop_token stop) {
       std::vector<char> mine(kScratchBytes / 2);
       for (int k = 0; !stop.stop_requested(); ++k) std::memset(mine.data(), k, mine.size());
     });
-  std::mutex mutex;
-  std::condition_variable changed;
-  bool to_peer = false;
+  // Rank 1 answers each activation with a gradient, as the next stage does; an abort ends it.
   std::jthread peer([&] {
-    for (int i = 0; i < rounds; ++i) {
-      std::unique_lock lock(mutex);
-      changed.wait(lock, [&] { return to_peer; });
-      to_peer = false;
-      changed.notify_all();
+    try {
+      for (int i = 0; i < rounds; ++i) {
+        hub.take(0, 1, {i, 0, rpc::PayloadKind::Activation, 1}, deadline());
+        hub.post(1, 0, {i, 0, rpc::PayloadKind::Gradient, 0}, message);
+      }
+    } catch (const std::exception&) {
     }
   });
   double total = 0.0;
-  for (int i = 0; i < rounds; ++i) {
-    work_for(1e-3, scratch);
-    const auto t0 = Clock::now();
-    std::unique_lock lock(mutex);
-    to_peer = true;
-    changed.notify_all();
-    changed.wait(lock, [&] { return !to_peer; });
-    total += seconds_since(t0);
+  try {
+    for (int i = 0; i < rounds; ++i) {
+      work_for(1e-3, scratch);
+      const auto t0 = Clock::now();
+      hub.post(0, 1, {i, 0, rpc::PayloadKind::Activation, 1}, message);
+      hub.take(1, 0, {i, 0, rpc::PayloadKind::Gradient, 0}, deadline());
+      total += seconds_since(t0);
+    }
+  } catch (...) {
+    hub.abort("the hand-off calibration failed");
+    throw;
   }
   return total / rounds / 2.0;
 }

@@ -3,7 +3,7 @@
 // threads all-reduce over Gloo on loopback, as the replicas of a job on one host do (their CPU
 // collectives resolve to Gloo there). What `pipewright plan` predicts a CPU job's gradient sync
 // with, where the stated 10 GB/s and no latency made a 2-replica step look 2-3x faster than it ran.
-// And the cost of waking a rank on a host whose cores are all busy.
+// And what a message between two stages costs, on idle cores and on a host whose cores are all busy.
 #include <cstdint>
 
 namespace pw::train {
@@ -17,12 +17,15 @@ struct MeasuredCollective {
 // Error (with the Gloo failure) if the loopback group cannot form.
 MeasuredCollective measure_cpu_allreduce(int runs = 7, std::int64_t large_bytes = std::int64_t{4} << 20);
 
-// What a hand-off between two ranks' threads costs on this host when `busy_threads` others keep
-// its cores busy (the mean one way, seconds): a thread works for about a millisecond, as a stage
-// computes, then wakes the other through a condition variable, as the in-process links and the
-// executor's waits do, and waits for its answer. With every core busy most hand-offs take tens of
-// microseconds, but about one in six waits for a scheduler slice (3 ms here): on average 0.25-0.33
-// ms one way, where the 4-stage pipelines on 2 cores ran 1.24x their processor-sharing simulation.
-double measure_busy_handoff(int busy_threads, int rounds = 200);
+// What a message between two stages' ranks costs on this host (the mean one way, seconds, from
+// its send until its receiver has it) when `busy_threads` others keep its cores busy: a thread
+// works for about a millisecond, as a stage computes, then sends a one-float tensor over the
+// in-process links the embedded ranks use, and waits for the answer. With idle cores that is the
+// receiver's wake-up, 25-45 us here, paid on every message a stage waits for (a step of 8
+// micro-batches interleaved over 2 stages has about 30 on its critical path). With every core
+// busy most take tens of microseconds, but about one in six waits for a scheduler slice (3 ms
+// here): on average 0.25-0.33 ms one way, where the 4-stage pipelines on 2 cores ran 1.24x their
+// processor-sharing simulation.
+double measure_stage_handoff(int busy_threads, int rounds = 200);
 
 }  // namespace pw::train

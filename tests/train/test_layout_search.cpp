@@ -395,10 +395,10 @@ BOOST_AUTO_TEST_CASE(a_replicated_stage_with_running_statistics_pays_their_broad
 // A message between stages waits for a core when the ranks' threads outnumber the host's: the
 // measured hand-off is added to every send then, and to none when each rank has a core.
 BOOST_AUTO_TEST_CASE(messages_wait_for_a_core_only_when_the_ranks_outnumber_the_cores) {
-  const double handoff = measure_busy_handoff(2, 20);
+  const double handoff = measure_stage_handoff(2, 20);
   BOOST_TEST(handoff > 0.0);
   BOOST_TEST(handoff < 1.0);
-  BOOST_TEST(measure_busy_handoff(0, 5) > 0.0);
+  BOOST_TEST(measure_stage_handoff(0, 5) > 0.0);
 
   const auto measured = profile_on(kernels::Device::cpu(0), 1, 0);
   const auto predicted = [&](int cores, double busy_handoff) {
