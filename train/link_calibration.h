@@ -13,9 +13,10 @@ struct MeasuredCollective {
   double bytes_per_s = 0.0;    // a large all-reduce's bytes over its time beyond the latency
 };
 
-// Medians of `runs` timed all-reduces (after one to warm up) of one float and of `large_bytes`.
+// Means of the middle half of `runs` timed all-reduces (after one to warm up) of one float and of
+// `large_bytes`.
 // Error (with the Gloo failure) if the loopback group cannot form.
-MeasuredCollective measure_cpu_allreduce(int runs = 7, std::int64_t large_bytes = std::int64_t{4} << 20);
+MeasuredCollective measure_cpu_allreduce(int runs = 16, std::int64_t large_bytes = std::int64_t{4} << 20);
 
 // What a message between two stages' ranks costs on this host (the mean one way, seconds, from
 // its send until its receiver has it) when `busy_threads` others keep its cores busy: a thread
