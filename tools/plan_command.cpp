@@ -59,6 +59,7 @@ train::LinkSpeeds link_speeds_of(const PlanCommand& c) {
       const auto measured = train::measure_cpu_allreduce();
       links.replica_bytes_per_s = measured.bytes_per_s;
       links.replica_latency_s = measured.latency_s;
+      links.replica_call_s = measured.call_s;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "plan: could not measure the replicas' all-reduce on loopback (%s); assuming %.0f GB/s\n",
                    e.what(), links.replica_bytes_per_s / 1e9);

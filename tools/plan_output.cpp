@@ -100,8 +100,8 @@ void print_plan(const PlanReport& r) {
   std::printf("memory cap %s per device, link %.1f GB/s and %.0f us a message between stages",
               cap > 0 ? format_bytes(cap).c_str() : "none", r.links.stage_bytes_per_s / 1e9, r.links.latency_s * 1e6);
   if (plan.replicas() > 1)
-    std::printf(", replicas' all-reduce %.2f GB/s and %.0f us a step", r.links.replica_bytes_per_s / 1e9,
-                r.links.replica_latency_s * 1e6);
+    std::printf(", replicas' all-reduce %.2f GB/s, %.0f us a step and %.0f us a call", r.links.replica_bytes_per_s / 1e9,
+                r.links.replica_latency_s * 1e6, r.links.replica_call_s * 1e6);
   if (train::core_sharing_of(r.job, r.links).oversubscribed(r.job.schedule.stages))
     std::printf(", %.0f us a message waiting for a core", r.links.busy_handoff_s * 1e6);
   std::printf("\n\n");
@@ -233,6 +233,7 @@ nlohmann::json plan_json(const PlanReport& r) {
   j["link_latency_s"] = r.links.latency_s;
   j["replica_link_bytes_per_s"] = r.links.replica_bytes_per_s;
   j["replica_link_latency_s"] = r.links.replica_latency_s;
+  j["replica_link_call_s"] = r.links.replica_call_s;
   j["host_cores"] = r.links.host_cores;
   j["cores_oversubscribed"] = train::core_sharing_of(r.job, r.links).oversubscribed(r.job.schedule.stages);
   j["busy_handoff_s"] = r.links.busy_handoff_s;

@@ -31,6 +31,10 @@ struct LinkSpeeds {
   // Per step of the replicas' ring collectives within one node (a bucket's all-reduce among R
   // takes 2 (R - 1) of them). plan measures it with the bandwidth for CPU jobs (link_calibration.h).
   double replica_latency_s = 0.0;
+  // Per call of the replicas' collectives beyond its steps: waking the ranks' collective threads
+  // after the backward or the update (a bucket's all-reduce is one call; sharded state makes it two,
+  // a reduce-scatter and an all-gather). plan measures it too.
+  double replica_call_s = 0.0;
   double memory_bytes_per_s = 10e9;       // the optimizer step's reads and writes
   // --offload-optimizer: the update runs in host memory, and on a GPU the gradients come down and
   // the weights go back up over the host link (0: the device is the host, nothing is copied).

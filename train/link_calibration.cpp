@@ -49,16 +49,18 @@ MeasuredCollective measure_cpu_allreduce(int runs, std::int64_t large_bytes) {
     group[static_cast<std::size_t>(r)] = std::make_unique<dp::GlooCollective>(r, 2, store, "link-calibration/", "127.0.0.1", 30000ms);
   });
   // Both ranks loop on their own threads (an all-reduce waits for both); rank 0's clock times each.
-  // Each all-reduce follows a stretch of work on both ranks, as a job's follows its backward: back
-  // to back, with Gloo's threads awake and the caches warm, a 704 KiB all-reduce took 0.6 ms here
-  // where resnet18's replicas waited 1.7-2.9 ms for theirs after each backward.
-  const auto timed = [&](std::int64_t elements) {
+  // After a stretch of work on both ranks, as a job's collectives follow its backward or its
+  // update, a call pays for waking the ranks' threads and Gloo's: back to back, a one-float
+  // all-reduce took about 0.1 ms here, after work 0.25-5 ms (and a 704 KiB one 0.6 ms back to back,
+  // where resnet18's replicas waited 1.7-2.9 ms for theirs after each backward).
+  enum class Before { Work, Nothing };
+  const auto timed = [&](std::int64_t elements, Before before) {
     std::vector<kernels::Tensor> data{kernels::Tensor::full({elements}, 1.0), kernels::Tensor::full({elements}, 1.0)};
     std::vector<double> times;
     std::vector<std::vector<char>> scratch(2, std::vector<char>(kScratchBytes));
     dp::run_per_rank(2, [&](int r) {
       for (int i = 0; i <= runs; ++i) {
-        work_for(kWorkBeforeEach, scratch[static_cast<std::size_t>(r)]);
+        if (before == Before::Work) work_for(kWorkBeforeEach, scratch[static_cast<std::size_t>(r)]);
         const auto t0 = Clock::now();
         group[static_cast<std::size_t>(r)]->allreduce_sum(data[static_cast<std::size_t>(r)], dp::Compression::None);
         if (r == 0 && i > 0) times.push_back(seconds_since(t0));   // the first warms up
@@ -66,12 +68,15 @@ MeasuredCollective measure_cpu_allreduce(int runs, std::int64_t large_bytes) {
     });
     return interquartile_mean(times);
   };
-  const double small = timed(1);
-  const double large = timed(std::max<std::int64_t>(1, large_bytes / 4));
+  const double warm = timed(1, Before::Nothing);
+  const double small = timed(1, Before::Work);
+  const double large = timed(std::max<std::int64_t>(1, large_bytes / 4), Before::Work);
   MeasuredCollective out;
-  out.latency_s = small / 2.0;   // a ring all-reduce of 2 ranks takes 2 (R - 1) = 2 steps
-  // The gradient-sync model: 2 (R - 1) / R of the bytes over the link, plus the steps (R = 2).
-  // Noise can make the large one no slower than the small one: then its bytes over its whole time.
+  out.latency_s = warm / 2.0;   // a ring all-reduce of 2 ranks takes 2 (R - 1) = 2 steps
+  out.call_s = std::max(0.0, small - warm);
+  // The gradient-sync model: 2 (R - 1) / R of the bytes over the link, plus the call and its steps
+  // (R = 2). Noise can make the large one no slower than the small one: then its bytes over its
+  // whole time.
   out.bytes_per_s = static_cast<double>(large_bytes) / (large > small ? large - small : std::max(large, 1e-9));
   return out;
 }

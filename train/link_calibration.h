@@ -9,12 +9,13 @@
 namespace pw::train {
 
 struct MeasuredCollective {
-  double latency_s = 0.0;      // per step of a ring collective: half a one-float all-reduce of 2 ranks
-  double bytes_per_s = 0.0;    // a large all-reduce's bytes over its time beyond the latency
+  double latency_s = 0.0;      // per step of a ring collective: half a one-float all-reduce of 2 ranks, back to back
+  double call_s = 0.0;         // per call after work: a one-float all-reduce after work, less one back to back
+  double bytes_per_s = 0.0;    // a large all-reduce's bytes over its time beyond the small one's
 };
 
-// Means of the middle half of `runs` timed all-reduces (after one to warm up) of one float and of
-// `large_bytes`.
+// Means of the middle half of `runs` timed all-reduces (after one to warm up): of one float back
+// to back, of one float after work and of `large_bytes` after work.
 // Error (with the Gloo failure) if the loopback group cannot form.
 MeasuredCollective measure_cpu_allreduce(int runs = 16, std::int64_t large_bytes = std::int64_t{4} << 20);
 

@@ -338,40 +338,51 @@ BOOST_AUTO_TEST_CASE(the_profiled_optimizer_step_is_the_stages_and_sharding_divi
              stage_step(1, dp::OptimizerState::Replicated, 5e-3, models::OptimizerOffload::Host).first);
 }
 
-// The replicas' all-reduce as plan measures it on this host: a latency per ring step and a
-// bandwidth, both positive; and each bucket pays its own steps in the predicted gradient sync.
+// The replicas' all-reduce as plan measures it on this host: a latency per ring step, a cost per
+// call and a bandwidth, none negative; and each bucket pays its own steps and calls in the
+// predicted gradient sync, two calls with sharded state (a reduce-scatter and an all-gather).
 BOOST_AUTO_TEST_CASE(the_replicas_all_reduce_is_measured_and_each_bucket_pays_its_latency) {
   const auto measured = measure_cpu_allreduce(3, std::int64_t{1} << 20);
   BOOST_TEST(measured.latency_s > 0.0);
   BOOST_TEST(measured.latency_s < 1.0);
+  BOOST_TEST(measured.call_s >= 0.0);
+  BOOST_TEST(measured.call_s < 1.0);
   BOOST_TEST(measured.bytes_per_s > 0.0);
   BOOST_TEST(std::isfinite(measured.bytes_per_s));
 
   const auto profiler = profile_on(kernels::Device::cpu(0), 1, 0);
-  const auto sync = [&](std::int64_t bucket_bytes, double latency) {
+  const auto sync = [&](std::int64_t bucket_bytes, double latency, double call, dp::OptimizerState state) {
     test::JobShape shape;
     shape.replicas = 2;
     JobConfig job = test::job_of(wide_mlp(), shape, 32);
     job.replicas.bucket_bytes = bucket_bytes;
+    job.replicas.optimizer_state = state;
     const JobPlan plan = plan_job(job);
     LinkSpeeds links;
     links.replica_latency_s = latency;
+    links.replica_call_s = call;
     const auto p = predict_layout(plan, profiler(plan, micro_batch_size_of(plan)),
                                   partition::partition_uniform(plan.model.layer_count(), 1), links);
     return p.stages.front().gradient_sync_seconds;
   };
+  const auto plain = dp::OptimizerState::Replicated, sharded = dp::OptimizerState::Sharded;
   const std::int64_t big = std::int64_t{1} << 30;
-  const double without = sync(big, 0.0);
+  const double without = sync(big, 0.0, 0.0, plain);
   BOOST_TEST(without > 0.0);
-  // One bucket: 2 (R - 1) = 2 steps; buckets of 64 KiB: one such pair per bucket.
-  BOOST_TEST(sync(big, 1e-3) == without + 2e-3, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(sync(big, 0.0, 0.0, sharded) == without, boost::test_tools::tolerance(1e-9));   // the same bytes
+  // One bucket: 2 (R - 1) = 2 steps and one call (two sharded); buckets of 64 KiB: as many each.
+  BOOST_TEST(sync(big, 1e-3, 0.0, plain) == without + 2e-3, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(sync(big, 1e-3, 0.0, sharded) == without + 2e-3, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(sync(big, 0.0, 1e-3, plain) == without + 1e-3, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(sync(big, 0.0, 1e-3, sharded) == without + 2e-3, boost::test_tools::tolerance(1e-9));
   const std::int64_t params = (144 * 256 + 256 + 2 * (256 * 256 + 256) + 256 * 10 + 10) * 4;   // wide_mlp, F32
-  const std::int64_t buckets = (params + (64 << 10) - 1) / (64 << 10);
-  BOOST_TEST(sync(64 << 10, 1e-3) == without + static_cast<double>(buckets) * 2e-3, boost::test_tools::tolerance(1e-9));
+  const auto buckets = static_cast<double>((params + (64 << 10) - 1) / (64 << 10));
+  BOOST_TEST(sync(64 << 10, 1e-3, 0.0, plain) == without + buckets * 2e-3, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(sync(64 << 10, 1e-3, 1e-3, sharded) == without + buckets * 4e-3, boost::test_tools::tolerance(1e-9));
 }
 
 // Running statistics follow replica 0 every step: a stage holding any pays one more collective
-// (a step's latency and their bytes) when it has replicas, nothing with one.
+// (a call, a step's latency and their bytes) when it has replicas, nothing with one.
 BOOST_AUTO_TEST_CASE(a_replicated_stage_with_running_statistics_pays_their_broadcast) {
   const auto profiler = profile_on(kernels::Device::cpu(0), 1, 0);
   const auto sync = [&](int replicas, std::int64_t buffer_bytes) {
@@ -383,12 +394,13 @@ BOOST_AUTO_TEST_CASE(a_replicated_stage_with_running_statistics_pays_their_broad
     layers.front().buffer_bytes = buffer_bytes;
     LinkSpeeds links;
     links.replica_latency_s = 1e-3;
+    links.replica_call_s = 2e-3;
     links.replica_bytes_per_s = 1e9;
     return predict_layout(plan, layers, partition::partition_uniform(plan.model.layer_count(), 1), links)
         .stages.front()
         .gradient_sync_seconds;
   };
-  BOOST_TEST(sync(2, 1000000) == sync(2, 0) + 1e-3 + 1e-3, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(sync(2, 1000000) == sync(2, 0) + 2e-3 + 1e-3 + 1e-3, boost::test_tools::tolerance(1e-9));
   BOOST_TEST(sync(1, 1000000) == 0.0);
 }
 
