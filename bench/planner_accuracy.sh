@@ -4,7 +4,8 @@
 # schedules, with and without recomputation and optimizer-state sharding) it plans the job with the
 # same flags, trains it for a few steps, and prints the predicted and measured step time (the
 # summary's median after warm-up) and peak memory per rank (the summary's `memory`), each layout's
-# errors, and the mean absolute error of each. Asserts nothing: the figures depend on the machine
+# errors, and the mean absolute error of each (and the step time's mean signed error: below zero,
+# the predictions are short on average). Asserts nothing: the figures depend on the machine
 # (the prediction counts the job's own ranks sharing the host's cores, not other work on it: on a
 # loaded machine the measured steps run slower than the layers did when profiled). Each layout is
 # planned and trained RUNS times (default 3) and the medians compared: on a shared 2-core VM one
@@ -68,7 +69,7 @@ done
 "$python" - "$out" "$i" "$runs" <<'EOF'
 import json, statistics, sys
 out, n, runs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-step_errors, memory_errors = [], []
+step_errors, signed_step_errors, memory_errors = [], [], []
 print(f"{'layout':<70} {'pred ms':>8} {'meas ms':>8} {'err':>6}   peak per rank predicted/measured (err)")
 for i in range(1, n + 1):
     plans = [json.load(open(f"{out}/plan{i}.{r}.json")) for r in range(1, runs + 1)]
@@ -78,6 +79,7 @@ for i in range(1, n + 1):
     measured = statistics.median(r["median_step_ms"] for r in rs)
     err = (predicted - measured) / measured
     step_errors.append(abs(err))
+    signed_step_errors.append(err)
     plan, run = plans[0], rs[0]
     stages = plan["stages"]
     ranks = []
@@ -89,6 +91,7 @@ for i in range(1, n + 1):
     print(f"{layout:<70} {predicted:8.1f} {measured:8.1f} {err:+6.0%}   " + ", ".join(ranks))
 print(json.dumps({"layouts": n, "runs": runs,
                   "step_time_mean_abs_error": round(sum(step_errors) / len(step_errors), 4),
+                  "step_time_mean_error": round(sum(signed_step_errors) / len(signed_step_errors), 4),
                   "peak_memory_mean_abs_error": round(sum(memory_errors) / len(memory_errors), 4)}))
 EOF
 
