@@ -216,7 +216,8 @@ std::unique_ptr<models::Layer> build_layer(const models::LayerSpec& spec, std::u
 
 // Forward through layers [begin, end) in order and backward in reverse, as a stage runs them,
 // `repeats` times after one warm-up, with options.micro_batches_in_flight micro-batches forwarded
-// before the first goes back; each layer's median forward and backward replace the lone run's.
+// before the first goes back, and going back oldest first as the schedules send them; each layer's
+// median forward and backward replace the lone run's.
 // The split halves keep the lone run's ratio to its backward.
 void time_in_chain(const ModelDescription& model, const std::vector<Shape>& shapes, std::size_t begin, std::size_t end,
                    Device device, const ProfileOptions& options, std::vector<LayerProfile>& profiles) {
@@ -243,7 +244,7 @@ void time_in_chain(const ModelDescription& model, const std::vector<Shape>& shap
         contexts[m].push_back(std::move(out.ctx));
       }
     }
-    for (std::size_t m = in_flight; m-- > 0;) {
+    for (std::size_t m = 0; m < in_flight; ++m) {
       Tensor grad = random_tensor(shapes[end], device, seed + 1000 + variant + m);
       stream.synchronize();
       for (std::size_t i = n; i-- > 0;) {

@@ -74,15 +74,17 @@ struct ProfileOptions {
   // stashes and workspace at once (from the lone runs' figures); longer models are timed in
   // consecutive windows, each one's first layer fed a random input.
   std::int64_t chain_window_bytes = std::int64_t{1} << 30;
-  // Micro-batches the chain forwards before the first one goes back, as a stage of a schedule
-  // holds several between their forward and backward. With 2 or more, every op finds its data
-  // colder in the caches than with 1 (forward then backward of one micro-batch): resnet50's
-  // layers at micro-batch 4 took 8-12% longer with 2 and no longer with 4 or 8.
+  // Micro-batches the chain forwards before the first one goes back (oldest first). With 2 or
+  // more, every op finds its data colder in the caches than with 1 (forward then straight back):
+  // resnet50's layers at micro-batch 4 took 8-12% longer with 2 and no longer with 4 or 8.
   // micro_batches_in_flight_of gives a job's.
   int micro_batches_in_flight = 1;
 };
 
-// What a job's profile should use: 2 when its stages run 2 or more micro-batches a step, else 1.
+// What a job's profile should use: 2 when it runs 2 or more micro-batches a step, else 1. For the
+// whole job, not by stage: in the traces every stage of such a job ran its ops as slowly as the
+// chain with 2 in flight, the last stage of a 1F1B or ZB-H1 pipeline too, which takes each
+// micro-batch forward and straight back but between them receives, sends and runs the others.
 int micro_batches_in_flight_of(int micro_batches);
 
 // Builds each layer alone on `device`, feeds a random input of the shape the layers before it

@@ -97,8 +97,10 @@ void print_plan(const PlanReport& r) {
               enum_name(plan.precision).data(), optimizer_text(plan).c_str(),
               recompute_text(p.cost).c_str(), r.method.c_str());
   const std::int64_t cap = p.cost.memory_cap(0);
-  std::printf("memory cap %s per device, link %.1f GB/s and %.0f us a message between stages",
-              cap > 0 ? format_bytes(cap).c_str() : "none", r.links.stage_bytes_per_s / 1e9, r.links.latency_s * 1e6);
+  std::printf("memory cap %s per device, link %.1f GB/s", cap > 0 ? format_bytes(cap).c_str() : "none",
+              r.links.stage_bytes_per_s / 1e9);
+  if (r.links.latency_s > 0.0) std::printf(" and %.0f us a message", r.links.latency_s * 1e6);
+  std::printf(" between stages");
   if (plan.replicas() > 1)
     std::printf(", replicas' all-reduce %.2f GB/s, %.0f us a step and %.0f us a call", r.links.replica_bytes_per_s / 1e9,
                 r.links.replica_latency_s * 1e6, r.links.replica_call_s * 1e6);

@@ -63,7 +63,9 @@ struct ReplicaLink {
 
 // Ring all-reduce moves 2 (R - 1) / R of the buffer through each member in 2 (R - 1) steps, each
 // bucket in a call of its own; reduce-scatter then all-gather (sharded state) moves the same in the
-// same steps, but in two calls per bucket.
+// same steps, but in two calls per bucket. Every call pays its wake-up in full, as the sync is a
+// tail after the pipeline here: a bucket reduced while the backward still runs is hidden in the
+// job, so with many buckets this is an upper bound.
 double gradient_sync_seconds(std::int64_t bytes, int replicas, const ReplicaLink& link, std::int64_t bucket_bytes,
                              dp::OptimizerState state) {
   if (replicas <= 1 || bytes == 0) return 0.0;

@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <map>
-#include <tuple>
 #include <memory>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "core/error.h"
 #include "partition/selective_recompute.h"

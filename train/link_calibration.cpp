@@ -43,6 +43,7 @@ void work_for(double seconds, std::vector<char>& scratch) {
 
 MeasuredCollective measure_cpu_allreduce(int runs, std::int64_t large_bytes) {
   using namespace std::chrono_literals;
+  PW_CHECK(runs >= 1 && large_bytes >= 4, "all-reduce calibration: " << runs << " runs of " << large_bytes << " bytes");
   rpc::InMemoryStore store;
   std::vector<std::unique_ptr<dp::GlooCollective>> group(2);
   dp::run_per_rank(2, [&](int r) {
@@ -103,7 +104,8 @@ double measure_stage_handoff(int busy_threads, int rounds) {
         hub.take(0, 1, {i, 0, rpc::PayloadKind::Activation, 1}, deadline());
         hub.post(1, 0, {i, 0, rpc::PayloadKind::Gradient, 0}, message);
       }
-    } catch (const std::exception&) {
+    } catch (const std::exception& e) {
+      hub.abort(std::string("the hand-off calibration's peer failed: ") + e.what());
     }
   });
   double total = 0.0;

@@ -26,8 +26,9 @@ MeasuredCollective measure_cpu_allreduce(int runs = 16, std::int64_t large_bytes
 // receiver's wake-up, 25-45 us here, paid on every message a stage waits for (a step of 8
 // micro-batches interleaved over 2 stages has about 30 on its critical path). With every core
 // busy most take tens of microseconds, but about one in six waits for a scheduler slice (3 ms
-// here): on average 0.25-0.33 ms one way, where the 4-stage pipelines on 2 cores ran 1.24x their
-// processor-sharing simulation.
+// here): on average 0.17-0.56 ms one way, where the 4-stage pipelines on 2 cores ran 1.24x their
+// processor-sharing simulation. Ranks as processes talk over sockets instead, which this does not
+// measure.
 double measure_stage_handoff(int busy_threads, int rounds = 200);
 
 }  // namespace pw::train

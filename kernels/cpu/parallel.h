@@ -53,7 +53,8 @@ void parallel_chunks(std::int64_t n, std::int64_t grain, const Body& body) {
 }
 
 // Sum over i in [0, n) of term(i) in double, bitwise repeatable for a given n: kElementGrain-sized
-// chunks are each summed in index order (in parallel), then the chunk sums in chunk order.
+// chunks (in parallel), each as eight running sums over the indices from its start (lane k takes
+// every eighth from k) added in lane order and then its tail, then the chunk sums in chunk order.
 template <typename Term>
 double deterministic_sum(std::int64_t n, const Term& term) {
   if (n <= 0) return 0.0;

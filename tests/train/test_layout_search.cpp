@@ -345,7 +345,6 @@ BOOST_AUTO_TEST_CASE(the_replicas_all_reduce_is_measured_and_each_bucket_pays_it
   const auto measured = measure_cpu_allreduce(3, std::int64_t{1} << 20);
   BOOST_TEST(measured.latency_s > 0.0);
   BOOST_TEST(measured.latency_s < 1.0);
-  BOOST_TEST(measured.call_s >= 0.0);
   BOOST_TEST(measured.call_s < 1.0);
   BOOST_TEST(measured.bytes_per_s > 0.0);
   BOOST_TEST(std::isfinite(measured.bytes_per_s));
