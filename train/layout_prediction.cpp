@@ -54,26 +54,20 @@ void time_sends(std::vector<partition::StageEstimate>& pieces, const partition::
   }
 }
 
-// The replicas' collectives as one stage's group sees them.
-struct ReplicaLink {
-  double bytes_per_s = 0.0;
-  double latency_s = 0.0;   // per ring step
-  double call_s = 0.0;      // per call
-};
-
 // Ring all-reduce moves 2 (R - 1) / R of the buffer through each member in 2 (R - 1) steps, each
 // bucket in a call of its own; reduce-scatter then all-gather (sharded state) moves the same in the
 // same steps, but in two calls per bucket. Every call pays its wake-up in full, as the sync is a
 // tail after the pipeline here: a bucket reduced while the backward still runs is hidden in the
 // job, so with many buckets this is an upper bound.
-double gradient_sync_seconds(std::int64_t bytes, int replicas, const ReplicaLink& link, std::int64_t bucket_bytes,
-                             dp::OptimizerState state) {
+// `link` is the replicas' (latency per ring step); `call_s` each call's wake-up.
+double gradient_sync_seconds(std::int64_t bytes, int replicas, const partition::LinkModel& link, double call_s,
+                             std::int64_t bucket_bytes, dp::OptimizerState state) {
   if (replicas <= 1 || bytes == 0) return 0.0;
   const double r = replicas;
   const auto buckets = static_cast<double>(bucket_bytes > 0 ? (bytes + bucket_bytes - 1) / bucket_bytes : 1);
   const double calls = state == dp::OptimizerState::Sharded ? 2.0 : 1.0;
-  return 2.0 * (r - 1.0) / r * static_cast<double>(bytes) / link.bytes_per_s +
-         buckets * (calls * link.call_s + 2.0 * (r - 1.0) * link.latency_s);
+  return 2.0 * (r - 1.0) / r * static_cast<double>(bytes) / link.bandwidth_bytes_per_s +
+         buckets * (calls * call_s + 2.0 * (r - 1.0) * link.latency_s);
 }
 
 // Bytes the optimizer step reads and writes per F32 parameter it updates: weight, gradient and
@@ -224,17 +218,15 @@ LayoutPrediction predict_layout(const JobPlan& plan, const std::vector<partition
     // Replicas on other nodes go through the same collective as those on one host, then the network:
     // never faster than the (measured) local one.
     const bool remote = replicas_cross_nodes(d, P, R, links);
-    ReplicaLink replica_link;
-    replica_link.bytes_per_s =
+    partition::LinkModel replica_link;
+    replica_link.bandwidth_bytes_per_s =
         remote ? std::min(links.inter_node_bytes_per_s, links.replica_bytes_per_s) : links.replica_bytes_per_s;
     replica_link.latency_s = remote ? std::max(links.latency_s, links.replica_latency_s) : links.replica_latency_s;
-    replica_link.call_s = links.replica_call_s;
-    s.gradient_sync_seconds = gradient_sync_seconds(param_bytes, R, replica_link, plan.config.replicas.bucket_bytes,
-                                                    settings.optimizer_state);
+    s.gradient_sync_seconds = gradient_sync_seconds(param_bytes, R, replica_link, links.replica_call_s,
+                                                    plan.config.replicas.bucket_bytes, settings.optimizer_state);
     // Running statistics (batch norm) follow replica 0 every step: one more call, a broadcast.
     if (R > 1 && buffer_bytes > 0)
-      s.gradient_sync_seconds += replica_link.call_s + replica_link.latency_s +
-                                 static_cast<double>(buffer_bytes) / replica_link.bytes_per_s;
+      s.gradient_sync_seconds += links.replica_call_s + replica_link.transfer_seconds(buffer_bytes);
     const double updated = settings.optimizer_state == dp::OptimizerState::Sharded ? static_cast<double>(R) : 1.0;
     const double updated_parameters = static_cast<double>(param_bytes) / 4.0 / updated;
     // Offloaded, the update is the host's vectorised one (on CPU devices too: resnet18 and vgg16
