@@ -386,10 +386,11 @@ partition::Partition choose_split(const JobPlan& plan, kernels::Device profile_o
     partition::check_stage_count(plan.model.layer_count(), cost.pieces(), plan.model.name);
     log::outputf("profiling %d layers of %s on %s...", plan.model.layer_count(), plan.model.name.c_str(),
                  profile_on.str().c_str());
-    partition::ProfileOptions options;
-    options.micro_batch_size = c.data.batch_size / plan.replicas() / plan.schedule.micro_batches;
-    options.micro_batches_in_flight = partition::micro_batches_in_flight_of(plan.schedule.micro_batches);
-    profiles = partition::profile_layers(plan.model, profile_on, options);
+    // One micro-batch in flight: the split needs the layers' times relative to each other, and the
+    // profile runs on the job's device under its cap, where a chain holding two micro-batches of
+    // the whole model can run out of memory in a job whose stages fit.
+    profiles = partition::profile_layers(plan.model, profile_on,
+                                         c.data.batch_size / plan.replicas() / plan.schedule.micro_batches, 3);
   }
   return pipeline::choose_partition(plan.model, choice, cost, profiles);
 }
