@@ -321,10 +321,15 @@ Engine::BuiltStage Engine::build_stage() {
   remote_rows_ = std::make_unique<dp::RemoteRowsRegistry>(replica());
   std::optional<models::RemoteTableScope> server_tables;
   if (servers_) server_tables.emplace(servers_->table_maker(plan_.config));
-  // Offloaded under bf16/fp16 the fp32 masters live in host memory: made there from the start, they
-  // never take the room on the device that the steady state does not need.
-  const bool host_masters =
-      plan_.precision != models::Precision::Fp32 && plan_.optimizer.offload == models::OptimizerOffload::Host;
+  // Under bf16/fp16 the fp32 weights are built in host memory where the steady state holds no whole
+  // fp32 masters on the device: offloaded (they live on the host), and sharded over replicas (the
+  // gradient buckets copy each replica's segment of them onto the device). Built on the device, they
+  // took room the job never needs again: with their gradients and 16-bit copies 10 bytes a weight,
+  // above the 2 + 4 + 12/R of sharded state from R = 4 on.
+  const bool sharded_masters =
+      plan_.buckets.optimizer_state == dp::OptimizerState::Sharded && plan_.replicas() > 1;
+  const bool host_masters = plan_.precision != models::Precision::Fp32 &&
+                            (plan_.optimizer.offload == models::OptimizerOffload::Host || sharded_masters);
   for (int chunk = 0; chunk < V; ++chunk) {
     models::LayerDeviceScope on_device(device_);
     models::ParameterHomeScope home(host_masters ? models::ParameterHome::Host : models::ParameterHome::Device);
