@@ -280,6 +280,48 @@ BOOST_AUTO_TEST_CASE(mixed_precision_masters_are_sharded_and_train_alike) {
     }
 }
 
+// A sharded bf16 stage holds its 16-bit weights in its buckets, in blocks of their own size: as
+// many bytes as the replicated job's 16-bit copies and fp32 biases. (The buckets used to be made
+// while the whole fp32 gradients they replace sat in the allocator's cache, whose blocks serve a
+// request up to half their size: a 256 KiB fc_mid gradient held the 136 KiB of 16-bit weights.)
+BOOST_AUTO_TEST_CASE(sharded_16_bit_weights_take_the_room_of_the_replicated_copies) {
+  const auto wide = test::mlp_of("wide-mlp",
+                                 {{"flatten", 0, 0}, {"fc_in", 144, 256}, {"relu1", 0, 0}, {"fc_mid", 256, 256},
+                                  {"relu2", 0, 0}, {"fc_out", 256, 10}},
+                                 {});
+  for (const int replicas : {2, 4}) {
+    BOOST_TEST_CONTEXT(replicas << " replicas") {
+      auto memory_of = [&](dp::OptimizerState state) {
+        JobShape shape{ScheduleKind::OneFOneB, 2, 2, 1, {}};
+        shape.replicas = replicas;
+        auto c = test::job_of(wide, shape, 16);
+        c.data.steps = 2;
+        c.data.eval_batches = 0;
+        c.replicas.optimizer_state = state;
+        c.optimizer.kind = models::OptimizerKind::Adam;
+        c.optimizer.lr = 0.001;
+        c.numerics.precision = models::Precision::Bf16;
+        std::vector<train::RankMemory> memory;
+        train::FitOptions fit;
+        fit.progress = false;
+        train::FitCallbacks callbacks;
+        callbacks.on_step = [&](const train::StepEvent& e) { memory = e.outcome->rank_memory; };
+        train::run_job(c, fit, callbacks);
+        return memory;
+      };
+      const auto replicated = memory_of(dp::OptimizerState::Replicated);
+      const auto shard = memory_of(dp::OptimizerState::Sharded);
+      BOOST_REQUIRE_EQUAL(shard.size(), replicated.size());
+      // Each weight in a bucket starts on a 64-float boundary: a few hundred bytes more at most.
+      constexpr std::int64_t kAlignment = 4 * 64 * 4;
+      for (std::size_t rank = 0; rank < shard.size(); ++rank)
+        BOOST_TEST(shard[rank].parameters <= replicated[rank].parameters + kAlignment,
+                   "rank " << rank << ": " << shard[rank].parameters << " bytes of weights sharded, "
+                           << replicated[rank].parameters << " replicated");
+    }
+  }
+}
+
 // Every element of a 16-bit weight has its fp32 master on exactly one replica: the replicas'
 // master slices of a parameter add up to the parameter, and none holds the whole fp32 tensor.
 BOOST_AUTO_TEST_CASE(each_master_element_lives_on_one_replica) {
