@@ -31,6 +31,29 @@ inline partition::ModelDescription untied_mlp() {
   return m;
 }
 
+// Adam (lr 0.001) on a 2-stage MLP wide enough (a 256x256 layer) that its weights' allocator
+// blocks are not lost in rounding: 1F1B over 2 micro-batches of a batch of 16, `replicas` pipelines
+// on cpu:first_device and up.
+inline train::JobConfig wide_mlp_job(int replicas, dp::OptimizerState state, models::Precision precision,
+                                     models::OptimizerOffload offload, int steps, int first_device = 0) {
+  const auto wide = mlp_of("wide-mlp",
+                           {{"flatten", 0, 0}, {"fc_in", 144, 256}, {"relu1", 0, 0}, {"fc_mid", 256, 256},
+                            {"relu2", 0, 0}, {"fc_out", 256, 10}},
+                           {});
+  JobShape shape{pipeline::ScheduleKind::OneFOneB, 2, 2, 1, {}};
+  shape.replicas = replicas;
+  shape.first_device = first_device;
+  auto c = job_of(wide, shape, 16);
+  c.data.steps = steps;
+  c.data.eval_batches = 0;
+  c.replicas.optimizer_state = state;
+  c.optimizer.kind = models::OptimizerKind::Adam;
+  c.optimizer.lr = 0.001;
+  c.optimizer.offload = offload;
+  c.numerics.precision = precision;
+  return c;
+}
+
 struct OptimizerVariant {
   int replicas = 2;
   dp::OptimizerState state = dp::OptimizerState::Replicated;

@@ -288,19 +288,10 @@ BOOST_AUTO_TEST_CASE(non_finite_steps_are_skipped_and_rolled_back_alike) {
 // job's peak refuses the job without offload (out of memory) and runs it offloaded, to the losses
 // of the uncapped job.
 BOOST_AUTO_TEST_CASE(a_job_whose_state_does_not_fit_the_device_cap_fits_offloaded) {
-  const auto wide = test::mlp_of("wide-mlp",
-                                 {{"flatten", 0, 0}, {"fc_in", 144, 256}, {"relu1", 0, 0}, {"fc_mid", 256, 256},
-                                  {"relu2", 0, 0}, {"fc_out", 256, 10}},
-                                 {});
   auto make = [&](models::OptimizerOffload offload, std::int64_t cap) {
-    JobShape shape{ScheduleKind::OneFOneB, 2, 2, 1, {}};
-    shape.first_device = 8;   // devices of their own: the caps stay on them
-    auto c = test::job_of(wide, shape, 16);
-    c.data.steps = 3;
+    // cpu:8 and up: devices of their own, the caps stay on them
+    auto c = test::wide_mlp_job(1, dp::OptimizerState::Replicated, models::Precision::Fp32, offload, 3, 8);
     c.data.eval_batches = 1;
-    c.optimizer.kind = models::OptimizerKind::Adam;
-    c.optimizer.lr = 0.001;
-    c.optimizer.offload = offload;
     c.resources.device_memory = cap;
     return c;
   };
@@ -351,10 +342,6 @@ BOOST_AUTO_TEST_CASE(a_job_whose_state_does_not_fit_the_device_cap_fits_offloade
 // state tensors (checked below). (Starting under such a cap: the next test.)
 BOOST_AUTO_TEST_CASE(a_sharded_checkpoint_saves_and_resumes_under_a_cap_the_steady_state_just_fits) {
   Scratch scratch;
-  const auto wide = test::mlp_of("wide-mlp",
-                                 {{"flatten", 0, 0}, {"fc_in", 144, 256}, {"relu1", 0, 0}, {"fc_mid", 256, 256},
-                                  {"relu2", 0, 0}, {"fc_out", 256, 10}},
-                                 {});
   struct Uncap {
     ~Uncap() {
       for (int d = 8; d < 12; ++d) kernels::DeviceRuntime::get(kernels::Device::cpu(d)).set_memory_cap(0);
@@ -365,16 +352,8 @@ BOOST_AUTO_TEST_CASE(a_sharded_checkpoint_saves_and_resumes_under_a_cap_the_stea
     BOOST_TEST_CONTEXT("offload " << enum_name(offload)) {
       const std::string tag(enum_name(offload));
       auto make = [&](std::int64_t cap) {
-        JobShape shape{ScheduleKind::OneFOneB, 2, 2, 1, {}};
-        shape.replicas = 2;
-        shape.first_device = 8;   // devices of their own: the caps stay on them
-        auto c = test::job_of(wide, shape, 16);
-        c.data.steps = 4;
-        c.data.eval_batches = 0;
-        c.replicas.optimizer_state = dp::OptimizerState::Sharded;
-        c.optimizer.kind = models::OptimizerKind::Adam;
-        c.optimizer.lr = 0.001;
-        c.optimizer.offload = offload;
+        // cpu:8 and up: devices of their own, the caps stay on them
+        auto c = test::wide_mlp_job(2, dp::OptimizerState::Sharded, models::Precision::Fp32, offload, 4, 8);
         c.resources.device_memory = cap;
         return c;
       };
@@ -470,10 +449,6 @@ BOOST_AUTO_TEST_CASE(an_offloaded_stage_starts_from_the_same_weights) {
 // copies took while it started: its fp32 weights are built in host memory too, and each replica
 // copies its own segment of the masters onto the device.
 BOOST_AUTO_TEST_CASE(a_job_starts_under_a_cap_its_steady_state_just_fits) {
-  const auto wide = test::mlp_of("wide-mlp",
-                                 {{"flatten", 0, 0}, {"fc_in", 144, 256}, {"relu1", 0, 0}, {"fc_mid", 256, 256},
-                                  {"relu2", 0, 0}, {"fc_out", 256, 10}},
-                                 {});
   constexpr int kFirstDevice = 8;   // devices of their own: the caps stay on them
   constexpr int kDevices = 8;
   // A job leaves its devices' caps set (/resources/device_memory 0 sets none): each job below starts
@@ -510,17 +485,7 @@ BOOST_AUTO_TEST_CASE(a_job_starts_under_a_cap_its_steady_state_just_fits) {
       const int ranks = 2 * replicas;
       BOOST_REQUIRE_LE(ranks, kDevices);
       auto make = [&](std::int64_t cap) {
-        JobShape shape{ScheduleKind::OneFOneB, 2, 2, 1, {}};
-        shape.replicas = replicas;
-        shape.first_device = kFirstDevice;
-        auto c = test::job_of(wide, shape, 16);
-        c.data.steps = 3;
-        c.data.eval_batches = 0;
-        c.replicas.optimizer_state = state;
-        c.optimizer.kind = models::OptimizerKind::Adam;
-        c.optimizer.lr = 0.001;
-        c.optimizer.offload = offload;
-        c.numerics.precision = precision;
+        auto c = test::wide_mlp_job(replicas, state, precision, offload, 3, kFirstDevice);
         c.resources.device_memory = cap;
         return c;
       };

@@ -285,22 +285,10 @@ BOOST_AUTO_TEST_CASE(mixed_precision_masters_are_sharded_and_train_alike) {
 // while the whole fp32 gradients they replace sat in the allocator's cache, whose blocks serve a
 // request up to half their size: a 256 KiB fc_mid gradient held the 136 KiB of 16-bit weights.)
 BOOST_AUTO_TEST_CASE(sharded_16_bit_weights_take_the_room_of_the_replicated_copies) {
-  const auto wide = test::mlp_of("wide-mlp",
-                                 {{"flatten", 0, 0}, {"fc_in", 144, 256}, {"relu1", 0, 0}, {"fc_mid", 256, 256},
-                                  {"relu2", 0, 0}, {"fc_out", 256, 10}},
-                                 {});
   for (const int replicas : {2, 4}) {
     BOOST_TEST_CONTEXT(replicas << " replicas") {
       auto memory_of = [&](dp::OptimizerState state) {
-        JobShape shape{ScheduleKind::OneFOneB, 2, 2, 1, {}};
-        shape.replicas = replicas;
-        auto c = test::job_of(wide, shape, 16);
-        c.data.steps = 2;
-        c.data.eval_batches = 0;
-        c.replicas.optimizer_state = state;
-        c.optimizer.kind = models::OptimizerKind::Adam;
-        c.optimizer.lr = 0.001;
-        c.numerics.precision = models::Precision::Bf16;
+        const auto c = test::wide_mlp_job(replicas, state, models::Precision::Bf16, models::OptimizerOffload::None, 2);
         std::vector<train::RankMemory> memory;
         train::FitOptions fit;
         fit.progress = false;
