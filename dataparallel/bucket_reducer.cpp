@@ -187,9 +187,17 @@ BucketReducer::BucketReducer(std::vector<models::Parameter*> parameters, std::sh
     for (auto* p : b.parameters)
       PW_CHECK(p->grad.device() == device, "gradients of one stage on two devices");
     const auto staged_grads = stage_on_host(b.parameters, &models::Parameter::grad);
-    // The freed gradients' blocks go back too: cached, one would serve (and count as) up to twice
-    // a smaller tensor of the bucket's for as long as the job runs (a 256 KiB fp32 gradient held
-    // the 136 KiB of 16-bit weights that replaced it).
+    const bool half = b.sharded && b.weight_dtype != kernels::DType::F32;
+    // fp32 values in host memory (masters offloaded, or built there to be cut into segments): the
+    // bucket's 16-bit weights will replace the compute copies, which go now, so that the device
+    // never holds both (it holds no fp32 values to free here). Nothing reads them before then.
+    const bool values_on_host = std::all_of(b.parameters.begin(), b.parameters.end(),
+                                            [](const models::Parameter* p) { return p->value.is_host_memory(); });
+    if (half && (options.masters == models::OptimizerOffload::Host || values_on_host))
+      for (auto* p : b.parameters) p->compute = kernels::Tensor();
+    // The freed blocks go back too: cached, one would serve (and count as) up to twice a smaller
+    // tensor of the bucket's for as long as the job runs (a 256 KiB fp32 gradient held the 136 KiB
+    // of 16-bit weights that replaced it).
     kernels::DeviceRuntime::get(device).allocator().release_cache();
     {
       // The bucket is the gradients' only home (gradient_as_bucket_view).
@@ -205,14 +213,9 @@ BucketReducer::BucketReducer(std::vector<models::Parameter*> parameters, std::sh
       at += aligned_elements(home.numel());
     }
     if (!b.sharded) continue;
-    const bool half = b.weight_dtype != kernels::DType::F32;
     std::vector<kernels::Tensor> staged_rounded;
     if (half)
       for (auto* p : b.parameters) staged_rounded.push_back(rounded_on_host(p->value, b.weight_dtype));
-    // Masters in host memory: the bucket's 16-bit weights replace the compute copies, which go
-    // first, so that the device never holds both (it holds no fp32 values to free here).
-    if (half && options.masters == models::OptimizerOffload::Host)
-      for (auto* p : b.parameters) p->compute = kernels::Tensor();
     auto allocate_weights = [&] {
       kernels::MemoryKindScope weights_kind(kernels::MemoryKind::Parameters);   // the weights live here
       b.weights = kernels::Tensor::zeros({b.elements}, b.weight_dtype, device);

@@ -82,9 +82,11 @@ class LayerDeviceScope {
 
 // Where new layers make their fp32 parameter values: on the layer's device, or in host memory held
 // for it outside its cap (Tensor::zeros_host, counted as master weights). Host is for a stage whose
-// fp32 masters will live in host memory (--offload-optimizer under bf16/fp16): built there, they
-// never take device room, and the device only ever receives the 16-bit copies. set_precision moves
-// every value that does not become such a master (biases, norms, anything in fp32) onto the device.
+// device will hold no whole fp32 masters under bf16/fp16: offloaded (--offload-optimizer), they live
+// in host memory; sharded over replicas, the gradient buckets copy each replica's segment of them
+// onto the device and let the rest go. Built there, they never take device room, and the device
+// only ever receives the 16-bit copies. set_precision moves every value that does not become such
+// a master (biases, norms, anything in fp32) onto the device.
 enum class ParameterHome { Device, Host };
 ParameterHome default_parameter_home();
 

@@ -444,13 +444,14 @@ BOOST_AUTO_TEST_CASE(an_offloaded_stage_starts_from_the_same_weights) {
 // needs no more than training either. So, with one replica, two, and two sharded: the peak while
 // the job is built is not above its peak while it trains, and under a cap a little above the
 // training peak the job starts and trains to the uncapped job's losses. The same holds for sharded
-// state kept on the device under bf16 over 4 replicas, whose steady state (2 + 4 + 12/4 = 9 bytes a
-// weight) is below the 10 that fp32 weights built on the device, their gradients and their 16-bit
-// copies took while it started: its fp32 weights are built in host memory too, and each replica
-// copies its own segment of the masters onto the device.
+// state kept on the device under bf16 over 4 and 8 replicas, whose steady state (2 + 4 + 12/R: 9
+// and 7.5 bytes a weight) is below the 10 that fp32 weights built on the device, their gradients and
+// their 16-bit copies took while it started: its fp32 weights are built in host memory too, each
+// replica copies its own segment of the masters onto the device, and a bucket's 16-bit copies go
+// before its 16-bit weights and master segment are made (kept, they made 8.5 bytes at R = 8).
 BOOST_AUTO_TEST_CASE(a_job_starts_under_a_cap_its_steady_state_just_fits) {
   constexpr int kFirstDevice = 8;   // devices of their own: the caps stay on them
-  constexpr int kDevices = 8;
+  constexpr int kDevices = 16;
   // A job leaves its devices' caps set (/resources/device_memory 0 sets none): each job below starts
   // uncapped, and so do the tests after this one.
   auto uncap = [] {
@@ -478,7 +479,8 @@ BOOST_AUTO_TEST_CASE(a_job_starts_under_a_cap_its_steady_state_just_fits) {
       for (const int replicas : {1, 2})
         if (state == dp::OptimizerState::Replicated || replicas > 1)
           cases.push_back({models::OptimizerOffload::Host, precision, state, replicas});
-  cases.push_back({models::OptimizerOffload::None, models::Precision::Bf16, dp::OptimizerState::Sharded, 4});
+  for (const int replicas : {4, 8})
+    cases.push_back({models::OptimizerOffload::None, models::Precision::Bf16, dp::OptimizerState::Sharded, replicas});
   for (const auto& [offload, precision, state, replicas] : cases) {
     BOOST_TEST_CONTEXT(enum_name(offload) << ", " << enum_name(precision) << ", " << enum_name(state) << ", "
                                           << replicas << " replicas") {
