@@ -102,13 +102,8 @@ PlanReport make_report(const PlanCommand& c, const train::JobConfig& job, const 
                  r.job.model.layer_count(), r.job.model.name.c_str(), r.device.str().c_str(),
                  static_cast<long long>(micro_batch), c.repeats);
   }
-  partition::ProfileOptions po;
-  po.micro_batch_size = micro_batch;
-  po.repeats = c.repeats;
-  po.seed = job.seed;
-  po.optimizer = r.job.optimizer;
-  po.micro_batches_in_flight = partition::micro_batches_in_flight_of(r.job.schedule.micro_batches);
-  r.profiles = partition::profile_layers(r.job.model, r.device, po);
+  r.profiles = partition::profile_layers(r.job.model, r.device,
+                                        train::prediction_profile_options(r.job, micro_batch, c.repeats, job.seed));
   for (const auto& p : r.profiles) r.parameters += p.parameters;
   r.prediction = train::predict_job(r.job, r.profiles, links);
   if (c.compare_schedules) {

@@ -140,6 +140,17 @@ std::int64_t micro_batch_size_of(const JobPlan& plan) {
   return plan.config.data.batch_size / plan.replicas() / plan.schedule.micro_batches;
 }
 
+partition::ProfileOptions prediction_profile_options(const JobPlan& plan, std::int64_t micro_batch_size, int repeats,
+                                                     std::uint64_t seed) {
+  partition::ProfileOptions options;
+  options.micro_batch_size = micro_batch_size;
+  options.micro_batches_in_flight = partition::micro_batches_in_flight_of(plan.schedule.micro_batches);
+  options.repeats = repeats;
+  options.seed = seed;
+  options.optimizer = plan.optimizer;
+  return options;
+}
+
 LayoutPrediction predict_layout(const JobPlan& plan, const std::vector<partition::LayerProfile>& profiles,
                                 const partition::Partition& split, const LinkSpeeds& links) {
   PW_CHECK(static_cast<int>(profiles.size()) == plan.model.layer_count(),

@@ -101,6 +101,12 @@ LayoutPrediction predict_balanced_split(const JobPlan& plan, const std::vector<p
 // The micro-batch size each stage runs: the global batch over replicas and micro-batches.
 std::int64_t micro_batch_size_of(const JobPlan& plan);
 
+// How a prediction of `plan` profiles its layers at `micro_batch_size`: with the job's
+// micro-batches in flight (partition::micro_batches_in_flight_of) and its optimizer's step timed.
+// (A job that profiles for its own split, choose_split, times one micro-batch in flight instead.)
+partition::ProfileOptions prediction_profile_options(const JobPlan& plan, std::int64_t micro_batch_size, int repeats,
+                                                     std::uint64_t seed);
+
 // How `plan`'s ranks share the host's cores: none unless its devices are CPUs and
 // `links.host_cores` is given; each rank runs /resources/threads threads (0: its share of the
 // cores, which cannot oversubscribe them).

@@ -249,18 +249,10 @@ LayerProfiler profile_on(kernels::Device device, int repeats, std::uint64_t seed
   using Key = std::tuple<std::int64_t, int, models::OptimizerKind>;
   auto cache = std::make_shared<std::map<Key, std::vector<partition::LayerProfile>>>();
   return [device, repeats, seed, cache](const JobPlan& plan, std::int64_t micro_batch_size) {
-    const int in_flight = partition::micro_batches_in_flight_of(plan.schedule.micro_batches);
-    const Key key{micro_batch_size, in_flight, plan.optimizer.kind};
+    const auto options = prediction_profile_options(plan, micro_batch_size, repeats, seed);
+    const Key key{micro_batch_size, options.micro_batches_in_flight, plan.optimizer.kind};
     auto it = cache->find(key);
-    if (it == cache->end()) {
-      partition::ProfileOptions options;
-      options.micro_batch_size = micro_batch_size;
-      options.micro_batches_in_flight = in_flight;
-      options.repeats = repeats;
-      options.seed = seed;
-      options.optimizer = plan.optimizer;
-      it = cache->emplace(key, partition::profile_layers(plan.model, device, options)).first;
-    }
+    if (it == cache->end()) it = cache->emplace(key, partition::profile_layers(plan.model, device, options)).first;
     return it->second;
   };
 }
