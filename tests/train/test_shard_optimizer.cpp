@@ -45,6 +45,20 @@ struct Scratch : test::ScratchFolder {
   Scratch() : ScratchFolder("shard_optimizer") {}
 };
 
+// Each step's loss, and what every rank held by kind at its peak after the last step.
+std::pair<std::vector<double>, std::vector<train::RankMemory>> losses_and_memory(const train::JobConfig& c) {
+  std::pair<std::vector<double>, std::vector<train::RankMemory>> out;
+  train::FitOptions fit;
+  fit.progress = false;
+  train::FitCallbacks callbacks;
+  callbacks.on_step = [&](const train::StepEvent& e) {
+    out.first.push_back(e.outcome->loss);
+    out.second = e.outcome->rank_memory;
+  };
+  train::run_job(c, fit, callbacks);
+  return out;
+}
+
 // Every tensor of every file of the checkpoint of step `step` under `dir`, by file/name.
 std::map<std::string, std::vector<double>> checkpoint_tensors(const fs::path& dir, std::int64_t step) {
   std::map<std::string, std::vector<double>> out;
@@ -250,18 +264,6 @@ BOOST_AUTO_TEST_CASE(mixed_precision_masters_are_sharded_and_train_alike) {
         v.replicas = replicas;
         v.optimizer = models::OptimizerKind::Adam;
         v.precision = precision;
-        auto losses_and_memory = [](const train::JobConfig& c) {
-          std::pair<std::vector<double>, std::vector<train::RankMemory>> out;
-          train::FitOptions fit;
-          fit.progress = false;
-          train::FitCallbacks callbacks;
-          callbacks.on_step = [&](const train::StepEvent& e) {
-            out.first.push_back(e.outcome->loss);
-            out.second = e.outcome->rank_memory;
-          };
-          train::run_job(c, fit, callbacks);
-          return out;
-        };
         const auto [replicated, replicated_memory] = losses_and_memory(job(v));
         const auto [shard, shard_memory] = losses_and_memory(job(sharded(v)));
         BOOST_REQUIRE_EQUAL(shard.size(), static_cast<std::size_t>(kSteps));
@@ -288,14 +290,9 @@ BOOST_AUTO_TEST_CASE(sharded_16_bit_weights_take_the_room_of_the_replicated_copi
   for (const int replicas : {2, 4}) {
     BOOST_TEST_CONTEXT(replicas << " replicas") {
       auto memory_of = [&](dp::OptimizerState state) {
-        const auto c = test::wide_mlp_job(replicas, state, models::Precision::Bf16, models::OptimizerOffload::None, 2);
-        std::vector<train::RankMemory> memory;
-        train::FitOptions fit;
-        fit.progress = false;
-        train::FitCallbacks callbacks;
-        callbacks.on_step = [&](const train::StepEvent& e) { memory = e.outcome->rank_memory; };
-        train::run_job(c, fit, callbacks);
-        return memory;
+        return losses_and_memory(
+                   test::wide_mlp_job(replicas, state, models::Precision::Bf16, models::OptimizerOffload::None, 2))
+            .second;
       };
       const auto replicated = memory_of(dp::OptimizerState::Replicated);
       const auto shard = memory_of(dp::OptimizerState::Sharded);
