@@ -188,12 +188,12 @@ BucketReducer::BucketReducer(std::vector<models::Parameter*> parameters, std::sh
       PW_CHECK(p->grad.device() == device, "gradients of one stage on two devices");
     const auto staged_grads = stage_on_host(b.parameters, &models::Parameter::grad);
     const bool half = b.sharded && b.weight_dtype != kernels::DType::F32;
-    // fp32 values in host memory (masters offloaded, or built there to be cut into segments): the
-    // bucket's 16-bit weights will replace the compute copies, which go now, so that the device
+    // fp32 values in host memory (built there for offloaded masters, or to be cut into segments):
+    // the bucket's 16-bit weights will replace the compute copies, which go now, so that the device
     // never holds both (it holds no fp32 values to free here). Nothing reads them before then.
     const bool values_on_host = std::all_of(b.parameters.begin(), b.parameters.end(),
                                             [](const models::Parameter* p) { return p->value.is_host_memory(); });
-    if (half && (options.masters == models::OptimizerOffload::Host || values_on_host))
+    if (half && values_on_host)
       for (auto* p : b.parameters) p->compute = kernels::Tensor();
     // The freed blocks go back too: cached, one would serve (and count as) up to twice a smaller
     // tensor of the bucket's for as long as the job runs (a 256 KiB fp32 gradient held the 136 KiB
