@@ -672,10 +672,11 @@ models::EvalResult Engine::evaluate(EvalFeed& feed) {
 
 bool Engine::weights_finite() {
   await_weights();
-  bool finite = true;
+  std::vector<kernels::Tensor> values;
   for (auto* layer : layers())
-    for (auto& [name, p] : layer->named_parameters())
-      if (finite && !std::isfinite(kernels::sum_of_squares(p->value))) finite = false;
+    for (auto& [name, p] : layer->named_parameters()) values.push_back(p->value);
+  bool finite = true;
+  for (double v : kernels::sums_of_squares(values)) finite = finite && std::isfinite(v);
   const auto all = exchange({finite ? 1.0 : 0.0}, kWeightsFinite, weight_checks_++);
   for (const auto& figures : all)
     if (figures.front() == 0.0) return false;

@@ -27,9 +27,13 @@ pipeline::UpdateDecision StepGuard::report(std::int64_t step, const pipeline::Gr
       finite = false;
     }
   }
+  // One batched reduction (one wait on a GPU), summed in the parameters' order as before.
+  std::vector<kernels::Tensor> whole, owned;
+  for (auto* p : counted.whole) whole.push_back(p->grad);
+  for (const auto& s : counted.owned) owned.push_back(owned_gradient(s));
   double squares = 0.0, owned_squares = 0.0;
-  for (auto* p : counted.whole) squares += kernels::sum_of_squares(p->grad);
-  for (const auto& s : counted.owned) owned_squares += kernels::sum_of_squares(owned_gradient(s));
+  for (double v : kernels::sums_of_squares(whole)) squares += v;
+  for (double v : kernels::sums_of_squares(owned)) owned_squares += v;
   finite = finite && std::isfinite(squares) && std::isfinite(owned_squares) && std::isfinite(remote_squares);
   const bool loss_finite = std::isfinite(loss_sum);
   reported_ = {finite ? 1.0 : 0.0, finite ? squares : 0.0, finite ? remote_squares : 0.0, loss_finite ? 1.0 : 0.0,

@@ -67,4 +67,11 @@ double sum_of_squares(const Tensor& t) {
   });
 }
 
+std::vector<double> sums_of_squares(const std::vector<Tensor>& ts) {
+  std::vector<double> out;
+  out.reserve(ts.size());
+  for (const Tensor& t : ts) out.push_back(cpu::sum_of_squares(t));
+  return out;
+}
+
 }  // namespace pw::kernels::cpu

@@ -2,7 +2,16 @@
 // cuDNN matches the contract: running = (1 - momentum) * running + momentum * batch with the
 // unbiased batch variance for running_var, and save_mean / save_invstd = 1 / sqrt(var + eps)
 // (biased batch variance) for backward. [N, C] inputs are treated as [N, C, 1, 1].
+//
+// BF16 and F16 data run in own kernels (cuDNN's legacy batch norm takes no BF16, and converting the
+// activations to F32 and back cost more than the normalisation): per-channel sums in double in a
+// fixed order (deterministic), the element-wise parts in float, each 16-bit result rounded once, as
+// the F32 path rounded to 16 bits gives. Per-channel tensors (gamma, beta, statistics, their
+// gradients) are F32 for every data type.
+#include <cmath>
+
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/half.cuh"
 #include "kernels/cuda/ops.h"
 
 namespace pw::kernels::cuda {
@@ -31,14 +40,217 @@ void require_channel_tensor(const Tensor& t, std::int64_t channels, const char* 
   PW_CHECK(t.numel() == channels, "" << what << " must have " << channels << " values, got " << t.describe());
 }
 
+// ---- kernels for 16-bit data --------------------------------------------------------------------
+
+using detail::load;
+using detail::store;
+
+// x viewed as [N, C, P] (P = H * W, 1 for [N, C]).
+struct BnGeometry {
+  std::int64_t batch = 0, channels = 0, plane = 0;
+  explicit BnGeometry(const Tensor& t)
+      : batch(t.dim(0)), channels(t.dim(1)), plane(t.ndim() == 4 ? t.dim(2) * t.dim(3) : 1) {}
+  std::int64_t per_channel() const { return batch * plane; }
+};
+
+// Per-channel reductions: one block of kBnThreads per channel (grid-stride over channels). The block
+// is laid out as rows x lanes, lanes = 2^lane_shift threads over a plane and rows over the batch, so
+// that small planes (7 x 7) still keep every thread busy without a division per element.
+constexpr int kBnThreads = 512;
+
+int lane_shift_for(std::int64_t plane) {
+  int shift = 0;
+  while ((std::int64_t{1} << shift) < plane && (1 << shift) < kBnThreads) ++shift;
+  return shift;
+}
+
+unsigned int channel_blocks(std::int64_t channels) {
+  return static_cast<unsigned int>(std::clamp<std::int64_t>(channels, 1, detail::kMaxBlocks));
+}
+
+// Mean and biased variance per channel (sums of x and x^2 in double), then save_mean, save_invstd
+// and the running statistics (unbiased variance), as cuDNN does for F32.
+template <typename T>
+__global__ void bn_statistics_kernel(const T* __restrict__ x, std::int64_t batch, std::int64_t channels,
+                                     std::int64_t plane, int lane_shift, double momentum, double eps,
+                                     float* __restrict__ running_mean, float* __restrict__ running_var,
+                                     float* __restrict__ save_mean, float* __restrict__ save_invstd) {
+  __shared__ double scratch[32];
+  const int lanes = 1 << lane_shift, rows = blockDim.x >> lane_shift;
+  const int lane = static_cast<int>(threadIdx.x) & (lanes - 1), row = static_cast<int>(threadIdx.x) >> lane_shift;
+  const double count = static_cast<double>(batch * plane);
+  for (std::int64_t c = blockIdx.x; c < channels; c += gridDim.x) {
+    double sum = 0.0, squares = 0.0;
+    for (std::int64_t n = row; n < batch; n += rows) {
+      const T* src = x + (n * channels + c) * plane;
+      for (std::int64_t j = lane; j < plane; j += lanes) {
+        const double v = load(src[j]);
+        sum += v;
+        squares += v * v;
+      }
+    }
+    sum = detail::block_sum(sum, scratch);
+    squares = detail::block_sum(squares, scratch);
+    if (threadIdx.x == 0) {
+      const double mean = sum / count;
+      const double var = fmax(squares / count - mean * mean, 0.0);
+      const double unbiased = count > 1.0 ? var * count / (count - 1.0) : var;
+      save_mean[c] = static_cast<float>(mean);
+      save_invstd[c] = static_cast<float>(1.0 / sqrt(var + eps));
+      running_mean[c] = static_cast<float>((1.0 - momentum) * running_mean[c] + momentum * mean);
+      running_var[c] = static_cast<float>((1.0 - momentum) * running_var[c] + momentum * unbiased);
+    }
+  }
+}
+
+// y = (x - mean[c]) * scale[c] + beta[c] with scale = gamma * invstd; in eval mode invstd comes from
+// the running variance. Blocks walk the planes [n, c] in y (grid-stride) and the plane in x.
+enum class BnStatistics { Batch, Running };
+
+template <typename T, BnStatistics kStats>
+__global__ void bn_normalize_kernel(const T* __restrict__ x, T* __restrict__ y, std::int64_t planes,
+                                    std::int64_t channels, std::int64_t plane, const float* __restrict__ gamma,
+                                    const float* __restrict__ beta, const float* __restrict__ mean,
+                                    const float* __restrict__ invstd_or_var, float eps) {
+  for (std::int64_t p = blockIdx.y; p < planes; p += gridDim.y) {
+    const std::int64_t c = p % channels;
+    const float invstd = kStats == BnStatistics::Batch ? invstd_or_var[c] : rsqrtf(invstd_or_var[c] + eps);
+    const float scale = gamma[c] * invstd, m = mean[c], b = beta[c];
+    const std::int64_t base = p * plane;
+    for (std::int64_t j = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < plane;
+         j += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+      y[base + j] = store<T>((load(x[base + j]) - m) * scale + b);
+  }
+}
+
+// Per channel: grad_beta = sum(dy), grad_gamma = sum(dy * (x - mean)) * invstd (written).
+template <typename T>
+__global__ void bn_backward_reduce_kernel(const T* __restrict__ x, const T* __restrict__ dy, std::int64_t batch,
+                                          std::int64_t channels, std::int64_t plane, int lane_shift,
+                                          const float* __restrict__ mean, const float* __restrict__ invstd,
+                                          float* __restrict__ grad_gamma, float* __restrict__ grad_beta) {
+  __shared__ double scratch[32];
+  const int lanes = 1 << lane_shift, rows = blockDim.x >> lane_shift;
+  const int lane = static_cast<int>(threadIdx.x) & (lanes - 1), row = static_cast<int>(threadIdx.x) >> lane_shift;
+  for (std::int64_t c = blockIdx.x; c < channels; c += gridDim.x) {
+    const double m = mean[c];
+    double sum_dy = 0.0, sum_dy_xmu = 0.0;
+    for (std::int64_t n = row; n < batch; n += rows) {
+      const std::int64_t base = (n * channels + c) * plane;
+      for (std::int64_t j = lane; j < plane; j += lanes) {
+        const double g = load(dy[base + j]);
+        sum_dy += g;
+        sum_dy_xmu += g * (static_cast<double>(load(x[base + j])) - m);
+      }
+    }
+    sum_dy = detail::block_sum(sum_dy, scratch);
+    sum_dy_xmu = detail::block_sum(sum_dy_xmu, scratch);
+    if (threadIdx.x == 0) {
+      grad_beta[c] = static_cast<float>(sum_dy);
+      grad_gamma[c] = static_cast<float>(sum_dy_xmu * static_cast<double>(invstd[c]));
+    }
+  }
+}
+
+// dx = gamma * invstd * (dy - grad_beta / M - (x - mean) * invstd * grad_gamma / M), M = N * H * W.
+template <typename T>
+__global__ void bn_backward_input_kernel(const T* __restrict__ x, const T* __restrict__ dy, T* __restrict__ dx,
+                                         std::int64_t planes, std::int64_t channels, std::int64_t plane,
+                                         float inv_count, const float* __restrict__ gamma,
+                                         const float* __restrict__ mean, const float* __restrict__ invstd,
+                                         const float* __restrict__ grad_gamma, const float* __restrict__ grad_beta) {
+  for (std::int64_t p = blockIdx.y; p < planes; p += gridDim.y) {
+    const std::int64_t c = p % channels;
+    const float s = invstd[c], m = mean[c];
+    const float k = gamma[c] * s, mean_dy = grad_beta[c] * inv_count, xhat_coeff = s * grad_gamma[c] * inv_count;
+    const std::int64_t base = p * plane;
+    for (std::int64_t j = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < plane;
+         j += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+      const float xmu = load(x[base + j]) - m;
+      dx[base + j] = store<T>(k * (load(dy[base + j]) - mean_dy - xmu * xhat_coeff));
+    }
+  }
+}
+
+// Grid of the element-wise kernels: x over a plane, y over the N * C planes (grid-stride).
+dim3 plane_grid(const BnGeometry& g) {
+  const std::int64_t along = std::clamp<std::int64_t>((g.plane + detail::kThreads - 1) / detail::kThreads, 1, 1024);
+  const std::int64_t planes = std::clamp<std::int64_t>(g.batch * g.channels, 1, detail::kMaxBlocks);
+  return dim3(static_cast<unsigned int>(along), static_cast<unsigned int>(planes));
+}
+
+Tensor half_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& mean,
+                    const Tensor& invstd_or_var, BnStatistics stats, double eps) {
+  const Device dev = x.device();
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), dev);
+  if (x.numel() == 0) return y;
+  const BnGeometry g(x);
+  detail::visit_cuda_float(x.dtype(), "batch_norm_forward", [&](auto tag) {
+    using T = decltype(tag);
+    const auto launch = [&](auto kernel) {
+      kernel<<<plane_grid(g), detail::kThreads, 0, stream_of(dev)>>>(
+          x.data<T>(), y.data<T>(), g.batch * g.channels, g.channels, g.plane, gamma.data<float>(),
+          beta.data<float>(), mean.data<float>(), invstd_or_var.data<float>(), static_cast<float>(eps));
+    };
+    if (stats == BnStatistics::Batch) launch(bn_normalize_kernel<T, BnStatistics::Batch>);
+    else launch(bn_normalize_kernel<T, BnStatistics::Running>);
+    PW_CUDA_CHECK_LAUNCH();
+  });
+  return y;
+}
+
+BatchNormGrads half_backward(const Tensor& x, const Tensor& grad_y, const Tensor& gamma, const Tensor& save_mean,
+                             const Tensor& save_invstd) {
+  const Device dev = x.device();
+  const BnGeometry g(x);
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&gamma, &save_mean, &save_invstd})
+    require_channel_tensor(*t, g.channels, "batch_norm_backward: per-channel tensor");
+  BatchNormGrads out{Tensor::empty(x.shape(), x.dtype(), dev), Tensor::empty({g.channels}, DType::F32, dev),
+                     Tensor::empty({g.channels}, DType::F32, dev)};
+  if (x.numel() == 0) {
+    out.grad_gamma.zero_();
+    out.grad_beta.zero_();
+    return out;
+  }
+  const cudaStream_t stream = stream_of(dev);
+  detail::visit_cuda_float(x.dtype(), "batch_norm_backward", [&](auto tag) {
+    using T = decltype(tag);
+    bn_backward_reduce_kernel<T><<<channel_blocks(g.channels), kBnThreads, 0, stream>>>(
+        x.data<T>(), grad_y.data<T>(), g.batch, g.channels, g.plane, lane_shift_for(g.plane),
+        save_mean.data<float>(), save_invstd.data<float>(), out.grad_gamma.data<float>(), out.grad_beta.data<float>());
+    PW_CUDA_CHECK_LAUNCH();
+    bn_backward_input_kernel<T><<<plane_grid(g), detail::kThreads, 0, stream>>>(
+        x.data<T>(), grad_y.data<T>(), out.grad_x.data<T>(), g.batch * g.channels, g.channels, g.plane,
+        static_cast<float>(1.0 / static_cast<double>(g.per_channel())), gamma.data<float>(), save_mean.data<float>(),
+        save_invstd.data<float>(), out.grad_gamma.data<float>(), out.grad_beta.data<float>());
+    PW_CUDA_CHECK_LAUNCH();
+  });
+  return out;
+}
+
 }  // namespace
 
 Tensor batch_norm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
                                 Tensor& running_var, Tensor& save_mean, Tensor& save_invstd,
                                 const BatchNormParams& p) {
-  detail::require_f32(x, "batch_norm_forward_train: x");
+  detail::require_cuda_float(x, "batch_norm_forward_train: x");
   const Device dev = x.device();
   CudaDeviceGuard guard(dev.index);
+  if (x.dtype() != DType::F32) {
+    const BnGeometry g(x);
+    for (const Tensor* t : std::initializer_list<const Tensor*>{&gamma, &beta, &running_mean, &running_var, &save_mean, &save_invstd})
+      require_channel_tensor(*t, g.channels, "batch_norm_forward_train: per-channel tensor");
+    PW_CHECK(g.per_channel() > 1,
+             "batch_norm_forward_train: needs more than one value per channel, got " << x.describe());
+    detail::visit_cuda_float(x.dtype(), "batch_norm_forward_train", [&](auto tag) {
+      using T = decltype(tag);
+      bn_statistics_kernel<T><<<channel_blocks(g.channels), kBnThreads, 0, stream_of(dev)>>>(
+          x.data<T>(), g.batch, g.channels, g.plane, lane_shift_for(g.plane), p.momentum, p.eps,
+          running_mean.data<float>(), running_var.data<float>(), save_mean.data<float>(), save_invstd.data<float>());
+      PW_CUDA_CHECK_LAUNCH();
+    });
+    return half_forward(x, gamma, beta, save_mean, save_invstd, BnStatistics::Batch, p.eps);
+  }
   BnDescriptors d(x);
   require_channel_tensor(gamma, d.channels, "batch_norm_forward_train: gamma");
   require_channel_tensor(beta, d.channels, "batch_norm_forward_train: beta");
@@ -59,9 +271,15 @@ Tensor batch_norm_forward_train(const Tensor& x, const Tensor& gamma, const Tens
 
 Tensor batch_norm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
                                const Tensor& running_var, const BatchNormParams& p) {
-  detail::require_f32(x, "batch_norm_forward_eval: x");
+  detail::require_cuda_float(x, "batch_norm_forward_eval: x");
   const Device dev = x.device();
   CudaDeviceGuard guard(dev.index);
+  if (x.dtype() != DType::F32) {
+    const BnGeometry g(x);
+    for (const Tensor* t : std::initializer_list<const Tensor*>{&gamma, &beta, &running_mean, &running_var})
+      require_channel_tensor(*t, g.channels, "batch_norm_forward_eval: per-channel tensor");
+    return half_forward(x, gamma, beta, running_mean, running_var, BnStatistics::Running, p.eps);
+  }
   BnDescriptors d(x);
   require_channel_tensor(gamma, d.channels, "batch_norm_forward_eval: gamma");
   require_channel_tensor(beta, d.channels, "batch_norm_forward_eval: beta");
@@ -78,12 +296,13 @@ Tensor batch_norm_forward_eval(const Tensor& x, const Tensor& gamma, const Tenso
 
 BatchNormGrads batch_norm_backward(const Tensor& x, const Tensor& grad_y, const Tensor& gamma,
                                    const Tensor& save_mean, const Tensor& save_invstd, const BatchNormParams& p) {
-  detail::require_f32(x, "batch_norm_backward: x");
-  detail::require_f32(grad_y, "batch_norm_backward: grad_y");
-  PW_CHECK(x.shape() == grad_y.shape(), "batch_norm_backward: x " << x.describe() << " vs grad_y "
-                                                                  << grad_y.describe());
+  detail::require_cuda_float(x, "batch_norm_backward: x");
+  detail::require_cuda_float(grad_y, "batch_norm_backward: grad_y");
+  PW_CHECK(x.shape() == grad_y.shape() && x.dtype() == grad_y.dtype(),
+           "batch_norm_backward: x " << x.describe() << " vs grad_y " << grad_y.describe());
   const Device dev = x.device();
   CudaDeviceGuard guard(dev.index);
+  if (x.dtype() != DType::F32) return half_backward(x, grad_y, gamma, save_mean, save_invstd);
   BnDescriptors d(x);
   require_channel_tensor(gamma, d.channels, "batch_norm_backward: gamma");
   require_channel_tensor(save_mean, d.channels, "batch_norm_backward: save_mean");

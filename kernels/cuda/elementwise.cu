@@ -54,19 +54,14 @@ __global__ void final_sum_kernel(const double* __restrict__ partial, int count, 
 // ---- launchers ----------------------------------------------------------------------------------
 
 // Deterministic: the block count depends only on n, and both stages add in a fixed order.
+constexpr int kMaxPartials = 1024;
+int partial_blocks(std::int64_t n) { return static_cast<int>(std::min<unsigned int>(blocks_for(n), kMaxPartials)); }
+
+// Reduces t (n > 0) into *out through partial_blocks(n) partials, on `stream`.
 template <bool kSquare>
-double reduce_to_host(const Tensor& t, const char* what) {
-  detail::require_cuda_float(t, what);
-  const Device dev = t.device();
-  CudaDeviceGuard guard(dev.index);
+void launch_reduction(const Tensor& t, double* partial, double* out, cudaStream_t stream, const char* what) {
   const std::int64_t n = t.numel();
-  if (n == 0) return 0.0;
-  constexpr int kMaxPartials = 1024;
-  const int blocks = static_cast<int>(std::min<unsigned int>(blocks_for(n), kMaxPartials));
-  Tensor buf = Tensor::empty({blocks + 1}, DType::F64, dev);
-  double* partial = buf.data<double>();
-  double* out = partial + blocks;
-  const cudaStream_t stream = stream_of(dev);
+  const int blocks = partial_blocks(n);
   detail::visit_cuda_float(t.dtype(), what, [&](auto tag) {
     using T = decltype(tag);
     partial_sum_kernel<T, kSquare><<<blocks, kThreads, 0, stream>>>(t.data<T>(), n, partial);
@@ -74,8 +69,21 @@ double reduce_to_host(const Tensor& t, const char* what) {
   });
   final_sum_kernel<<<1, 1024, 0, stream>>>(partial, blocks, out);
   PW_CUDA_CHECK_LAUNCH();
+}
+
+template <bool kSquare>
+double reduce_to_host(const Tensor& t, const char* what) {
+  detail::require_cuda_float(t, what);
+  const Device dev = t.device();
+  CudaDeviceGuard guard(dev.index);
+  const std::int64_t n = t.numel();
+  if (n == 0) return 0.0;
+  const int blocks = partial_blocks(n);
+  Tensor buf = Tensor::empty({blocks + 1}, DType::F64, dev);
+  const cudaStream_t stream = stream_of(dev);
+  launch_reduction<kSquare>(t, buf.data<double>(), buf.data<double>() + blocks, stream, what);
   double host = 0.0;
-  PW_CUDA_CHECK(cudaMemcpyAsync(&host, out, sizeof(double), cudaMemcpyDeviceToHost, stream));
+  PW_CUDA_CHECK(cudaMemcpyAsync(&host, buf.data<double>() + blocks, sizeof(double), cudaMemcpyDeviceToHost, stream));
   PW_CUDA_CHECK(cudaStreamSynchronize(stream));
   return host;
 }
@@ -137,5 +145,37 @@ void scale_inplace(Tensor& t, double alpha) {
 double sum(const Tensor& t) { return reduce_to_host<false>(t, "sum: t"); }
 
 double sum_of_squares(const Tensor& t) { return reduce_to_host<true>(t, "sum_of_squares: t"); }
+
+// One buffer: each tensor's partials, then one result per tensor; one copy and one wait at the end.
+std::vector<double> sums_of_squares(const std::vector<Tensor>& ts) {
+  std::vector<double> out(ts.size(), 0.0);
+  if (ts.empty()) return out;
+  const Device dev = ts.front().device();
+  CudaDeviceGuard guard(dev.index);
+  std::int64_t partials = 0;
+  for (const Tensor& t : ts) {
+    detail::require_cuda_float(t, "sums_of_squares: ts[i]");
+    PW_CHECK(t.device() == dev, "sums_of_squares: " << t.describe() << " is not on " << dev.str());
+    if (t.numel() > 0) partials += partial_blocks(t.numel());
+  }
+  if (partials == 0) return out;
+  const auto count = static_cast<std::int64_t>(ts.size());
+  Tensor buf = Tensor::empty({partials + count}, DType::F64, dev);
+  double* results = buf.data<double>() + partials;
+  const cudaStream_t stream = stream_of(dev);
+  std::int64_t offset = 0;
+  for (std::int64_t i = 0; i < count; ++i) {
+    const Tensor& t = ts[static_cast<std::size_t>(i)];
+    if (t.numel() == 0) continue;
+    launch_reduction<true>(t, buf.data<double>() + offset, results + i, stream, "sums_of_squares: ts[i]");
+    offset += partial_blocks(t.numel());
+  }
+  std::vector<double> host(ts.size(), 0.0);
+  PW_CUDA_CHECK(cudaMemcpyAsync(host.data(), results, ts.size() * sizeof(double), cudaMemcpyDeviceToHost, stream));
+  PW_CUDA_CHECK(cudaStreamSynchronize(stream));
+  for (std::size_t i = 0; i < ts.size(); ++i)
+    if (ts[i].numel() > 0) out[i] = host[i];   // the others were never written
+  return out;
+}
 
 }  // namespace pw::kernels::cuda

@@ -11,10 +11,9 @@ bool native_half(DType dtype, HalfOp op) {
     case HalfOp::Elementwise:   // elementwise.cu, activation.cu, dropout.cu
     case HalfOp::Pool:          // pool.cu: max, average and adaptive average, computed in float
     case HalfOp::AdaptivePool:
-      return true;
-    case HalfOp::BatchNormTrain:
+    case HalfOp::BatchNormTrain:   // batch_norm.cu: own kernels, statistics in double
     case HalfOp::BatchNormEval:
-      return false;
+      return true;
   }
   return false;
 }

@@ -60,6 +60,7 @@ void add_inplace(Tensor& dst, const Tensor& src, double alpha = 1.0);
 void scale_inplace(Tensor& t, double alpha);
 double sum(const Tensor& t);
 double sum_of_squares(const Tensor& t);
+std::vector<double> sums_of_squares(const std::vector<Tensor>& ts);
 
 // cast
 Tensor cast(const Tensor& x, DType dtype);

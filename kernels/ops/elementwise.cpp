@@ -57,4 +57,18 @@ double sum_of_squares(const Tensor& t) {
   return PW_DISPATCH(t.device(), sum_of_squares, t);
 }
 
+std::vector<double> sums_of_squares(const std::vector<Tensor>& ts) {
+  if (ts.empty()) return {};
+  const Device device = ts.front().device();
+  std::vector<Tensor> native;
+  native.reserve(ts.size());
+  for (std::size_t i = 0; i < ts.size(); ++i) {
+    detail::check_floating("sums_of_squares", {ts[i], "ts[i]"});
+    PW_CHECK(ts[i].device() == device, "sums_of_squares: tensor " << i << " is on " << ts[i].device().str()
+                                                                  << ", tensor 0 on " << device.str());
+    native.push_back(runs_natively(device, ts[i].dtype(), HalfOp::Elementwise) ? ts[i] : ts[i].to(DType::F32));
+  }
+  return PW_DISPATCH(device, sums_of_squares, native);
+}
+
 }  // namespace pw::kernels

@@ -579,10 +579,66 @@ BOOST_AUTO_TEST_CASE(half_families_run_natively_on_cuda) {
       BOOST_CHECK(pk::runs_natively(kGpu, d, pk::HalfOp::Elementwise));
       BOOST_CHECK(pk::runs_natively(kGpu, d, pk::HalfOp::Pool));
       BOOST_CHECK(pk::runs_natively(kGpu, d, pk::HalfOp::AdaptivePool));
-      BOOST_CHECK(!pk::runs_natively(kGpu, d, pk::HalfOp::BatchNormTrain));
-      BOOST_CHECK(!pk::runs_natively(kGpu, d, pk::HalfOp::BatchNormEval));
+      BOOST_CHECK(pk::runs_natively(kGpu, d, pk::HalfOp::BatchNormTrain));
+      BOOST_CHECK(pk::runs_natively(kGpu, d, pk::HalfOp::BatchNormEval));
     }
   }
+}
+
+// 16-bit batch norm (own kernels) against the CPU's F32 batch norm of the same rounded values: y and
+// grad_x rounded once, the F32 statistics and parameter gradients up to the order of the sums.
+void check_half_batch_norm(const Shape& xs, DType d, std::uint64_t seed) {
+  const std::int64_t c = xs[1];
+  const auto x = rounded(xs, seed, d, -2.0, 3.0);
+  const Tensor gamma = random_tensor({c}, seed + 1, 0.5, 1.5), beta = random_tensor({c}, seed + 2);
+  const pk::BatchNormParams p{0.1, 1e-5};
+  Tensor rm_cpu = random_tensor({c}, seed + 3), rv_cpu = random_tensor({c}, seed + 4, 0.5, 2.0);
+  Tensor rm_gpu = gpu(rm_cpu), rv_gpu = gpu(rv_cpu);
+  Tensor sm_cpu = Tensor::zeros({c}, DType::F32, kCpu), si_cpu = Tensor::zeros({c}, DType::F32, kCpu);
+  Tensor sm_gpu = Tensor::zeros({c}, DType::F32, kGpu), si_gpu = Tensor::zeros({c}, DType::F32, kGpu);
+  const std::string in = " " + pk::shape_str(xs);
+  const Tensor y_ref = pk::batch_norm_forward_train(x.wide, gamma, beta, rm_cpu, rv_cpu, sm_cpu, si_cpu, p);
+  check_half(pk::batch_norm_forward_train(x.half, gpu(gamma), gpu(beta), rm_gpu, rv_gpu, sm_gpu, si_gpu, p), y_ref, d,
+             "batch_norm_forward_train y" + in);
+  check_normalised(sm_gpu, sm_cpu, DType::F32, kMasterTol, "batch_norm save_mean" + in);
+  check_normalised(si_gpu, si_cpu, DType::F32, kMasterTol, "batch_norm save_invstd" + in);
+  check_normalised(rm_gpu, rm_cpu, DType::F32, kMasterTol, "batch_norm running_mean" + in);
+  check_normalised(rv_gpu, rv_cpu, DType::F32, kMasterTol, "batch_norm running_var" + in);
+  check_half(pk::batch_norm_forward_eval(x.half, gpu(gamma), gpu(beta), rm_gpu, rv_gpu, p),
+             pk::batch_norm_forward_eval(x.wide, gamma, beta, rm_cpu, rv_cpu, p), d, "batch_norm_forward_eval" + in);
+
+  const auto gy = rounded(xs, seed + 5, d);
+  const pk::BatchNormGrads g_ref = pk::batch_norm_backward(x.wide, gy.wide, gamma, sm_cpu, si_cpu, p);
+  const pk::BatchNormGrads g = pk::batch_norm_backward(x.half, gy.half, gpu(gamma), sm_gpu, si_gpu, p);
+  check_half(g.grad_x, g_ref.grad_x, d, "batch_norm_backward grad_x" + in);
+  check_normalised(g.grad_gamma, g_ref.grad_gamma, DType::F32, kMasterTol, "batch_norm_backward grad_gamma" + in);
+  check_normalised(g.grad_beta, g_ref.grad_beta, DType::F32, kMasterTol, "batch_norm_backward grad_beta" + in);
+  // Fixed launch shapes and fixed-order sums: the same bits on a second run.
+  check_exact(pk::batch_norm_backward(x.half, gy.half, gpu(gamma), sm_gpu, si_gpu, p).grad_x, g.grad_x,
+              "batch_norm_backward grad_x, second run");
+}
+
+BOOST_AUTO_TEST_CASE(half_batch_norm_matches_cpu_f32) {
+  for (const DType d : kHalves) {
+    check_half_batch_norm({4, 8, 7, 7}, d, 1801);       // a plane smaller than a block row
+    check_half_batch_norm({2, 6, 20, 20}, d, 1811);
+    check_half_batch_norm({3, 5, 1, 1}, d, 1821);       // one value a plane
+    check_half_batch_norm({64, 12}, d, 1831);           // [N, C]
+    check_half_batch_norm({32, 64, 16, 16}, d, 1841);   // training size: 8192 values a channel
+  }
+}
+
+// The batched reduction gives each tensor's sum_of_squares bit for bit, empty tensors and views included.
+BOOST_AUTO_TEST_CASE(sums_of_squares_match_one_at_a_time) {
+  const Tensor big = gpu(random_tensor({300'007}, 1901));
+  const std::vector<Tensor> ts = {gpu(random_tensor({5, 7}, 1902)), Tensor::empty({0}, DType::F32, kGpu), big,
+                                  big.view(1000, {4096}), gpu(random_tensor({1000}, 1903).to(DType::BF16)),
+                                  gpu(random_tensor({3, 3}, 1904).to(DType::F16))};
+  const std::vector<double> batched = pk::sums_of_squares(ts);
+  BOOST_REQUIRE_EQUAL(batched.size(), ts.size());
+  for (std::size_t i = 0; i < ts.size(); ++i) BOOST_CHECK_EQUAL(batched[i], pk::sum_of_squares(ts[i]));
+  BOOST_CHECK_EQUAL(batched[1], 0.0);
+  BOOST_CHECK(pk::sums_of_squares({}).empty());
 }
 
 BOOST_AUTO_TEST_CASE(half_conv2d_matches_cpu_f32) {

@@ -348,6 +348,14 @@ BOOST_AUTO_TEST_CASE(add_scale_and_sums) {
     BOOST_CHECK_SMALL(std::abs(k::sum(a.half) - exact) / abs_total, kSumTolerance);
     BOOST_CHECK_SMALL(std::abs(k::sum_of_squares(a.half) - k::sum_of_squares(a.wide)) / squares, kSumTolerance);
     BOOST_CHECK_SMALL(std::abs(k::sum_of_squares(a.half) - squares) / squares, kSumTolerance);
+
+    // The batched form: each tensor's sum_of_squares bit for bit, in order (empty ones give 0).
+    const std::vector<Tensor> ts = {a.half, a.wide, Tensor::empty({0}, DType::F32, a.wide.device()),
+                                    a.wide.view(3, {5})};
+    const std::vector<double> batched = k::sums_of_squares(ts);
+    BOOST_REQUIRE_EQUAL(batched.size(), ts.size());
+    for (std::size_t i = 0; i < ts.size(); ++i) BOOST_CHECK_EQUAL(batched[i], k::sum_of_squares(ts[i]));
+    BOOST_CHECK_EQUAL(batched[2], 0.0);
   }
 }
 
