@@ -67,13 +67,15 @@ grep -qsE 'sm_90|compute_90' "${build_files[@]}" || die "$build_dir's build file
 grep -qs -- '-lineinfo' "${build_files[@]}" || die "$build_dir's CUDA code is built without -lineinfo; reconfigure with -DPW_CUDA_LINEINFO=ON"
 
 mapfile -t shipped < <(scripts/gpu_check.sh --list-binaries)   # the one list: bin/X, tests/X
+profile_lib=$build_dir/lib/libpw_cuda_kernel_profile.so   # gpu_check.sh's kernel_profile step
 if [ $build = 1 ]; then
-  cmake --build "$build_dir" --parallel "$(nproc)" --target "${shipped[@]##*/}"
+  cmake --build "$build_dir" --parallel "$(nproc)" --target "${shipped[@]##*/}" pw_cuda_kernel_profile
 else
   echo "gpu_bundle: --no-build: shipping the binaries of $build_dir as they are" >&2
 fi
 missing=()
 for b in "${shipped[@]}"; do [ -x "$build_dir/$b" ] || missing+=("$build_dir/$b"); done
+[ -f "$profile_lib" ] || missing+=("$profile_lib (CMake builds it with the CUDA path where it finds CUPTI)")
 [ ${#missing[@]} -eq 0 ] || die "missing binaries: ${missing[*]}"
 
 # --- Stage. --------------------------------------------------------------------------------
@@ -84,6 +86,12 @@ mkdir -p "$stage/bin" "$stage/tests/golden" "$stage/lib/compat" "$stage/bench"
 for b in "${shipped[@]}"; do strip --strip-unneeded -o "$stage/$b" "$build_dir/$b"; done
 cp tests/golden/*.safetensors "$stage/tests/golden/"
 cp bench/torch_train.py bench/gpu_input.sh "$stage/bench/"
+# The CUPTI injection library, with the CUPTI it was built against beside it (its runpath is
+# $ORIGIN): the GPU machine's toolkit has one, but not always on the library path.
+strip --strip-unneeded -o "$stage/bench/libpw_cuda_kernel_profile.so" "$profile_lib"
+cupti=$(ldd "$profile_lib" | awk '$1 ~ /^libcupti\.so/ {print $3; exit}')
+[ -f "$cupti" ] || die "$profile_lib: its CUPTI library was not found (ldd)"
+cp -L "$cupti" "$stage/bench/"
 cp scripts/gpu_check.sh "$stage/gpu_check.sh"
 cp docs/gpu.md "$stage/README.md"
 cat >"$stage/run.sh" <<'RUN'

@@ -38,11 +38,11 @@ STEPS=(
   resnet18_cuda:180 resnet18_cpu:240 resnet18_compare:30 gradients:120
   pipeline_cuda:180 pipeline_cpu:240 pipeline_compare:30
   throughput_fp32:300 throughput_tf32:240 throughput_bf16:240 determinism:150
-  shard_optimizer:300 offload_optimizer:300 schedules_cuda:180
+  shard_optimizer:300 offload_optimizer:300 schedules_cuda:180 kernel_profile:150
 )
 ALWAYS_STEPS=" host ldd info flags "
 GROUP_checks="ops_cuda ops_cuda_blocking nccl gpu_training memcheck"
-GROUP_training="resnet18_cuda resnet18_cpu resnet18_compare gradients pipeline_cuda pipeline_cpu pipeline_compare throughput_fp32 throughput_tf32 throughput_bf16 determinism shard_optimizer offload_optimizer schedules_cuda"
+GROUP_training="resnet18_cuda resnet18_cpu resnet18_compare gradients pipeline_cuda pipeline_cpu pipeline_compare throughput_fp32 throughput_tf32 throughput_bf16 determinism shard_optimizer offload_optimizer schedules_cuda kernel_profile"
 DEFAULT_BUDGET=1140   # 19 minutes; on an H200 the whole check took under 2 (docs/gpu.md)
 
 # The workloads (docs/gpu.md explains each figure).
@@ -53,6 +53,9 @@ PIPE_STEPS=20
 PIPE=(--stages 2 --micro-batches 4 --schedule 1f1b)
 TP_MODEL=resnet50 TP_WIDTH=64 TP_SHAPE=3x224x224 TP_BATCH=64 TP_STEPS=30 TP_WARMUP=10
 DET_STEPS=20
+# kernel_profile: the throughput workload under CUPTI (bench/cuda_kernel_profile.cpp) for KP_SHORT
+# and KP_LONG steps; the difference of the two records over KP_LONG - KP_SHORT steps is one step.
+KP_SHORT=10 KP_LONG=40
 # Two replicas on one GPU (ranks sharing cuda:0 use the host-staged collective) against the same
 # job on cpu:0,cpu:1: Adam, so the optimizer state is two moments per parameter.
 ZERO=(--model resnet18 --width 32 --dataset synthetic --synthetic-shape 3x32x32 --batch-size 32 --optimizer adam
@@ -112,6 +115,7 @@ bin_dir=${PW_BIN_DIR:-$bin_dir}
 test_dir=${PW_TEST_BIN_DIR:-$test_dir}
 peer=$root/bench/torch_train.py
 pw=$bin_dir/pipewright
+if [ $layout = bundle ]; then profile_lib=$root/bench/libpw_cuda_kernel_profile.so; else profile_lib=$build_dir/lib/libpw_cuda_kernel_profile.so; fi
 
 list_binaries() {
   echo bin/pipewright
@@ -611,6 +615,38 @@ def cmd_schedule(prof_path, summary_path, text=None):
             "median_step_ms": round(s.get("median_step_ms", 0), 3), "final_loss": s.get("final_loss")}
     if text:
         print("step %.2f ms, simulated %.2f ms (%.2fx)" % (figs["step_ms"], figs["simulated_step_ms"], figs["measured_over_simulated"]))
+    else:
+        emit(figs)
+    return 0
+
+def cmd_kernel_profile(short_path, long_path, steps, summary_path, text=None):
+    a, b = json.load(open(short_path)), json.load(open(long_path))
+    n = float(steps)
+    def per_step(key):
+        before = {e["name"]: e for e in a.get(key, [])}
+        rows = []
+        for e in b.get(key, []):
+            o = before.get(e["name"], {"total_ns": 0.0, "count": 0})
+            rows.append((e["name"], (e["total_ns"] - o["total_ns"]) / n / 1e6, (e["count"] - o["count"]) / n))
+        return sorted(rows, key=lambda r: -r[1])
+    kernels, runtime, driver, copies = per_step("kernels"), per_step("runtime_api"), per_step("driver_api"), per_step("copies")
+    calls = lambda rows, pred: sum(c for name, _, c in rows if pred(name))
+    busy = (b["gpu_busy_ns"] - a["gpu_busy_ns"]) / n / 1e6
+    step = load_summary(summary_path).get("median_step_ms") or 0.0
+    launches = calls(runtime, lambda s: s.startswith("cudaLaunchKernel")) + calls(driver, lambda s: s.startswith("cuLaunchKernel"))
+    waits = calls(runtime, lambda s: "Synchronize" in s) + calls(driver, lambda s: "Synchronize" in s)
+    to_host = calls(copies, lambda s: s.startswith("device to host"))
+    top = [[round(ms, 3), name[:100]] for name, ms, _ in kernels[:10]]
+    figs = {"median_step_ms": round(step, 3), "gpu_busy_ms_per_step": round(busy, 3),
+            "gpu_busy_fraction": round(busy / step, 3) if step > 0 else None,
+            "kernel_ms_per_step": round(sum(ms for _, ms, _ in kernels), 3),
+            "kernel_launches_per_step": round(launches, 1), "host_waits_per_step": round(waits, 1),
+            "device_to_host_copies_per_step": round(to_host, 1),
+            "host_api_ms_per_step": [[round(ms, 3), name] for name, ms, _ in runtime[:6]],
+            "top_kernels_ms_per_step": top}
+    if text:
+        print("GPU busy %.1f of a %.1f ms step (%.0f%%), %d launches and %d host waits a step, top kernel %.2f ms" % (
+            busy, step, 100 * busy / step if step > 0 else 0, launches, waits, top[0][0] if top else 0))
     else:
         emit(figs)
     return 0
@@ -1124,6 +1160,34 @@ step_schedules_cuda() {
     note "$k: $(helper schedule "$work/zb_$k.prof.json" "$work/zb_$k.json" --text);"
   done
   if [ $dry = 1 ]; then note "(dry run: cpu:0,cpu:1, $s steps.)"; [ $rc = 0 ] && return 77; fi
+  return $rc
+}
+
+# The throughput workload (resnet50, bf16 and TF32) under CUPTI: where one steady step's GPU time
+# goes, by kernel, and what the host does meanwhile (launches, waits, copies back).
+step_kernel_profile() {
+  dry_skip "CUPTI records a CUDA device" && return 77
+  [ -f "$profile_lib" ] || { note "no $profile_lib (the bundle or build lacks pw_cuda_kernel_profile)."; return 1; }
+  local label s rc=0
+  for label in bf16 tf32; do
+    local extra=(--precision bf16)
+    [ $label = tf32 ] && extra=(--allow-tf32)
+    for s in $KP_SHORT $KP_LONG; do
+      local out=$work/kp_${label}_$s
+      rm -f "$out.json" "$out.cupti.json"
+      run_to "$log" "${PWENV[@]}" env "CUDA_INJECTION64_PATH=$profile_lib" "PW_KERNEL_PROFILE_OUT=$out.cupti.json" \
+        "$pw" train --model "$TP_MODEL" --width "$TP_WIDTH" --dataset synthetic --synthetic-shape "$TP_SHAPE" \
+        --synthetic-size $((TP_BATCH * s)) --batch-size "$TP_BATCH" --warmup-steps 3 --optimizer sgd --lr 0.01 \
+        --momentum 0.9 --seed 1 --eval-batches 0 --log-every 10 --device cuda:0 "${extra[@]}" --steps "$s" \
+        --summary "$out.json"
+      [ -s "$out.json" ] && [ -s "$out.cupti.json" ] || { note "$label, $s steps: no summary or no CUPTI record."; rc=1; continue 2; }
+    done
+    helper kernel_profile "$work/kp_${label}_$KP_SHORT.cupti.json" "$work/kp_${label}_$KP_LONG.cupti.json" \
+      $((KP_LONG - KP_SHORT)) "$work/kp_${label}_$KP_LONG.json" | sed "s/^/${label}_/" | figs_from
+    note "$label: $(helper kernel_profile "$work/kp_${label}_$KP_SHORT.cupti.json" "$work/kp_${label}_$KP_LONG.cupti.json" \
+      $((KP_LONG - KP_SHORT)) "$work/kp_${label}_$KP_LONG.json" --text);"
+    cp "$work/kp_${label}_$KP_SHORT.cupti.json" "$work/kp_${label}_$KP_LONG.cupti.json" "$logs/" 2>/dev/null
+  done
   return $rc
 }
 
