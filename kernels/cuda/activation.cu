@@ -5,39 +5,29 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/half.cuh"
 #include "kernels/cuda/ops.h"
+#include "kernels/cuda/vectorized.cuh"
 
 namespace pw::kernels::cuda {
 namespace {
 
-using detail::blocks_for;
-using detail::kThreads;
+// ---- element ops (kernels/cuda/vectorized.cuh runs them in 16-byte packs) ----------------------
 
-// ---- kernels ------------------------------------------------------------------------------------
-
-__global__ void relu_forward_kernel(const float* __restrict__ x, float* __restrict__ y, std::int64_t n) {
-  PW_CUDA_KERNEL_LOOP(i, n) {
-    const float v = x[i];
-    y[i] = v > 0.0f ? v : 0.0f;
+struct ReluF32 {
+  __device__ float operator()(float v) const { return v > 0.0f ? v : 0.0f; }
+};
+struct ReluGradF32 {   // (y, grad_y) -> grad_x
+  __device__ float operator()(float y, float g) const { return y > 0.0f ? g : 0.0f; }
+};
+struct ReluBits {
+  __device__ std::uint16_t operator()(std::uint16_t v) const {
+    return static_cast<std::int16_t>(v) > 0 ? v : std::uint16_t{0};
   }
-}
-
-__global__ void relu_backward_kernel(const float* __restrict__ y, const float* __restrict__ grad_y,
-                                     float* __restrict__ grad_x, std::int64_t n) {
-  PW_CUDA_KERNEL_LOOP(i, n) { grad_x[i] = y[i] > 0.0f ? grad_y[i] : 0.0f; }
-}
-
-__global__ void relu_forward_bits_kernel(const std::uint16_t* __restrict__ x, std::uint16_t* __restrict__ y,
-                                         std::int64_t n) {
-  PW_CUDA_KERNEL_LOOP(i, n) {
-    const std::uint16_t v = x[i];
-    y[i] = static_cast<std::int16_t>(v) > 0 ? v : std::uint16_t{0};
+};
+struct ReluGradBits {
+  __device__ std::uint16_t operator()(std::uint16_t y, std::uint16_t g) const {
+    return static_cast<std::int16_t>(y) > 0 ? g : std::uint16_t{0};
   }
-}
-
-__global__ void relu_backward_bits_kernel(const std::uint16_t* __restrict__ y, const std::uint16_t* __restrict__ grad_y,
-                                          std::uint16_t* __restrict__ grad_x, std::int64_t n) {
-  PW_CUDA_KERNEL_LOOP(i, n) { grad_x[i] = static_cast<std::int16_t>(y[i]) > 0 ? grad_y[i] : std::uint16_t{0}; }
-}
+};
 
 bool is_16_bit(DType dtype) { return dtype == DType::BF16 || dtype == DType::F16; }
 
@@ -54,10 +44,9 @@ Tensor relu_forward(const Tensor& x) {
   if (n == 0) return y;
   const cudaStream_t stream = stream_of(dev);
   if (is_16_bit(x.dtype())) {
-    relu_forward_bits_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x.data<std::uint16_t>(),
-                                                                      y.data<std::uint16_t>(), n);
+    detail::launch_map1(x.data<std::uint16_t>(), y.data<std::uint16_t>(), n, ReluBits{}, stream);
   } else {
-    relu_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x.data<float>(), y.data<float>(), n);
+    detail::launch_map1(x.data<float>(), y.data<float>(), n, ReluF32{}, stream);
   }
   PW_CUDA_CHECK_LAUNCH();
   return y;
@@ -76,11 +65,10 @@ Tensor relu_backward(const Tensor& y, const Tensor& grad_y) {
   if (n == 0) return grad_x;
   const cudaStream_t stream = stream_of(dev);
   if (is_16_bit(y.dtype())) {
-    relu_backward_bits_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
-        y.data<std::uint16_t>(), grad_y.data<std::uint16_t>(), grad_x.data<std::uint16_t>(), n);
+    detail::launch_map2(y.data<std::uint16_t>(), grad_y.data<std::uint16_t>(), grad_x.data<std::uint16_t>(), n,
+                        ReluGradBits{}, stream);
   } else {
-    relu_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(y.data<float>(), grad_y.data<float>(),
-                                                                 grad_x.data<float>(), n);
+    detail::launch_map2(y.data<float>(), grad_y.data<float>(), grad_x.data<float>(), n, ReluGradF32{}, stream);
   }
   PW_CUDA_CHECK_LAUNCH();
   return grad_x;

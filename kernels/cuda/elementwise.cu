@@ -3,6 +3,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/half.cuh"
 #include "kernels/cuda/ops.h"
+#include "kernels/cuda/vectorized.cuh"
 
 namespace pw::kernels::cuda {
 namespace {
@@ -14,10 +15,11 @@ using detail::store;
 
 // ---- kernels ------------------------------------------------------------------------------------
 
+// The residual add, in 16-byte packs (vectorized.cuh).
 template <typename T>
-__global__ void add_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ y, std::int64_t n) {
-  PW_CUDA_KERNEL_LOOP(i, n) { y[i] = store<T>(load(a[i]) + load(b[i])); }
-}
+struct AddOp {
+  __device__ T operator()(T a, T b) const { return store<T>(load(a) + load(b)); }
+};
 
 template <typename T>
 __global__ void axpy_kernel(T* dst, const T* src, float alpha, std::int64_t n) {
@@ -106,7 +108,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
   if (n == 0) return y;
   detail::visit_cuda_float(a.dtype(), "add", [&](auto tag) {
     using T = decltype(tag);
-    add_kernel<T><<<blocks_for(n), kThreads, 0, stream_of(dev)>>>(a.data<T>(), b.data<T>(), y.data<T>(), n);
+    detail::launch_map2(a.data<T>(), b.data<T>(), y.data<T>(), n, AddOp<T>{}, stream_of(dev));
     PW_CUDA_CHECK_LAUNCH();
   });
   return y;

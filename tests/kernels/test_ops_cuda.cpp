@@ -421,6 +421,29 @@ BOOST_AUTO_TEST_CASE(elementwise_ops_reach_past_one_grid) {
   check_exact(pk::relu_forward(gpu(a)), pk::relu_forward(a), "relu of 2^24+3 elements");
   BOOST_TEST(s_gpu.to_double_vector().back() == s_cpu.to_double_vector().back());   // the last element was reached
   BOOST_TEST(s_gpu.to_double_vector().back() != a.to_double_vector().back());
+  // 16-byte packs of 4 floats: past one grid of packs (65535 blocks of 256) only beyond 2^26.
+  const Tensor big = random_tensor({(std::int64_t{1} << 26) + 5}, 613);
+  check_exact(pk::relu_forward(gpu(big)), pk::relu_forward(big), "relu of 2^26+5 elements");
+}
+
+// The packed element-wise kernels (16-byte accesses) at every alignment and tail length: views
+// that start off a 16-byte boundary take the one-element path; both give the CPU's bits.
+BOOST_AUTO_TEST_CASE(packed_element_ops_match_cpu_at_any_offset_and_length) {
+  for (const DType d : {DType::F32, DType::BF16, DType::F16}) {
+    const Tensor a = random_tensor({1200}, 621).to(d), b = random_tensor({1200}, 622).to(d);
+    const Tensor ga = gpu(a), gb = gpu(b);
+    for (const std::int64_t offset : {0, 1, 3, 8, 16}) {
+      for (const std::int64_t length : {1, 7, 8, 9, 31, 517}) {
+        BOOST_TEST_CONTEXT(pk::dtype_name(d) << ", offset " << offset << ", length " << length) {
+          const Tensor x = a.view(offset, {length}), y = b.view(offset + 2, {length});
+          const Tensor gx = ga.view(offset, {length}), gy = gb.view(offset + 2, {length});
+          check_exact(pk::relu_forward(gx), pk::relu_forward(x), "relu_forward");
+          check_exact(pk::relu_backward(gx, gy), pk::relu_backward(x, y), "relu_backward");
+          check_exact(pk::add(gx, gy), pk::add(x, y), "add");
+        }
+      }
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(dropout_mask_is_bit_identical) {
