@@ -256,7 +256,10 @@ int main(int argc, char** argv) {
     const auto batch = *loader.next();
     for (int d = 0; d < 4; ++d) kernels::DeviceRuntime::get(kernels::Device::cpu(d)).set_threads(1);
     const int micro_batches = 4;
-    const auto profiles = partition::profile_layers(model, kernels::Device::cpu(0), batch_size / micro_batches, 3);
+    partition::ProfileOptions profile_options;   // as the jobs below run: several micro-batches in flight
+    profile_options.micro_batch_size = batch_size / micro_batches;
+    profile_options.micro_batches_in_flight = partition::micro_batches_in_flight_of(micro_batches);
+    const auto profiles = partition::profile_layers(model, kernels::Device::cpu(0), profile_options);
     struct Shape {
       int replicas, stages;
     };
