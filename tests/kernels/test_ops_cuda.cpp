@@ -648,8 +648,8 @@ BOOST_AUTO_TEST_CASE(half_batch_norm_matches_cpu_f32) {
     check_half_batch_norm({3, 5, 1, 1}, d, 1821);       // one value a plane
     check_half_batch_norm({64, 12}, d, 1831);           // [N, C]
     check_half_batch_norm({32, 64, 16, 16}, d, 1841);   // training size: 8192 values a channel
-    // Larger channels (36 K to 64 K values), odd batches and planes of 14 x 14 and 2 x 3: the
-    // shapes branch gpu-bn-packs splits over blocks and loads in packs of 8, 4 and 2.
+    // A channel's sums split over blocks (16 K values or more a block): uneven splits of the batch,
+    // and loads in packs of 8, 4 and 2 elements.
     check_half_batch_norm({7, 3, 96, 96}, d, 1851);
     check_half_batch_norm({256, 2, 14, 14}, d, 1861);
     check_half_batch_norm({6000, 2, 2, 3}, d, 1871);
