@@ -69,7 +69,9 @@ grep -qs -- '-lineinfo' "${build_files[@]}" || die "$build_dir's CUDA code is bu
 mapfile -t shipped < <(scripts/gpu_check.sh --list-binaries)   # the one list: bin/X, tests/X
 profile_lib=$build_dir/lib/libpw_cuda_kernel_profile.so   # gpu_check.sh's kernel_profile step
 if [ $build = 1 ]; then
-  cmake --build "$build_dir" --parallel "$(nproc)" --target "${shipped[@]##*/}" pw_cuda_kernel_profile
+  cmake --build "$build_dir" --parallel "$(nproc)" --target "${shipped[@]##*/}"
+  cmake --build "$build_dir" --parallel "$(nproc)" --target pw_cuda_kernel_profile \
+    || die "cannot build pw_cuda_kernel_profile (bench/CMakeLists.txt builds it where CMake finds CUPTI: CUDA::cupti)"
 else
   echo "gpu_bundle: --no-build: shipping the binaries of $build_dir as they are" >&2
 fi

@@ -1180,7 +1180,9 @@ step_kernel_profile() {
         --synthetic-size $((TP_BATCH * s)) --batch-size "$TP_BATCH" --warmup-steps 3 --optimizer sgd --lr 0.01 \
         --momentum 0.9 --seed 1 --eval-batches 0 --log-every 10 --device cuda:0 "${extra[@]}" --steps "$s" \
         --summary "$out.json"
-      [ -s "$out.json" ] && [ -s "$out.cupti.json" ] || { note "$label, $s steps: no summary or no CUPTI record."; rc=1; continue 2; }
+      local trc=$?
+      [ $trc -eq 0 ] && [ -s "$out.json" ] && [ -s "$out.cupti.json" ] \
+        || { note "$label, $s steps: pipewright train exited $trc, or left no summary or no CUPTI record."; rc=1; continue 2; }
     done
     helper kernel_profile "$work/kp_${label}_$KP_SHORT.cupti.json" "$work/kp_${label}_$KP_LONG.cupti.json" \
       $((KP_LONG - KP_SHORT)) "$work/kp_${label}_$KP_LONG.json" | sed "s/^/${label}_/" | figs_from

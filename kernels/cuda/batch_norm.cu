@@ -73,7 +73,8 @@ int lane_shift_for(std::int64_t packs) {
 }
 
 // Splits of a channel: about 1024 blocks in all, at least 16 K values a block, at most one image a
-// split. It depends on the shape only, so the sums' order is the same on every run.
+// split. With the pack width (from the shape and the pointers' alignment, which fresh tensors all
+// have) it fixes the sums' order, so every run gives the same bits.
 int splits_for(const BnGeometry& g) {
   const std::int64_t wanted = (1024 + g.channels - 1) / g.channels;
   const std::int64_t by_work = std::max<std::int64_t>(1, g.per_channel() / 16384);

@@ -432,14 +432,18 @@ BOOST_AUTO_TEST_CASE(packed_element_ops_match_cpu_at_any_offset_and_length) {
   for (const DType d : {DType::F32, DType::BF16, DType::F16}) {
     const Tensor a = random_tensor({1200}, 621).to(d), b = random_tensor({1200}, 622).to(d);
     const Tensor ga = gpu(a), gb = gpu(b);
+    // The second operand at the same offset (both aligned or neither) and 2 elements on (mixed).
     for (const std::int64_t offset : {0, 1, 3, 8, 16}) {
-      for (const std::int64_t length : {1, 7, 8, 9, 31, 517}) {
-        BOOST_TEST_CONTEXT(pk::dtype_name(d) << ", offset " << offset << ", length " << length) {
-          const Tensor x = a.view(offset, {length}), y = b.view(offset + 2, {length});
-          const Tensor gx = ga.view(offset, {length}), gy = gb.view(offset + 2, {length});
-          check_exact(pk::relu_forward(gx), pk::relu_forward(x), "relu_forward");
-          check_exact(pk::relu_backward(gx, gy), pk::relu_backward(x, y), "relu_backward");
-          check_exact(pk::add(gx, gy), pk::add(x, y), "add");
+      for (const std::int64_t shift : {0, 2}) {
+        for (const std::int64_t length : {1, 7, 8, 9, 31, 517}) {
+          BOOST_TEST_CONTEXT(pk::dtype_name(d) << ", offsets " << offset << " and " << offset + shift << ", length "
+                                               << length) {
+            const Tensor x = a.view(offset, {length}), y = b.view(offset + shift, {length});
+            const Tensor gx = ga.view(offset, {length}), gy = gb.view(offset + shift, {length});
+            check_exact(pk::relu_forward(gx), pk::relu_forward(x), "relu_forward");
+            check_exact(pk::relu_backward(gx, gy), pk::relu_backward(x, y), "relu_backward");
+            check_exact(pk::add(gx, gy), pk::add(x, y), "add");
+          }
         }
       }
     }
@@ -621,8 +625,16 @@ void check_half_batch_norm(const Shape& xs, DType d, std::uint64_t seed) {
   Tensor sm_gpu = Tensor::zeros({c}, DType::F32, kGpu), si_gpu = Tensor::zeros({c}, DType::F32, kGpu);
   const std::string in = " " + pk::shape_str(xs);
   const Tensor y_ref = pk::batch_norm_forward_train(x.wide, gamma, beta, rm_cpu, rv_cpu, sm_cpu, si_cpu, p);
-  check_half(pk::batch_norm_forward_train(x.half, gpu(gamma), gpu(beta), rm_gpu, rv_gpu, sm_gpu, si_gpu, p), y_ref, d,
-             "batch_norm_forward_train y" + in);
+  Tensor rm_again = rm_gpu.clone(), rv_again = rv_gpu.clone();
+  const Tensor y = pk::batch_norm_forward_train(x.half, gpu(gamma), gpu(beta), rm_gpu, rv_gpu, sm_gpu, si_gpu, p);
+  check_half(y, y_ref, d, "batch_norm_forward_train y" + in);
+  {   // the same bits on a second run: statistics summed in a fixed order
+    Tensor sm_again = Tensor::zeros({c}, DType::F32, kGpu), si_again = Tensor::zeros({c}, DType::F32, kGpu);
+    check_exact(pk::batch_norm_forward_train(x.half, gpu(gamma), gpu(beta), rm_again, rv_again, sm_again, si_again, p),
+                y, "batch_norm_forward_train y, second run");
+    check_exact(si_again, si_gpu, "batch_norm save_invstd, second run");
+    check_exact(rv_again, rv_gpu, "batch_norm running_var, second run");
+  }
   check_normalised(sm_gpu, sm_cpu, DType::F32, kMasterTol, "batch_norm save_mean" + in);
   check_normalised(si_gpu, si_cpu, DType::F32, kMasterTol, "batch_norm save_invstd" + in);
   check_normalised(rm_gpu, rm_cpu, DType::F32, kMasterTol, "batch_norm running_mean" + in);
@@ -648,11 +660,14 @@ BOOST_AUTO_TEST_CASE(half_batch_norm_matches_cpu_f32) {
     check_half_batch_norm({3, 5, 1, 1}, d, 1821);       // one value a plane
     check_half_batch_norm({64, 12}, d, 1831);           // [N, C]
     check_half_batch_norm({32, 64, 16, 16}, d, 1841);   // training size: 8192 values a channel
-    // A channel's sums split over blocks (16 K values or more a block): uneven splits of the batch,
-    // and loads in packs of 8, 4 and 2 elements.
+    // A channel's sums split over blocks (16 K values or more a block): uneven splits of the batch
+    // (3, 3 and 2 splits), loads in packs of 8, 4 and 2 elements, one image a split (4 splits), and
+    // more planes than a grid's y dimension holds (66000 [N, C] planes, 2 splits).
     check_half_batch_norm({7, 3, 96, 96}, d, 1851);
     check_half_batch_norm({256, 2, 14, 14}, d, 1861);
     check_half_batch_norm({6000, 2, 2, 3}, d, 1871);
+    check_half_batch_norm({4, 2, 128, 128}, d, 1881);
+    check_half_batch_norm({33000, 2}, d, 1891);
   }
 }
 
