@@ -1,7 +1,8 @@
 // 2-D convolution on CUDA through cuDNN's convolution API (forward, backward-data,
 // backward-filter). Algorithms come from cuDNN's _v7 heuristics, filtered by the math mode (FP32 FMA
 // math unless TF32 is allowed; deterministic algorithms only when asked) and a workspace limit, and
-// the choice is cached per (direction, device, dtype, shape, params, math mode).
+// the choice and its workspace size are cached per (direction, device, dtype, shape, params, math
+// mode).
 //
 // BF16 and F16 data run as cuDNN's PSEUDO_BFLOAT16 / PSEUDO_HALF configurations: x, w, y (and their
 // gradients) in the 16-bit type, a CUDNN_DATA_FLOAT compute type in the convolution descriptor and
@@ -56,25 +57,30 @@ struct ConvKeyHash {
   }
 };
 
-// The algorithm that last worked for a key (shared by all threads; only the choice is shared,
-// never a handle or workspace).
+// The algorithm that last worked for a key and its workspace size (shared by all threads; only
+// the choice is shared, never a handle or workspace). Keeping the size saves a cuDNN query a call.
+struct AlgoChoice {
+  int algo = 0;
+  std::size_t workspace_bytes = 0;
+};
+
 class AlgoCache {
  public:
-  bool find(const ConvKey& key, int* algo) {
+  bool find(const ConvKey& key, AlgoChoice* choice) {
     std::lock_guard lock(mutex_);
     auto it = map_.find(key);
     if (it == map_.end()) return false;
-    *algo = it->second;
+    *choice = it->second;
     return true;
   }
-  void put(const ConvKey& key, int algo) {
+  void put(const ConvKey& key, AlgoChoice choice) {
     std::lock_guard lock(mutex_);
-    map_[key] = algo;
+    map_[key] = choice;
   }
 
  private:
   std::mutex mutex_;
-  std::unordered_map<ConvKey, int, ConvKeyHash> map_;
+  std::unordered_map<ConvKey, AlgoChoice, ConvKeyHash> map_;
 };
 
 AlgoCache& algo_cache() {
@@ -117,12 +123,10 @@ std::vector<int> candidates_from(const Perf* perf, int returned, int fallback, c
 void run_conv(Device dev, const ConvKey& key, const std::function<std::vector<int>()>& candidates,
               const std::function<cudnnStatus_t(int, std::size_t*)>& workspace_size,
               const std::function<cudnnStatus_t(int, void*, std::size_t)>& run) {
-  int algo = 0;
-  if (algo_cache().find(key, &algo)) {
-    std::size_t bytes = 0;
-    PW_CUDNN_CHECK(workspace_size(algo, &bytes));
-    WorkspaceLease ws(dev, bytes);
-    PW_CUDNN_CHECK(run(algo, ws.get(), bytes));
+  AlgoChoice cached;
+  if (algo_cache().find(key, &cached)) {
+    WorkspaceLease ws(dev, cached.workspace_bytes);
+    PW_CUDNN_CHECK(run(cached.algo, ws.get(), cached.workspace_bytes));
     return;
   }
   std::ostringstream tried;
@@ -138,7 +142,7 @@ void run_conv(Device dev, const ConvKey& key, const std::function<std::vector<in
     }
     const cudnnStatus_t st = run(candidate, ws->get(), bytes);
     if (st == CUDNN_STATUS_SUCCESS) {
-      algo_cache().put(key, candidate);
+      algo_cache().put(key, {candidate, bytes});
       return;
     }
     if (!another_algorithm_may_work(st)) PW_CUDNN_CHECK(st);
