@@ -141,26 +141,7 @@ class SharedSimulation {
   }
 
   double op_seconds(int stage, std::size_t index) const {
-    const Instruction& in = program(stage)[index];
-    const auto v = static_cast<std::size_t>(virtual_stage(spec_, stage, in.chunk));
-    switch (in.op) {
-      case OpType::Forward: {
-        if (in.overlap != Overlap::WithNext) return times_.forward[v];
-        if (!times_.forward_backward.empty()) return times_.forward_backward[static_cast<std::size_t>(stage)];
-        const Instruction& partner = program(stage)[index + 1];
-        const auto pv = static_cast<std::size_t>(virtual_stage(spec_, stage, partner.chunk));
-        return times_.forward[v] + times_.backward_input[pv] +
-               (partner.op == OpType::Backward ? times_.backward_weight[pv] : 0.0);
-      }
-      case OpType::Backward:
-      case OpType::BackwardInput:
-        if (index > 0 && program(stage)[index - 1].overlap == Overlap::WithNext) return 0.0;
-        return times_.backward_input[v] + (in.op == OpType::Backward ? times_.backward_weight[v] : 0.0);
-      case OpType::BackwardWeight: return times_.backward_weight[v];
-      case OpType::Recompute: return times_.forward[v];
-      case OpType::OptimizerStep: return times_.optimizer_step;
-      default: return 0.0;
-    }
+    return compute_seconds(spec_, program(stage), index, stage, times_);
   }
 
   void finish(int stage, double end) {

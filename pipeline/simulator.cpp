@@ -174,7 +174,8 @@ class Simulation {
         if (v != 0 && !u.activation_received) fail(stage, "forward before its RecvActivation");
         if (u.forwarded) fail(stage, "second forward of the same micro-batch");
         u.forwarded = true;
-        compute = in.overlap == Overlap::WithNext ? overlapped_pair_time(stage, vi) : times_.forward[vi];
+        if (in.overlap == Overlap::WithNext) require_overlap_partner(stage);
+        compute = compute_seconds(spec_, program_of(stage), st.next, stage, times_);
         break;
       }
       case OpType::Backward:
@@ -184,12 +185,8 @@ class Simulation {
         if (v != last_virtual_ && !u.gradient_received) fail(stage, "backward before its RecvGradient");
         if (u.input_gradient_done) fail(stage, "second backward of the same micro-batch");
         u.input_gradient_done = true;
-        compute = times_.backward_input[vi];
-        if (in.op == OpType::Backward) {
-          u.weight_gradient_done = true;
-          compute += times_.backward_weight[vi];
-        }
-        if (closes_overlapped_pair(stage)) compute = 0.0;   // the forward before it took the pair's time
+        if (in.op == OpType::Backward) u.weight_gradient_done = true;
+        compute = compute_seconds(spec_, program_of(stage), st.next, stage, times_);   // 0 closing a pair
         break;
       }
       case OpType::BackwardWeight: {
@@ -197,13 +194,13 @@ class Simulation {
         if (!u.input_gradient_done) fail(stage, "weight gradient before its input gradient (Bi)");
         if (u.weight_gradient_done) fail(stage, "second weight gradient of the same micro-batch");
         u.weight_gradient_done = true;
-        compute = times_.backward_weight[vi];
+        compute = compute_seconds(spec_, program_of(stage), st.next, stage, times_);
         break;
       }
       case OpType::Recompute: {
         const UnitProgress& u = unit(stage, in);
         if (!u.forwarded || u.input_gradient_done) fail(stage, "recompute outside forward..backward");
-        compute = times_.forward[vi];
+        compute = compute_seconds(spec_, program_of(stage), st.next, stage, times_);
         break;
       }
       case OpType::ReduceGrads: {
@@ -215,7 +212,7 @@ class Simulation {
       case OpType::OptimizerStep: {
         if (!st.grads_reduced || st.stepped) fail(stage, "optimizer step needs exactly one ReduceGrads before it");
         st.stepped = true;
-        compute = times_.optimizer_step;
+        compute = compute_seconds(spec_, program_of(stage), st.next, stage, times_);
         break;
       }
     }
@@ -233,19 +230,14 @@ class Simulation {
     return st.next > 0 && program_of(stage)[st.next - 1].overlap == Overlap::WithNext;
   }
 
-  // The time of the overlapped F&B pair that starts at stage's next instruction (a forward of
-  // virtual stage forward_v); fails unless a backward follows it.
-  double overlapped_pair_time(int stage, std::size_t forward_v) {
+  // An overlapped F&B pair starting at stage's next instruction: fails unless a backward follows it.
+  void require_overlap_partner(int stage) {
     const StageState& st = state(stage);
     const auto& program = program_of(stage);
     const bool has_partner = st.next + 1 < program.size() && (program[st.next + 1].op == OpType::Backward ||
                                                               program[st.next + 1].op == OpType::BackwardInput);
     if (!has_partner) fail(stage, "an overlapped forward (&) must be followed right away by a backward (B or Bi)");
-    if (!times_.forward_backward.empty()) return times_.forward_backward[static_cast<std::size_t>(stage)];
-    const Instruction& partner = program[st.next + 1];
-    const auto pv = static_cast<std::size_t>(virtual_stage_of(stage, partner));
-    return times_.forward[forward_v] + times_.backward_input[pv] +
-           (partner.op == OpType::Backward ? times_.backward_weight[pv] : 0.0);
+    unit(stage, program[st.next + 1]);   // range check of the partner, with context
   }
 
   int virtual_stage_of(int stage, const Instruction& in) {
@@ -356,6 +348,30 @@ SimulationResult simulation_result(std::vector<StageRun> stages) {
   const auto count = static_cast<double>(stages.size());
   r.bubble_fraction = r.makespan > 0 ? 1.0 - total_busy / (count * r.makespan) : 0.0;
   return r;
+}
+
+double compute_seconds(const ScheduleSpec& spec, const std::vector<Instruction>& program, std::size_t index,
+                       int stage, const OpTimes& times) {
+  const Instruction& in = program[index];
+  const auto v = static_cast<std::size_t>(virtual_stage(spec, stage, in.chunk));
+  switch (in.op) {
+    case OpType::Forward: {
+      if (in.overlap != Overlap::WithNext) return times.forward[v];
+      if (!times.forward_backward.empty()) return times.forward_backward[static_cast<std::size_t>(stage)];
+      const Instruction& partner = program[index + 1];
+      const auto pv = static_cast<std::size_t>(virtual_stage(spec, stage, partner.chunk));
+      return times.forward[v] + times.backward_input[pv] +
+             (partner.op == OpType::Backward ? times.backward_weight[pv] : 0.0);
+    }
+    case OpType::Backward:
+    case OpType::BackwardInput:
+      if (index > 0 && program[index - 1].overlap == Overlap::WithNext) return 0.0;   // its forward took the pair's time
+      return times.backward_input[v] + (in.op == OpType::Backward ? times.backward_weight[v] : 0.0);
+    case OpType::BackwardWeight: return times.backward_weight[v];
+    case OpType::Recompute: return times.forward[v];
+    case OpType::OptimizerStep: return times.optimizer_step;
+    default: return 0.0;
+  }
 }
 
 SimulationResult simulate(const ScheduleSpec& spec, const std::vector<std::vector<Instruction>>& programs,

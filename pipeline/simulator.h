@@ -61,6 +61,13 @@ class ScheduleError : public Error {
   std::string detail_;
 };
 
+// The compute time of instruction `index` of `stage`'s program under `times` (sends, receives and
+// ReduceGrads take none): an overlapped forward (Overlap::WithNext) takes the pair's time
+// (times.forward_backward, or its forward's plus the backward's right after it) and that backward
+// none. The program must be well formed (`simulate` checks it). One definition for every simulation.
+double compute_seconds(const ScheduleSpec& spec, const std::vector<Instruction>& program, std::size_t index,
+                       int stage, const OpTimes& times);
+
 // Throws ScheduleError naming each blocked stage and the instruction it waits on when the schedule
 // deadlocks (or a receive has no matching send), or the stage and instruction of a malformed program.
 SimulationResult simulate(const ScheduleSpec& spec, const std::vector<std::vector<Instruction>>& programs,
