@@ -256,10 +256,8 @@ int main(int argc, char** argv) {
     const auto batch = *loader.next();
     for (int d = 0; d < 4; ++d) kernels::DeviceRuntime::get(kernels::Device::cpu(d)).set_threads(1);
     const int micro_batches = 4;
-    partition::ProfileOptions profile_options;   // as the jobs below run: several micro-batches in flight
-    profile_options.micro_batch_size = batch_size / micro_batches;
-    profile_options.micro_batches_in_flight = partition::micro_batches_in_flight_of(micro_batches);
-    const auto profiles = partition::profile_layers(model, kernels::Device::cpu(0), profile_options);
+    const auto profiles = partition::profile_layers(
+        model, kernels::Device::cpu(0), partition::job_profile_options(batch_size / micro_batches, micro_batches));
     struct Shape {
       int replicas, stages;
     };

@@ -184,10 +184,8 @@ int main(int argc, char** argv) {
 
       // Balance the two stages by measured layer times (one thread, as the stages run).
       kernels::DeviceRuntime::get(kernels::Device::cpu(0)).set_threads(1);
-      partition::ProfileOptions profile_options;   // as the pipelines run: several micro-batches in flight
-      profile_options.micro_batch_size = batch_size / micro_batches;
-      profile_options.micro_batches_in_flight = partition::micro_batches_in_flight_of(micro_batches);
-      const auto profiles = partition::profile_layers(model, kernels::Device::cpu(0), profile_options);
+      const auto profiles = partition::profile_layers(
+          model, kernels::Device::cpu(0), partition::job_profile_options(batch_size / micro_batches, micro_batches));
       partition::CostModel cost;
       cost.stages = 2;
       cost.micro_batches = micro_batches;

@@ -357,6 +357,13 @@ std::vector<std::pair<std::size_t, std::size_t>> chain_windows(const std::vector
 
 int micro_batches_in_flight_of(int micro_batches) { return micro_batches >= 2 ? 2 : 1; }
 
+ProfileOptions job_profile_options(std::int64_t micro_batch_size, int micro_batches) {
+  ProfileOptions options;
+  options.micro_batch_size = micro_batch_size;
+  options.micro_batches_in_flight = micro_batches_in_flight_of(micro_batches);
+  return options;
+}
+
 std::vector<LayerProfile> profile_layers(const ModelDescription& model, Device device, std::int64_t micro_batch_size,
                                          int repeats) {
   ProfileOptions options;

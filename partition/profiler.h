@@ -87,6 +87,10 @@ struct ProfileOptions {
 // micro-batch forward and straight back but between them receives, sends and runs the others.
 int micro_batches_in_flight_of(int micro_batches);
 
+// Options that time a job's layers at `micro_batch_size` as the job runs them, `micro_batches` a
+// step (micro_batches_in_flight_of); the rest at their defaults.
+ProfileOptions job_profile_options(std::int64_t micro_batch_size, int micro_batches);
+
 // Builds each layer alone on `device`, feeds a random input of the shape the layers before it
 // produce, and measures its memory; then times forward and backward with the layers in chains. Uses the device's allocator statistics for memory, so
 // nothing else should allocate on `device` meanwhile.

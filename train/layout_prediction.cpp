@@ -142,9 +142,7 @@ std::int64_t micro_batch_size_of(const JobPlan& plan) {
 
 partition::ProfileOptions prediction_profile_options(const JobPlan& plan, std::int64_t micro_batch_size, int repeats,
                                                      std::uint64_t seed) {
-  partition::ProfileOptions options;
-  options.micro_batch_size = micro_batch_size;
-  options.micro_batches_in_flight = partition::micro_batches_in_flight_of(plan.schedule.micro_batches);
+  auto options = partition::job_profile_options(micro_batch_size, plan.schedule.micro_batches);
   options.repeats = repeats;
   options.seed = seed;
   options.optimizer = plan.optimizer;
