@@ -212,4 +212,26 @@ std::vector<DeviceEstimate> per_device(const std::vector<StageEstimate>& pieces,
   return devices;
 }
 
+std::vector<double> co_run_slowdowns(const std::vector<LayerProfile>& layers, const std::vector<StageEstimate>& pieces,
+                                     int devices) {
+  std::vector<double> alone(static_cast<std::size_t>(devices), 0.0), beside(alone.size(), 0.0);
+  std::vector<bool> measured(alone.size(), true);
+  for (const auto& e : pieces) {
+    PW_CHECK(e.device >= 0 && e.device < devices, "piece " << e.piece << " on device " << e.device << " of " << devices);
+    const auto d = static_cast<std::size_t>(e.device);
+    for (int i = e.range.begin; i < e.range.end; ++i) {
+      const auto& p = layers.at(static_cast<std::size_t>(i));
+      const double own = p.forward_seconds + p.backward_seconds;
+      const double with_others = p.co_run_forward_seconds + p.co_run_backward_seconds;
+      if (own > 0.0 && with_others <= 0.0) measured[d] = false;
+      alone[d] += own;
+      beside[d] += with_others;
+    }
+  }
+  std::vector<double> slowdowns(alone.size(), 0.0);
+  for (std::size_t d = 0; d < alone.size(); ++d)
+    if (measured[d] && alone[d] > 0.0) slowdowns[d] = std::max(0.0, beside[d] / alone[d] - 1.0);
+  return slowdowns;
+}
+
 }  // namespace pw::partition

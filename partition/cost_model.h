@@ -136,4 +136,10 @@ struct DeviceEstimate {
 };
 std::vector<DeviceEstimate> per_device(const std::vector<StageEstimate>& pieces, const CostModel& cost);
 
+// By device (0..devices-1): how much longer its layers' forward and backward took in the profile
+// with co-runners beside them than alone (LayerProfile::co_run_*), summed over its pieces' layers:
+// 0.2 for 20%; 0 where not measured, and never below 0 (a faster run beside others is noise).
+std::vector<double> co_run_slowdowns(const std::vector<LayerProfile>& layers, const std::vector<StageEstimate>& pieces,
+                                     int devices);
+
 }  // namespace pw::partition

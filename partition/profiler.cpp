@@ -1,8 +1,15 @@
 #include "partition/profiler.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <exception>
+#include <functional>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
 
 #include "core/clock.h"
 #include "core/error.h"
@@ -214,56 +221,178 @@ std::unique_ptr<models::Layer> build_layer(const models::LayerSpec& spec, std::u
   return layer;
 }
 
+// Each op's times, by layer of the chain, when a pass records them.
+struct ChainTimes {
+  std::vector<std::vector<double>> forward, backward;
+};
+
+// One pass of a chain: `in_flight` micro-batches forward through `layers` in order (inputs from
+// `seed`), then each back in reverse, oldest first, as the schedules send them; each op timed into
+// `times` when given. Leaves between two ops once `keep_going` says no (false: it left early).
+bool run_chain(std::vector<std::unique_ptr<models::Layer>>& layers, const Shape& input_shape, const Shape& output_shape,
+               Device device, std::size_t in_flight, std::uint64_t seed, ChainTimes* times,
+               const std::function<bool()>& keep_going) {
+  auto& stream = kernels::current_stream(device);
+  const std::size_t n = layers.size();
+  // contexts[m][i]: layer i's for micro-batch m.
+  std::vector<std::vector<std::unique_ptr<models::Context>>> contexts(in_flight);
+  for (std::size_t m = 0; m < in_flight; ++m) {
+    Tensor x = layers.front()->example_input(input_shape, device, seed + m);
+    stream.synchronize();
+    for (std::size_t i = 0; i < n; ++i) {
+      if (keep_going && !keep_going()) return false;
+      const auto start = Clock::now();
+      auto out = layers[i]->forward(x, models::Mode::Train);
+      stream.synchronize();
+      if (times != nullptr) times->forward[i].push_back(seconds_since(start));
+      x = std::move(out.y);
+      contexts[m].push_back(std::move(out.ctx));
+    }
+  }
+  for (std::size_t m = 0; m < in_flight; ++m) {
+    Tensor grad = random_tensor(output_shape, device, seed + 1000 + m);
+    stream.synchronize();
+    for (std::size_t i = n; i-- > 0;) {
+      if (keep_going && !keep_going()) return false;
+      const auto start = Clock::now();
+      grad = layers[i]->backward(*contexts[m][i], grad);
+      stream.synchronize();
+      if (times != nullptr) times->backward[i].push_back(seconds_since(start));
+      contexts[m][i].reset();
+    }
+  }
+  return true;
+}
+
+// Threads that run a chain of layers [begin, end) on CPU devices of their own, pass after pass,
+// from start() until stop(): the other ranks' work beside a timed chain.
+class CoRunners {
+ public:
+  CoRunners(const ModelDescription& model, const std::vector<Shape>& shapes, std::size_t begin, std::size_t end,
+            Device device, const ProfileOptions& options) {
+    const int threads = kernels::DeviceRuntime::get(device).threads();
+    try {
+      for (int k = 1; k <= options.co_runners; ++k) {
+        const Device own = Device::cpu(device.index + k);
+        if (kernels::DeviceRuntime::get(own).threads() != threads) kernels::DeviceRuntime::get(own).set_threads(threads);
+        threads_.emplace_back([this, &model, &shapes, begin, end, own, options] {
+          try {
+            run(model, shapes, begin, end, own, options);
+          } catch (...) {
+            const std::lock_guard lock(mutex_);
+            if (!error_) error_ = std::current_exception();
+            ++failed_;
+            changed_.notify_all();
+          }
+        });
+      }
+    } catch (...) {
+      end_threads();
+      throw;
+    }
+  }
+  ~CoRunners() { end_threads(); }
+  CoRunners(const CoRunners&) = delete;
+  CoRunners& operator=(const CoRunners&) = delete;
+
+  // Returns once every co-runner is inside a pass.
+  void start() { set_active(true, [this] { return running_ == static_cast<int>(threads_.size()); }); }
+  // Returns once every co-runner has left its pass.
+  void stop() { set_active(false, [this] { return running_ == 0; }); }
+
+ private:
+  template <typename Ready>
+  void set_active(bool active, Ready ready) {
+    std::unique_lock lock(mutex_);
+    active_ = active;
+    changed_.notify_all();
+    const bool done = changed_.wait_for(lock, std::chrono::minutes(5), [&] { return ready() || failed_ > 0; });
+    if (failed_ > 0) std::rethrow_exception(error_);
+    PW_CHECK(done, "profiling: the " << threads_.size() << " thread(s) running the chain beside the timed one did not "
+                                     << (active ? "start" : "stop") << " a pass within 5 minutes");
+  }
+
+  void end_threads() {
+    {
+      const std::lock_guard lock(mutex_);
+      quit_ = true;
+      active_ = false;
+    }
+    changed_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+
+  void run(const ModelDescription& model, const std::vector<Shape>& shapes, std::size_t begin, std::size_t end,
+           Device device, const ProfileOptions& options) {
+    std::vector<std::unique_ptr<models::Layer>> layers;
+    for (std::size_t i = begin; i < end; ++i) layers.push_back(build_layer(model.layers[i], options.seed, device));
+    const auto in_flight = static_cast<std::size_t>(options.micro_batches_in_flight);
+    const std::uint64_t seed = models::hash_name(options.seed + 17 + device.index, model.layers[begin].name);
+    const auto keep_going = [this] {
+      const std::lock_guard lock(mutex_);
+      return active_;
+    };
+    std::unique_lock lock(mutex_);
+    while (true) {
+      changed_.wait(lock, [this] { return active_ || quit_; });
+      if (quit_) return;
+      ++running_;
+      changed_.notify_all();
+      lock.unlock();
+      while (run_chain(layers, shapes[begin], shapes[end], device, in_flight, seed, nullptr, keep_going)) {
+      }
+      lock.lock();
+      --running_;
+      changed_.notify_all();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool active_ = false, quit_ = false;
+  int running_ = 0, failed_ = 0;
+  std::exception_ptr error_;
+  std::vector<std::thread> threads_;
+};
+
 // Forward through layers [begin, end) in order and backward in reverse, as a stage runs them,
 // `repeats` times after one warm-up, with options.micro_batches_in_flight micro-batches forwarded
 // before the first goes back, and going back oldest first as the schedules send them; each layer's
 // median forward and backward replace the lone run's.
 // The split halves keep the lone run's ratio to its backward.
+// With options.co_runners on a CPU device, each pass is followed by one with the co-runners
+// running beside it (the two alternate, so that the machine's drift falls on both alike).
 void time_in_chain(const ModelDescription& model, const std::vector<Shape>& shapes, std::size_t begin, std::size_t end,
                    Device device, const ProfileOptions& options, std::vector<LayerProfile>& profiles) {
-  auto& stream = kernels::current_stream(device);
   std::vector<std::unique_ptr<models::Layer>> layers;
   for (std::size_t i = begin; i < end; ++i) layers.push_back(build_layer(model.layers[i], options.seed, device));
   const std::size_t n = layers.size();
   const auto in_flight = static_cast<std::size_t>(options.micro_batches_in_flight);
-  std::vector<std::vector<double>> forward(n), backward(n);
+  ChainTimes alone{std::vector<std::vector<double>>(n), std::vector<std::vector<double>>(n)};
+  ChainTimes beside = alone;
+  std::optional<CoRunners> co_runners;
+  if (options.co_runners > 0 && !device.is_cuda()) co_runners.emplace(model, shapes, begin, end, device, options);
   const std::uint64_t seed = models::hash_name(options.seed, model.layers[begin].name) + 7;
   for (int r = 0; r <= options.repeats; ++r) {
-    const auto variant = static_cast<std::uint64_t>(r) * in_flight;
-    // contexts[m][i]: layer i's for micro-batch m.
-    std::vector<std::vector<std::unique_ptr<models::Context>>> contexts(in_flight);
-    for (std::size_t m = 0; m < in_flight; ++m) {
-      Tensor x = layers.front()->example_input(shapes[begin], device, seed + variant + m);
-      stream.synchronize();
-      for (std::size_t i = 0; i < n; ++i) {
-        const auto start = Clock::now();
-        auto out = layers[i]->forward(x, models::Mode::Train);
-        stream.synchronize();
-        if (r > 0) forward[i].push_back(seconds_since(start));
-        x = std::move(out.y);
-        contexts[m].push_back(std::move(out.ctx));
-      }
-    }
-    for (std::size_t m = 0; m < in_flight; ++m) {
-      Tensor grad = random_tensor(shapes[end], device, seed + 1000 + variant + m);
-      stream.synchronize();
-      for (std::size_t i = n; i-- > 0;) {
-        const auto start = Clock::now();
-        grad = layers[i]->backward(*contexts[m][i], grad);
-        stream.synchronize();
-        if (r > 0) backward[i].push_back(seconds_since(start));
-        contexts[m][i].reset();
-      }
-    }
+    const std::uint64_t variant = seed + static_cast<std::uint64_t>(r) * in_flight;
+    run_chain(layers, shapes[begin], shapes[end], device, in_flight, variant, r > 0 ? &alone : nullptr, {});
+    if (!co_runners) continue;
+    co_runners->start();
+    run_chain(layers, shapes[begin], shapes[end], device, in_flight, variant, r > 0 ? &beside : nullptr, {});
+    co_runners->stop();
   }
   for (std::size_t i = 0; i < n; ++i) {
     auto& p = profiles[begin + i];
     const double lone_backward = p.backward_seconds;
-    p.forward_seconds = median(forward[i]);
-    p.backward_seconds = median(backward[i]);
+    p.forward_seconds = median(alone.forward[i]);
+    p.backward_seconds = median(alone.backward[i]);
     if (lone_backward > 0.0) {
       p.input_half_seconds *= p.backward_seconds / lone_backward;
       p.weight_half_seconds *= p.backward_seconds / lone_backward;
+    }
+    if (co_runners) {
+      p.co_run_forward_seconds = median(beside.forward[i]);
+      p.co_run_backward_seconds = median(beside.backward[i]);
     }
   }
 }
@@ -293,6 +422,7 @@ std::vector<LayerProfile> profile_layers(const ModelDescription& model, Device d
   PW_INPUT_CHECK(options.repeats >= 1, "profiling needs at least 1 repeat, got " << options.repeats);
   PW_INPUT_CHECK(options.micro_batches_in_flight >= 1,
                  "profiling needs at least 1 micro-batch in flight, got " << options.micro_batches_in_flight);
+  PW_INPUT_CHECK(options.co_runners >= 0, "profiling beside a negative number of threads (" << options.co_runners << ")");
   const auto shapes = layer_shapes(model, options.micro_batch_size);
   std::vector<LayerProfile> profiles;
   profiles.reserve(model.layers.size());

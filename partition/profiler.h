@@ -32,6 +32,11 @@ struct LayerProfile {
   // update check's sum of squares over the gradients, the update and the zeroing of the
   // gradients. 0: not measured (no optimizer given, or no parameters).
   double optimizer_seconds = 0.0;
+  // The chain's forward and backward again while other ranks' work runs beside it
+  // (ProfileOptions::co_runners): ops that share the host's caches and memory bandwidth run slower
+  // than alone. 0: not measured.
+  double co_run_forward_seconds = 0.0;
+  double co_run_backward_seconds = 0.0;
   std::int64_t input_bytes = 0;     // the activation it receives, per micro-batch
   std::int64_t output_bytes = 0;    // boundary activation per micro-batch
   std::int64_t stash_bytes = 0;     // what its Context keeps per micro-batch (the input included when kept)
@@ -79,6 +84,11 @@ struct ProfileOptions {
   // resnet50's layers at micro-batch 4 took 8-12% longer with 2 and no longer with 4 or 8.
   // micro_batches_in_flight_of gives a job's.
   int micro_batches_in_flight = 1;
+  // CPU devices: threads that run the same chain on CPU devices of their own (the profiled device's
+  // index + 1, + 2, ...), as the other ranks of a job on this host would, while each chain is timed
+  // a second time (LayerProfile::co_run_*). On a 2-core VM, vgg16's layers at width 8 ran 7-40%
+  // slower beside one such thread and resnet50's no slower. 0: not timed so.
+  int co_runners = 0;
 };
 
 // What a job's profile should use: 2 when it runs 2 or more micro-batches a step, else 1. For the

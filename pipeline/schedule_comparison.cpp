@@ -39,7 +39,9 @@ void compare_one(ScheduleComparison& row, const partition::ModelDescription& mod
   const auto estimates = partition::estimate_stages(profiles, cost, choose_partition(model, split, cost, profiles));
   std::vector<std::vector<Instruction>> programs;
   for (int s = 0; s < spec.stages; ++s) programs.push_back(stage_schedule(spec, s));
-  const SimulationResult sim = simulate(spec, programs, op_times(spec, estimates), sharing);
+  CoreSharing stage_sharing = sharing;
+  if (sharing.cores > 0) stage_sharing.co_run_slowdown = partition::co_run_slowdowns(profiles, estimates, spec.stages);
+  const SimulationResult sim = simulate(spec, programs, op_times(spec, estimates), stage_sharing);
   row.step_seconds = sim.makespan;
   row.bubble_fraction = sim.bubble_fraction;
   for (int s = 0; s < spec.stages; ++s) {

@@ -15,9 +15,25 @@ bool CoreSharing::oversubscribed(int ranks_per_replica) const {
   return cores > 0 && static_cast<long long>(threads_per_rank) * ranks_per_replica * replicas > cores;
 }
 
+bool CoreSharing::shared(int ranks_per_replica) const {
+  if (oversubscribed(ranks_per_replica)) return true;
+  const bool slowed = std::any_of(co_run_slowdown.begin(), co_run_slowdown.end(), [](double s) { return s > 0.0; });
+  return cores > 0 && slowed && co_run_threads > threads_per_rank && ranks_per_replica * replicas > 1;
+}
+
 double CoreSharing::rate(int running) const {
   if (cores <= 0 || running <= 0) return 1.0;
   return std::min(1.0, static_cast<double>(cores) / (static_cast<double>(threads_per_rank) * running * replicas));
+}
+
+double CoreSharing::rate(int running, int stage) const {
+  const double share = rate(running);
+  if (cores <= 0 || running <= 0 || stage < 0 || static_cast<std::size_t>(stage) >= co_run_slowdown.size() ||
+      co_run_threads <= threads_per_rank)
+    return share;
+  const double busy = std::min(static_cast<double>(cores), static_cast<double>(threads_per_rank) * running * replicas);
+  const double beside = std::clamp((busy - threads_per_rank) / (co_run_threads - threads_per_rank), 0.0, 1.0);
+  return share / (1.0 + std::max(0.0, co_run_slowdown[static_cast<std::size_t>(stage)]) * beside);
 }
 
 namespace {
@@ -56,13 +72,18 @@ class SharedSimulation {
       for (const auto& st : stages_) running += st.running ? 1 : 0;
       const double arrival = next_arrival(now);
       if (running == 0 && arrival == kNever) break;
-      const double rate = sharing_.rate(running);
+      std::vector<double> rates(stages_.size(), 0.0);
       double dt = arrival - now;
-      for (const auto& st : stages_)
-        if (st.running) dt = std::min(dt, st.remaining / rate);
+      for (int s = 0; s < spec_.stages; ++s) {
+        const StageState& st = stages_[static_cast<std::size_t>(s)];
+        if (!st.running) continue;
+        rates[static_cast<std::size_t>(s)] = sharing_.rate(running, s);
+        dt = std::min(dt, st.remaining / rates[static_cast<std::size_t>(s)]);
+      }
       for (int s = 0; s < spec_.stages; ++s) {
         StageState& st = stages_[static_cast<std::size_t>(s)];
         if (!st.running) continue;
+        const double rate = rates[static_cast<std::size_t>(s)];
         if (st.remaining / rate <= dt * (1.0 + 1e-12)) {
           finish(s, now + dt);
         } else {
@@ -193,7 +214,7 @@ class SharedSimulation {
 SimulationResult simulate(const ScheduleSpec& spec, const std::vector<std::vector<Instruction>>& programs,
                           const OpTimes& times, const CoreSharing& sharing) {
   SimulationResult plain = simulate(spec, programs, times);   // checks the programs, reports deadlocks
-  if (!sharing.oversubscribed(spec.stages)) return plain;
+  if (!sharing.shared(spec.stages)) return plain;
   return SharedSimulation(spec, programs, times, sharing).run();
 }
 
@@ -205,17 +226,24 @@ SimulationResult simulate(const ScheduleSpec& spec, const OpTimes& times, const 
 
 double concurrent_seconds(const std::vector<double>& seconds, const CoreSharing& sharing) {
   if (seconds.empty()) return 0.0;
-  if (!sharing.oversubscribed(static_cast<int>(seconds.size()))) return *std::max_element(seconds.begin(), seconds.end());
-  std::vector<double> sorted = seconds;
-  std::sort(sorted.begin(), sorted.end());
-  // All progress at one rate, so they end shortest first; each end speeds up the rest.
-  double now = 0.0, done = 0.0;
-  for (std::size_t k = 0; k < sorted.size(); ++k) {
-    const int running = static_cast<int>(sorted.size() - k);
-    now += (sorted[k] - done) / sharing.rate(running);
-    done = sorted[k];
+  if (!sharing.shared(static_cast<int>(seconds.size()))) return *std::max_element(seconds.begin(), seconds.end());
+  // Each progresses at its stage's rate among those still running; each end speeds up the rest.
+  std::vector<double> remaining = seconds;
+  double now = 0.0;
+  while (true) {
+    int running = 0;
+    for (const double r : remaining) running += r > 0.0 ? 1 : 0;
+    if (running == 0) return now;
+    double dt = std::numeric_limits<double>::infinity();
+    for (std::size_t s = 0; s < remaining.size(); ++s)
+      if (remaining[s] > 0.0) dt = std::min(dt, remaining[s] / sharing.rate(running, static_cast<int>(s)));
+    for (std::size_t s = 0; s < remaining.size(); ++s) {
+      if (remaining[s] <= 0.0) continue;
+      const double rate = sharing.rate(running, static_cast<int>(s));
+      remaining[s] = remaining[s] / rate <= dt * (1.0 + 1e-12) ? 0.0 : remaining[s] - rate * dt;
+    }
+    now += dt;
   }
-  return now;
 }
 
 }  // namespace pw::pipeline

@@ -14,10 +14,22 @@ struct CoreSharing {
   int cores = 0;              // the host's cores; 0: every rank has cores of its own
   int threads_per_rank = 1;
   int replicas = 1;           // identical pipelines side by side: each op simulated stands for this many
+  // Ops sharing the host's caches and memory bandwidth run slower than alone: by stage, how much
+  // longer (0.2: 20%) its ops take when `co_run_threads` threads of the job compute at once
+  // (partition::co_run_slowdowns); with fewer busy, in proportion to the busy threads beyond the
+  // op's own. Empty: none.
+  std::vector<double> co_run_slowdown;
+  int co_run_threads = 0;
   // Whether the ranks' threads can outnumber the cores: threads_per_rank x ranks > cores.
   bool oversubscribed(int ranks_per_replica) const;
-  // The speed of each of `running` ops of one pipeline running at once (times `replicas` on the host).
+  // Whether an op's speed can depend on the others running: oversubscribed, or slowed down
+  // beside them.
+  bool shared(int ranks_per_replica) const;
+  // The share of a core of each of `running` ops of one pipeline running at once (times
+  // `replicas` on the host).
   double rate(int running) const;
+  // The speed of an op of `stage` among `running` at once: its share of a core, less the slowdown.
+  double rate(int running, int stage) const;
 };
 
 // `simulate`'s result when the stages' compute ops progress at CoreSharing::rate of those running

@@ -103,7 +103,7 @@ PlanReport make_report(const PlanCommand& c, const train::JobConfig& job, const 
                  static_cast<long long>(micro_batch), c.repeats);
   }
   r.profiles = partition::profile_layers(r.job.model, r.device,
-                                        train::prediction_profile_options(r.job, micro_batch, c.repeats, job.seed));
+                                        train::prediction_profile_options(r.job, micro_batch, c.repeats, job.seed, links));
   for (const auto& p : r.profiles) r.parameters += p.parameters;
   r.prediction = train::predict_job(r.job, r.profiles, links);
   if (c.compare_schedules) {

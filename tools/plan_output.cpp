@@ -148,6 +148,15 @@ void print_plan(const PlanReport& r) {
     std::printf("the %d ranks of %d threads share this host's %d cores: ops that run at once were slowed down in "
                 "proportion\n", s.stages * sharing.replicas, sharing.threads_per_rank, sharing.cores);
   }
+  if (std::any_of(p.stages.begin(), p.stages.end(), [](const auto& st) { return st.co_run_slowdown > 0.0; })) {
+    std::string slowdowns;
+    for (const auto& st : p.stages)
+      slowdowns += (slowdowns.empty() ? "" : ", ") + std::to_string(st.stage) + ": " +
+                   std::to_string(static_cast<int>(std::lround(st.co_run_slowdown * 100.0))) + "%";
+    std::printf("beside the job's other ranks on this host (%d threads at once), the profiled layers ran slower by "
+                "stage (%s); ops were slowed down by as many threads as ran beside them\n",
+                sharing.co_run_threads, slowdowns.c_str());
+  }
   for (const auto& st : p.stages) {
     if (!st.fits()) {
       std::printf("warning: stage %d needs %s, %s over its %s cap\n", st.stage, format_bytes(st.peak_bytes).c_str(),
@@ -273,7 +282,8 @@ nlohmann::json plan_json(const PlanReport& r) {
                            {"fits", st.fits()},
                            {"pipeline_seconds", st.pipeline_seconds},
                            {"gradient_sync_seconds", st.gradient_sync_seconds},
-                           {"optimizer_seconds", st.optimizer_seconds}});
+                           {"optimizer_seconds", st.optimizer_seconds},
+                           {"co_run_slowdown", st.co_run_slowdown}});
   }
   j["fits"] = p.fits();
   j["step_seconds"] = p.simulation.makespan;   // the simulated pipeline, as --compare-schedules rows

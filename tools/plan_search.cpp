@@ -86,8 +86,9 @@ int run_plan_search(const PlanCommand& c, const train::JobConfig& job, const tra
                  job.model.name.c_str(), space.devices, space.nodes, space.nodes == 1 ? "" : "s",
                  job.resources.device.str().c_str());
   }
-  const auto result =
-      train::search_layouts(job, space, links, train::profile_on(job.resources.device, c.repeats, job.seed));
+  const auto result = train::search_layouts(
+      job, space, links,
+      train::profile_on(job.resources.device, c.repeats, job.seed, train::links_of_space(links, space)));
   if (result.fitting.empty()) {
     throw InputError("no layout of " + job.model.name + " on " + std::to_string(space.devices) + " devices fits " +
                      (space.device_memory > 0 ? "a " + format_bytes(space.device_memory) + " cap per device"

@@ -141,12 +141,18 @@ std::int64_t micro_batch_size_of(const JobPlan& plan) {
 }
 
 partition::ProfileOptions prediction_profile_options(const JobPlan& plan, std::int64_t micro_batch_size, int repeats,
-                                                     std::uint64_t seed) {
+                                                     std::uint64_t seed, const LinkSpeeds& links) {
   auto options = partition::job_profile_options(micro_batch_size, plan.schedule.micro_batches);
   options.repeats = repeats;
   options.seed = seed;
   options.optimizer = plan.optimizer;
+  options.co_runners = co_runners_of(core_sharing_of(plan, links));
   return options;
+}
+
+int co_runners_of(const pipeline::CoreSharing& sharing) {
+  if (sharing.cores <= 0 || sharing.threads_per_rank <= 0) return 0;
+  return std::max(0, sharing.co_run_threads / sharing.threads_per_rank - 1);
 }
 
 LayoutPrediction predict_layout(const JobPlan& plan, const std::vector<partition::LayerProfile>& profiles,
@@ -157,11 +163,12 @@ LayoutPrediction predict_layout(const JobPlan& plan, const std::vector<partition
   out.cost = cost_model_of(plan);
   out.cost.link.bandwidth_bytes_per_s = links.stage_bytes_per_s;
   const int P = plan.schedule.stages, R = plan.replicas();
-  const pipeline::CoreSharing sharing = core_sharing_of(plan, links);
+  pipeline::CoreSharing sharing = core_sharing_of(plan, links);
   // Ranks outnumbering the cores: a message's receiver may wait for one.
   out.cost.link.latency_s = links.latency_s + (sharing.oversubscribed(P) ? links.busy_handoff_s : 0.0);
   out.partition = split;
   out.pieces = partition::estimate_stages(profiles, out.cost, split);
+  if (sharing.cores > 0) sharing.co_run_slowdown = partition::co_run_slowdowns(profiles, out.pieces, P);
   time_sends(out.pieces, out.cost, R, links, out.cost.link.latency_s);
   auto times = pipeline::op_times(plan.schedule, out.pieces);
   out.simulation = pipeline::simulate(plan.schedule, times, sharing);
@@ -173,6 +180,8 @@ LayoutPrediction predict_layout(const JobPlan& plan, const std::vector<partition
   for (int d = 0; d < P; ++d) {
     StagePrediction s;
     s.stage = d;
+    if (static_cast<std::size_t>(d) < sharing.co_run_slowdown.size() && sharing.shared(P))
+      s.co_run_slowdown = sharing.co_run_slowdown[static_cast<std::size_t>(d)];
     s.memory_cap = out.cost.memory_cap(d);
     std::vector<const partition::LayerProfile*> layers;
     // Activations: what the stage's own program holds at its peak (micro-batches are held from
@@ -270,6 +279,9 @@ pipeline::CoreSharing core_sharing_of(const JobPlan& plan, const LinkSpeeds& lin
   sharing.cores = links.host_cores;
   sharing.threads_per_rank = r.threads;
   sharing.replicas = plan.replicas();
+  // As many of the job's threads as can compute at once on the host.
+  sharing.co_run_threads = static_cast<int>(std::min<long long>(
+      links.host_cores, static_cast<long long>(r.threads) * plan.schedule.stages * plan.replicas()));
   return sharing;
 }
 

@@ -58,6 +58,9 @@ struct StagePrediction {
   double pipeline_seconds = 0.0;        // M x (F + B + send) over its chunks
   double gradient_sync_seconds = 0.0;   // all-reduce (or reduce-scatter + all-gather) over the replicas, and the running statistics' broadcast
   double optimizer_seconds = 0.0;
+  // How much longer its ops take when all the job's ranks that can compute at once on the shared
+  // host do (partition::co_run_slowdowns; 0.2: 20%); 0 when not measured or not shared.
+  double co_run_slowdown = 0.0;
   kernels::BytesByKind memory{};        // at the stage's predicted peak
   std::int64_t peak_bytes = 0;
   std::int64_t memory_cap = 0;          // 0: none
@@ -102,14 +105,21 @@ LayoutPrediction predict_balanced_split(const JobPlan& plan, const std::vector<p
 std::int64_t micro_batch_size_of(const JobPlan& plan);
 
 // How a prediction of `plan` profiles its layers at `micro_batch_size`: with the job's
-// micro-batches in flight (partition::micro_batches_in_flight_of) and its optimizer's step timed.
+// micro-batches in flight (partition::micro_batches_in_flight_of), its optimizer's step timed, and
+// on CPU devices sharing a host (`links.host_cores`) with as many co-runners as the job has other
+// ranks computing at once (co_runners_of).
 // (A job that profiles for its own split, choose_split, times one micro-batch in flight instead.)
 partition::ProfileOptions prediction_profile_options(const JobPlan& plan, std::int64_t micro_batch_size, int repeats,
-                                                     std::uint64_t seed);
+                                                     std::uint64_t seed, const LinkSpeeds& links);
+
+// The other ranks that can compute at once beside one on the shared host: co_run_threads over
+// each rank's threads, less its own. 0 when the ranks do not share one host's cores.
+int co_runners_of(const pipeline::CoreSharing& sharing);
 
 // How `plan`'s ranks share the host's cores: none unless its devices are CPUs and
 // `links.host_cores` is given; each rank runs /resources/threads threads (0: its share of the
-// cores, which cannot oversubscribe them).
+// cores, which cannot oversubscribe them). The slowdowns beside other ranks come from the
+// profiles, by stage (predict_layout sets them).
 pipeline::CoreSharing core_sharing_of(const JobPlan& plan, const LinkSpeeds& links);
 
 }  // namespace pw::train

@@ -243,14 +243,23 @@ Predicted predict_recomputing_where_needed(JobConfig& job, const LinkSpeeds& lin
 
 }  // namespace
 
-LayerProfiler profile_on(kernels::Device device, int repeats, std::uint64_t seed) {
-  // By micro-batch size, micro-batches in flight and optimizer (the profile times the optimizer's
-  // step too).
-  using Key = std::tuple<std::int64_t, int, models::OptimizerKind>;
+LinkSpeeds links_of_space(const LinkSpeeds& links, const SearchSpace& space) {
+  LinkSpeeds node_links = links;
+  if (space.nodes > 1) {
+    node_links.devices_per_node = space.devices / space.nodes;
+    node_links.host_cores = 0;   // the ranks are on several hosts: their sharing is not modelled
+  }
+  return node_links;
+}
+
+LayerProfiler profile_on(kernels::Device device, int repeats, std::uint64_t seed, const LinkSpeeds& links) {
+  // By micro-batch size, micro-batches in flight, optimizer (the profile times the optimizer's
+  // step too) and co-runners.
+  using Key = std::tuple<std::int64_t, int, models::OptimizerKind, int>;
   auto cache = std::make_shared<std::map<Key, std::vector<partition::LayerProfile>>>();
-  return [device, repeats, seed, cache](const JobPlan& plan, std::int64_t micro_batch_size) {
-    const auto options = prediction_profile_options(plan, micro_batch_size, repeats, seed);
-    const Key key{micro_batch_size, options.micro_batches_in_flight, plan.optimizer.kind};
+  return [device, repeats, seed, links, cache](const JobPlan& plan, std::int64_t micro_batch_size) {
+    const auto options = prediction_profile_options(plan, micro_batch_size, repeats, seed, links);
+    const Key key{micro_batch_size, options.micro_batches_in_flight, plan.optimizer.kind, options.co_runners};
     auto it = cache->find(key);
     if (it == cache->end()) it = cache->emplace(key, partition::profile_layers(plan.model, device, options)).first;
     return it->second;
@@ -262,11 +271,7 @@ SearchResult search_layouts(const JobConfig& base, const SearchSpace& space, con
   PW_INPUT_CHECK(space.devices >= 1, "a layout search needs at least 1 device, got " << space.devices);
   PW_INPUT_CHECK(space.nodes >= 1 && space.devices % space.nodes == 0,
                  space.devices << " devices do not split evenly over " << space.nodes << " nodes");
-  LinkSpeeds node_links = links;
-  if (space.nodes > 1) {
-    node_links.devices_per_node = space.devices / space.nodes;
-    node_links.host_cores = 0;   // the ranks are on several hosts: their sharing is not modelled
-  }
+  const LinkSpeeds node_links = links_of_space(links, space);
   // The base config as given, planned once: its errors are the user's, not a layout's.
   JobConfig one = base;
   one.pipeline = PipelineConfig{};

@@ -49,11 +49,16 @@ struct SearchResult {
   std::int64_t smallest_peak = 0;       // the least peak per device among every layout considered
 };
 
+// The links a search of `space` predicts with: `links`, with the devices spread over its nodes
+// (no host's cores shared when there are several).
+LinkSpeeds links_of_space(const LinkSpeeds& links, const SearchSpace& space);
+
 // Profiles of every layer of `plan`'s model at `micro_batch_size` (the search asks once per size).
 using LayerProfiler = std::function<std::vector<partition::LayerProfile>(const JobPlan& plan, std::int64_t micro_batch_size)>;
 // Measures on `device` with `repeats` timed runs per layer (and the plan's optimizer step),
-// remembering each micro-batch size and optimizer.
-LayerProfiler profile_on(kernels::Device device, int repeats, std::uint64_t seed);
+// remembering each micro-batch size and optimizer; on CPU devices with `links.host_cores` given,
+// also beside the job's other ranks (prediction_profile_options).
+LayerProfiler profile_on(kernels::Device device, int repeats, std::uint64_t seed, const LinkSpeeds& links);
 
 // ConfigError naming the field when the base config cannot be planned at all; InputError for a
 // search space that cannot hold a layout (no devices).

@@ -320,3 +320,63 @@ BOOST_AUTO_TEST_CASE(layers_timed_with_micro_batches_in_flight_have_their_times)
   BOOST_TEST(micro_batches_in_flight_of(2) == 2);
   BOOST_TEST(micro_batches_in_flight_of(8) == 2);
 }
+
+// With co-runners, each chain is timed again while threads run the same layers on CPU devices of
+// their own: every timed layer has both times, and the co-runners' devices hold nothing after. A
+// profile without them has none; a negative count is refused.
+BOOST_AUTO_TEST_CASE(layers_are_timed_again_beside_co_runners_when_asked) {
+  const auto device = kernels::Device::cpu(0);
+  ProfileOptions options;
+  options.micro_batch_size = 2;
+  options.repeats = 2;
+  options.micro_batches_in_flight = 2;
+  for (const auto& p : profile_layers(seed_cnn(), device, options)) {
+    BOOST_TEST(p.co_run_forward_seconds == 0.0);
+    BOOST_TEST(p.co_run_backward_seconds == 0.0);
+  }
+  options.co_runners = 2;
+  options.chain_window_bytes = 1;   // a chain per layer: the co-runners start and stop for each
+  for (const auto& p : profile_layers(seed_cnn(), device, options)) {
+    BOOST_TEST_CONTEXT(p.name) {
+      BOOST_TEST(p.co_run_forward_seconds > 0.0);
+      BOOST_TEST(p.co_run_backward_seconds > 0.0);
+    }
+  }
+  for (int k = 0; k <= 2; ++k)
+    BOOST_CHECK_EQUAL(kernels::DeviceRuntime::get(kernels::Device::cpu(k)).allocator().stats().in_use, 0);
+  options.co_runners = -1;
+  BOOST_CHECK_EXCEPTION(profile_layers(seed_cnn(), device, options), InputError, [](const InputError& e) {
+    return std::string(e.what()).find("negative number of threads") != std::string::npos;
+  });
+}
+
+// A device's slowdown beside the others is its layers' summed times with co-runners over those
+// alone, less one: never below 0, and 0 where any of its timed layers was not measured so.
+BOOST_AUTO_TEST_CASE(co_run_slowdowns_are_summed_over_each_devices_layers) {
+  std::vector<LayerProfile> layers(5);
+  const double alone[5][2] = {{1, 2}, {1, 1}, {2, 2}, {1, 1}, {1, 1}};
+  const double beside[5][2] = {{1.5, 2.5}, {1, 2}, {2, 1}, {1, 1}, {0, 0}};
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    layers[i].forward_seconds = alone[i][0];
+    layers[i].backward_seconds = alone[i][1];
+    layers[i].co_run_forward_seconds = beside[i][0];
+    layers[i].co_run_backward_seconds = beside[i][1];
+  }
+  const auto piece = [](int device, int begin, int end) {
+    StageEstimate e;
+    e.device = device;
+    e.range = {begin, end};
+    return e;
+  };
+  // Device 0: layers 0-1 (5 alone, 7 beside); device 1: layers 2-3, faster beside (noise);
+  // device 2: layer 4, not measured.
+  const auto s = co_run_slowdowns(layers, {piece(0, 0, 2), piece(1, 2, 4), piece(2, 4, 5)}, 3);
+  BOOST_TEST(s.size() == 3u);
+  BOOST_TEST(s[0] == 0.4, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(s[1] == 0.0);
+  BOOST_TEST(s[2] == 0.0);
+  // Two pieces on one device (interleaved chunks) count together: layers 0 and 3, 5 alone, 6 beside.
+  const auto chunks = co_run_slowdowns(layers, {piece(0, 0, 1), piece(1, 1, 2), piece(0, 3, 4)}, 2);
+  BOOST_TEST(chunks[0] == 0.2, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(chunks[1] == 0.5, boost::test_tools::tolerance(1e-12));
+}

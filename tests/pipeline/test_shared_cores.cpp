@@ -121,4 +121,47 @@ BOOST_AUTO_TEST_CASE(concurrent_ops_share_the_cores_until_each_ends) {
   BOOST_TEST(concurrent_seconds({}, cores(1)) == 0.0);
 }
 
+// Slowed down beside the others (CoreSharing::co_run_slowdown): an op of a stage measured 50%
+// slower with 2 threads of the job busy runs at 1/1.5 while another runs, at full speed alone, and
+// a stage measured no slower keeps its speed whatever runs beside it.
+BOOST_AUTO_TEST_CASE(ops_slowed_beside_the_others_run_slower_only_while_others_run) {
+  CoreSharing sharing = cores(2);
+  sharing.co_run_threads = 2;
+  sharing.co_run_slowdown = {0.5, 0.0};
+  BOOST_TEST(!sharing.oversubscribed(2));
+  BOOST_TEST(sharing.shared(2));
+  BOOST_TEST(!sharing.shared(1));   // one rank: nothing beside it
+  BOOST_TEST(sharing.rate(1, 0) == 1.0);
+  BOOST_TEST(sharing.rate(2, 0) == 1.0 / 1.5, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(sharing.rate(2, 1) == 1.0);
+  // Stage 1 ends at 1; stage 0 has done 1/1.5 of its 1 by then, the rest alone.
+  BOOST_TEST(concurrent_seconds({1.0, 1.0}, sharing) == 1.0 + 1.0 / 3.0, boost::test_tools::tolerance(1e-12));
+  // GPipe, 2 stages, 2 micro-batches, F = B = 1: stage 0's F1 does 2/3 of its work beside stage
+  // 1's F0 (which ends at 2) and the rest alone, ending at 2 + 1/3; so does its first backward
+  // beside stage 1's last; stage 1's ops keep their times. 6 alone, 6 + 2/3 so.
+  const ScheduleSpec spec{ScheduleKind::GPipe, 2, 2, 1};
+  const auto times = OpTimes::uniform(spec, 1.0, 1.0, 0.0);
+  const auto slowed = simulate(spec, times, sharing);
+  BOOST_TEST(op_of(slowed, 0, "F1").end == 2.0 + 1.0 / 3.0, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(op_of(slowed, 1, "F0").end == 2.0, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(slowed.makespan == 6.0 + 2.0 / 3.0, boost::test_tools::tolerance(1e-12));
+  // Measured no slower anywhere, or at one thread busy: the plain simulation.
+  sharing.co_run_slowdown = {0.0, 0.0};
+  BOOST_TEST(!sharing.shared(2));
+  BOOST_TEST(simulate(spec, times, sharing).makespan == 6.0);
+  sharing.co_run_slowdown = {0.5, 0.5};
+  sharing.co_run_threads = 1;
+  BOOST_TEST(!sharing.shared(2));
+  // Four ranks on two cores: half a core each, and slowed as at 2 threads busy (no more were measured).
+  CoreSharing four = cores(2);
+  four.co_run_threads = 2;
+  four.co_run_slowdown = {0.2, 0.2, 0.2, 0.2};
+  BOOST_TEST(four.rate(4, 3) == 0.5 / 1.2, boost::test_tools::tolerance(1e-12));
+  // Measured with 4 busy on 8 cores: 2 busy slow by a third of it.
+  CoreSharing eight = cores(8);
+  eight.co_run_threads = 4;
+  eight.co_run_slowdown = {0.3};
+  BOOST_TEST(eight.rate(2, 0) == 1.0 / 1.1, boost::test_tools::tolerance(1e-12));
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -73,7 +73,7 @@ double fixed_time_step(const LayerProfiler& measured, int stages, int replicas, 
 BOOST_AUTO_TEST_SUITE(layout_search)
 
 BOOST_AUTO_TEST_CASE(a_programs_own_model_is_searched_and_a_cap_keeps_only_what_fits) {
-  const auto profiler = profile_on(kernels::Device::cpu(0), 1, 0);
+  const auto profiler = profile_on(kernels::Device::cpu(0), 1, 0, LinkSpeeds{});
   SearchSpace space;
   space.devices = 4;
   const auto open = search_layouts(base_job(), space, LinkSpeeds{}, profiler);
@@ -104,7 +104,7 @@ BOOST_AUTO_TEST_CASE(a_programs_own_model_is_searched_and_a_cap_keeps_only_what_
 // they suffice (some layouts do), whole stages where they do not. The layers' times are
 // fixed (their memory is measured), so the splits, and what fits, do not depend on the machine.
 BOOST_AUTO_TEST_CASE(recomputation_is_chosen_per_stage_only_where_a_layout_would_not_fit) {
-  const auto measured = profile_on(kernels::Device::cpu(0), 1, 0);
+  const auto measured = profile_on(kernels::Device::cpu(0), 1, 0, LinkSpeeds{});
   const LayerProfiler profiler = [measured](const JobPlan& plan, std::int64_t micro_batch_size) {
     auto layers = measured(plan, micro_batch_size);
     for (auto& l : layers) {
@@ -184,11 +184,11 @@ BOOST_AUTO_TEST_CASE(recomputation_is_chosen_per_stage_only_where_a_layout_would
 BOOST_AUTO_TEST_CASE(a_search_space_without_devices_is_refused) {
   SearchSpace space;
   space.devices = 0;
-  BOOST_CHECK_THROW(search_layouts(base_job(), space, LinkSpeeds{}, profile_on(kernels::Device::cpu(0), 1, 0)),
+  BOOST_CHECK_THROW(search_layouts(base_job(), space, LinkSpeeds{}, profile_on(kernels::Device::cpu(0), 1, 0, LinkSpeeds{})),
                     InputError);
   space.devices = 4;
   space.nodes = 3;
-  BOOST_CHECK_THROW(search_layouts(base_job(), space, LinkSpeeds{}, profile_on(kernels::Device::cpu(0), 1, 0)),
+  BOOST_CHECK_THROW(search_layouts(base_job(), space, LinkSpeeds{}, profile_on(kernels::Device::cpu(0), 1, 0, LinkSpeeds{})),
                     InputError);
 }
 
@@ -282,7 +282,7 @@ BOOST_AUTO_TEST_CASE(an_update_before_the_verdict_keeps_a_copy_of_what_it_change
 // rank taking its share) are predicted as alone; on 2 cores, or 1, ops that run at once slow
 // each other down, and so do the replicas' gradient collectives and steps at the end.
 BOOST_AUTO_TEST_CASE(ranks_that_share_the_hosts_cores_are_predicted_slower) {
-  const auto measured = profile_on(kernels::Device::cpu(0), 1, 0);
+  const auto measured = profile_on(kernels::Device::cpu(0), 1, 0, LinkSpeeds{});
   const auto predicted = [&](int stages, int replicas, int threads, int cores) {
     LinkSpeeds links;
     links.host_cores = cores;
@@ -305,7 +305,7 @@ BOOST_AUTO_TEST_CASE(ranks_that_share_the_hosts_cores_are_predicted_slower) {
 // it for a replica of sharded state; without a measurement (or offloaded) it follows from the
 // stated memory bandwidth.
 BOOST_AUTO_TEST_CASE(the_profiled_optimizer_step_is_the_stages_and_sharding_divides_it) {
-  const auto measured = profile_on(kernels::Device::cpu(0), 1, 0);
+  const auto measured = profile_on(kernels::Device::cpu(0), 1, 0, LinkSpeeds{});
   const auto stage_step = [&](int replicas, dp::OptimizerState state, double per_layer, models::OptimizerOffload offload) {
     test::JobShape shape;
     shape.stages = 2;
@@ -349,7 +349,7 @@ BOOST_AUTO_TEST_CASE(the_replicas_all_reduce_is_measured_and_each_bucket_pays_it
   BOOST_TEST(measured.bytes_per_s > 0.0);
   BOOST_TEST(std::isfinite(measured.bytes_per_s));
 
-  const auto profiler = profile_on(kernels::Device::cpu(0), 1, 0);
+  const auto profiler = profile_on(kernels::Device::cpu(0), 1, 0, LinkSpeeds{});
   const auto sync = [&](std::int64_t bucket_bytes, double latency, double call, dp::OptimizerState state) {
     test::JobShape shape;
     shape.replicas = 2;
@@ -383,7 +383,7 @@ BOOST_AUTO_TEST_CASE(the_replicas_all_reduce_is_measured_and_each_bucket_pays_it
 // Running statistics follow replica 0 every step: a stage holding any pays one more collective
 // (a call, a step's latency and their bytes) when it has replicas, nothing with one.
 BOOST_AUTO_TEST_CASE(a_replicated_stage_with_running_statistics_pays_their_broadcast) {
-  const auto profiler = profile_on(kernels::Device::cpu(0), 1, 0);
+  const auto profiler = profile_on(kernels::Device::cpu(0), 1, 0, LinkSpeeds{});
   const auto sync = [&](int replicas, std::int64_t buffer_bytes) {
     test::JobShape shape;
     shape.replicas = replicas;
@@ -411,7 +411,7 @@ BOOST_AUTO_TEST_CASE(messages_wait_for_a_core_only_when_the_ranks_outnumber_the_
   BOOST_TEST(handoff < 1.0);
   BOOST_TEST(measure_stage_handoff(0, 5) > 0.0);
 
-  const auto measured = profile_on(kernels::Device::cpu(0), 1, 0);
+  const auto measured = profile_on(kernels::Device::cpu(0), 1, 0, LinkSpeeds{});
   const auto predicted = [&](int cores, double busy_handoff) {
     LinkSpeeds links;
     links.host_cores = cores;
