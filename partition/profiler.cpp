@@ -356,7 +356,8 @@ class CoRunners {
 };
 
 // Forward through layers [begin, end) in order and backward in reverse, as a stage runs them,
-// `repeats` times after one warm-up, with options.micro_batches_in_flight micro-batches forwarded
+// `repeats` times after one warm-up (more until the timed passes take options.min_chain_seconds),
+// with options.micro_batches_in_flight micro-batches forwarded
 // before the first goes back, and going back oldest first as the schedules send them; each layer's
 // median forward and backward replace the lone run's.
 // The split halves keep the lone run's ratio to its backward.
@@ -373,9 +374,13 @@ void time_in_chain(const ModelDescription& model, const std::vector<Shape>& shap
   std::optional<CoRunners> co_runners;
   if (options.co_runners > 0 && !device.is_cuda()) co_runners.emplace(model, shapes, begin, end, device, options);
   const std::uint64_t seed = models::hash_name(options.seed, model.layers[begin].name) + 7;
-  for (int r = 0; r <= options.repeats; ++r) {
+  constexpr int kMostPasses = 1000;
+  double timed = 0.0;
+  for (int r = 0; r <= options.repeats || (timed < options.min_chain_seconds && r <= kMostPasses); ++r) {
     const std::uint64_t variant = seed + static_cast<std::uint64_t>(r) * in_flight;
+    const auto start = Clock::now();
     run_chain(layers, shapes[begin], shapes[end], device, in_flight, variant, r > 0 ? &alone : nullptr, {});
+    if (r > 0) timed += seconds_since(start);
     if (!co_runners) continue;
     co_runners->start();
     run_chain(layers, shapes[begin], shapes[end], device, in_flight, variant, r > 0 ? &beside : nullptr, {});
@@ -423,6 +428,8 @@ std::vector<LayerProfile> profile_layers(const ModelDescription& model, Device d
   PW_INPUT_CHECK(options.micro_batches_in_flight >= 1,
                  "profiling needs at least 1 micro-batch in flight, got " << options.micro_batches_in_flight);
   PW_INPUT_CHECK(options.co_runners >= 0, "profiling beside a negative number of threads (" << options.co_runners << ")");
+  PW_INPUT_CHECK(options.min_chain_seconds >= 0.0 && std::isfinite(options.min_chain_seconds),
+                 "profiling needs a chain time of 0 seconds or more, got " << options.min_chain_seconds);
   const auto shapes = layer_shapes(model, options.micro_batch_size);
   std::vector<LayerProfile> profiles;
   profiles.reserve(model.layers.size());

@@ -89,6 +89,11 @@ struct ProfileOptions {
   // a second time (LayerProfile::co_run_*). On a 2-core VM, vgg16's layers at width 8 ran 7-40%
   // slower beside one such thread and resnet50's no slower. 0: not timed so.
   int co_runners = 0;
+  // The chain's timed passes go on past `repeats` until they add up to at least this long (at
+  // most 1000 passes): a layer's time moves by up to 30% from one tenth of a second to the next on
+  // a shared VM, and resnet18's 3 passes at micro-batch 1 took 12 ms in all, so two plans in a
+  // row profiled it 55% apart while its jobs ran within 15% of each other. 0: `repeats` passes.
+  double min_chain_seconds = 0.0;
 };
 
 // What a job's profile should use: 2 when it runs 2 or more micro-batches a step, else 1. For the

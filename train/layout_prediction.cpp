@@ -147,6 +147,7 @@ partition::ProfileOptions prediction_profile_options(const JobPlan& plan, std::i
   options.seed = seed;
   options.optimizer = plan.optimizer;
   options.co_runners = co_runners_of(core_sharing_of(plan, links));
+  options.min_chain_seconds = kPredictionChainSeconds;
   return options;
 }
 

@@ -104,8 +104,13 @@ LayoutPrediction predict_balanced_split(const JobPlan& plan, const std::vector<p
 // The micro-batch size each stage runs: the global batch over replicas and micro-batches.
 std::int64_t micro_batch_size_of(const JobPlan& plan);
 
+// How long a prediction's profile times each chain of layers, at the least (a job's steps run for
+// about as long in `bench/planner_accuracy.sh`).
+inline constexpr double kPredictionChainSeconds = 0.5;
+
 // How a prediction of `plan` profiles its layers at `micro_batch_size`: with the job's
-// micro-batches in flight (partition::micro_batches_in_flight_of), its optimizer's step timed, and
+// micro-batches in flight (partition::micro_batches_in_flight_of), each chain timed for
+// kPredictionChainSeconds at the least, its optimizer's step timed, and
 // on CPU devices sharing a host (`links.host_cores`) with as many co-runners as the job has other
 // ranks computing at once (co_runners_of).
 // (A job that profiles for its own split, choose_split, times one micro-batch in flight instead.)
