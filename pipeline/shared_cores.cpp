@@ -120,7 +120,6 @@ class SharedSimulation {
     StageState& st = stages_[static_cast<std::size_t>(stage)];
     const Instruction& in = program(stage)[st.next];
     const int v = in.op == OpType::ReduceGrads || in.op == OpType::OptimizerStep ? 0 : virtual_stage(spec_, stage, in.chunk);
-    const auto vi = static_cast<std::size_t>(v);
     switch (in.op) {
       case OpType::RecvActivation:
       case OpType::RecvGradient: {
@@ -140,9 +139,8 @@ class SharedSimulation {
       case OpType::SendGradient: {
         const bool activation = in.op == OpType::SendActivation;
         const int to = activation ? v + 1 : v - 1;
-        const bool local = locate_virtual_stage(spec_, to).stage == stage;
-        const double transfer = local ? 0.0 : activation ? times_.send_activation[vi] : times_.send_gradient[vi];
-        mailbox_[{activation ? Payload::Activation : Payload::Gradient, in.micro_batch, to}].push_back(now + transfer);
+        mailbox_[{activation ? Payload::Activation : Payload::Gradient, in.micro_batch, to}].push_back(
+            now + send_seconds(spec_, in, stage, times_));
         done(stage, now, now);
         return true;
       }

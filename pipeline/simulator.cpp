@@ -133,7 +133,6 @@ class Simulation {
     double compute = 0.0;
     const bool has_unit = in.op != OpType::ReduceGrads && in.op != OpType::OptimizerStep;
     const int v = has_unit ? virtual_stage_of(stage, in) : -1;
-    const auto vi = static_cast<std::size_t>(std::max(v, 0));
     switch (in.op) {
       case OpType::RecvActivation:
       case OpType::RecvGradient: {
@@ -161,10 +160,7 @@ class Simulation {
         if (activation ? !u.forwarded : !u.input_gradient_done)
           fail(stage, PW_DETAIL_MSG("sends before computing (no earlier " << (activation ? "forward" : "backward")
                                                                             << ")"));
-        const int to = activation ? v + 1 : v - 1;
-        // A V schedule's turn stays on its stage: no link to cross.
-        const bool local = locate_virtual_stage(spec_, to).stage == stage;
-        const double transfer = local ? 0.0 : activation ? times_.send_activation[vi] : times_.send_gradient[vi];
+        const double transfer = send_seconds(spec_, in, stage, times_);
         mailbox_[{activation ? Payload::Activation : Payload::Gradient, in.micro_batch, activation ? v + 1 : v - 1}]
             .push_back({st.clock + transfer, stage, st.next});
         break;
@@ -372,6 +368,15 @@ double compute_seconds(const ScheduleSpec& spec, const std::vector<Instruction>&
     case OpType::OptimizerStep: return times.optimizer_step;
     default: return 0.0;
   }
+}
+
+double send_seconds(const ScheduleSpec& spec, const Instruction& in, int stage, const OpTimes& times) {
+  const bool activation = in.op == OpType::SendActivation;
+  PW_CHECK(activation || in.op == OpType::SendGradient, "send_seconds of a " << op_name(in.op));
+  const int v = virtual_stage(spec, stage, in.chunk);
+  if (locate_virtual_stage(spec, activation ? v + 1 : v - 1).stage == stage) return 0.0;
+  const auto vi = static_cast<std::size_t>(v);
+  return activation ? times.send_activation[vi] : times.send_gradient[vi];
 }
 
 SimulationResult simulate(const ScheduleSpec& spec, const std::vector<std::vector<Instruction>>& programs,

@@ -68,6 +68,11 @@ class ScheduleError : public Error {
 double compute_seconds(const ScheduleSpec& spec, const std::vector<Instruction>& program, std::size_t index,
                        int stage, const OpTimes& times);
 
+// How long a send (SendActivation or SendGradient) of `stage` takes to reach its receiver under
+// `times`: none when the receiving virtual stage is on the same stage (a V schedule's turn stays
+// on its stage: no link to cross), else the link's transfer of the sending virtual stage.
+double send_seconds(const ScheduleSpec& spec, const Instruction& in, int stage, const OpTimes& times);
+
 // Throws ScheduleError naming each blocked stage and the instruction it waits on when the schedule
 // deadlocks (or a receive has no matching send), or the stage and instruction of a malformed program.
 SimulationResult simulate(const ScheduleSpec& spec, const std::vector<std::vector<Instruction>>& programs,
