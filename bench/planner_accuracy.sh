@@ -45,32 +45,37 @@ layouts=(
 common="--width $width --dataset synthetic --synthetic-shape 3x32x32 --batch-size $batch --threads $threads --optimizer adam"
 
 n=${#layouts[@]}
-# The first plan of each layout chooses its split (--partition profile); every later plan and run
-# takes it: profiling again would time the layers anew and may cut elsewhere.
-split_flags=()
-for i in $(seq "$n"); do
-  layout=${layouts[$((i - 1))]}
+run_layout() {   # run_layout INDEX ROUND [FLAGS...]: layout INDEX's run of ROUND with FLAGS beside it
+  local i=$1 r=$2
+  shift 2
   # shellcheck disable=SC2086
-  "$pw" plan $common $layout --partition profile --repeats 3 --json >"$out/plan$i.1.json" 2>"$out/log" || { cat "$out/log" >&2; exit 1; }
-  split=$("$python" -c 'import json, sys; s = json.load(open(sys.argv[1]))["split"]; print(",".join(str(p["begin"]) for p in s[1:]))' "$out/plan$i.1.json")
-  if [ -n "$split" ]; then split_flags+=("--split $split"); else split_flags+=(""); fi
-  echo "$layout" >"$out/layout$i"
-done
-# Then RUNS rounds over all the layouts, each a plan and a run of every layout back to back: a
-# plan and the run right after it see the machine at about the same speed (it moves by tens of
-# percent over seconds), and the rounds spread each layout's pairs over the whole benchmark, so a
-# slow minute does not fall on all of one layout's pairs.
+  "$pw" train $common ${layouts[$((i - 1))]} "$@" --synthetic-size $((batch * (steps + warmup))) --steps $((steps + warmup)) \
+    --warmup-steps "$warmup" --eval-batches 0 --summary "$out/run$i.$r.json" >/dev/null 2>"$out/log" || { cat "$out/log" >&2; exit 1; }
+}
+# Round 1: each layout's first plan chooses its split (--partition profile), and its run follows
+# it; every later plan and run takes that split (profiling again would time the layers anew and
+# may cut elsewhere). Rounds 2..RUNS go over all the layouts again, each a plan and its run back
+# to back: a plan and the run right after it see the machine at about the same speed (it moves by
+# tens of percent over seconds), and the rounds spread each layout's pairs over the whole
+# benchmark, so a slow minute does not fall on all of one layout's pairs.
+split_flags=()
 for r in $(seq "$runs"); do
   for i in $(seq "$n"); do
     layout=${layouts[$((i - 1))]}
+    if [ "$r" = 1 ]; then
+      # shellcheck disable=SC2086
+      "$pw" plan $common $layout --partition profile --repeats 3 --json >"$out/plan$i.1.json" 2>"$out/log" || { cat "$out/log" >&2; exit 1; }
+      split=$("$python" -c 'import json, sys; s = json.load(open(sys.argv[1]))["split"]; print(",".join(str(p["begin"]) for p in s[1:]))' "$out/plan$i.1.json")
+      if [ -n "$split" ]; then split_flags+=("--split $split"); else split_flags+=(""); fi
+      echo "$layout" >"$out/layout$i"
+    fi
     split_flag=${split_flags[$((i - 1))]}
     if [ "$r" -gt 1 ]; then
       # shellcheck disable=SC2086
       "$pw" plan $common $layout $split_flag --repeats 3 --json >"$out/plan$i.$r.json" 2>"$out/log" || { cat "$out/log" >&2; exit 1; }
     fi
     # shellcheck disable=SC2086
-    "$pw" train $common $layout $split_flag --synthetic-size $((batch * (steps + warmup))) --steps $((steps + warmup)) \
-      --warmup-steps "$warmup" --eval-batches 0 --summary "$out/run$i.$r.json" >/dev/null 2>"$out/log" || { cat "$out/log" >&2; exit 1; }
+    run_layout "$i" "$r" $split_flag
   done
 done
 
@@ -123,7 +128,7 @@ for k in $(seq 0 $((count - 1))); do train_layout "$k" 1; done
 # The candidates for the fastest: the first pass's five fastest and the top choice, each trained RUNS
 # more times, round-robin so that the machine's drift falls on all alike. The fastest is the
 # candidate with the lowest median: the lowest of 48 single runs would pick the luckiest run, not
-# the fastest layout (one run moves by up to 20% from the next here).
+# the fastest layout (one run moves by up to 30% from the next here).
 candidates=$("$python" -c '
 import json, sys
 out, n = sys.argv[1], int(sys.argv[2])

@@ -274,7 +274,11 @@ class CoRunners {
     try {
       for (int k = 1; k <= options.co_runners; ++k) {
         const Device own = Device::cpu(device.index + k);
-        if (kernels::DeviceRuntime::get(own).threads() != threads) kernels::DeviceRuntime::get(own).set_threads(threads);
+        auto& runtime = kernels::DeviceRuntime::get(own);
+        if (runtime.threads() != threads) {
+          restore_threads_.emplace_back(own, runtime.threads());
+          runtime.set_threads(threads);
+        }
         threads_.emplace_back([this, &model, &shapes, begin, end, own, options] {
           try {
             run(model, shapes, begin, end, own, options);
@@ -312,6 +316,7 @@ class CoRunners {
                                      << (active ? "start" : "stop") << " a pass within 5 minutes");
   }
 
+  // Joins the threads and gives the co-runners' devices back their thread counts.
   void end_threads() {
     {
       const std::lock_guard lock(mutex_);
@@ -320,6 +325,9 @@ class CoRunners {
     }
     changed_.notify_all();
     for (auto& t : threads_) t.join();
+    threads_.clear();
+    for (const auto& [device, threads] : restore_threads_) kernels::DeviceRuntime::get(device).set_threads(threads);
+    restore_threads_.clear();
   }
 
   void run(const ModelDescription& model, const std::vector<Shape>& shapes, std::size_t begin, std::size_t end,
@@ -353,6 +361,7 @@ class CoRunners {
   int running_ = 0, failed_ = 0;
   std::exception_ptr error_;
   std::vector<std::thread> threads_;
+  std::vector<std::pair<Device, int>> restore_threads_;
 };
 
 // Forward through layers [begin, end) in order and backward in reverse, as a stage runs them,

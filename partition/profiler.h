@@ -87,7 +87,9 @@ struct ProfileOptions {
   // CPU devices: threads that run the same chain on CPU devices of their own (the profiled device's
   // index + 1, + 2, ...), as the other ranks of a job on this host would, while each chain is timed
   // a second time (LayerProfile::co_run_*). On a 2-core VM, vgg16's layers at width 8 ran 7-40%
-  // slower beside one such thread and resnet50's no slower. 0: not timed so.
+  // slower beside one such thread and resnet50's no slower. 0: not timed so. Each co-runner
+  // holds its own copy of the chain (up to chain_window_bytes) and builds its layers from the
+  // model's LayerSpecs on its own thread: their factories must be safe to call concurrently.
   int co_runners = 0;
   // The chain's timed passes go on past `repeats` until they add up to at least this long (at
   // most 1000 passes): a layer's time moves by up to 30% from one tenth of a second to the next on

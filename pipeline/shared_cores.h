@@ -2,8 +2,9 @@
 // Ranks that share one host's CPU cores (CPU devices; ranks as threads of one process or as
 // processes of one host): each rank's ops run `threads_per_rank` threads, and while n ops run at
 // once on the host each progresses at min(1, cores / (threads_per_rank x n)) of its speed alone
-// (processor sharing). The simulation of a schedule under that sharing, and of ops that start
-// together (the replicas' gradient collectives and optimizer steps after the pipeline).
+// (processor sharing), divided by its stage's slowdown beside the others where one was measured
+// (CoreSharing::co_run_slowdown). The simulation of a schedule under that sharing, and of ops that
+// start together (the replicas' gradient collectives and optimizer steps after the pipeline).
 #include <vector>
 
 #include "pipeline/simulator.h"
@@ -35,14 +36,16 @@ struct CoreSharing {
 // `simulate`'s result when the stages' compute ops progress at CoreSharing::rate of those running
 // at the same time: an op's time is its OpTimes entry stretched by the sharing, and the busy time
 // of a stage is its ops' stretched times. Sends and receives take no core (a transfer's time is the
-// link's). When the ranks cannot oversubscribe the cores it is `simulate`'s result exactly.
-// Validates the programs and reports deadlocks as `simulate` does.
+// link's). When no op's speed depends on the others (CoreSharing::shared: the ranks cannot
+// oversubscribe the cores and no slowdown beside them was measured) it is `simulate`'s result
+// exactly. Validates the programs and reports deadlocks as `simulate` does.
 SimulationResult simulate(const ScheduleSpec& spec, const std::vector<std::vector<Instruction>>& programs,
                           const OpTimes& times, const CoreSharing& sharing);
 SimulationResult simulate(const ScheduleSpec& spec, const OpTimes& times, const CoreSharing& sharing);
 
 // Ops that start together, one per stage of every replica (`seconds[s]` each, alone): when the
-// last of them ends under the sharing. The largest of them when the cores are not oversubscribed.
+// last of them ends under the sharing. The largest of them when no op's speed depends on the
+// others (CoreSharing::shared).
 double concurrent_seconds(const std::vector<double>& seconds, const CoreSharing& sharing);
 
 }  // namespace pw::pipeline

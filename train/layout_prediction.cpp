@@ -265,8 +265,11 @@ LayoutPrediction predict_layout(const JobPlan& plan, const std::vector<partition
     out.stages.push_back(s);
   }
   // Every rank's tail starts when the pipeline is done: the slowest stage's, or all of them
-  // sharing the cores.
-  out.step_seconds = out.simulation.makespan + pipeline::concurrent_seconds(tails, sharing);
+  // sharing the cores. The slowdowns beside the others are the layers' compute: the collectives
+  // were measured with the replicas running at once, and the optimizer steps are timed alone.
+  pipeline::CoreSharing tail_sharing = sharing;
+  tail_sharing.co_run_slowdown.clear();
+  out.step_seconds = out.simulation.makespan + pipeline::concurrent_seconds(tails, tail_sharing);
   return out;
 }
 
@@ -280,9 +283,11 @@ pipeline::CoreSharing core_sharing_of(const JobPlan& plan, const LinkSpeeds& lin
   sharing.cores = links.host_cores;
   sharing.threads_per_rank = r.threads;
   sharing.replicas = plan.replicas();
-  // As many of the job's threads as can compute at once on the host.
-  sharing.co_run_threads = static_cast<int>(std::min<long long>(
-      links.host_cores, static_cast<long long>(r.threads) * plan.schedule.stages * plan.replicas()));
+  // The job's threads that can compute at once on the host, in whole ranks (a profile runs that
+  // many ranks' worth of co-runners beside the timed one, co_runners_of).
+  const long long ranks_at_once = std::min<long long>(links.host_cores / r.threads,
+                                                      static_cast<long long>(plan.schedule.stages) * plan.replicas());
+  sharing.co_run_threads = static_cast<int>(ranks_at_once * r.threads);
   return sharing;
 }
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 
 #include "kernels/runtime.h"
 #include "partition/cost_model.h"
@@ -336,18 +337,49 @@ BOOST_AUTO_TEST_CASE(layers_are_timed_again_beside_co_runners_when_asked) {
   }
   options.co_runners = 2;
   options.chain_window_bytes = 1;   // a chain per layer: the co-runners start and stop for each
+  // The co-runners run on cpu:1 and cpu:2 with cpu:0's thread count, then give theirs back.
+  auto& beside = kernels::DeviceRuntime::get(kernels::Device::cpu(1));
+  const int threads_before = beside.threads();
+  beside.set_threads(threads_before + 1);
+  for (int k = 1; k <= 2; ++k) kernels::DeviceRuntime::get(kernels::Device::cpu(k)).allocator().reset_peak();
   for (const auto& p : profile_layers(seed_cnn(), device, options)) {
     BOOST_TEST_CONTEXT(p.name) {
       BOOST_TEST(p.co_run_forward_seconds > 0.0);
       BOOST_TEST(p.co_run_backward_seconds > 0.0);
     }
   }
+  for (int k = 1; k <= 2; ++k)   // they ran the layers there
+    BOOST_TEST(kernels::DeviceRuntime::get(kernels::Device::cpu(k)).allocator().stats().peak_in_use > 0);
+  BOOST_TEST(beside.threads() == threads_before + 1);
+  beside.set_threads(threads_before);
   for (int k = 0; k <= 2; ++k)
     BOOST_CHECK_EQUAL(kernels::DeviceRuntime::get(kernels::Device::cpu(k)).allocator().stats().in_use, 0);
   options.co_runners = -1;
   BOOST_CHECK_EXCEPTION(profile_layers(seed_cnn(), device, options), InputError, [](const InputError& e) {
     return std::string(e.what()).find("negative number of threads") != std::string::npos;
   });
+}
+
+// A minimum chain time keeps timing past the repeats and still gives every layer its times; a
+// negative or non-finite one is refused.
+BOOST_AUTO_TEST_CASE(a_minimum_chain_time_is_taken_and_a_bad_one_refused) {
+  const auto device = kernels::Device::cpu(0);
+  ProfileOptions options;
+  options.micro_batch_size = 2;
+  options.repeats = 1;
+  options.min_chain_seconds = 0.02;
+  for (const auto& p : profile_layers(seed_cnn(), device, options)) {
+    BOOST_TEST_CONTEXT(p.name) {
+      BOOST_TEST(p.forward_seconds > 0.0);
+      BOOST_TEST(p.backward_seconds > 0.0);
+    }
+  }
+  for (const double bad : {-1.0, std::nan(""), std::numeric_limits<double>::infinity()}) {
+    options.min_chain_seconds = bad;
+    BOOST_CHECK_EXCEPTION(profile_layers(seed_cnn(), device, options), InputError, [](const InputError& e) {
+      return std::string(e.what()).find("chain time of 0 seconds or more") != std::string::npos;
+    });
+  }
 }
 
 // A device's slowdown beside the others is its layers' summed times with co-runners over those

@@ -1,6 +1,7 @@
 // The simulator with ranks sharing a host's cores: ops that run at the same time on more threads
-// than cores are stretched in proportion, replicas count as ranks, and with cores enough (or ops
-// that never overlap) the timings are the plain simulator's.
+// than cores are stretched in proportion, replicas count as ranks, ops measured slower beside the
+// others are slowed while others run, and with cores enough and no such slowdown (or ops that
+// never overlap) the timings are the plain simulator's.
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>

@@ -49,10 +49,12 @@ void check_ranked(const SearchResult& result, std::int64_t cap, int devices) {
   }
 }
 
-// The predicted step of wide_mlp as `stages` x `replicas` (4 micro-batches, `threads` a rank, split
-// evenly) with every layer's forward 1 ms and backward 2 ms: fixed times, so that the prediction,
-// not the machine, is under test.
-double fixed_time_step(const LayerProfiler& measured, int stages, int replicas, int threads, const LinkSpeeds& links) {
+// The prediction of wide_mlp as `stages` x `replicas` (4 micro-batches, `threads` a rank, split
+// evenly) with every layer's forward 1 ms and backward 2 ms, and with co-runners beside it
+// `beside` times those (0: not measured): fixed times, so that the prediction, not the machine, is
+// under test.
+LayoutPrediction fixed_time_prediction(const LayerProfiler& measured, int stages, int replicas, int threads,
+                                       const LinkSpeeds& links, double beside = 0.0) {
   test::JobShape shape;
   shape.stages = stages;
   shape.micro_batches = 4;
@@ -64,8 +66,14 @@ double fixed_time_step(const LayerProfiler& measured, int stages, int replicas, 
   for (auto& l : layers) {
     l.forward_seconds = 1e-3;
     l.backward_seconds = 2e-3;
+    l.co_run_forward_seconds = beside * l.forward_seconds;
+    l.co_run_backward_seconds = beside * l.backward_seconds;
   }
-  return predict_layout(plan, layers, partition::partition_uniform(plan.model.layer_count(), stages), links).step_seconds;
+  return predict_layout(plan, layers, partition::partition_uniform(plan.model.layer_count(), stages), links);
+}
+
+double fixed_time_step(const LayerProfiler& measured, int stages, int replicas, int threads, const LinkSpeeds& links) {
+  return fixed_time_prediction(measured, stages, replicas, threads, links).step_seconds;
 }
 
 }  // namespace
@@ -420,6 +428,46 @@ BOOST_AUTO_TEST_CASE(messages_wait_for_a_core_only_when_the_ranks_outnumber_the_
   };
   BOOST_TEST(predicted(4, 1e-3) == predicted(4, 0.0));
   BOOST_TEST(predicted(2, 1e-3) > predicted(2, 0.0) + 1e-3);   // at least the first forward's message
+}
+
+// Layers measured 1.5x slower beside co-runners: each stage's slowdown is 0.5, and the step is
+// longer than without, by at most that (the ops; the collectives and steps after the pipeline are
+// not slowed); on a host whose cores are not shared, or with one rank alone, nothing changes.
+BOOST_AUTO_TEST_CASE(layers_slower_beside_the_other_ranks_slow_the_predicted_step) {
+  const auto measured = profile_on(kernels::Device::cpu(0), 1, 0, LinkSpeeds{});
+  LinkSpeeds shared;
+  shared.host_cores = 4;
+  const auto plain = fixed_time_prediction(measured, 4, 1, 1, shared);
+  const auto slowed = fixed_time_prediction(measured, 4, 1, 1, shared, 1.5);
+  for (const auto& st : plain.stages) BOOST_TEST(st.co_run_slowdown == 0.0);
+  for (const auto& st : slowed.stages) BOOST_TEST(st.co_run_slowdown == 0.5, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(slowed.step_seconds > plain.step_seconds);
+  BOOST_TEST(slowed.step_seconds <= 1.5 * plain.step_seconds + 1e-12);
+  // Measured beside the others, but predicted for a host whose cores are not shared: as without.
+  const auto unshared = fixed_time_prediction(measured, 4, 1, 1, LinkSpeeds{}, 1.5);
+  BOOST_TEST(unshared.step_seconds == fixed_time_prediction(measured, 4, 1, 1, LinkSpeeds{}).step_seconds);
+  for (const auto& st : unshared.stages) BOOST_TEST(st.co_run_slowdown == 0.0);
+  // One rank: nothing computes beside it.
+  BOOST_TEST(fixed_time_prediction(measured, 1, 1, 1, shared, 1.5).step_seconds ==
+             fixed_time_prediction(measured, 1, 1, 1, shared).step_seconds);
+  // Two replicas of one stage always run side by side: every op of the pipeline 1.5x as long.
+  const auto two = fixed_time_prediction(measured, 1, 2, 1, shared);
+  const auto two_slowed = fixed_time_prediction(measured, 1, 2, 1, shared, 1.5);
+  BOOST_TEST(two_slowed.simulation.makespan == 1.5 * two.simulation.makespan, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(two_slowed.step_seconds - two_slowed.simulation.makespan == two.step_seconds - two.simulation.makespan,
+             boost::test_tools::tolerance(1e-9));
+  // What the profile runs beside a rank: the other ranks that can compute at once, in whole ranks.
+  JobConfig job = base_job();
+  job.pipeline.stages = 4;
+  job.pipeline.micro_batches = 4;
+  job.resources.threads = 2;
+  const JobPlan plan = plan_job(job);
+  LinkSpeeds five;
+  five.host_cores = 5;
+  BOOST_TEST(core_sharing_of(plan, five).co_run_threads == 4);
+  BOOST_TEST(co_runners_of(core_sharing_of(plan, five)) == 1);
+  BOOST_TEST(prediction_profile_options(plan, 4, 1, 0, five).co_runners == 1);
+  BOOST_TEST(prediction_profile_options(plan, 4, 1, 0, LinkSpeeds{}).co_runners == 0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
