@@ -78,6 +78,24 @@ Kept measured_kept(const ModelDescription& model, std::int64_t micro_batch, int 
   for (std::size_t i = 0; i < layers.size(); ++i) layers[i]->backward_weight(*contexts[i]);
   return kept;
 }
+// Options that profile the seed CNN at micro-batch 2 with `repeats` timed passes.
+ProfileOptions small_options(int repeats) {
+  ProfileOptions options;
+  options.micro_batch_size = 2;
+  options.repeats = repeats;
+  return options;
+}
+
+// Every layer of `profiles` has a forward and a backward time.
+void check_every_layer_timed(const std::vector<LayerProfile>& profiles) {
+  for (const auto& p : profiles) {
+    BOOST_TEST_CONTEXT(p.name) {
+      BOOST_TEST(p.forward_seconds > 0.0);
+      BOOST_TEST(p.backward_seconds > 0.0);
+    }
+  }
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(profiler)
@@ -305,12 +323,7 @@ BOOST_AUTO_TEST_CASE(layers_timed_with_micro_batches_in_flight_have_their_times)
   options.micro_batch_size = 2;
   options.repeats = 1;
   options.micro_batches_in_flight = 3;
-  for (const auto& p : profile_layers(seed_cnn(), device, options)) {
-    BOOST_TEST_CONTEXT(p.name) {
-      BOOST_TEST(p.forward_seconds > 0.0);
-      BOOST_TEST(p.backward_seconds > 0.0);
-    }
-  }
+  check_every_layer_timed(profile_layers(seed_cnn(), device, options));
   BOOST_CHECK_EQUAL(kernels::DeviceRuntime::get(device).allocator().stats().in_use, 0);
   options.micro_batches_in_flight = 0;
   BOOST_CHECK_EXCEPTION(profile_layers(seed_cnn(), device, options), InputError, [](const InputError& e) {
@@ -327,9 +340,7 @@ BOOST_AUTO_TEST_CASE(layers_timed_with_micro_batches_in_flight_have_their_times)
 // profile without them has none; a negative count is refused.
 BOOST_AUTO_TEST_CASE(layers_are_timed_again_beside_co_runners_when_asked) {
   const auto device = kernels::Device::cpu(0);
-  ProfileOptions options;
-  options.micro_batch_size = 2;
-  options.repeats = 2;
+  ProfileOptions options = small_options(2);
   options.micro_batches_in_flight = 2;
   for (const auto& p : profile_layers(seed_cnn(), device, options)) {
     BOOST_TEST(p.co_run_forward_seconds == 0.0);
@@ -364,16 +375,9 @@ BOOST_AUTO_TEST_CASE(layers_are_timed_again_beside_co_runners_when_asked) {
 // negative or non-finite one is refused.
 BOOST_AUTO_TEST_CASE(a_minimum_chain_time_is_taken_and_a_bad_one_refused) {
   const auto device = kernels::Device::cpu(0);
-  ProfileOptions options;
-  options.micro_batch_size = 2;
-  options.repeats = 1;
+  ProfileOptions options = small_options(1);
   options.min_chain_seconds = 0.02;
-  for (const auto& p : profile_layers(seed_cnn(), device, options)) {
-    BOOST_TEST_CONTEXT(p.name) {
-      BOOST_TEST(p.forward_seconds > 0.0);
-      BOOST_TEST(p.backward_seconds > 0.0);
-    }
-  }
+  check_every_layer_timed(profile_layers(seed_cnn(), device, options));
   for (const double bad : {-1.0, std::nan(""), std::numeric_limits<double>::infinity()}) {
     options.min_chain_seconds = bad;
     BOOST_CHECK_EXCEPTION(profile_layers(seed_cnn(), device, options), InputError, [](const InputError& e) {
