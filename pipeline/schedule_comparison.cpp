@@ -40,7 +40,7 @@ void compare_one(ScheduleComparison& row, const partition::ModelDescription& mod
   std::vector<std::vector<Instruction>> programs;
   for (int s = 0; s < spec.stages; ++s) programs.push_back(stage_schedule(spec, s));
   CoreSharing stage_sharing = sharing;
-  if (sharing.cores > 0) stage_sharing.co_run_slowdown = partition::co_run_slowdowns(profiles, estimates, spec.stages);
+  stage_sharing.co_run_slowdown = partition::co_run_slowdowns(profiles, estimates, spec.stages);
   const SimulationResult sim = simulate(spec, programs, op_times(spec, estimates), stage_sharing);
   row.step_seconds = sim.makespan;
   row.bubble_fraction = sim.bubble_fraction;

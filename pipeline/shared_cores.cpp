@@ -62,7 +62,8 @@ class SharedSimulation {
  public:
   SharedSimulation(const ScheduleSpec& spec, const std::vector<std::vector<Instruction>>& programs,
                    const OpTimes& times, const CoreSharing& sharing)
-      : spec_(spec), programs_(programs), times_(times), sharing_(sharing), stages_(programs.size()) {}
+      : spec_(spec), programs_(programs), times_(times), sharing_(sharing), stages_(programs.size()),
+        rates_(programs.size(), 0.0) {}
 
   SimulationResult run() {
     double now = 0.0;
@@ -72,18 +73,17 @@ class SharedSimulation {
       for (const auto& st : stages_) running += st.running ? 1 : 0;
       const double arrival = next_arrival(now);
       if (running == 0 && arrival == kNever) break;
-      std::vector<double> rates(stages_.size(), 0.0);
       double dt = arrival - now;
       for (int s = 0; s < spec_.stages; ++s) {
         const StageState& st = stages_[static_cast<std::size_t>(s)];
         if (!st.running) continue;
-        rates[static_cast<std::size_t>(s)] = sharing_.rate(running, s);
-        dt = std::min(dt, st.remaining / rates[static_cast<std::size_t>(s)]);
+        rates_[static_cast<std::size_t>(s)] = sharing_.rate(running, s);
+        dt = std::min(dt, st.remaining / rates_[static_cast<std::size_t>(s)]);
       }
       for (int s = 0; s < spec_.stages; ++s) {
         StageState& st = stages_[static_cast<std::size_t>(s)];
         if (!st.running) continue;
-        const double rate = rates[static_cast<std::size_t>(s)];
+        const double rate = rates_[static_cast<std::size_t>(s)];
         if (st.remaining / rate <= dt * (1.0 + 1e-12)) {
           finish(s, now + dt);
         } else {
@@ -204,6 +204,7 @@ class SharedSimulation {
   const OpTimes& times_;
   const CoreSharing sharing_;
   std::vector<StageState> stages_;
+  std::vector<double> rates_;   // each running stage's op speed in the current interval
   std::map<MessageKey, std::deque<double>> mailbox_;   // arrival times, in send order
 };
 
@@ -226,20 +227,20 @@ double concurrent_seconds(const std::vector<double>& seconds, const CoreSharing&
   if (seconds.empty()) return 0.0;
   if (!sharing.shared(static_cast<int>(seconds.size()))) return *std::max_element(seconds.begin(), seconds.end());
   // Each progresses at its stage's rate among those still running; each end speeds up the rest.
-  std::vector<double> remaining = seconds;
+  std::vector<double> remaining = seconds, rates(seconds.size(), 0.0);
   double now = 0.0;
   while (true) {
     int running = 0;
     for (const double r : remaining) running += r > 0.0 ? 1 : 0;
     if (running == 0) return now;
     double dt = std::numeric_limits<double>::infinity();
-    for (std::size_t s = 0; s < remaining.size(); ++s)
-      if (remaining[s] > 0.0) dt = std::min(dt, remaining[s] / sharing.rate(running, static_cast<int>(s)));
     for (std::size_t s = 0; s < remaining.size(); ++s) {
       if (remaining[s] <= 0.0) continue;
-      const double rate = sharing.rate(running, static_cast<int>(s));
-      remaining[s] = remaining[s] / rate <= dt * (1.0 + 1e-12) ? 0.0 : remaining[s] - rate * dt;
+      rates[s] = sharing.rate(running, static_cast<int>(s));
+      dt = std::min(dt, remaining[s] / rates[s]);
     }
+    for (std::size_t s = 0; s < remaining.size(); ++s)
+      if (remaining[s] > 0.0) remaining[s] = remaining[s] / rates[s] <= dt * (1.0 + 1e-12) ? 0.0 : remaining[s] - rates[s] * dt;
     now += dt;
   }
 }

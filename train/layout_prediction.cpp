@@ -169,7 +169,7 @@ LayoutPrediction predict_layout(const JobPlan& plan, const std::vector<partition
   out.cost.link.latency_s = links.latency_s + (sharing.oversubscribed(P) ? links.busy_handoff_s : 0.0);
   out.partition = split;
   out.pieces = partition::estimate_stages(profiles, out.cost, split);
-  if (sharing.cores > 0) sharing.co_run_slowdown = partition::co_run_slowdowns(profiles, out.pieces, P);
+  sharing.co_run_slowdown = partition::co_run_slowdowns(profiles, out.pieces, P);
   time_sends(out.pieces, out.cost, R, links, out.cost.link.latency_s);
   auto times = pipeline::op_times(plan.schedule, out.pieces);
   out.simulation = pipeline::simulate(plan.schedule, times, sharing);
@@ -181,8 +181,7 @@ LayoutPrediction predict_layout(const JobPlan& plan, const std::vector<partition
   for (int d = 0; d < P; ++d) {
     StagePrediction s;
     s.stage = d;
-    if (static_cast<std::size_t>(d) < sharing.co_run_slowdown.size() && sharing.shared(P))
-      s.co_run_slowdown = sharing.co_run_slowdown[static_cast<std::size_t>(d)];
+    if (sharing.shared(P)) s.co_run_slowdown = sharing.co_run_slowdown.at(static_cast<std::size_t>(d));
     s.memory_cap = out.cost.memory_cap(d);
     std::vector<const partition::LayerProfile*> layers;
     // Activations: what the stage's own program holds at its peak (micro-batches are held from
