@@ -13,6 +13,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/host_memory.h"
 #include "kernels/ops/elementwise.h"
 #include "kernels/runtime.h"
 #include "kernels/stream.h"
@@ -482,9 +483,18 @@ std::vector<LayerProfile> profile_layers(const ModelDescription& model, Device d
       if (param->compute.defined()) p.copied_tensor_bytes.push_back(static_cast<std::int64_t>(param->value.nbytes()));
     profiles.push_back(std::move(p));
   }
-  for (const auto& [begin, end] : chain_windows(profiles, options.chain_window_bytes, options.micro_batches_in_flight))
+  const std::int64_t window = chain_window_bytes_for(options, device, host_available_memory_bytes());
+  for (const auto& [begin, end] : chain_windows(profiles, window, options.micro_batches_in_flight))
     time_in_chain(model, shapes, begin, end, device, options, profiles);
   return profiles;
+}
+
+std::int64_t chain_window_bytes_for(const ProfileOptions& options, Device device, std::int64_t available_host_bytes) {
+  std::int64_t window = options.chain_window_bytes;
+  // A GPU's chain is in its own memory, and co-runners run on CPU devices only.
+  if (!device.is_cuda() && available_host_bytes > 0)
+    window = std::min(window, available_host_bytes / 2 / (1 + std::max(0, options.co_runners)));
+  return std::max<std::int64_t>(window, 1);
 }
 
 std::vector<std::pair<std::size_t, std::size_t>> chain_windows(const std::vector<LayerProfile>& profiles,

@@ -90,6 +90,7 @@ struct ProfileOptions {
   // slower beside one such thread and resnet50's no slower. 0: not timed so. Each co-runner
   // holds its own copy of the chain (up to chain_window_bytes) and builds its layers from the
   // model's LayerSpecs on its own thread: their factories must be safe to call concurrently.
+  // The copies together stay within half the host's available memory (chain_window_bytes_for).
   int co_runners = 0;
   // The chain's timed passes go on past `repeats` until they add up to at least this long (at
   // most 1000 passes): a layer's time moves by up to 30% from one tenth of a second to the next on
@@ -121,6 +122,13 @@ std::vector<LayerProfile> profile_layers(const ModelDescription& model, kernels:
 // flight (from the lone runs) stay within `window_bytes`; a layer over it alone.
 std::vector<std::pair<std::size_t, std::size_t>> chain_windows(const std::vector<LayerProfile>& profiles,
                                                                std::int64_t window_bytes, int micro_batches_in_flight = 1);
+
+// The window profile_layers times its chains in: options.chain_window_bytes, but on a CPU device
+// the chain and its co-runners' copies (1 + co_runners of them) together within half of
+// `available_host_bytes` (host_available_memory_bytes; 0: unknown, no bound). At least 1 byte:
+// a layer over the window is still timed alone.
+std::int64_t chain_window_bytes_for(const ProfileOptions& options, kernels::Device device,
+                                    std::int64_t available_host_bytes);
 
 // Layer input shapes for a micro-batch of `micro_batch_size`, by chaining output_shape (entry i is
 // layer i's input; the last entry is the model's output).
