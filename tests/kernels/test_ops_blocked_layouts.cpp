@@ -75,6 +75,26 @@ BOOST_AUTO_TEST_CASE(conv2d_matches_the_f64_reference) {
   }
 }
 
+// Each thread reuses the oneDNN memory objects it made, by address and layout: a tensor refilled
+// in place, and a tensor of another shape at an address that held one before, must read what they
+// hold now, as freshly made tensors do.
+BOOST_AUTO_TEST_CASE(conv2d_reads_what_a_reused_address_holds_now) {
+  const ConvCase c = conv_cases()[1];
+  const Tensor w = pw::test::random_tensor(c.w, 1), other = pw::test::random_tensor(c.x, 2);
+  Tensor x = pw::test::random_tensor(c.x, 3);
+  const Tensor before = k::conv2d_forward(x, w, Tensor(), c.p);
+  x.copy_from(other);
+  BOOST_TEST(bitwise_equal(k::conv2d_forward(x, w, Tensor(), c.p), k::conv2d_forward(other, w, Tensor(), c.p)));
+  BOOST_TEST(!bitwise_equal(k::conv2d_forward(x, w, Tensor(), c.p), before));
+  for (const ConvCase& d : conv_cases()) {
+    // Tensors come and go through the caching allocator, so addresses recur with other shapes.
+    const Tensor xd = pw::test::random_tensor(d.x, 4), wd = pw::test::random_tensor(d.w, 5);
+    const Tensor first = k::conv2d_forward(xd, wd, Tensor(), d.p);
+    const Tensor copy = xd.clone();
+    BOOST_TEST(bitwise_equal(k::conv2d_forward(copy, wd, Tensor(), d.p), first), k::shape_str(d.x));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(conv2d_is_bitwise_repeatable_across_threads) {
   // Per-thread scratch buffers grow and get reused across shapes: alternate the cases on several
   // threads and compare every result with a first, single-threaded run.
