@@ -103,7 +103,9 @@ for i in range(1, n + 1):
     stages = plan["stages"]
     ranks = []
     for m in run["memory"]:
-        p = plan["memory"][m["rank"] % stages]["peak_bytes"]
+        # Ranks are replica-major: rank = replica * stages + stage.
+        predicted = plan["memory"][m["rank"] % stages]
+        p = predicted["peak_bytes" if m["rank"] < stages else "other_replicas_peak_bytes"]
         e = (p - m["peak_bytes"]) / m["peak_bytes"]
         memory_errors.append(abs(e))
         ranks.append(f"{p / 2**20:.1f}/{m['peak_bytes'] / 2**20:.1f} MiB ({e:+.0%})")

@@ -127,6 +127,9 @@ void print_plan(const PlanReport& r) {
     std::string line = format_bytes(st.peak_bytes);
     if (st.memory_cap > 0) line += " of " + format_bytes(st.memory_cap) + (st.fits() ? "" : "  OVER");
     std::printf("stage %d: %s  (%s)\n", st.stage, line.c_str(), by_kind_text(st.memory).c_str());
+    if (st.other_replicas_peak_bytes != st.peak_bytes)
+      std::printf("         %s on its other replicas' ranks (replica 0's holds every replica's loader batches)\n",
+                  format_bytes(st.other_replicas_peak_bytes).c_str());
   }
   const auto slowest = std::max_element(p.stages.begin(), p.stages.end(), [](const auto& a, const auto& b) {
     return a.pipeline_seconds < b.pipeline_seconds;
@@ -277,6 +280,7 @@ nlohmann::json plan_json(const PlanReport& r) {
   for (const auto& st : p.stages) {
     j["memory"].push_back({{"stage", st.stage},
                            {"peak_bytes", st.peak_bytes},
+                           {"other_replicas_peak_bytes", st.other_replicas_peak_bytes},
                            {"by_kind", by_kind_json(st.memory)},
                            {"memory_cap", st.memory_cap},
                            {"fits", st.fits()},

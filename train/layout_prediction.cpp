@@ -220,6 +220,9 @@ LayoutPrediction predict_layout(const JobPlan& plan, const std::vector<partition
     // first stage the data loader's input batches (loader_batches).
     auto training = stage_memory(layers, activations, settings);
     at(training, MemoryKind::Communication) += in_activation_dtype(messages, plan.precision);
+    // On CPU devices every replica's loader batches are memory of cpu:0 (replica 0's first stage):
+    // the first stage of the other replicas holds none.
+    const auto other_replicas_training = training;
     if (d == 0) at(training, MemoryKind::Workspace) += loader_batches(plan) * in_activation_dtype(local_batch * sample_bytes, plan.precision);
     // The update: under mixed precision each weight's new 16-bit values are rounded into a
     // workspace tensor, one weight at a time, before they replace its copy (offloaded, on the
@@ -232,6 +235,9 @@ LayoutPrediction predict_layout(const JobPlan& plan, const std::vector<partition
     at(update, MemoryKind::Workspace) += std::max(rounding, update_undo_bytes(layers, settings));
     s.memory = total_bytes(update) > total_bytes(training) ? update : training;
     s.peak_bytes = total_bytes(s.memory);
+    const bool own_loader = plan.config.resources.device.is_cuda();
+    s.other_replicas_peak_bytes =
+        R > 1 && !own_loader ? std::max(total_bytes(update), total_bytes(other_replicas_training)) : s.peak_bytes;
 
     // Replicas on other nodes go through the same collective as those on one host, then the network:
     // never faster than the (measured) local one.

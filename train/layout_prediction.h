@@ -61,8 +61,11 @@ struct StagePrediction {
   // How much longer its ops take when all the job's ranks that can compute at once on the shared
   // host do (partition::co_run_slowdowns; 0.2: 20%); 0 when not measured or not shared.
   double co_run_slowdown = 0.0;
-  kernels::BytesByKind memory{};        // at the stage's predicted peak
+  kernels::BytesByKind memory{};        // at the stage's predicted peak (replica 0's rank)
   std::int64_t peak_bytes = 0;
+  // The stage's ranks on the other replicas: on CPU devices the first stage's rank of replica 0
+  // holds every replica's loader batches (loader_batches), the others none; otherwise peak_bytes.
+  std::int64_t other_replicas_peak_bytes = 0;
   std::int64_t memory_cap = 0;          // 0: none
   bool fits() const { return memory_cap == 0 || peak_bytes <= memory_cap; }
 };

@@ -75,6 +75,32 @@ BOOST_AUTO_TEST_CASE(memory_by_kind_is_within_ten_percent_of_a_measured_run) {
   }
 }
 
+// With replicas on CPU devices, every replica's loader batches are memory of cpu:0: the first
+// stage's rank of replica 0 holds them and is predicted with them (peak_bytes), its other replicas'
+// ranks without (other_replicas_peak_bytes); the last stage is the same on every replica. Each
+// rank of a measured 2 x 2 run is within 10% of its prediction.
+BOOST_AUTO_TEST_CASE(replicas_other_than_the_first_are_predicted_without_the_loader_batches) {
+  ScratchDir dir("planreplicas");
+  const std::string shape = kJob + "--stages 2 --replicas 2 --micro-batches 2 --steps 2 ";
+  const auto summary = dir.file("run.json");
+  const auto r = run_pipewright("train " + shape + " --eval-batches 1 --summary " + summary);
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+  const auto measured = nlohmann::json::parse(std::ifstream(summary))["memory"];
+  const auto predicted = json_of("plan " + shape + " --partition uniform --repeats 1 --threads 2 --json")["memory"];
+  BOOST_REQUIRE_EQUAL(measured.size(), 4u);
+  BOOST_REQUIRE_EQUAL(predicted.size(), 2u);
+  BOOST_TEST(predicted[0]["other_replicas_peak_bytes"].get<std::int64_t>() < predicted[0]["peak_bytes"].get<std::int64_t>());
+  BOOST_TEST(predicted[1]["other_replicas_peak_bytes"] == predicted[1]["peak_bytes"]);
+  for (const auto& rank : measured) {
+    const int index = rank["rank"].get<int>();   // replica-major: replica * stages + stage
+    const auto& stage = predicted[static_cast<std::size_t>(index % 2)];
+    const auto p = stage[index < 2 ? "peak_bytes" : "other_replicas_peak_bytes"].get<std::int64_t>();
+    BOOST_TEST_CONTEXT("rank " << index << ": predicted " << stage.dump() << ", measured " << rank.dump()) {
+      BOOST_TEST(relative_error(p, rank["peak_bytes"].get<std::int64_t>()) <= 0.10);
+    }
+  }
+}
+
 // Replicas, precision and sharding are part of the plan: sharded Adam state is a quarter on each of
 // 4 replicas, and bf16 adds fp32 master weights.
 BOOST_AUTO_TEST_CASE(the_plan_predicts_replicas_precision_and_sharding) {
