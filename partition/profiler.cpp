@@ -1,6 +1,7 @@
 #include "partition/profiler.h"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -492,8 +493,12 @@ std::vector<LayerProfile> profile_layers(const ModelDescription& model, Device d
 std::int64_t chain_window_bytes_for(const ProfileOptions& options, Device device, std::int64_t available_host_bytes) {
   std::int64_t window = options.chain_window_bytes;
   // A GPU's chain is in its own memory, and co-runners run on CPU devices only.
-  if (!device.is_cuda() && available_host_bytes > 0)
-    window = std::min(window, available_host_bytes / 2 / (1 + std::max(0, options.co_runners)));
+  // Rounded down to a power of two, so that the free memory's small moves between two plans do not
+  // move the chains' boundaries.
+  if (!device.is_cuda() && available_host_bytes > 0) {
+    const auto bound = static_cast<std::uint64_t>(available_host_bytes / 2 / (1 + std::max(0, options.co_runners)));
+    window = std::min(window, static_cast<std::int64_t>(std::bit_floor(bound)));
+  }
   return std::max<std::int64_t>(window, 1);
 }
 

@@ -125,8 +125,8 @@ std::vector<std::pair<std::size_t, std::size_t>> chain_windows(const std::vector
 
 // The window profile_layers times its chains in: options.chain_window_bytes, but on a CPU device
 // the chain and its co-runners' copies (1 + co_runners of them) together within half of
-// `available_host_bytes` (host_available_memory_bytes; 0: unknown, no bound). At least 1 byte:
-// a layer over the window is still timed alone.
+// `available_host_bytes` (host_available_memory_bytes; 0: unknown, no bound), that bound rounded
+// down to a power of two. At least 1 byte: a layer over the window is still timed alone.
 std::int64_t chain_window_bytes_for(const ProfileOptions& options, kernels::Device device,
                                     std::int64_t available_host_bytes);
 

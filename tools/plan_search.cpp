@@ -49,7 +49,10 @@ const train::StagePrediction& peak_stage(const train::LayoutPrediction& p) {
 nlohmann::json layout_json(const train::RankedLayout& l, int rank) {
   nlohmann::json memory = nlohmann::json::array();
   for (const auto& s : l.prediction.stages)
-    memory.push_back({{"stage", s.stage}, {"peak_bytes", s.peak_bytes}, {"by_kind", by_kind_json(s.memory)}});
+    memory.push_back({{"stage", s.stage},
+                      {"peak_bytes", s.peak_bytes},
+                      {"other_replicas_peak_bytes", s.other_replicas_peak_bytes},
+                      {"by_kind", by_kind_json(s.memory)}});
   return {{"rank", rank},
           {"layout", train::describe_layout(l.config)},
           {"stages", l.config.pipeline.stages},

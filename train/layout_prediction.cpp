@@ -77,14 +77,22 @@ int optimizer_bytes_per_parameter(models::OptimizerKind kind) {
   return 4 * (2 + state) + 4 * (1 + state);
 }
 
-// Input batches of the first stage's data loader in its device memory. On CPU devices the
-// loader's buffers are memory of cpu:0, where replica 0's first stage runs, for every replica (the
-// prediction is replica 0's), and a feed keeps every buffer it made: as many as were in use at
-// once, the batches built ahead (/resources/prefetch_batches), the one training and the one before
-// it, or fewer when the run trains fewer batches. On GPUs they are pinned host memory; the device
-// holds the current batch and a copy of the next (not measured).
+// Whether the job's ranks run on CUDA devices (/resources/devices when given, else /resources/device).
+bool on_cuda(const JobPlan& plan) {
+  const auto& r = plan.config.resources;
+  return r.devices.empty() ? r.device.is_cuda()
+                           : std::any_of(r.devices.begin(), r.devices.end(), [](const kernels::Device& d) { return d.is_cuda(); });
+}
+
+// Input batches of the first stage's data loader in its device memory. On CPU devices, with the
+// ranks as threads (as plan predicts them), the loader's buffers are memory of cpu:0, where
+// replica 0's first stage runs, for every replica (ranks as processes hold their own replica's
+// each), and a feed keeps every buffer it made: as many as were in use at once, the batches built
+// ahead (/resources/prefetch_batches), the one training and the one before it, or fewer when the
+// run trains fewer batches. On GPUs they are pinned host memory; the device holds the current
+// batch and a copy of the next (not measured).
 std::int64_t loader_batches(const JobPlan& plan) {
-  if (plan.config.resources.device.is_cuda()) return 2;
+  if (on_cuda(plan)) return 2;
   std::int64_t per_feed = plan.config.resources.prefetch_batches + 2;
   if (plan.config.data.steps > 0) per_feed = std::min(per_feed, plan.config.data.steps);
   return static_cast<std::int64_t>(plan.replicas()) * per_feed;
@@ -222,8 +230,6 @@ LayoutPrediction predict_layout(const JobPlan& plan, const std::vector<partition
     at(training, MemoryKind::Communication) += in_activation_dtype(messages, plan.precision);
     // On CPU devices every replica's loader batches are memory of cpu:0 (replica 0's first stage):
     // the first stage of the other replicas holds none.
-    const auto other_replicas_training = training;
-    if (d == 0) at(training, MemoryKind::Workspace) += loader_batches(plan) * in_activation_dtype(local_batch * sample_bytes, plan.precision);
     // The update: under mixed precision each weight's new 16-bit values are rounded into a
     // workspace tensor, one weight at a time, before they replace its copy (offloaded, on the
     // host); no activations are held.
@@ -233,11 +239,18 @@ LayoutPrediction predict_layout(const JobPlan& plan, const std::vector<partition
     const std::int64_t rounding =
         settings.offload != models::OptimizerOffload::Host ? largest_compute_copy_bytes(layers, plan.precision) : 0;
     at(update, MemoryKind::Workspace) += std::max(rounding, update_undo_bytes(layers, settings));
+    // The first stage's loader batches stay allocated through the update too (a feed keeps every
+    // buffer it made). On CPU devices replica 0's rank holds every replica's (loader_batches), the
+    // other replicas' ranks none.
+    const std::int64_t other_replicas_peak = std::max(total_bytes(update), total_bytes(training));
+    if (d == 0) {
+      const std::int64_t loader = loader_batches(plan) * in_activation_dtype(local_batch * sample_bytes, plan.precision);
+      at(training, MemoryKind::Workspace) += loader;
+      at(update, MemoryKind::Workspace) += loader;
+    }
     s.memory = total_bytes(update) > total_bytes(training) ? update : training;
     s.peak_bytes = total_bytes(s.memory);
-    const bool own_loader = plan.config.resources.device.is_cuda();
-    s.other_replicas_peak_bytes =
-        R > 1 && !own_loader ? std::max(total_bytes(update), total_bytes(other_replicas_training)) : s.peak_bytes;
+    s.other_replicas_peak_bytes = R > 1 && !on_cuda(plan) ? other_replicas_peak : s.peak_bytes;
 
     // Replicas on other nodes go through the same collective as those on one host, then the network:
     // never faster than the (measured) local one.
@@ -252,7 +265,9 @@ LayoutPrediction predict_layout(const JobPlan& plan, const std::vector<partition
     // broadcast. It runs right behind another one (after the all-reduce and the short update, or
     // just ahead of the sharded weights' gather on the same thread), so the ranks are awake and it
     // pays no call: traced resnet18 replicas spent 0.1-0.4 ms on it where a call costs 2 ms.
-    if (R > 1 && buffer_bytes > 0) s.gradient_sync_seconds += replica_link.transfer_seconds(buffer_bytes);
+    // A stage without parameters has no collective before it: then it pays the call.
+    if (R > 1 && buffer_bytes > 0)
+      s.gradient_sync_seconds += replica_link.transfer_seconds(buffer_bytes) + (param_bytes == 0 ? links.replica_call_s : 0.0);
     const double updated = settings.optimizer_state == dp::OptimizerState::Sharded ? static_cast<double>(R) : 1.0;
     const double updated_parameters = static_cast<double>(param_bytes) / 4.0 / updated;
     // Offloaded, the update is the host's vectorised one (on CPU devices too: resnet18 and vgg16
@@ -283,10 +298,7 @@ LayoutPrediction predict_layout(const JobPlan& plan, const std::vector<partition
 pipeline::CoreSharing core_sharing_of(const JobPlan& plan, const LinkSpeeds& links) {
   pipeline::CoreSharing sharing;
   const auto& r = plan.config.resources;
-  const bool cpu = r.devices.empty() ? !r.device.is_cuda()
-                                     : std::none_of(r.devices.begin(), r.devices.end(),
-                                                    [](const kernels::Device& d) { return d.is_cuda(); });
-  if (!cpu || links.host_cores <= 0 || r.threads <= 0) return sharing;
+  if (on_cuda(plan) || links.host_cores <= 0 || r.threads <= 0) return sharing;
   sharing.cores = links.host_cores;
   sharing.threads_per_rank = r.threads;
   sharing.replicas = plan.replicas();

@@ -63,8 +63,8 @@ struct StagePrediction {
   double co_run_slowdown = 0.0;
   kernels::BytesByKind memory{};        // at the stage's predicted peak (replica 0's rank)
   std::int64_t peak_bytes = 0;
-  // The stage's ranks on the other replicas: on CPU devices the first stage's rank of replica 0
-  // holds every replica's loader batches (loader_batches), the others none; otherwise peak_bytes.
+  // The stage's ranks on the other replicas: on CPU devices (ranks as threads) the first stage's
+  // rank of replica 0 holds every replica's loader batches, the others none; otherwise peak_bytes.
   std::int64_t other_replicas_peak_bytes = 0;
   std::int64_t memory_cap = 0;          // 0: none
   bool fits() const { return memory_cap == 0 || peak_bytes <= memory_cap; }

@@ -1,8 +1,9 @@
 #pragma once
 // What every oneDNN-backed CPU op shares: one CPU engine, a stream per calling thread, plain
 // (row-major) memory descriptors over our tensors, per-thread reusable scratch buffers (the
-// primitives' scratchpads and arguments held in a primitive's preferred blocked layout), and a
-// thread-safe cache of primitives keyed by shapes and parameters.
+// primitives' scratchpads and arguments held in a primitive's preferred blocked layout), memory
+// objects each thread reuses by address and layout (wrap, scratch_memory), and a thread-safe cache
+// of primitives keyed by shapes and parameters.
 #include <cstddef>
 #include <cstdint>
 #include <functional>

@@ -301,18 +301,19 @@ BOOST_AUTO_TEST_CASE(layers_timed_in_chains_of_any_length_have_their_times) {
   }
 }
 
-// The chain and each co-runner's copy of it fit in half of the host's available memory together:
-// the window shrinks with the co-runners on a CPU device, not on a GPU (whose chain is in its own
-// memory), and not when the available memory is unknown.
+// The chain and each co-runner's copy of it fit in half of the host's available memory together
+// (the bound rounded down to a power of two): the window shrinks with the co-runners on a CPU
+// device, not on a GPU (whose chain is in its own memory), and not when the available memory is
+// unknown.
 BOOST_AUTO_TEST_CASE(chain_windows_and_their_co_runners_fit_in_half_the_available_host_memory) {
   ProfileOptions options;
   options.chain_window_bytes = 1000;
   const auto cpu = kernels::Device::cpu(), gpu = kernels::Device::cuda(0);
   BOOST_TEST(chain_window_bytes_for(options, cpu, 0) == 1000);
   BOOST_TEST(chain_window_bytes_for(options, cpu, 1 << 20) == 1000);
-  BOOST_TEST(chain_window_bytes_for(options, cpu, 1200) == 600);
+  BOOST_TEST(chain_window_bytes_for(options, cpu, 1200) == 512);   // 600, rounded down
   options.co_runners = 3;
-  BOOST_TEST(chain_window_bytes_for(options, cpu, 4000) == 500);
+  BOOST_TEST(chain_window_bytes_for(options, cpu, 4096) == 512);
   BOOST_TEST(chain_window_bytes_for(options, cpu, 16000) == 1000);
   BOOST_TEST(chain_window_bytes_for(options, gpu, 4000) == 1000);
   BOOST_TEST(chain_window_bytes_for(options, cpu, 3) == 1);   // a layer over it is timed alone
