@@ -366,6 +366,31 @@ class CoRunners {
   std::vector<std::pair<Device, int>> restore_threads_;
 };
 
+}  // namespace
+
+// Each layer's median time (times[i]: its runs, the k-th of every layer from one micro-batch of
+// one pass), scaled so that they add up to the median of the chain's totals (the k-th runs of all
+// layers added up). A job's step time is the median of whole steps: a slow moment of the machine
+// stretches every op of a step alike, so the sum of the ops' medians runs below the median of
+// the sums.
+std::vector<double> medians_adding_up_to_the_median_total(const std::vector<std::vector<double>>& times) {
+  std::vector<double> medians(times.size(), 0.0);
+  if (times.empty()) return medians;
+  std::size_t runs = times.front().size();
+  for (const auto& t : times) runs = std::min(runs, t.size());
+  if (runs == 0) return medians;
+  double sum_of_medians = 0.0;
+  for (std::size_t i = 0; i < times.size(); ++i) sum_of_medians += medians[i] = median(times[i]);
+  std::vector<double> totals(runs, 0.0);
+  for (const auto& t : times)
+    for (std::size_t k = 0; k < runs; ++k) totals[k] += t[k];
+  const double scale = sum_of_medians > 0.0 ? median(totals) / sum_of_medians : 1.0;
+  for (auto& m : medians) m *= scale;
+  return medians;
+}
+
+namespace {
+
 // Forward through layers [begin, end) in order and backward in reverse, as a stage runs them,
 // `repeats` times after one warm-up (more until the timed passes take options.min_chain_seconds),
 // with options.micro_batches_in_flight micro-batches forwarded
@@ -397,18 +422,22 @@ void time_in_chain(const ModelDescription& model, const std::vector<Shape>& shap
     run_chain(layers, shapes[begin], shapes[end], device, in_flight, variant, r > 0 ? &beside : nullptr, {});
     co_runners->stop();
   }
+  const auto alone_forward = medians_adding_up_to_the_median_total(alone.forward);
+  const auto alone_backward = medians_adding_up_to_the_median_total(alone.backward);
+  const auto beside_forward = co_runners ? medians_adding_up_to_the_median_total(beside.forward) : std::vector<double>{};
+  const auto beside_backward = co_runners ? medians_adding_up_to_the_median_total(beside.backward) : std::vector<double>{};
   for (std::size_t i = 0; i < n; ++i) {
     auto& p = profiles[begin + i];
     const double lone_backward = p.backward_seconds;
-    p.forward_seconds = median(alone.forward[i]);
-    p.backward_seconds = median(alone.backward[i]);
+    p.forward_seconds = alone_forward[i];
+    p.backward_seconds = alone_backward[i];
     if (lone_backward > 0.0) {
       p.input_half_seconds *= p.backward_seconds / lone_backward;
       p.weight_half_seconds *= p.backward_seconds / lone_backward;
     }
     if (co_runners) {
-      p.co_run_forward_seconds = median(beside.forward[i]);
-      p.co_run_backward_seconds = median(beside.backward[i]);
+      p.co_run_forward_seconds = beside_forward[i];
+      p.co_run_backward_seconds = beside_backward[i];
     }
   }
 }

@@ -123,6 +123,12 @@ std::vector<LayerProfile> profile_layers(const ModelDescription& model, kernels:
 std::vector<std::pair<std::size_t, std::size_t>> chain_windows(const std::vector<LayerProfile>& profiles,
                                                                std::int64_t window_bytes, int micro_batches_in_flight = 1);
 
+// Each layer's median time (times[i]: layer i's runs, the k-th of every layer from one micro-batch
+// of one pass), scaled so that they add up to the median of the chain's totals (the k-th runs of
+// all layers added up), as profile_layers gives a chain's layers. Layers with different counts of
+// runs are read up to the fewest.
+std::vector<double> medians_adding_up_to_the_median_total(const std::vector<std::vector<double>>& times);
+
 // The window profile_layers times its chains in: options.chain_window_bytes, but on a CPU device
 // the chain and its co-runners' copies (1 + co_runners of them) together within half of
 // `available_host_bytes` (host_available_memory_bytes; 0: unknown, no bound), that bound rounded

@@ -301,6 +301,20 @@ BOOST_AUTO_TEST_CASE(layers_timed_in_chains_of_any_length_have_their_times) {
   }
 }
 
+// A job's step is the median of whole steps, so a chain's layers add up to the median of the
+// chain's totals: when each layer is slow in a different run, every total holds a slow layer and
+// the medians alone would add up short.
+BOOST_AUTO_TEST_CASE(layer_medians_add_up_to_the_median_total) {
+  using Times = std::vector<std::vector<double>>;
+  const auto scaled = medians_adding_up_to_the_median_total(Times{{1, 1, 2, 2, 1}, {2, 1, 1, 1, 2}});
+  BOOST_TEST(scaled == (std::vector<double>{1.5, 1.5}), boost::test_tools::per_element());   // totals 3 2 3 3 3
+  // Slow together: the medians already add up to the median total.
+  const auto together = medians_adding_up_to_the_median_total(Times{{1, 3, 1}, {2, 6, 2}});
+  BOOST_TEST(together == (std::vector<double>{1, 2}), boost::test_tools::per_element());
+  BOOST_TEST(medians_adding_up_to_the_median_total(Times{}).empty());
+  BOOST_TEST((medians_adding_up_to_the_median_total(Times{{}, {}}) == std::vector<double>{0, 0}));
+}
+
 // The chain and each co-runner's copy of it fit in half of the host's available memory together
 // (the bound rounded down to a power of two): the window shrinks with the co-runners on a CPU
 // device, not on a GPU (whose chain is in its own memory), and not when the available memory is
