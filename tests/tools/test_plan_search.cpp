@@ -33,6 +33,18 @@ void check_error(const std::string& args, const std::string& expected) {
   }
 }
 
+// The summary's measured `memory` of a short run of `shape` and plan's predicted `memory` of it.
+struct MeasuredAndPredicted {
+  nlohmann::json measured, predicted;
+};
+MeasuredAndPredicted memory_of(const ScratchDir& dir, const std::string& shape, const std::string& name) {
+  const auto summary = dir.file(name + ".json");
+  const auto r = run_pipewright("train " + shape + " --eval-batches 1 --summary " + summary);
+  BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
+  return {nlohmann::json::parse(std::ifstream(summary))["memory"],
+          json_of("plan " + shape + " --partition uniform --repeats 1 --threads 2 --json")["memory"]};
+}
+
 double relative_error(std::int64_t predicted, std::int64_t measured) {
   return std::abs(static_cast<double>(predicted - measured)) / static_cast<double>(measured);
 }
@@ -52,12 +64,8 @@ BOOST_AUTO_TEST_CASE(memory_by_kind_is_within_ten_percent_of_a_measured_run) {
   int run = 0;
   for (const std::string layout : {"--precision fp32", "--precision bf16", "--precision fp32 --schedule zb-h1",
                                    "--precision bf16 --schedule zb-h1"}) {
-    const std::string shape = kJob + "--stages 2 --micro-batches 4 --steps 2 " + layout;
-    const auto summary = dir.file("run" + std::to_string(run++) + ".json");
-    const auto r = run_pipewright("train " + shape + " --eval-batches 1 --summary " + summary);
-    BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
-    const auto measured = nlohmann::json::parse(std::ifstream(summary))["memory"];
-    const auto predicted = json_of("plan " + shape + " --partition uniform --repeats 1 --threads 2 --json")["memory"];
+    const auto [measured, predicted] =
+        memory_of(dir, kJob + "--stages 2 --micro-batches 4 --steps 2 " + layout, "run" + std::to_string(run++));
     BOOST_REQUIRE_EQUAL(measured.size(), 2u);
     BOOST_REQUIRE_EQUAL(predicted.size(), 2u);
     for (std::size_t s = 0; s < 2; ++s) {
@@ -81,12 +89,7 @@ BOOST_AUTO_TEST_CASE(memory_by_kind_is_within_ten_percent_of_a_measured_run) {
 // rank of a measured 2 x 2 run is within 10% of its prediction.
 BOOST_AUTO_TEST_CASE(replicas_other_than_the_first_are_predicted_without_the_loader_batches) {
   ScratchDir dir("planreplicas");
-  const std::string shape = kJob + "--stages 2 --replicas 2 --micro-batches 2 --steps 2 ";
-  const auto summary = dir.file("run.json");
-  const auto r = run_pipewright("train " + shape + " --eval-batches 1 --summary " + summary);
-  BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
-  const auto measured = nlohmann::json::parse(std::ifstream(summary))["memory"];
-  const auto predicted = json_of("plan " + shape + " --partition uniform --repeats 1 --threads 2 --json")["memory"];
+  const auto [measured, predicted] = memory_of(dir, kJob + "--stages 2 --replicas 2 --micro-batches 2 --steps 2 ", "run");
   BOOST_REQUIRE_EQUAL(measured.size(), 4u);
   BOOST_REQUIRE_EQUAL(predicted.size(), 2u);
   BOOST_TEST(predicted[0]["other_replicas_peak_bytes"].get<std::int64_t>() < predicted[0]["peak_bytes"].get<std::int64_t>());
