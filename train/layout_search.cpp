@@ -317,12 +317,16 @@ std::string describe_layout(const JobConfig& c) {
   const int P = std::max(1, c.pipeline.stages), R = c.replicas.replicas;
   out << P << (P == 1 ? " stage" : " stages") << " x " << R << (R == 1 ? " replica" : " replicas") << ", "
       << enum_name(c.pipeline.schedule) << ", " << c.pipeline.micro_batches
-      << (c.pipeline.micro_batches == 1 ? " micro-batch" : " micro-batches") << ", recompute "
-      << partition::recompute_text(c.pipeline.recompute, c.pipeline.recompute_stages);
+      << (c.pipeline.micro_batches == 1 ? " micro-batch" : " micro-batches") << ", recompute";
+  // Chosen layers recompute in stages that recompute nothing whole: "recompute layers a b", or
+  // beside stages that do, "recompute all, none and layers a b".
+  const auto& per_stage = c.pipeline.recompute_stages;
+  const bool whole = per_stage.empty() ? c.pipeline.recompute == partition::Recompute::All
+                                       : std::find(per_stage.begin(), per_stage.end(), partition::Recompute::All) != per_stage.end();
+  if (c.pipeline.recompute_layers.empty() || whole) out << " " << partition::recompute_text(c.pipeline.recompute, per_stage);
   if (!c.pipeline.recompute_layers.empty()) {
-    out << " (layers";
+    out << (whole ? " and layers" : " layers");
     for (const auto& name : c.pipeline.recompute_layers) out << " " << name;
-    out << ")";
   }
   if (R > 1) out << ", " << (c.replicas.optimizer_state == dp::OptimizerState::Sharded ? "sharded" : "replicated")
                  << " optimizer state";

@@ -166,6 +166,7 @@ BOOST_AUTO_TEST_CASE(recomputation_is_chosen_per_stage_only_where_a_layout_would
           const auto plan = plan_job(l.config);
           BOOST_CHECK(plan.recompute_layers == std::set<std::string>(layers.begin(), layers.end()));
           BOOST_CHECK(to_json(l.config)["pipeline"]["recompute_layers"] == nlohmann::json(layers));
+          BOOST_CHECK(describe_layout(l.config).find("layers " + layers.front()) != std::string::npos);
           double rebuilt = 0.0;
           for (const auto& piece : l.prediction.pieces)
             if (!piece.recomputes) rebuilt += piece.rebuild_seconds;
