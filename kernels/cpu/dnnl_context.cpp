@@ -157,8 +157,10 @@ Reformat make_reformat(const dnnl::memory::desc& from, const dnnl::memory::desc&
 
 void run_reorder(const Reformat& f, const dnnl::memory& from, const dnnl::memory& to) {
   std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
-  // Reorders rarely need a scratchpad; when one does, it gets its own (not the primitive's slot).
-  if (f.scratchpad.get_size() > 0) args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(f.scratchpad, dnnl_engine()));
+  // Reorders rarely need a scratchpad; when one does, it takes the reorders' slot (not the
+  // primitive's): an op's reorders run one after another, each done before the next starts.
+  if (f.scratchpad.get_size() > 0)
+    args.emplace(DNNL_ARG_SCRATCHPAD, scratch_memory(f.scratchpad, ScratchSlot::ReorderScratchpad));
   f.reorder.execute(dnnl_stream(), args);
 }
 

@@ -36,9 +36,10 @@ inline dnnl::memory wrap(const Tensor& t) { return wrap(t, plain_desc(t.shape(),
 // primitive can run on several threads at once.
 dnnl::primitive_attr user_scratchpad_attr();
 
-// Per-thread, grow-only, 64-byte aligned buffers. An op takes each slot at most once and is done
-// with it when it returns (ops run synchronously on the calling thread), so stage threads never
-// share one and steady-state training allocates nothing here.
+// Per-thread, grow-only, 64-byte aligned buffers. An op takes each slot at most once (the reorder
+// slot once per reorder, which each finishes before the next) and is done with it when it returns
+// (ops run synchronously on the calling thread), so stage threads never share one and
+// steady-state training allocates nothing here.
 enum class ScratchSlot : int { Scratchpad = 0, ReorderScratchpad, Arg0, Arg1, Arg2, Arg3, Count };
 void* thread_scratch(ScratchSlot slot, std::size_t bytes);
 // Memory object of layout `desc` over the calling thread's buffer `slot`.
