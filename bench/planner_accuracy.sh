@@ -122,11 +122,14 @@ PY
 # shellcheck disable=SC2086
 "$pw" plan --search $common --model resnet18 --devices 2 --top 1000 --json >"$out/search.json" 2>"$out/log" || { cat "$out/log" >&2; exit 1; }
 count=$("$python" -c 'import json, sys; print(len(json.load(open(sys.argv[1]))["layouts"]))' "$out/search.json")
+run_config() {   # run_config INDEX SUMMARY: trains layout INDEX of the search from its job file
+  "$pw" train --config "$out/config$1.json" --synthetic-size $((batch * (steps + warmup))) --steps $((steps + warmup)) \
+    --warmup-steps "$warmup" --eval-batches 0 --summary "$2" >/dev/null 2>"$out/log" || { cat "$out/log" >&2; exit 1; }
+}
 train_layout() {   # train_layout INDEX RUN: layout INDEX of the search, its RUN-th training
   "$python" -c 'import json, sys; json.dump(json.load(open(sys.argv[1]))["layouts"][int(sys.argv[2])]["config"], open(sys.argv[3], "w"))' \
     "$out/search.json" "$1" "$out/config$1.json"
-  "$pw" train --config "$out/config$1.json" --synthetic-size $((batch * (steps + warmup))) --steps $((steps + warmup)) \
-    --warmup-steps "$warmup" --eval-batches 0 --summary "$out/search$1.$2.json" >/dev/null 2>"$out/log" || { cat "$out/log" >&2; exit 1; }
+  run_config "$1" "$out/search$1.$2.json"
 }
 for k in $(seq 0 $((count - 1))); do train_layout "$k" 1; done
 # The candidates for the fastest: the first pass's five fastest and the top choice, each trained RUNS
@@ -150,10 +153,7 @@ import json, statistics, sys
 out, runs = sys.argv[1], int(sys.argv[2])
 median = lambda k: statistics.median(json.load(open(f"{out}/search{k}.{r}.json"))["median_step_ms"] for r in range(2, runs + 2))
 print(min((int(k) for k in sys.argv[3:]), key=median))' "$out" "$runs" $candidates)
-confirm_layout() {   # confirm_layout INDEX PAIR
-  "$pw" train --config "$out/config$1.json" --synthetic-size $((batch * (steps + warmup))) --steps $((steps + warmup)) \
-    --warmup-steps "$warmup" --eval-batches 0 --summary "$out/confirm$1.$2.json" >/dev/null 2>"$out/log" || { cat "$out/log" >&2; exit 1; }
-}
+confirm_layout() { run_config "$1" "$out/confirm$1.$2.json"; }   # confirm_layout INDEX PAIR
 if [ "$fastest" != 0 ]; then
   for r in $(seq "$runs"); do
     if [ $((r % 2)) = 1 ]; then confirm_layout 0 "$r"; confirm_layout "$fastest" "$r"

@@ -228,8 +228,6 @@ LayoutPrediction predict_layout(const JobPlan& plan, const std::vector<partition
     // first stage the data loader's input batches (loader_batches).
     auto training = stage_memory(layers, activations, settings);
     at(training, MemoryKind::Communication) += in_activation_dtype(messages, plan.precision);
-    // On CPU devices every replica's loader batches are memory of cpu:0 (replica 0's first stage):
-    // the first stage of the other replicas holds none.
     // The update: under mixed precision each weight's new 16-bit values are rounded into a
     // workspace tensor, one weight at a time, before they replace its copy (offloaded, on the
     // host); no activations are held.

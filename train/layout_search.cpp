@@ -321,8 +321,8 @@ std::string describe_layout(const JobConfig& c) {
   // Chosen layers recompute in stages that recompute nothing whole: "recompute layers a b", or
   // beside stages that do, "recompute all, none and layers a b".
   const auto& per_stage = c.pipeline.recompute_stages;
-  const bool whole = per_stage.empty() ? c.pipeline.recompute == partition::Recompute::All
-                                       : std::find(per_stage.begin(), per_stage.end(), partition::Recompute::All) != per_stage.end();
+  bool whole = false;
+  for (int s = 0; s < P; ++s) whole = whole || partition::stage_recomputes(c.pipeline.recompute, per_stage, s, P);
   if (c.pipeline.recompute_layers.empty() || whole) out << " " << partition::recompute_text(c.pipeline.recompute, per_stage);
   if (!c.pipeline.recompute_layers.empty()) {
     out << (whole ? " and layers" : " layers");
