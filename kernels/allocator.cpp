@@ -94,10 +94,13 @@ std::size_t CachingAllocator::round_size(std::size_t bytes) {
 
 void* CachingAllocator::raw_allocate(std::size_t bytes) {
   if (device_.is_cpu()) {
-    // Large blocks on huge pages: a fresh one faults once per 2 MiB when first written.
+    // Large blocks on huge pages, faulted in here rather than when first written: a tensor that
+    // a socket receive writes into must not fault inside the kernel's copy. Such a receive ran
+    // slowly enough for the sender to see a zero window, and the connection then stalled for
+    // 120-220 ms (transport_bench, 64 MiB transfers: 3 of 5 runs at 0.57-0.60x of the socket).
     void* p = nullptr;
     try {
-      p = bytes >= kHugePageBytes ? map_host_pages(bytes, Populate::Lazy) : std::aligned_alloc(64, bytes);
+      p = bytes >= kHugePageBytes ? map_host_pages(bytes, Populate::Now) : std::aligned_alloc(64, bytes);
     } catch (const std::bad_alloc&) {
     }
     if (p == nullptr) throw OutOfMemory(device_, static_cast<std::int64_t>(bytes), host_available_memory_bytes(), stats_.cap);

@@ -1,11 +1,15 @@
 // Large host blocks: 2 MiB-aligned, zeroed, writable, and marked for transparent huge pages (the
 // kernel lists the mark as "hg" in the block's VmFlags, whether or not it had huge pages to give);
 // small blocks are plain pages; the CPU allocator takes large tensors from them.
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <boost/test/unit_test.hpp>
 
@@ -43,6 +47,16 @@ bool has_flag(const std::string& flags, const std::string& flag) {
   return false;
 }
 
+// Pages of [p, p + bytes) the kernel reports resident (mincore).
+std::size_t resident_pages(const void* p, std::size_t bytes) {
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> in_core((bytes + page - 1) / page);
+  BOOST_REQUIRE(::mincore(const_cast<void*>(p), bytes, in_core.data()) == 0);
+  std::size_t n = 0;
+  for (unsigned char c : in_core) n += c & 1;
+  return n;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(host_pages)
@@ -74,6 +88,16 @@ BOOST_AUTO_TEST_CASE(large_cpu_tensors_come_from_huge_page_blocks) {
   const auto t = kernels::Tensor::zeros({3 << 20}, kernels::DType::F32, kernels::Device::cpu(0));   // 12 MiB
   BOOST_TEST(reinterpret_cast<std::uintptr_t>(t.raw()) % kHugePageBytes == 0u);
   BOOST_TEST(has_flag(vm_flags_of(t.raw()), "hg"));
+}
+
+// A socket receive into a block that faults inside the kernel's copy stalled whole connections
+// (see CachingAllocator::raw_allocate): a large CPU tensor is resident before anything writes it.
+BOOST_AUTO_TEST_CASE(a_fresh_large_cpu_tensor_is_resident_before_it_is_written) {
+  const std::size_t bytes = std::size_t{40} << 20;   // larger than any block this suite freed
+  const auto t = kernels::Tensor::empty({static_cast<std::int64_t>(bytes / 4)}, kernels::DType::F32,
+                                        kernels::Device::cpu(0));
+  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  BOOST_TEST(resident_pages(t.raw(), bytes) == bytes / page);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
