@@ -8,13 +8,12 @@
 #include <sys/socket.h>
 
 #include <thrift/protocol/TBinaryProtocol.h>
-#include <thrift/transport/TBufferTransports.h>
 #include <thrift/transport/TSocket.h>
 #include <thrift/transport/TTransportException.h>
-#include <thrift/transport/TVirtualTransport.h>
 
 #include "core/log.h"
 #include "rpc/frame_codec.h"
+#include "rpc/streaming_framed_transport.h"
 
 namespace pw::rpc {
 
@@ -34,88 +33,6 @@ int millis_until(Deadline deadline, std::chrono::milliseconds cap = std::chrono:
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
   return static_cast<int>(std::clamp<std::chrono::milliseconds::rep>(std::min(left, cap).count(), 1, INT32_MAX));
 }
-
-// Writes exactly what TFramedTransport writes (a 4-byte big-endian length, then the message), but
-// large writes -- the tensor bytes of a frame -- are not copied into the frame buffer: the
-// transport keeps a pointer to them and writes them straight to the socket on flush(). This is
-// safe because the generated client serializes and flushes within one call, while the frame it
-// was given is alive. Replies are read through an ordinary TFramedTransport on the same socket.
-class GatherFramedTransport : public transport::TVirtualTransport<GatherFramedTransport> {
- public:
-  explicit GatherFramedTransport(std::shared_ptr<transport::TSocket> socket)
-      : socket_(socket), reader_(std::make_shared<transport::TFramedTransport>(std::move(socket))) {}
-
-  bool isOpen() const override { return socket_->isOpen(); }
-  bool peek() override { return reader_->peek(); }
-  void open() override { socket_->open(); }
-  void close() override {
-    pieces_.clear();
-    small_.clear();
-    socket_->close();
-  }
-
-  uint32_t read(uint8_t* buf, uint32_t len) { return reader_->read(buf, len); }
-  uint32_t readAll(uint8_t* buf, uint32_t len) { return reader_->readAll(buf, len); }
-  uint32_t readEnd() override { return reader_->readEnd(); }
-  const uint8_t* borrow(uint8_t* buf, uint32_t* len) { return reader_->borrow(buf, len); }
-  void consume(uint32_t len) { reader_->consume(len); }
-
-  void write(const uint8_t* buf, uint32_t len) {
-    if (len >= kGatherAtLeast) {
-      pieces_.push_back(Piece{buf, 0, len});
-    } else {
-      if (pieces_.empty() || pieces_.back().external)
-        pieces_.push_back(Piece{nullptr, small_.size(), 0});
-      small_.append(reinterpret_cast<const char*>(buf), len);
-      pieces_.back().size += len;
-    }
-    total_ += len;
-  }
-
-  void flush() override {
-    struct Reset {
-      GatherFramedTransport& t;
-      ~Reset() {
-        t.pieces_.clear();
-        t.small_.clear();
-        t.total_ = 0;
-      }
-    } reset{*this};
-    if (total_ > static_cast<std::uint64_t>(INT32_MAX))
-      throw transport::TTransportException(transport::TTransportException::CORRUPTED_DATA,
-                                           "frame of " + std::to_string(total_) + " bytes is too large");
-    const auto n = static_cast<std::uint32_t>(total_);
-    const std::uint8_t prefix[4] = {static_cast<std::uint8_t>(n >> 24), static_cast<std::uint8_t>(n >> 16),
-                                    static_cast<std::uint8_t>(n >> 8), static_cast<std::uint8_t>(n)};
-    // The prefix goes out together with the first buffered piece, so small frames take one write.
-    std::string head(reinterpret_cast<const char*>(prefix), sizeof prefix);
-    std::size_t first = 0;
-    if (!pieces_.empty() && !pieces_.front().external) {
-      head.append(small_, 0, pieces_.front().size);
-      first = 1;
-    }
-    socket_->write(reinterpret_cast<const std::uint8_t*>(head.data()), static_cast<std::uint32_t>(head.size()));
-    for (std::size_t i = first; i < pieces_.size(); ++i) {
-      const Piece& p = pieces_[i];
-      const std::uint8_t* data =
-          p.external ? p.external : reinterpret_cast<const std::uint8_t*>(small_.data()) + p.offset;
-      socket_->write(data, p.size);
-    }
-  }
-
- private:
-  static constexpr std::uint32_t kGatherAtLeast = 16 * 1024;
-  struct Piece {
-    const std::uint8_t* external;   // caller's bytes, or nullptr: bytes in small_ at offset
-    std::size_t offset;
-    std::uint32_t size;
-  };
-  std::shared_ptr<transport::TSocket> socket_;
-  std::shared_ptr<transport::TFramedTransport> reader_;
-  std::vector<Piece> pieces_;
-  std::string small_;
-  std::uint64_t total_ = 0;
-};
 
 }  // namespace
 
@@ -220,7 +137,7 @@ void PeerLink::connect(const Tag& tag, Deadline deadline, const std::function<vo
         close();
         throw;
       }
-      framed_ = std::make_shared<GatherFramedTransport>(socket_);
+      framed_ = std::make_shared<StreamingFramedTransport>(socket_, std::make_shared<apache::thrift::TConfiguration>());
       client_ = std::make_unique<wire::TensorTransferClient>(
           std::make_shared<apache::thrift::protocol::TBinaryProtocol>(framed_));
       return;
@@ -256,7 +173,7 @@ void PeerLink::deliver(const wire::TensorFrame& header, std::span<const std::byt
   try {
     while (refusal.empty() && unanswered_.size() >= kUnansweredFrames) refusal = read_answer();
     if (refusal.empty()) {
-      // The gather transport keeps pointers into `data` until flush() writes them: within this call.
+      // The transport keeps pointers into `data` until flush() writes them: within this call.
       protocol::TProtocol& out = *client_->getOutputProtocol();
       write_deliver_call(out, header, data);
       out.getTransport()->writeEnd();

@@ -17,6 +17,8 @@ constexpr std::size_t kReadAhead = 64 * 1024;
 // With nothing buffered, reads at least this large skip the read-ahead buffer.
 constexpr uint32_t kDirectReadAtLeast = 16 * 1024;
 constexpr std::size_t kPrefix = 4;
+// Writes at least this large are sent from the caller's memory rather than copied.
+constexpr uint32_t kReferenceAtLeast = 16 * 1024;
 
 }  // namespace
 
@@ -105,24 +107,38 @@ void StreamingFramedTransport::consume(uint32_t len) {
 }
 
 void StreamingFramedTransport::write(const uint8_t* buf, uint32_t len) {
-  write_buffer_.insert(write_buffer_.end(), buf, buf + len);
+  if (len >= kReferenceAtLeast) external_.push_back(External{buf, len, write_buffer_.size()});
+  else write_buffer_.insert(write_buffer_.end(), buf, buf + len);
+  written_ += len;
+}
+
+void StreamingFramedTransport::forget_writes() {
+  write_buffer_.resize(kPrefix);
+  external_.clear();
+  written_ = 0;
 }
 
 void StreamingFramedTransport::flush() {
-  const std::size_t body = write_buffer_.size() - kPrefix;
   struct Reset {
-    std::vector<uint8_t>& buffer;
-    ~Reset() { buffer.resize(kPrefix); }
-  } reset{write_buffer_};
-  if (body > static_cast<std::size_t>(INT32_MAX))
+    StreamingFramedTransport& t;
+    ~Reset() { t.forget_writes(); }
+  } reset{*this};
+  if (written_ > static_cast<std::size_t>(INT32_MAX))
     throw TTransportException(TTransportException::CORRUPTED_DATA,
-                              "reply of " + std::to_string(body) + " bytes is too large for a frame");
-  const auto n = static_cast<uint32_t>(body);
+                              "frame of " + std::to_string(written_) + " bytes is too large");
+  const auto n = static_cast<uint32_t>(written_);
   write_buffer_[0] = static_cast<uint8_t>(n >> 24);
   write_buffer_[1] = static_cast<uint8_t>(n >> 16);
   write_buffer_[2] = static_cast<uint8_t>(n >> 8);
   write_buffer_[3] = static_cast<uint8_t>(n);
-  inner_->write(write_buffer_.data(), static_cast<uint32_t>(write_buffer_.size()));
+  std::size_t from = 0;   // write_buffer_ bytes before this are sent
+  for (const External& e : external_) {
+    if (e.at > from) inner_->write(write_buffer_.data() + from, static_cast<uint32_t>(e.at - from));
+    inner_->write(e.data, e.size);
+    from = e.at;
+  }
+  if (write_buffer_.size() > from)
+    inner_->write(write_buffer_.data() + from, static_cast<uint32_t>(write_buffer_.size() - from));
   inner_->flush();
 }
 

@@ -98,12 +98,17 @@ void send_push(protocol::TProtocol& out, const PushCall& c) {
   out.writeListEnd();
   out.writeFieldEnd();
   out.writeFieldBegin("grads", protocol::T_STRING, 6);
-  // TBinaryProtocol's binary: a 4-byte length, then the bytes, here one row at a time.
+  // TBinaryProtocol's binary: a 4-byte length, then the bytes, here a run of adjacent rows at a
+  // time (a long run goes to the socket from `grads` itself: StreamingFramedTransport).
   out.writeI32(static_cast<std::int32_t>((c.end - c.begin) * row_bytes));
   const auto transport = out.getTransport();
-  for (std::size_t k = c.begin; k < c.end; ++k)
+  for (std::size_t k = c.begin; k < c.end;) {
+    std::size_t run = 1;
+    while (k + run < c.end && c.rows_at[k + run] == c.rows_at[k] + run) ++run;
     transport->write(reinterpret_cast<const std::uint8_t*>(c.grads + c.rows_at[k] * c.row_floats),
-                     static_cast<std::uint32_t>(row_bytes));
+                     static_cast<std::uint32_t>(run * row_bytes));
+    k += run;
+  }
   out.writeFieldEnd();
   out.writeFieldBegin("part", protocol::T_I32, 7);
   out.writeI32(c.part);
