@@ -143,16 +143,37 @@ void CachingAllocator::raw_free(void* ptr, std::size_t bytes) noexcept {
 #endif
 }
 
-void* CachingAllocator::allocate(std::size_t bytes) {
-  const std::size_t size = round_size(bytes);
-  std::lock_guard lock(mutex_);
+std::multimap<std::size_t, void*>::iterator CachingAllocator::cached_block_for(std::size_t size) {
   auto it = free_blocks_.lower_bound(size);
   // Reuse a cached block when it is not much larger than asked: a small one up to twice the size,
   // a large one up to a quarter more. A block counts whole in in_use (and against the cap), so a
   // 100 MB block handed out for 51 MB of optimizer state (freed gradients, replaced by a bucket's)
   // would be 49 MB held for nothing, and the by-kind figures would say so.
   const std::size_t largest_reused = size < (std::size_t{1} << 20) ? size * 2 : size + size / 4;
-  if (it != free_blocks_.end() && it->first <= largest_reused) {
+  return it != free_blocks_.end() && it->first <= largest_reused ? it : free_blocks_.end();
+}
+
+bool CachingAllocator::reserve(std::size_t bytes) {
+  const std::size_t size = round_size(bytes);
+  std::lock_guard lock(mutex_);
+  if (cached_block_for(size) != free_blocks_.end()) return true;
+  const auto want = static_cast<std::int64_t>(size);
+  if (stats_.cap > 0 && stats_.reserved + want > stats_.cap) return false;
+  void* p = nullptr;
+  try {
+    p = raw_allocate(size);
+  } catch (const OutOfMemory&) {
+    return false;
+  }
+  free_blocks_.emplace(size, p);
+  stats_.reserved += want;
+  return true;
+}
+
+void* CachingAllocator::allocate(std::size_t bytes) {
+  const std::size_t size = round_size(bytes);
+  std::lock_guard lock(mutex_);
+  if (auto it = cached_block_for(size); it != free_blocks_.end()) {
     void* p = it->second;
     const LiveBlock block{it->first, t_memory_kind};
     free_blocks_.erase(it);

@@ -71,6 +71,11 @@ class CachingAllocator {
   // Counts the live block at `ptr` under `kind` from now on (no-op for a pointer it did not give out).
   void set_kind(void* ptr, MemoryKind kind);
 
+  // Maps a block for `bytes` straight into the cache unless one that fits is cached already, so that
+  // a later allocation of that size finds it resident: counted as reserved, never as in use.
+  // Returns false, having done nothing, where it would go over the cap or the host has no memory.
+  bool reserve(std::size_t bytes);
+
   void set_cap(std::int64_t bytes);   // 0 removes the cap
   void release_cache();
   void reset_peak();
@@ -83,6 +88,8 @@ class CachingAllocator {
   void* raw_allocate(std::size_t bytes);
   void raw_free(void* ptr, std::size_t bytes) noexcept;
   void release_cache_locked();
+  // The cached block allocate() would hand out for `size` (a round_size), or free_blocks_.end().
+  std::multimap<std::size_t, void*>::iterator cached_block_for(std::size_t size);
 
   Device device_;
   mutable std::mutex mutex_;

@@ -20,6 +20,30 @@ BOOST_AUTO_TEST_CASE(freed_blocks_are_reused) {
   BOOST_CHECK_GE(alloc.stats().peak_in_use, 4000);
 }
 
+BOOST_AUTO_TEST_CASE(a_reserved_block_is_cached_not_in_use_and_the_next_allocation_takes_it) {
+  const Device dev = Device::cpu(13);
+  auto& alloc = DeviceRuntime::get(dev).allocator();
+  const std::size_t bytes = std::size_t{3} << 20;
+  const auto block = static_cast<std::int64_t>(CachingAllocator::round_size(bytes));
+  BOOST_TEST(alloc.reserve(bytes));
+  BOOST_TEST(alloc.stats().reserved == block);
+  BOOST_TEST(alloc.stats().in_use == 0);
+  BOOST_TEST(alloc.stats().peak_in_use == 0);
+  BOOST_TEST(alloc.reserve(bytes));   // one is cached already: nothing more
+  BOOST_TEST(alloc.stats().reserved == block);
+  {
+    Tensor t = Tensor::empty({static_cast<std::int64_t>(bytes / 4)}, DType::F32, dev);
+    BOOST_TEST(alloc.stats().reserved == block);   // the reserved block, not a new one
+    BOOST_TEST(alloc.stats().in_use == block);
+  }
+  // Over the cap it declines and maps nothing.
+  DeviceRuntime::get(dev).set_memory_cap(block + (1 << 20));
+  Tensor held = Tensor::empty({static_cast<std::int64_t>(bytes / 4)}, DType::F32, dev);
+  BOOST_TEST(!alloc.reserve(bytes));
+  BOOST_TEST(alloc.stats().reserved == block);
+  DeviceRuntime::get(dev).set_memory_cap(0);
+}
+
 BOOST_AUTO_TEST_CASE(cap_throws_out_of_memory_naming_device_and_bytes) {
   const Device dev = Device::cpu(12);
   auto& rt = DeviceRuntime::get(dev);

@@ -16,6 +16,7 @@
 #include <thrift/protocol/TBinaryProtocol.h>
 #include <thrift/transport/TBufferTransports.h>
 
+#include "kernels/runtime.h"
 #include "pw_thrift/TensorTransfer.h"
 #include "rpc/direct_tensor_processor.h"
 #include "rpc/frame_codec.h"
@@ -227,6 +228,44 @@ BOOST_AUTO_TEST_CASE(every_dtype_and_empty_tensors_round_trip_bitwise) {
       const Tensor got = world[1]->recv(0, tag, in_ms(5000));
       BOOST_TEST(same_bits(got, sent), kernels::dtype_name(dtype) << " " << kernels::shape_str(shape));
     }
+  }
+}
+
+// A connection's first large frame of a size maps the block for its next frame too (reserved in
+// the cache, not in use), so that the next frame of that size is not read into fresh pages;
+// later frames of the size map nothing.
+BOOST_AUTO_TEST_CASE(the_first_large_frame_of_a_size_reserves_the_block_for_the_next) {
+  using namespace apache::thrift;
+  const std::string token = rpc::make_job_token();
+  const std::int64_t floats = (std::int64_t{5} << 20) / 4 + 4096;   // a size no other test here sends
+  const rpc::FrameRules rules{token, 2, static_cast<std::size_t>(floats * 4)};
+  rpc::Mailbox mailbox(1);
+  auto handler = std::make_shared<rpc::TensorTransferHandler>(1, rules, mailbox);
+  rpc::DirectTensorTransferProcessor processor(handler);
+  auto wire_bytes = std::make_shared<transport::TMemoryBuffer>();
+  auto client_framed = std::make_shared<transport::TFramedTransport>(wire_bytes);
+  protocol::TBinaryProtocol client_out(client_framed);
+  auto config = std::make_shared<TConfiguration>(100 * 1024 * 1024, 64 * 1024 * 1024);
+  auto in = std::make_shared<protocol::TBinaryProtocol>(std::make_shared<rpc::StreamingFramedTransport>(wire_bytes, config));
+  auto out = std::make_shared<protocol::TBinaryProtocol>(
+      std::make_shared<transport::TFramedTransport>(std::make_shared<transport::TMemoryBuffer>()));
+  auto& allocator = kernels::DeviceRuntime::get(kernels::Device::cpu()).allocator();
+  const auto block = static_cast<std::int64_t>(kernels::CachingAllocator::round_size(static_cast<std::size_t>(floats * 4)));
+
+  std::vector<Tensor> sent;   // made first: they come from the same allocator
+  for (int mb = 0; mb < 3; ++mb) sent.push_back(byte_pattern({floats}, DType::F32, mb));
+  const auto before = allocator.stats();
+  for (int mb = 0; mb < 3; ++mb) {
+    const Tag tag{0, mb, PayloadKind::Activation, 1};
+    rpc::write_deliver_call(client_out, rpc::encode_frame_header(token, 0, tag, sent[mb]), bytes_of(sent[mb]));
+    client_framed->writeEnd();
+    client_framed->flush();
+    BOOST_TEST(processor.process(in, out, nullptr));
+    const Tensor got = mailbox.take(0, tag, in_ms(1000));
+    BOOST_TEST(same_bits(got, sent[mb]));
+    const auto now = allocator.stats();
+    BOOST_TEST(now.reserved - before.reserved == 2 * block, "after frame " << mb);   // its block and the next
+    BOOST_TEST(now.in_use - before.in_use == block);                                  // only the frame held
   }
 }
 
