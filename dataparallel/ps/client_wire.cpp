@@ -1,6 +1,7 @@
 #include "dataparallel/ps/client_wire.h"
 
 #include <algorithm>
+#include <bit>
 #include <memory>
 #include <optional>
 
@@ -94,7 +95,16 @@ void send_push(protocol::TProtocol& out, const PushCall& c) {
   out.writeFieldEnd();
   out.writeFieldBegin("keys", protocol::T_LIST, 5);
   out.writeListBegin(protocol::T_I64, static_cast<std::uint32_t>(c.end - c.begin));
-  for (std::size_t k = c.begin; k < c.end; ++k) out.writeI64(c.keys[k]);
+  // TBinaryProtocol's i64s are big-endian: swapped into a buffer of this thread's, written as one
+  // block (sent from the buffer itself on flush, below, while the buffer is still this call's).
+  thread_local std::vector<std::uint64_t> big_endian_keys;
+  big_endian_keys.resize(c.end - c.begin);
+  for (std::size_t k = c.begin; k < c.end; ++k) {
+    const auto key = static_cast<std::uint64_t>(c.keys[k]);
+    big_endian_keys[k - c.begin] = std::endian::native == std::endian::little ? __builtin_bswap64(key) : key;
+  }
+  out.getTransport()->write(reinterpret_cast<const std::uint8_t*>(big_endian_keys.data()),
+                            static_cast<std::uint32_t>(big_endian_keys.size() * sizeof(std::uint64_t)));
   out.writeListEnd();
   out.writeFieldEnd();
   out.writeFieldBegin("grads", protocol::T_STRING, 6);
