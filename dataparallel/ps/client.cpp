@@ -271,12 +271,10 @@ void PsClient::pull(const std::string& table, int dim, const std::vector<std::in
     const std::size_t chunks = ps_pull_chunks(n, dim);
     on_chunks(s, chunks, [&](PsConnection& connection, std::size_t chunk) {
       const auto [begin, end] = ps_chunk(chunk, chunks, n);
-      const std::vector<std::int64_t> chunk_keys(per[u].begin() + static_cast<std::ptrdiff_t>(begin),
-                                                 per[u].begin() + static_cast<std::ptrdiff_t>(end));
       connection.call("pull of step " + std::to_string(step), timeout_, [&](rpc::wire::ParameterServerClient& client, int ms) {
-        client.send_pull(token_, table, chunk_keys, step, staleness, ms);
+        send_pull(*client.getOutputProtocol(), PullCall{token_, table, per[u].data() + begin, end - begin, step, staleness, ms});
         // A retry after a broken answer writes the same rows again.
-        read_pull_answer(*client.getInputProtocol(), d * sizeof(float), chunk_keys.size(),
+        read_pull_answer(*client.getInputProtocol(), d * sizeof(float), end - begin,
                          [&](std::size_t first, std::size_t count, const char* data) {
                            for (std::size_t k = 0; k < count; ++k)
                              std::memcpy(rows + where[u][begin + first + k] * d, data + k * d * sizeof(float),

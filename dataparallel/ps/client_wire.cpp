@@ -17,7 +17,52 @@ namespace protocol = apache::thrift::protocol;
 namespace {
 // Rows are read in pieces of about this size: small enough to stay in cache until scattered.
 constexpr std::size_t kStagingBytes = 256 * 1024;
+
+// A list<i64>'s header and elements. TBinaryProtocol's i64s are big-endian: swapped into a buffer
+// of this thread's and written as one block, which the transport may send from the buffer itself
+// on flush: the caller flushes before this thread writes keys again.
+void write_keys(protocol::TProtocol& out, const std::int64_t* keys, std::size_t n) {
+  out.writeListBegin(protocol::T_I64, static_cast<std::uint32_t>(n));
+  thread_local std::vector<std::uint64_t> big_endian;
+  big_endian.resize(n);
+  for (std::size_t k = 0; k < n; ++k) {
+    const auto key = static_cast<std::uint64_t>(keys[k]);
+    big_endian[k] = std::endian::native == std::endian::little ? __builtin_bswap64(key) : key;
+  }
+  out.getTransport()->write(reinterpret_cast<const std::uint8_t*>(big_endian.data()),
+                            static_cast<std::uint32_t>(n * sizeof(std::uint64_t)));
+  out.writeListEnd();
+}
+
 }  // namespace
+
+void send_pull(protocol::TProtocol& out, const PullCall& c) {
+  out.writeMessageBegin("pull", protocol::T_CALL, 0);
+  out.writeStructBegin("ParameterServer_pull_pargs");
+  out.writeFieldBegin("job_token", protocol::T_STRING, 1);
+  out.writeString(c.job_token);
+  out.writeFieldEnd();
+  out.writeFieldBegin("table", protocol::T_STRING, 2);
+  out.writeString(c.table);
+  out.writeFieldEnd();
+  out.writeFieldBegin("keys", protocol::T_LIST, 3);
+  write_keys(out, c.keys, c.count);
+  out.writeFieldEnd();
+  out.writeFieldBegin("step", protocol::T_I64, 4);
+  out.writeI64(c.step);
+  out.writeFieldEnd();
+  out.writeFieldBegin("staleness", protocol::T_I32, 5);
+  out.writeI32(c.staleness);
+  out.writeFieldEnd();
+  out.writeFieldBegin("timeout_ms", protocol::T_I32, 6);
+  out.writeI32(c.timeout_ms);
+  out.writeFieldEnd();
+  out.writeFieldStop();
+  out.writeStructEnd();
+  out.writeMessageEnd();
+  out.getTransport()->writeEnd();
+  out.getTransport()->flush();
+}
 
 void read_pull_answer(protocol::TProtocol& in, std::size_t row_bytes, std::size_t expected_rows,
                       const std::function<void(std::size_t, std::size_t, const char*)>& rows) {
@@ -94,17 +139,7 @@ void send_push(protocol::TProtocol& out, const PushCall& c) {
   out.writeI64(c.step);
   out.writeFieldEnd();
   out.writeFieldBegin("keys", protocol::T_LIST, 5);
-  out.writeListBegin(protocol::T_I64, static_cast<std::uint32_t>(c.end - c.begin));
-  // TBinaryProtocol's i64s are big-endian: swapped into a buffer of this thread's, written as one
-  // block (sent from the buffer itself on flush, below, while the buffer is still this call's).
-  thread_local std::vector<std::uint64_t> big_endian_keys;
-  big_endian_keys.resize(c.end - c.begin);
-  for (std::size_t k = c.begin; k < c.end; ++k) {
-    const auto key = static_cast<std::uint64_t>(c.keys[k]);
-    big_endian_keys[k - c.begin] = std::endian::native == std::endian::little ? __builtin_bswap64(key) : key;
-  }
-  out.getTransport()->write(reinterpret_cast<const std::uint8_t*>(big_endian_keys.data()),
-                            static_cast<std::uint32_t>(big_endian_keys.size() * sizeof(std::uint64_t)));
+  write_keys(out, c.keys.data() + c.begin, c.end - c.begin);
   out.writeListEnd();
   out.writeFieldEnd();
   out.writeFieldBegin("grads", protocol::T_STRING, 6);

@@ -1,11 +1,12 @@
 #pragma once
 // The two parameter-server calls whose payload is large, written and read by hand on the client
 // instead of through Thrift's generated ParameterServerClient::pull / push, which would first
-// gather a push's gradient rows into a string (then copy it into the frame) and read a pull's
-// answer into a string (zero-filled, then filled, then scattered into place). Here a push's rows
-// go from the caller's gradients straight into the frame, and a pull's answer comes off the socket
-// through a small staging buffer into each row's place. The bytes on the wire are the ones the
-// generated code would write and read (TBinaryProtocol, fields in IDL order).
+// gather a push's gradient rows into a string (then copy it into the frame), write keys one
+// virtual call each, and read a pull's answer into a string (zero-filled, then filled, then
+// scattered into place). Here a push's rows go to the socket from the caller's gradients, keys
+// go as one block, and a pull's answer comes off the socket through a small staging buffer into
+// each row's place. The bytes on the wire are the ones the generated code would write and read
+// (TBinaryProtocol, fields in IDL order).
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -15,6 +16,18 @@
 #include <thrift/protocol/TProtocol.h>
 
 namespace pw::dp {
+
+// Writes and flushes a pull call (ParameterServer.pull) of keys[0..count).
+struct PullCall {
+  const std::string& job_token;
+  const std::string& table;
+  const std::int64_t* keys;
+  std::size_t count;
+  std::int64_t step;
+  std::int32_t staleness;
+  std::int32_t timeout_ms;
+};
+void send_pull(apache::thrift::protocol::TProtocol& out, const PullCall& call);
 
 // After send_pull: reads the answer. rows(first, count, data): `count` rows of `row_bytes` each,
 // rows first..first+count-1 of the answer, at `data` (valid during the call). Throws the
