@@ -34,17 +34,23 @@ void write_keys(protocol::TProtocol& out, const std::int64_t* keys, std::size_t 
   out.writeListEnd();
 }
 
+// A call's message header and its first two fields, which every parameter-server call has.
+void begin_call(protocol::TProtocol& out, const char* method, const char* args, const std::string& job_token,
+                const std::string& table) {
+  out.writeMessageBegin(method, protocol::T_CALL, 0);
+  out.writeStructBegin(args);
+  out.writeFieldBegin("job_token", protocol::T_STRING, 1);
+  out.writeString(job_token);
+  out.writeFieldEnd();
+  out.writeFieldBegin("table", protocol::T_STRING, 2);
+  out.writeString(table);
+  out.writeFieldEnd();
+}
+
 }  // namespace
 
 void send_pull(protocol::TProtocol& out, const PullCall& c) {
-  out.writeMessageBegin("pull", protocol::T_CALL, 0);
-  out.writeStructBegin("ParameterServer_pull_pargs");
-  out.writeFieldBegin("job_token", protocol::T_STRING, 1);
-  out.writeString(c.job_token);
-  out.writeFieldEnd();
-  out.writeFieldBegin("table", protocol::T_STRING, 2);
-  out.writeString(c.table);
-  out.writeFieldEnd();
+  begin_call(out, "pull", "ParameterServer_pull_pargs", c.job_token, c.table);
   out.writeFieldBegin("keys", protocol::T_LIST, 3);
   write_keys(out, c.keys, c.count);
   out.writeFieldEnd();
@@ -124,14 +130,7 @@ void send_push(protocol::TProtocol& out, const PushCall& c) {
   PW_CHECK(c.begin <= c.end && c.end <= c.keys.size() && c.end <= c.rows_at.size(),
            "push part of rows " << c.begin << ".." << c.end << " of " << c.keys.size());
   const std::size_t row_bytes = c.row_floats * sizeof(float);
-  out.writeMessageBegin("push", protocol::T_CALL, 0);
-  out.writeStructBegin("ParameterServer_push_pargs");
-  out.writeFieldBegin("job_token", protocol::T_STRING, 1);
-  out.writeString(c.job_token);
-  out.writeFieldEnd();
-  out.writeFieldBegin("table", protocol::T_STRING, 2);
-  out.writeString(c.table);
-  out.writeFieldEnd();
+  begin_call(out, "push", "ParameterServer_push_pargs", c.job_token, c.table);
   out.writeFieldBegin("worker", protocol::T_I32, 3);
   out.writeI32(c.worker);
   out.writeFieldEnd();

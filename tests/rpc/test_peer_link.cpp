@@ -50,6 +50,39 @@ std::span<const std::byte> bytes_of(const Tensor& t) {
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+// A receiver's DirectTensorTransferProcessor serving calls that a client wrote into memory, read
+// through the server's framed transport as they would be off a socket; its answers go to `replies`.
+struct ProcessorOverMemory {
+  ProcessorOverMemory(const std::string& token, std::size_t max_frame_bytes)
+      : rules{token, 2, max_frame_bytes},
+        handler(std::make_shared<rpc::TensorTransferHandler>(1, rules, mailbox)),
+        processor(handler) {}
+
+  void send(const std::string& with_token, const Tag& tag, const Tensor& t) {
+    rpc::write_deliver_call(client_out, rpc::encode_frame_header(with_token, 0, tag, t), bytes_of(t));
+    client_framed->writeEnd();
+    client_framed->flush();
+  }
+  bool serve() { return processor.process(in, out, nullptr); }
+
+  rpc::FrameRules rules;
+  rpc::Mailbox mailbox{1};
+  std::shared_ptr<rpc::TensorTransferHandler> handler;
+  rpc::DirectTensorTransferProcessor processor;
+  std::shared_ptr<apache::thrift::transport::TMemoryBuffer> wire_bytes =
+      std::make_shared<apache::thrift::transport::TMemoryBuffer>();
+  std::shared_ptr<apache::thrift::transport::TFramedTransport> client_framed =
+      std::make_shared<apache::thrift::transport::TFramedTransport>(wire_bytes);
+  apache::thrift::protocol::TBinaryProtocol client_out{client_framed};
+  std::shared_ptr<apache::thrift::protocol::TBinaryProtocol> in = std::make_shared<apache::thrift::protocol::TBinaryProtocol>(
+      std::make_shared<rpc::StreamingFramedTransport>(
+          wire_bytes, std::make_shared<apache::thrift::TConfiguration>(100 * 1024 * 1024, 64 * 1024 * 1024)));
+  std::shared_ptr<apache::thrift::transport::TMemoryBuffer> replies =
+      std::make_shared<apache::thrift::transport::TMemoryBuffer>();
+  std::shared_ptr<apache::thrift::protocol::TBinaryProtocol> out = std::make_shared<apache::thrift::protocol::TBinaryProtocol>(
+      std::make_shared<apache::thrift::transport::TFramedTransport>(replies));
+};
+
 // A TCP peer on 127.0.0.1 that reads whatever it is sent and never answers.
 class SilentPeer {
  public:
@@ -181,39 +214,22 @@ BOOST_AUTO_TEST_CASE(connection_keeps_working_after_a_refused_large_frame_was_sk
 BOOST_AUTO_TEST_CASE(direct_processor_skips_refused_bytes_and_serves_the_next_call) {
   using namespace apache::thrift;
   const std::string token = rpc::make_job_token();
-  const rpc::FrameRules rules{token, 2, 512 * 1024};
-  rpc::Mailbox mailbox(1);
-  auto handler = std::make_shared<rpc::TensorTransferHandler>(1, rules, mailbox);
-  rpc::DirectTensorTransferProcessor processor(handler);
-
-  auto wire_bytes = std::make_shared<transport::TMemoryBuffer>();
-  auto client_framed = std::make_shared<transport::TFramedTransport>(wire_bytes);
-  protocol::TBinaryProtocol client_out(client_framed);
-  const auto call = [&](const std::string& with_token, const Tag& tag, const Tensor& t) {
-    rpc::write_deliver_call(client_out, rpc::encode_frame_header(with_token, 0, tag, t), bytes_of(t));
-    client_framed->writeEnd();
-    client_framed->flush();
-  };
+  ProcessorOverMemory server(token, 512 * 1024);
   const Tensor big = byte_pattern({kLargeFloats / 2}, DType::F32, 8);   // 512 KiB: at the limit
   const Tensor too_big = byte_pattern({kLargeFloats}, DType::F32, 9);   // over the rules' maximum
   const Tag good{0, 2, PayloadKind::Activation, 1};
-  call(rpc::make_job_token(), Tag{0, 0, PayloadKind::Activation, 1}, big);
-  call(token, Tag{0, 1, PayloadKind::Activation, 1}, too_big);
-  call(token, good, big);
-
-  auto config = std::make_shared<TConfiguration>(100 * 1024 * 1024, 4 * 1024 * 1024);
-  auto in = std::make_shared<protocol::TBinaryProtocol>(std::make_shared<rpc::StreamingFramedTransport>(wire_bytes, config));
-  auto replies = std::make_shared<transport::TMemoryBuffer>();
-  auto out = std::make_shared<protocol::TBinaryProtocol>(std::make_shared<transport::TFramedTransport>(replies));
-  for (int i = 0; i < 3; ++i) BOOST_TEST(processor.process(in, out, nullptr));
+  server.send(rpc::make_job_token(), Tag{0, 0, PayloadKind::Activation, 1}, big);
+  server.send(token, Tag{0, 1, PayloadKind::Activation, 1}, too_big);
+  server.send(token, good, big);
+  for (int i = 0; i < 3; ++i) BOOST_TEST(server.serve());
 
   rpc::wire::TensorTransferClient reader(std::make_shared<protocol::TBinaryProtocol>(
-      std::make_shared<transport::TFramedTransport>(replies)));
+      std::make_shared<transport::TFramedTransport>(server.replies)));
   BOOST_CHECK_THROW(reader.recv_deliver(), rpc::wire::FrameRejected);
   BOOST_CHECK_THROW(reader.recv_deliver(), rpc::wire::FrameRejected);
   BOOST_CHECK_NO_THROW(reader.recv_deliver());
-  BOOST_TEST(handler->refused_frames() == 2u);
-  BOOST_TEST(same_bits(mailbox.take(0, good, in_ms(1000)), big));
+  BOOST_TEST(server.handler->refused_frames() == 2u);
+  BOOST_TEST(same_bits(server.mailbox.take(0, good, in_ms(1000)), big));
 }
 
 BOOST_AUTO_TEST_CASE(every_dtype_and_empty_tensors_round_trip_bitwise) {
@@ -235,20 +251,9 @@ BOOST_AUTO_TEST_CASE(every_dtype_and_empty_tensors_round_trip_bitwise) {
 // the cache, not in use), so that the next frame of that size is not read into fresh pages;
 // later frames of the size map nothing.
 BOOST_AUTO_TEST_CASE(the_first_large_frame_of_a_size_reserves_the_block_for_the_next) {
-  using namespace apache::thrift;
   const std::string token = rpc::make_job_token();
   const std::int64_t floats = (std::int64_t{5} << 20) / 4 + 4096;   // a size no other test here sends
-  const rpc::FrameRules rules{token, 2, static_cast<std::size_t>(floats * 4)};
-  rpc::Mailbox mailbox(1);
-  auto handler = std::make_shared<rpc::TensorTransferHandler>(1, rules, mailbox);
-  rpc::DirectTensorTransferProcessor processor(handler);
-  auto wire_bytes = std::make_shared<transport::TMemoryBuffer>();
-  auto client_framed = std::make_shared<transport::TFramedTransport>(wire_bytes);
-  protocol::TBinaryProtocol client_out(client_framed);
-  auto config = std::make_shared<TConfiguration>(100 * 1024 * 1024, 64 * 1024 * 1024);
-  auto in = std::make_shared<protocol::TBinaryProtocol>(std::make_shared<rpc::StreamingFramedTransport>(wire_bytes, config));
-  auto out = std::make_shared<protocol::TBinaryProtocol>(
-      std::make_shared<transport::TFramedTransport>(std::make_shared<transport::TMemoryBuffer>()));
+  ProcessorOverMemory server(token, static_cast<std::size_t>(floats * 4));
   auto& allocator = kernels::DeviceRuntime::get(kernels::Device::cpu()).allocator();
   const auto block = static_cast<std::int64_t>(kernels::CachingAllocator::round_size(static_cast<std::size_t>(floats * 4)));
 
@@ -257,11 +262,9 @@ BOOST_AUTO_TEST_CASE(the_first_large_frame_of_a_size_reserves_the_block_for_the_
   const auto before = allocator.stats();
   for (int mb = 0; mb < 3; ++mb) {
     const Tag tag{0, mb, PayloadKind::Activation, 1};
-    rpc::write_deliver_call(client_out, rpc::encode_frame_header(token, 0, tag, sent[mb]), bytes_of(sent[mb]));
-    client_framed->writeEnd();
-    client_framed->flush();
-    BOOST_TEST(processor.process(in, out, nullptr));
-    const Tensor got = mailbox.take(0, tag, in_ms(1000));
+    server.send(token, tag, sent[mb]);
+    BOOST_TEST(server.serve());
+    const Tensor got = server.mailbox.take(0, tag, in_ms(1000));
     BOOST_TEST(same_bits(got, sent[mb]));
     const auto now = allocator.stats();
     BOOST_TEST(now.reserved - before.reserved == 2 * block, "after frame " << mb);   // its block and the next
