@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <new>
 
@@ -9,13 +10,20 @@ namespace pw {
 
 namespace {
 
-void populate_now(void* block, std::size_t bytes) {
+// False where the kernel could not give the pages (out of memory): the caller unmaps and throws
+// bad_alloc, rather than touching pages until the OOM killer or SIGBUS decides.
+bool populate_now(void* block, std::size_t bytes) {
 #ifdef MADV_POPULATE_WRITE
-  if (::madvise(block, bytes, MADV_POPULATE_WRITE) == 0) return;
+  int result = 0;
+  do result = ::madvise(block, bytes, MADV_POPULATE_WRITE);
+  while (result != 0 && errno == EINTR);
+  if (result == 0) return true;
+  if (errno != EINVAL) return false;   // EINVAL: a kernel before 5.14, which lacks the flag
 #endif
   // Older kernels: write one byte per small page (a huge page takes its first write only).
   auto* p = static_cast<volatile char*>(block);
   for (std::size_t i = 0; i < bytes; i += 4096) p[i] = 0;
+  return true;
 }
 
 }  // namespace
@@ -24,7 +32,10 @@ void* map_host_pages(std::size_t bytes, Populate populate) {
   if (bytes < kHugePageBytes) {
     void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
-    if (populate == Populate::Now) populate_now(p, bytes);
+    if (populate == Populate::Now && !populate_now(p, bytes)) {
+      ::munmap(p, bytes);
+      throw std::bad_alloc();
+    }
     return p;
   }
   // Over-map by one huge page and trim, so the block starts on a 2 MiB boundary.
@@ -39,7 +50,10 @@ void* map_host_pages(std::size_t bytes, Populate populate) {
   if (tail > 0) ::munmap(reinterpret_cast<void*>(aligned + bytes), tail);
   void* block = reinterpret_cast<void*>(aligned);
   ::madvise(block, bytes, MADV_HUGEPAGE);   // a hint: refused where THP is off, and the block still works
-  if (populate == Populate::Now) populate_now(block, bytes);
+  if (populate == Populate::Now && !populate_now(block, bytes)) {
+    ::munmap(block, bytes);
+    throw std::bad_alloc();
+  }
   return block;
 }
 

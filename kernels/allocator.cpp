@@ -97,7 +97,7 @@ void* CachingAllocator::raw_allocate(std::size_t bytes) {
     // Large blocks on huge pages, faulted in here rather than when first written: a tensor that
     // a socket receive writes into must not fault inside the kernel's copy. Such a receive ran
     // slowly enough for the sender to see a zero window, and the connection then stalled for
-    // 120-220 ms (transport_bench, 64 MiB transfers: 3 of 5 runs at 0.57-0.60x of the socket).
+    // 100-200 ms (transport_bench: one or two of a run's 64 MiB frames took 120-220 ms, not 20).
     void* p = nullptr;
     try {
       p = bytes >= kHugePageBytes ? map_host_pages(bytes, Populate::Now) : std::aligned_alloc(64, bytes);
@@ -155,51 +155,93 @@ std::multimap<std::size_t, void*>::iterator CachingAllocator::cached_block_for(s
 
 bool CachingAllocator::reserve(std::size_t bytes) {
   const std::size_t size = round_size(bytes);
-  std::lock_guard lock(mutex_);
-  if (cached_block_for(size) != free_blocks_.end()) return true;
   const auto want = static_cast<std::int64_t>(size);
-  if (stats_.cap > 0 && stats_.reserved + want > stats_.cap) return false;
+  {
+    std::lock_guard lock(mutex_);
+    if (cached_block_for(size) != free_blocks_.end()) return true;
+    if (stats_.cap > 0 && stats_.reserved + want > stats_.cap) return false;
+    claim_locked(want);
+  }
   void* p = nullptr;
   try {
     p = raw_allocate(size);
   } catch (const OutOfMemory&) {
+    std::lock_guard lock(mutex_);
+    unclaim_locked(want);
+    return false;
+  } catch (...) {
+    std::lock_guard lock(mutex_);
+    unclaim_locked(want);
+    throw;
+  }
+  std::lock_guard lock(mutex_);
+  mapping_ -= want;
+  try {
+    free_blocks_.emplace(size, p);
+  } catch (...) {
+    stats_.reserved -= want;
+    raw_free(p, size);
     return false;
   }
-  free_blocks_.emplace(size, p);
-  stats_.reserved += want;
   return true;
 }
 
 void* CachingAllocator::allocate(std::size_t bytes) {
   const std::size_t size = round_size(bytes);
-  std::lock_guard lock(mutex_);
-  if (auto it = cached_block_for(size); it != free_blocks_.end()) {
-    void* p = it->second;
-    const LiveBlock block{it->first, t_memory_kind};
-    free_blocks_.erase(it);
-    live_blocks_[p] = block;
-    count_in(block);
-    return p;
-  }
   const auto want = static_cast<std::int64_t>(size);
-  if (stats_.cap > 0 && stats_.reserved + want > stats_.cap) {
-    release_cache_locked();
-    if (stats_.in_use + want > stats_.cap) {
-      throw OutOfMemory(device_, want, stats_.cap - stats_.in_use, stats_.cap);
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = cached_block_for(size); it != free_blocks_.end()) {
+      void* p = it->second;
+      const LiveBlock block{it->first, t_memory_kind};
+      free_blocks_.erase(it);
+      live_blocks_[p] = block;
+      count_in(block);
+      return p;
     }
+    if (stats_.cap > 0 && stats_.reserved + want > stats_.cap) {
+      release_cache_locked();
+      if (stats_.in_use + mapping_ + want > stats_.cap) {
+        throw OutOfMemory(device_, want, stats_.cap - stats_.in_use - mapping_, stats_.cap);
+      }
+    }
+    claim_locked(want);
   }
+  // Mapped outside the lock: a large CPU block is faulted in as it is mapped (100-146 ms for
+  // 64 MiB of fresh huge pages on a VM whose host backs them on first touch), and meanwhile other
+  // threads allocate and free on this device, other connections' frames among them.
   void* p = nullptr;
   try {
-    p = raw_allocate(size);
-  } catch (const OutOfMemory&) {
-    release_cache_locked();
-    p = raw_allocate(size);
+    try {
+      p = raw_allocate(size);
+    } catch (const OutOfMemory&) {
+      {
+        std::lock_guard lock(mutex_);
+        release_cache_locked();
+      }
+      p = raw_allocate(size);
+    }
+  } catch (...) {
+    std::lock_guard lock(mutex_);
+    unclaim_locked(want);
+    throw;
   }
+  std::lock_guard lock(mutex_);
+  mapping_ -= want;
   const LiveBlock block{size, t_memory_kind};
   live_blocks_[p] = block;
-  stats_.reserved += want;
   count_in(block);
   return p;
+}
+
+void CachingAllocator::claim_locked(std::int64_t bytes) {
+  stats_.reserved += bytes;
+  mapping_ += bytes;
+}
+
+void CachingAllocator::unclaim_locked(std::int64_t bytes) {
+  stats_.reserved -= bytes;
+  mapping_ -= bytes;
 }
 
 void CachingAllocator::deallocate(void* ptr) {

@@ -73,7 +73,8 @@ class CachingAllocator {
 
   // Maps a block for `bytes` straight into the cache unless one that fits is cached already, so that
   // a later allocation of that size finds it resident: counted as reserved, never as in use.
-  // Returns false, having done nothing, where it would go over the cap or the host has no memory.
+  // Returns false, having done nothing, where it would go over the cap or the host (or device) has
+  // no memory for it; other errors (a CUDA error from earlier work) are thrown.
   bool reserve(std::size_t bytes);
 
   void set_cap(std::int64_t bytes);   // 0 removes the cap
@@ -88,6 +89,9 @@ class CachingAllocator {
   void* raw_allocate(std::size_t bytes);
   void raw_free(void* ptr, std::size_t bytes) noexcept;
   void release_cache_locked();
+  // Bytes an allocation maps outside the lock: reserved at once, and counted against the cap.
+  void claim_locked(std::int64_t bytes);
+  void unclaim_locked(std::int64_t bytes);
   // The cached block allocate() would hand out for `size` (a round_size), or free_blocks_.end().
   std::multimap<std::size_t, void*>::iterator cached_block_for(std::size_t size);
 
@@ -101,6 +105,7 @@ class CachingAllocator {
   void count_in(const LiveBlock& block);
   std::unordered_map<void*, LiveBlock> live_blocks_;
   MemoryStats stats_;
+  std::int64_t mapping_ = 0;   // claimed bytes being mapped outside the lock
 };
 
 }  // namespace pw::kernels

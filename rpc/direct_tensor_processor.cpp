@@ -1,6 +1,7 @@
 #include "rpc/direct_tensor_processor.h"
 
 #include <algorithm>
+#include <atomic>
 #include <array>
 #include <optional>
 #include <vector>
@@ -37,17 +38,32 @@ struct Incoming {
 };
 
 // A connection reads its next frame while the stage still holds the last one, so frames of one size
-// take two blocks in turn. The first frame of a large size reserves the second block as well, so
-// that it is not mapped, and faulted in, later while a frame waits to be read (a fresh 64 MiB block
-// took 105-146 ms on a VM whose memory the host had not backed yet).
-void reserve_the_next_buffer(std::size_t bytes) {
-  if (bytes < kHugePageBytes) return;   // small blocks come from malloc's heap
+// take at least two blocks in turn. The first large frame of a size on a connection reserves the
+// second block as well, so that it is not mapped, and faulted in, later while a frame waits to be
+// read (a fresh 64 MiB block took 100-146 ms on a VM whose host backs memory on first touch). A
+// third block, where the stage holds two frames, is still mapped when needed. One-off huge frames
+// reserve nothing, and the process reserves at most kReservedAtMost bytes this way.
+void reserve_the_next_buffer(std::size_t bytes) noexcept {
+  constexpr std::size_t kReserveUpTo = std::size_t{256} << 20;
+  constexpr std::int64_t kReservedAtMost = std::int64_t{1} << 30;
   constexpr std::size_t kSizesRemembered = 16;
+  static std::atomic<std::int64_t> reserved_bytes{0};
+  if (bytes < kHugePageBytes || bytes > kReserveUpTo) return;   // small blocks come from malloc's heap
   thread_local std::vector<std::size_t> reserved;   // this connection's sizes, the latest last
-  if (std::find(reserved.begin(), reserved.end(), bytes) != reserved.end()) return;
-  if (reserved.size() == kSizesRemembered) reserved.erase(reserved.begin());
-  reserved.push_back(bytes);
-  kernels::DeviceRuntime::get(kernels::Device::cpu()).allocator().reserve(bytes);
+  try {
+    if (std::find(reserved.begin(), reserved.end(), bytes) != reserved.end()) return;
+    if (reserved_bytes.fetch_add(static_cast<std::int64_t>(bytes)) + static_cast<std::int64_t>(bytes) > kReservedAtMost) {
+      reserved_bytes.fetch_sub(static_cast<std::int64_t>(bytes));
+      return;
+    }
+    if (!kernels::DeviceRuntime::get(kernels::Device::cpu()).allocator().reserve(bytes)) {
+      reserved_bytes.fetch_sub(static_cast<std::int64_t>(bytes));
+      return;   // over the cap or out of memory: tried again by the next frame of the size
+    }
+    if (reserved.size() == kSizesRemembered) reserved.erase(reserved.begin());
+    reserved.push_back(bytes);
+  } catch (...) {   // a hint: the frame is read all the same
+  }
 }
 
 void skip_bytes(apache::thrift::transport::TTransport& transport, std::size_t n) {

@@ -139,7 +139,6 @@ void send_push(protocol::TProtocol& out, const PushCall& c) {
   out.writeFieldEnd();
   out.writeFieldBegin("keys", protocol::T_LIST, 5);
   write_keys(out, c.keys.data() + c.begin, c.end - c.begin);
-  out.writeListEnd();
   out.writeFieldEnd();
   out.writeFieldBegin("grads", protocol::T_STRING, 6);
   // TBinaryProtocol's binary: a 4-byte length, then the bytes, here a run of adjacent rows at a

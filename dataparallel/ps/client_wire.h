@@ -3,9 +3,9 @@
 // instead of through Thrift's generated ParameterServerClient::pull / push, which would first
 // gather a push's gradient rows into a string (then copy it into the frame), write keys one
 // virtual call each, and read a pull's answer into a string (zero-filled, then filled, then
-// scattered into place). Here a push's rows go to the socket from the caller's gradients, keys
-// go as one block, and a pull's answer comes off the socket through a small staging buffer into
-// each row's place. The bytes on the wire are the ones the generated code would write and read
+// scattered into place). Here a push's rows go in runs of adjacent rows (one of 16 KiB or more
+// straight from the caller's gradients to the socket), keys go as one block, and a pull's answer
+// comes off the socket through a small staging buffer into each row's place. The bytes on the wire are the ones the generated code would write and read
 // (TBinaryProtocol, fields in IDL order).
 #include <cstddef>
 #include <cstdint>

@@ -1,6 +1,6 @@
 // StreamingFramedTransport writes the bytes TFramedTransport writes, whether a write was copied
-// into its buffer or (16 KiB and up) sent from the caller's memory on flush; a closed transport
-// forgets the writes it had not sent.
+// into its buffer or (16 KiB and up) sent from the caller's memory on flush (so the bytes sent are
+// the caller's as they are at the flush); a closed transport forgets the writes it had not sent.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -58,6 +58,22 @@ BOOST_AUTO_TEST_CASE(copied_and_referenced_writes_make_the_frame_tframedtranspor
       reader.readAll(got.data(), static_cast<std::uint32_t>(got.size()));
       BOOST_TEST((got == w));
     }
+}
+
+BOOST_AUTO_TEST_CASE(a_large_write_is_sent_from_the_callers_memory_as_it_is_at_flush) {
+  auto wire = std::make_shared<transport::TMemoryBuffer>();
+  StreamingFramedTransport t(wire, std::make_shared<apache::thrift::TConfiguration>());
+  auto large = pattern(16 * 1024, 1);
+  auto small = pattern(16 * 1024 - 1, 2);
+  t.write(large.data(), static_cast<std::uint32_t>(large.size()));
+  t.write(small.data(), static_cast<std::uint32_t>(small.size()));
+  large[0] = 0xEE;   // after the write, before the flush: the large one was not copied
+  small[0] = 0xEE;   // the small one was
+  t.flush();
+  const std::string bytes = sent(*wire);
+  BOOST_REQUIRE(bytes.size() == 4 + large.size() + small.size());
+  BOOST_TEST(static_cast<std::uint8_t>(bytes[4]) == 0xEE);
+  BOOST_TEST(static_cast<std::uint8_t>(bytes[4 + large.size()]) == 2);
 }
 
 BOOST_AUTO_TEST_CASE(closing_forgets_writes_that_were_not_sent) {
