@@ -164,15 +164,9 @@ bool CachingAllocator::reserve(std::size_t bytes) {
   }
   void* p = nullptr;
   try {
-    p = raw_allocate(size);
+    p = map_claimed(size, AfterOutOfMemory::Throw);
   } catch (const OutOfMemory&) {
-    std::lock_guard lock(mutex_);
-    unclaim_locked(want);
     return false;
-  } catch (...) {
-    std::lock_guard lock(mutex_);
-    unclaim_locked(want);
-    throw;
   }
   std::lock_guard lock(mutex_);
   mapping_ -= want;
@@ -207,31 +201,35 @@ void* CachingAllocator::allocate(std::size_t bytes) {
     }
     claim_locked(want);
   }
-  // Mapped outside the lock: a large CPU block is faulted in as it is mapped (100-146 ms for
-  // 64 MiB of fresh huge pages on a VM whose host backs them on first touch), and meanwhile other
-  // threads allocate and free on this device, other connections' frames among them.
-  void* p = nullptr;
-  try {
-    try {
-      p = raw_allocate(size);
-    } catch (const OutOfMemory&) {
-      {
-        std::lock_guard lock(mutex_);
-        release_cache_locked();
-      }
-      p = raw_allocate(size);
-    }
-  } catch (...) {
-    std::lock_guard lock(mutex_);
-    unclaim_locked(want);
-    throw;
-  }
+  void* p = map_claimed(size, AfterOutOfMemory::ReleaseCacheAndRetry);
   std::lock_guard lock(mutex_);
   mapping_ -= want;
   const LiveBlock block{size, t_memory_kind};
   live_blocks_[p] = block;
   count_in(block);
   return p;
+}
+
+// Outside the lock: a large CPU block is faulted in as it is mapped (100-146 ms for 64 MiB of fresh
+// huge pages on a VM whose host backs them on first touch), and meanwhile other threads allocate
+// and free on this device, other connections' frames among them.
+void* CachingAllocator::map_claimed(std::size_t size, AfterOutOfMemory after) {
+  try {
+    try {
+      return raw_allocate(size);
+    } catch (const OutOfMemory&) {
+      if (after == AfterOutOfMemory::Throw) throw;
+      {
+        std::lock_guard lock(mutex_);
+        release_cache_locked();
+      }
+      return raw_allocate(size);
+    }
+  } catch (...) {
+    std::lock_guard lock(mutex_);
+    unclaim_locked(static_cast<std::int64_t>(size));
+    throw;
+  }
 }
 
 void CachingAllocator::claim_locked(std::int64_t bytes) {

@@ -92,6 +92,10 @@ class CachingAllocator {
   // Bytes an allocation maps outside the lock: reserved at once, and counted against the cap.
   void claim_locked(std::int64_t bytes);
   void unclaim_locked(std::int64_t bytes);
+  enum class AfterOutOfMemory { Throw, ReleaseCacheAndRetry };
+  // Maps `size` claimed bytes, taking the lock only to release the cache; gives the claim back
+  // if it throws.
+  void* map_claimed(std::size_t size, AfterOutOfMemory after);
   // The cached block allocate() would hand out for `size` (a round_size), or free_blocks_.end().
   std::multimap<std::size_t, void*>::iterator cached_block_for(std::size_t size);
 
