@@ -50,15 +50,14 @@ void reserve_the_next_buffer(std::size_t bytes) noexcept {
   static std::atomic<std::int64_t> reserved_bytes{0};
   if (bytes < kHugePageBytes || bytes > kReserveUpTo) return;   // small blocks come from malloc's heap
   thread_local std::vector<std::size_t> reserved;   // this connection's sizes, the latest last
+  const auto n = static_cast<std::int64_t>(bytes);
   try {
     if (std::find(reserved.begin(), reserved.end(), bytes) != reserved.end()) return;
-    if (reserved_bytes.fetch_add(static_cast<std::int64_t>(bytes)) + static_cast<std::int64_t>(bytes) > kReservedAtMost) {
-      reserved_bytes.fetch_sub(static_cast<std::int64_t>(bytes));
+    const bool done = reserved_bytes.fetch_add(n) + n <= kReservedAtMost &&
+                      kernels::DeviceRuntime::get(kernels::Device::cpu()).allocator().reserve(bytes);
+    if (!done) {   // over the budget or the cap, or out of memory: tried again by the next frame of the size
+      reserved_bytes.fetch_sub(n);
       return;
-    }
-    if (!kernels::DeviceRuntime::get(kernels::Device::cpu()).allocator().reserve(bytes)) {
-      reserved_bytes.fetch_sub(static_cast<std::int64_t>(bytes));
-      return;   // over the cap or out of memory: tried again by the next frame of the size
     }
     if (reserved.size() == kSizesRemembered) reserved.erase(reserved.begin());
     reserved.push_back(bytes);

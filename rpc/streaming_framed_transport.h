@@ -8,8 +8,8 @@
 // copied at all -- the transport keeps a pointer to them and writes them straight to the socket.
 // So a writer must flush before the bytes it wrote die, as the generated processors and clients
 // and pipewright's own writers do (serialize, then flush, within one call), and one whose
-// serialization fails must close() or destroy the transport, which forgets the pointers. Servers, peer
-// links and parameter-server clients use it.
+// serialization fails must close() or destroy the transport, which forgets the pointers.
+// Servers, peer links and parameter-server clients use it.
 #include <cstdint>
 #include <memory>
 #include <vector>
