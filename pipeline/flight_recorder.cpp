@@ -1,6 +1,7 @@
 #include "pipeline/flight_recorder.h"
 
 #include "core/error.h"
+#include "pipeline/flight_live_file.h"
 
 namespace pw::pipeline {
 
@@ -27,6 +28,7 @@ std::uint64_t FlightRecorder::start(std::int64_t step, const Instruction& instru
   e.sequence = next_++;
   if (ring_.size() < capacity_) ring_.push_back(e);
   else ring_[e.sequence % capacity_] = e;
+  if (live_) live_->write(e, next_);
   return e.sequence;
 }
 
@@ -38,6 +40,16 @@ void FlightRecorder::finish(std::uint64_t sequence, FlightState state, std::int6
   e.state = state;
   e.end_ns = now;
   e.bytes = bytes;
+  if (live_) live_->write(e, next_);
+}
+
+void FlightRecorder::mirror_to(FlightLiveFile* file) const {
+  std::lock_guard lock(mutex_);
+  PW_CHECK(file == nullptr || file->capacity() == capacity_,
+           "a live flight record of " << file->capacity() << " entries for a recorder of " << capacity_);
+  live_ = file;
+  if (live_)
+    for (const auto& e : ring_) live_->write(e, next_);
 }
 
 std::vector<FlightEntry> FlightRecorder::snapshot() const {

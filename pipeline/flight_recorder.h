@@ -31,6 +31,8 @@ struct FlightEntry {
   FlightState state = FlightState::Running;
 };
 
+class FlightLiveFile;   // pipeline/flight_live_file.h
+
 class FlightRecorder {
  public:
   static constexpr std::size_t kDefaultCapacity = 2000;
@@ -44,11 +46,16 @@ class FlightRecorder {
   std::vector<FlightEntry> snapshot() const;   // oldest first
   std::size_t capacity() const { return capacity_; }
 
+  // Every entry recorded from now on (and those held now) is also written to `file` (of this
+  // recorder's capacity), until mirror_to(nullptr); the caller keeps the file alive until then.
+  void mirror_to(FlightLiveFile* file) const;
+
  private:
   const std::size_t capacity_;
   mutable std::mutex mutex_;
   std::vector<FlightEntry> ring_;
   std::uint64_t next_ = 0;
+  mutable FlightLiveFile* live_ = nullptr;   // a copy of the ring outside the process, not its state
 };
 
 std::int64_t steady_now_ns();

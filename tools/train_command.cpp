@@ -341,7 +341,8 @@ void add_train_command(CLI::App& app, TrainCommand& t) {
       ->check(range(0, 65535))->group(output);
   cmd->add_option("--debug-dir", fit.debug_dir,
                   "write every rank's flight record (its last instructions) here when the job fails on a timeout "
-                  "or an abort, on SIGUSR1 and on SIGTERM; read it with pipewright prof --hang DIR")
+                  "or an abort, on SIGUSR1 and on SIGTERM, and keep a live one per rank while it runs (left by a "
+                  "rank killed with SIGKILL); read them with pipewright prof --hang DIR")
       ->check([](const std::string& s) { return s.empty() ? std::string("--debug-dir needs a folder") : std::string(); })
       ->group(output);
   cmd->add_option("--straggler-threshold", fit.straggler_threshold,

@@ -55,6 +55,8 @@ class Engine {
   ParameterServers* parameter_servers() const { return servers_; }
   RankLinks& links() { return links_; }
   const RankLinks& links() const { return links_; }
+  // Keeps this rank's flight record in DIR/flight-rank<R>.live while the engine lives (train/flight_dump.h).
+  void keep_flight_record_in(const std::string& dir) { flight_registration_.keep_live_record_in(dir); }
   // What of the data this rank reads: inputs (first stage), labels (last), both, or none.
   models::data::DataParts data_parts() const;
   // How a loader builds this rank's batches: inputs in the dtype the first layer rounds them to

@@ -385,6 +385,7 @@ void write_trace(Engine& engine, const FitOptions& o, rpc::Deadline deadline) {
 }
 
 nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& callbacks) {
+  if (!o.debug_dir.empty()) engine.keep_flight_record_in(o.debug_dir);
   const auto& plan = engine.plan();
   const auto& c = plan.config;
   const bool primary = engine.is_primary();

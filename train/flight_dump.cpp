@@ -2,10 +2,14 @@
 
 #include <unistd.h>
 
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <set>
+#include <stop_token>
+#include <thread>
 
 #include "core/durable_file.h"
 #include "core/error.h"
@@ -25,6 +29,48 @@ Registry& registry() {
   static auto* r = new Registry;
   return *r;
 }
+
+// Touches every live record every 100 ms, from one thread while there is any: a rank stuck in a
+// wait records nothing, and its file should still say until when its process lived.
+class LiveToucher {
+ public:
+  static LiveToucher& instance() {
+    static auto* t = new LiveToucher;   // never destroyed, as the registry
+    return *t;
+  }
+  void add(pipeline::FlightLiveFile* file) {
+    std::lock_guard lock(mutex_);
+    files_.insert(file);
+    if (!thread_.joinable()) thread_ = std::jthread([this](std::stop_token stop) { run(stop); });
+  }
+  // After it returns, `file` is not touched again.
+  void remove(pipeline::FlightLiveFile* file) noexcept {
+    std::jthread last;
+    {
+      std::lock_guard lock(mutex_);
+      files_.erase(file);
+      if (files_.empty()) last = std::move(thread_);
+    }
+    if (last.joinable()) {
+      last.request_stop();
+      wake_.notify_all();
+    }
+  }
+
+ private:
+  void run(std::stop_token stop) {
+    std::unique_lock lock(mutex_);
+    while (!stop.stop_requested()) {
+      for (auto* f : files_) f->touch(pipeline::steady_now_ns());
+      wake_.wait_for(lock, stop, std::chrono::milliseconds(100), [] { return false; });
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable_any wake_;
+  std::set<pipeline::FlightLiveFile*> files_;
+  std::jthread thread_;
+};
 
 nlohmann::json dump_of(const FlightSource& s, const std::string& reason) {
   nlohmann::json entries = nlohmann::json::array();
@@ -54,21 +100,62 @@ FlightRegistration::FlightRegistration(const FlightSource& source) {
 }
 
 FlightRegistration::~FlightRegistration() {
+  stop_live();
   if (id_ == 0) return;
   auto& r = registry();
   std::lock_guard lock(r.mutex);
   r.sources.erase(id_);
 }
 
-FlightRegistration::FlightRegistration(FlightRegistration&& other) noexcept : id_(other.id_) { other.id_ = 0; }
+FlightRegistration::FlightRegistration(FlightRegistration&& other) noexcept
+    : id_(other.id_), live_(std::move(other.live_)) {
+  other.id_ = 0;
+}
 
 FlightRegistration& FlightRegistration::operator=(FlightRegistration&& other) noexcept {
   if (this != &other) {
     FlightRegistration gone(std::move(*this));
     id_ = other.id_;
+    live_ = std::move(other.live_);
     other.id_ = 0;
   }
   return *this;
+}
+
+void FlightRegistration::keep_live_record_in(const std::string& dir) {
+  FlightSource source;
+  {
+    auto& r = registry();
+    std::lock_guard lock(r.mutex);
+    const auto it = r.sources.find(id_);
+    PW_CHECK(it != r.sources.end(), "a live flight record of a rank that is not registered");
+    source = it->second;
+  }
+  const auto path = std::filesystem::path(dir) / ("flight-rank" + std::to_string(source.rank) + ".live");
+  if (live_ && live_->path() == path.string()) return;
+  stop_live();
+  std::error_code made;
+  std::filesystem::create_directories(dir, made);
+  if (made) PW_FAIL("live flight record: cannot create " << dir << ": " << made.message());
+  live_ = std::make_unique<pipeline::FlightLiveFile>(
+      path.string(),
+      pipeline::FlightLiveIdentity{source.rank, source.stage, source.replica, source.stages, source.replicas,
+                                   source.chunks, source.program},
+      source.recorder->capacity());
+  source.recorder->mirror_to(live_.get());
+  LiveToucher::instance().add(live_.get());
+}
+
+void FlightRegistration::stop_live() noexcept {
+  if (!live_) return;
+  LiveToucher::instance().remove(live_.get());
+  {
+    auto& r = registry();
+    std::lock_guard lock(r.mutex);
+    if (const auto it = r.sources.find(id_); it != r.sources.end()) it->second.recorder->mirror_to(nullptr);
+  }
+  live_->remove();
+  live_.reset();
 }
 
 int dump_flight_records(const std::string& dir, const std::string& reason) {

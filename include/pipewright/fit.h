@@ -90,7 +90,9 @@ struct FitOptions {
   // HOST the job's bind address (loopback in one process); 0: any free port (logged); -1: off.
   int metrics_port = -1;
   // Flight records (the last instructions of every rank, pipeline/flight_recorder.h) are written
-  // here when the job fails on a timeout or an abort, for `pipewright prof --hang DIR`. Empty: none.
+  // here when the job fails on a timeout or an abort, for `pipewright prof --hang DIR`; while the
+  // job runs, each rank also keeps its record in flight-rank<R>.live here (removed when the rank
+  // ends; left by a rank killed or crashed). Empty: none.
   std::string debug_dir;
   std::int64_t straggler_window = 20;   // steps
   std::int64_t log_every = 50;       // progress line every N steps when stderr is not a terminal

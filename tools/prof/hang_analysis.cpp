@@ -9,9 +9,14 @@
 #include <set>
 #include <sstream>
 
+#include <signal.h>
+
+#include <cerrno>
+
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "pipeline/flight_live_file.h"
 
 namespace pw::tools {
 namespace {
@@ -55,6 +60,16 @@ std::string message_name(const FlightEntry& e) {
 
 const FlightEntry* last_entry(const RankFlightRecord& r) { return r.entries.empty() ? nullptr : &r.entries.back(); }
 
+bool gone(const RankFlightRecord& r) { return r.source == RecordSource::LiveProcessGone; }
+// Whether q's process ended while r's went on (ranks of one killed process stopped together: their
+// records say where each was).
+bool died_apart(const RankFlightRecord& r, const RankFlightRecord& q) { return gone(q) && (!gone(r) || r.pid != q.pid); }
+
+// "its process (pid 12) ended without a dump (killed or crashed)" for a rank whose live file is all that is left.
+std::string gone_text(const RankFlightRecord& r) {
+  return "its process (pid " + std::to_string(r.pid) + ") ended without a dump (killed or crashed)";
+}
+
 // The waiting receive a rank stopped in, if it stopped in one.
 const FlightEntry* waiting_receive(const RankFlightRecord& r) {
   const auto* e = last_entry(r);
@@ -76,6 +91,12 @@ struct Finder {
     const auto* q = peer_of(r, wait);
     const int q_rank = peer_rank(r, wait);
     if (!q) return "rank " + std::to_string(q_rank) + " left no flight record (did its process die?)";
+    if (died_apart(r, *q)) {
+      const auto* q_last = last_entry(*q);
+      return who(*q) + ": " + gone_text(*q) +
+             (q_last ? "; its live record ends in " + where(*q, *q_last) + ", " + pipeline::flight_state_name(q_last->state)
+                     : "; its live record holds no instruction");
+    }
     const OpType send = send_for(wait.instruction.op);
     for (const auto& e : q->entries)
       if (e.step == wait.step && e.instruction.op == send && e.instruction.micro_batch == wait.instruction.micro_batch &&
@@ -132,14 +153,66 @@ nlohmann::json read_json(const std::filesystem::path& path) {
   }
 }
 
+// On this host: whether process `pid` runs (kill(pid, 0) fails with EPERM for another user's
+// process, and succeeds for a zombie, which is gone).
+bool process_running(std::int64_t pid) {
+  if (pid <= 0 || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM)) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;   // no /proc: kill said it is there
+  const auto close = line.rfind(')');
+  return close == std::string::npos || close + 2 >= line.size() || line[close + 2] != 'Z';
+}
+
+RankFlightRecord read_live_record(const std::filesystem::path& path) {
+  const auto live = pipeline::read_flight_live_file(path.string());
+  RankFlightRecord r;
+  r.file = path.string();
+  r.pid = live.pid;
+  r.rank = live.identity.rank;
+  r.stage = live.identity.stage;
+  r.replica = live.identity.replica;
+  r.stages = live.identity.stages;
+  r.replicas = live.identity.replicas;
+  r.chunks = live.identity.chunks;
+  r.dumped_ns = live.alive_ns;
+  r.entries = live.entries;
+  if (live.host != pipeline::flight_host_name()) {
+    r.source = RecordSource::LiveOtherHost;
+    r.reason = "live record from host " + live.host + " (pid " + std::to_string(live.pid) + ")";
+  } else if (process_running(live.pid)) {
+    r.source = RecordSource::LiveProcessRunning;
+    r.reason = "live record of a running process (pid " + std::to_string(live.pid) + ")";
+  } else {
+    r.source = RecordSource::LiveProcessGone;
+    r.reason = "live record: " + gone_text(r);
+  }
+  try {
+    PW_INPUT_CHECK(r.stages >= 1 && r.replicas >= 1 && r.chunks >= 1 && r.stage >= 0 && r.stage < r.stages &&
+                       r.rank == r.replica * r.stages + r.stage,
+                   "rank " << r.rank << ", stage " << r.stage << ", replica " << r.replica << " of " << r.stages
+                           << " stages do not agree");
+    r.program = pipeline::from_text(live.identity.program);
+  } catch (const InputError& e) {
+    throw InputError(r.file + ": " + e.what());
+  }
+  return r;
+}
+
 }  // namespace
 
 std::vector<RankFlightRecord> read_flight_records(const std::string& dir) {
   PW_INPUT_CHECK(std::filesystem::is_directory(dir), "--hang " << dir << ": not a folder");
   std::vector<RankFlightRecord> out;
+  std::vector<RankFlightRecord> live;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     const auto name = entry.path().filename().string();
-    if (name.rfind("flight-rank", 0) != 0 || entry.path().extension() != ".json") continue;
+    if (name.rfind("flight-rank", 0) != 0) continue;
+    if (entry.path().extension() == ".live") {
+      live.push_back(read_live_record(entry.path()));
+      continue;
+    }
+    if (entry.path().extension() != ".json") continue;
     const auto j = read_json(entry.path());
     RankFlightRecord r;
     r.file = entry.path().string();
@@ -156,6 +229,7 @@ std::vector<RankFlightRecord> read_flight_records(const std::string& dir) {
                      "rank " << r.rank << ", stage " << r.stage << ", replica " << r.replica << " of " << r.stages
                              << " stages do not agree");
       r.reason = j.at("reason").get<std::string>();
+      r.pid = j.value("pid", std::int64_t{0});
       r.dumped_ns = j.at("dumped_ns").get<std::int64_t>();
       r.program = pipeline::from_text(j.at("program").get<std::string>());
       for (const auto& e : j.at("entries")) r.entries.push_back(pipeline::flight_entry_from_json(e));
@@ -166,7 +240,14 @@ std::vector<RankFlightRecord> read_flight_records(const std::string& dir) {
     }
     out.push_back(std::move(r));
   }
-  PW_INPUT_CHECK(!out.empty(), "--hang " << dir << ": no flight-rank*.json in it (train --debug-dir writes them)");
+  // A rank with both: the dump, where its own process wrote it (on SIGUSR1 or SIGTERM, which do not
+  // unwind, or after the job failed); else the newer (the rank was restarted as another process).
+  for (auto& l : live) {
+    const auto same = std::find_if(out.begin(), out.end(), [&](const auto& d) { return d.rank == l.rank; });
+    if (same == out.end()) out.push_back(std::move(l));
+    else if (same->pid != l.pid && same->dumped_ns < l.dumped_ns) *same = std::move(l);
+  }
+  PW_INPUT_CHECK(!out.empty(), "--hang " << dir << ": no flight-rank*.json or flight-rank*.live in it (train --debug-dir writes them)");
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
   return out;
 }
@@ -188,6 +269,7 @@ HangDiagnosis diagnose_hang(const std::vector<RankFlightRecord>& records) {
       line += "failed in " + where(r, *e);
     else
       line += "between instructions, after " + where(r, *e);
+    if (r.source != RecordSource::Dump) line += " [" + r.reason + "]";
     d.ranks.push_back(line);
   }
   // The root cause: follow who waits for whom from the first waiting rank.
@@ -199,7 +281,7 @@ HangDiagnosis diagnose_hang(const std::vector<RankFlightRecord>& records) {
     const FlightEntry* at_wait = wait;
     for (;;) {
       const auto* q = f.peer_of(*at, *at_wait);
-      const FlightEntry* q_wait = q ? waiting_receive(*q) : nullptr;
+      const FlightEntry* q_wait = q && !died_apart(*at, *q) ? waiting_receive(*q) : nullptr;
       if (!q || !q_wait || std::find(chain.begin(), chain.end(), q->rank) != chain.end()) {
         std::ostringstream out;
         if (q && q_wait) {   // a cycle: each waits for a message the next sends only later

@@ -1,8 +1,9 @@
 #pragma once
 // `pipewright prof --hang DIR`: reads every rank's flight record (DIR/flight-rank*.json, written
-// by train --debug-dir) and says in a few lines where the job was stuck: which rank waited for
-// which peer's message that never came and why (the peer still computing, itself waiting, its
-// program sending it only later or not at all, no record from it), or which rank was computing.
+// by train --debug-dir, or DIR/flight-rank*.live, the record a rank keeps while it runs) and says
+// in a few lines where the job was stuck: which rank waited for which peer's message that never
+// came and why (the peer still computing, itself waiting, its program sending it only later or not
+// at all, its process gone, no record from it), or which rank was computing.
 #include <string>
 #include <vector>
 
@@ -10,11 +11,17 @@
 
 namespace pw::tools {
 
+// Where a rank's record came from: its dump, or its live file (pipeline/flight_live_file.h) with
+// its process still running on this host, gone from this host, or on another host.
+enum class RecordSource { Dump, LiveProcessRunning, LiveProcessGone, LiveOtherHost };
+
 struct RankFlightRecord {
   std::string file;
+  RecordSource source = RecordSource::Dump;
+  std::int64_t pid = 0;
   int rank = 0, stage = 0, replica = 0, stages = 1, replicas = 1, chunks = 1;
   std::string reason;
-  std::int64_t dumped_ns = 0;
+  std::int64_t dumped_ns = 0;   // a live file: when its process last showed it was alive
   std::vector<pipeline::Instruction> program;
   std::vector<pipeline::FlightEntry> entries;   // oldest first
 };

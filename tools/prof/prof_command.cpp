@@ -20,7 +20,7 @@ void add_prof_command(CLI::App& app, ProfOptions& o) {
   cmd->add_option("files", o.files, "trace files");
   cmd->add_option("--hang", o.hang_dir,
                   "instead of traces: say where a stuck job was stuck from the flight records in this folder "
-                  "(train --debug-dir)")
+                  "(train --debug-dir: dumps, and the live records of ranks running or killed)")
       ->check([](const std::string& s) { return s.empty() ? std::string("--hang needs a folder") : std::string(); });
   cmd->add_option("--svg", o.svg_path, "draw the timeline of the last traced steps into this SVG file");
   cmd->add_option("--svg-steps", o.svg_steps, "how many steps the timeline shows")->capture_default_str()

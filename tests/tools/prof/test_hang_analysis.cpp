@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <thread>
 
 #include <boost/test/unit_test.hpp>
 
@@ -36,6 +37,9 @@ BOOST_AUTO_TEST_CASE(a_stalled_rank_is_named_computing_and_its_neighbour_waiting
   BOOST_TEST(r.status == 4, r.output);   // a timeout
   BOOST_TEST(std::filesystem::exists(debug / "flight-rank0.json"));
   BOOST_TEST(std::filesystem::exists(debug / "flight-rank1.json"));
+  // The ranks kept live records while they ran, and removed them as they ended.
+  BOOST_TEST(!std::filesystem::exists(debug / "flight-rank0.live"));
+  BOOST_TEST(!std::filesystem::exists(debug / "flight-rank1.live"));
   const auto prof = pw::test::run_pipewright("prof --hang " + debug.string());
   BOOST_TEST_INFO(prof.output);
   BOOST_TEST(prof.status == 0);
@@ -136,11 +140,55 @@ BOOST_AUTO_TEST_CASE(a_rank_stopped_with_sigterm_writes_its_record_first) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(a_rank_killed_with_sigkill_is_named_from_its_live_record) {
+  // Two processes; rank 1 stalls in a forward. While the live records show rank 0 waiting for it,
+  // rank 1 is killed with SIGKILL, which leaves no dump; rank 0 is stopped by the loss and dumps.
+  pw::test::ScratchDir dir("hang-sigkill");
+  const auto debug = dir.path / "debug";
+  const auto binary = pw::test::pipewright_binary();
+  pw::test::BackgroundCommand job("env PW_INJECT_FAULT=stall@3:1 " + binary + " launch --nproc-per-node 2 -- " + binary +
+                                      " train --model seed-cnn --dataset synthetic --synthetic-size 512 --threads 1 "
+                                      "--batch-size 16 --stages 2 --steps 6 --stage-timeout 120 --debug-dir " +
+                                      debug.string(),
+                                  dir.file("job.log"));
+  std::int64_t stalled_pid = 0;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (stalled_pid == 0 && std::chrono::steady_clock::now() < end && !job.wait(std::chrono::milliseconds(0))) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::vector<tools::RankFlightRecord> records;
+    try {
+      records = tools::read_flight_records(debug.string());
+    } catch (const InputError&) {   // not both files yet
+      continue;
+    }
+    if (records.size() == 2 && records[1].source == tools::RecordSource::LiveProcessRunning &&
+        tools::diagnose_hang(records).stuck.find("waited in 'rG0' (instruction 4 of step 2") != std::string::npos)
+      stalled_pid = records[1].pid;
+  }
+  BOOST_REQUIRE_MESSAGE(stalled_pid > 0, job.output());
+  kill(static_cast<pid_t>(stalled_pid), SIGKILL);
+  const auto status = job.wait(std::chrono::seconds(120));
+  BOOST_REQUIRE_MESSAGE(status.has_value(), job.output());
+  BOOST_TEST(*status != 0, job.output());
+  // Rank 0 ended by unwinding: its dump, and its live file removed. Rank 1 left only its live file.
+  BOOST_TEST(std::filesystem::exists(debug / "flight-rank0.json"));
+  BOOST_TEST(!std::filesystem::exists(debug / "flight-rank0.live"));
+  BOOST_TEST(!std::filesystem::exists(debug / "flight-rank1.json"));
+  BOOST_TEST(std::filesystem::exists(debug / "flight-rank1.live"));
+  const auto prof = pw::test::run_pipewright("prof --hang " + debug.string());
+  BOOST_TEST_INFO(prof.output);
+  BOOST_TEST(prof.status == 0);
+  BOOST_TEST(prof.output.find("stuck: rank 0 (stage 0, replica 0) waited in 'rG0' (instruction 4 of step 2, micro-batch 0) "
+                              "for the gradient of micro-batch 0 (step 2) from rank 1: rank 1 (stage 1, replica 0): its "
+                              "process (pid " + std::to_string(stalled_pid) + ") ended without a dump (killed or crashed); "
+                              "its live record ends in 'F0' (instruction 1 of step 2, micro-batch 0), running") == 0u);
+}
+
 BOOST_AUTO_TEST_CASE(a_folder_without_records_is_one_line) {
   pw::test::ScratchDir dir("hang-empty");
   const auto prof = pw::test::run_pipewright("prof --hang " + dir.path.string());
   BOOST_TEST(prof.status == 2, prof.output);
-  BOOST_TEST(prof.output.find("no flight-rank*.json in it") != std::string::npos, prof.output);
+  BOOST_TEST(prof.output.find("no flight-rank*.json or flight-rank*.live in it") != std::string::npos, prof.output);
   // A damaged record is named, in one line.
   std::ofstream(dir.file("flight-rank0.json")) << "{\"format\": \"pipewright flight record 1\", \"rank\": 0";
   const auto damaged = pw::test::run_pipewright("prof --hang " + dir.path.string());
