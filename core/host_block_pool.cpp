@@ -34,7 +34,7 @@ void* HostBlockPool::take(std::size_t bytes) {
     std::memset(reused, 0, bytes);   // resident pages: far cheaper than the faults of fresh ones
     return reused;
   }
-  void* block = map_host_pages(bytes, Populate::Now);   // fresh pages are zero
+  void* block = map_host_pages(bytes);   // fresh pages are zero
   std::lock_guard lock(mutex_);
   stats_.in_use += static_cast<std::int64_t>(bytes);
   stats_.peak_in_use = std::max(stats_.peak_in_use, stats_.in_use);

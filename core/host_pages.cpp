@@ -28,11 +28,11 @@ bool populate_now(void* block, std::size_t bytes) {
 
 }  // namespace
 
-void* map_host_pages(std::size_t bytes, Populate populate) {
+void* map_host_pages(std::size_t bytes) {
   if (bytes < kHugePageBytes) {
     void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
-    if (populate == Populate::Now && !populate_now(p, bytes)) {
+    if (!populate_now(p, bytes)) {
       ::munmap(p, bytes);
       throw std::bad_alloc();
     }
@@ -50,7 +50,7 @@ void* map_host_pages(std::size_t bytes, Populate populate) {
   if (tail > 0) ::munmap(reinterpret_cast<void*>(aligned + bytes), tail);
   void* block = reinterpret_cast<void*>(aligned);
   ::madvise(block, bytes, MADV_HUGEPAGE);   // a hint: refused where THP is off, and the block still works
-  if (populate == Populate::Now && !populate_now(block, bytes)) {
+  if (!populate_now(block, bytes)) {
     ::munmap(block, bytes);
     throw std::bad_alloc();
   }

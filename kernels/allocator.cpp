@@ -100,7 +100,7 @@ void* CachingAllocator::raw_allocate(std::size_t bytes) {
     // 100-200 ms (transport_bench: one or two of a run's 64 MiB frames took 120-220 ms, not 20).
     void* p = nullptr;
     try {
-      p = bytes >= kHugePageBytes ? map_host_pages(bytes, Populate::Now) : std::aligned_alloc(64, bytes);
+      p = bytes >= kHugePageBytes ? map_host_pages(bytes) : std::aligned_alloc(64, bytes);
     } catch (const std::bad_alloc&) {
     }
     if (p == nullptr) throw OutOfMemory(device_, static_cast<std::int64_t>(bytes), host_available_memory_bytes(), stats_.cap);
