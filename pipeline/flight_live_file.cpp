@@ -2,14 +2,15 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
-#include <iterator>
 
 #include "core/error.h"
 
@@ -40,6 +41,8 @@ struct Slot {
   std::int32_t op, micro_batch, chunk, overlap;
   std::int32_t index, peer_stage, message_virtual_stage, state;
   std::int64_t bytes, start_ns, end_ns;
+  std::uint64_t sequence_check;      // sequence_plus_one again, written last: a reader of a running
+                                     // process's file skips a slot whose two copies differ
 };
 
 static_assert(sizeof(Header) % alignof(std::uint64_t) == 0 && sizeof(Slot) % alignof(std::uint64_t) == 0);
@@ -58,21 +61,27 @@ FlightLiveFile::FlightLiveFile(std::string path, const FlightLiveIdentity& id, s
     : path_(std::move(path)), capacity_(capacity) {
   PW_CHECK(capacity >= 1 && capacity <= kMaxCapacity, "a live flight record of " << capacity << " entries");
   bytes_ = sizeof(Header) + capacity * sizeof(Slot) + id.program.size();
-  // A new file every time: a reader never sees the record of an earlier run under this one's header.
-  ::unlink(path_.c_str());
-  const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // Made whole under a temporary name and renamed into place, so a reader never finds it half
+  // made, and replacing the file of an earlier run never shows that run's entries under this header.
+  const std::string temporary = path_ + ".new" + std::to_string(::getpid());
+  const int fd = ::open(temporary.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) PW_FAIL("live flight record " << path_ << ": cannot create it: " << std::strerror(errno));
-  const bool sized = ::ftruncate(fd, static_cast<off_t>(bytes_)) == 0;
-  const int size_error = errno;
-  void* map = sized ? ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+  // The disk blocks are allocated now: a full disk later would make a write to the mapping SIGBUS.
+  const int size_error = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes_));
+  void* map = size_error == 0 ? ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
   const int map_error = errno;
+  struct stat made {};
+  const bool stated = map != MAP_FAILED && ::fstat(fd, &made) == 0;
   ::close(fd);   // the mapping keeps the file
-  if (map == MAP_FAILED) {
-    ::unlink(path_.c_str());
-    PW_FAIL("live flight record " << path_ << ": cannot " << (sized ? "map" : "size") << " it ("
-                                  << bytes_ << " bytes): " << std::strerror(sized ? map_error : size_error));
+  if (map == MAP_FAILED || !stated) {
+    if (map != MAP_FAILED) ::munmap(map, bytes_);
+    ::unlink(temporary.c_str());
+    PW_FAIL("live flight record " << path_ << ": cannot " << (size_error != 0 ? "allocate" : "map") << " it ("
+                                  << bytes_ << " bytes): " << std::strerror(size_error != 0 ? size_error : map_error));
   }
   map_ = map;
+  device_ = made.st_dev;
+  inode_ = made.st_ino;
   auto* h = static_cast<Header*>(map_);
   std::memcpy(h->magic, kMagic, sizeof kMagic);
   h->header_bytes = sizeof(Header);
@@ -90,6 +99,13 @@ FlightLiveFile::FlightLiveFile(std::string path, const FlightLiveIdentity& id, s
   h->program_bytes = id.program.size();
   std::memcpy(static_cast<char*>(map_) + sizeof(Header) + capacity * sizeof(Slot), id.program.data(), id.program.size());
   touch(steady_now_ns());
+  if (::rename(temporary.c_str(), path_.c_str()) != 0) {
+    const int error = errno;
+    ::munmap(map_, bytes_);
+    map_ = nullptr;
+    ::unlink(temporary.c_str());
+    PW_FAIL("live flight record " << path_ << ": cannot create it: " << std::strerror(error));
+  }
 }
 
 FlightLiveFile::~FlightLiveFile() {
@@ -98,8 +114,11 @@ FlightLiveFile::~FlightLiveFile() {
 
 void FlightLiveFile::write(const FlightEntry& e, std::uint64_t started) noexcept {
   Slot& s = slots_of(map_)[e.sequence % capacity_];
-  // Cleared first (a full barrier), set last: a kill between the two leaves the slot marked empty.
-  std::atomic_ref<std::uint64_t>(s.sequence_plus_one).store(0, std::memory_order_seq_cst);
+  // Both copies of the sequence cleared first, then the fields, then both set (the check last),
+  // with fences between: a kill part-way leaves the slot marked empty or its two copies different.
+  std::atomic_ref<std::uint64_t>(s.sequence_check).store(0, std::memory_order_relaxed);
+  std::atomic_ref<std::uint64_t>(s.sequence_plus_one).store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   s.step = e.step;
   s.op = static_cast<std::int32_t>(e.instruction.op);
   s.micro_batch = e.instruction.micro_batch;
@@ -112,7 +131,10 @@ void FlightLiveFile::write(const FlightEntry& e, std::uint64_t started) noexcept
   s.bytes = e.bytes;
   s.start_ns = e.start_ns;
   s.end_ns = e.end_ns;
-  std::atomic_ref<std::uint64_t>(s.sequence_plus_one).store(e.sequence + 1, std::memory_order_release);
+  std::atomic_thread_fence(std::memory_order_release);
+  std::atomic_ref<std::uint64_t>(s.sequence_plus_one).store(e.sequence + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  std::atomic_ref<std::uint64_t>(s.sequence_check).store(e.sequence + 1, std::memory_order_relaxed);
   auto* h = static_cast<Header*>(map_);
   std::atomic_ref<std::uint64_t>(h->started).store(started, std::memory_order_release);
   touch(e.end_ns != 0 ? e.end_ns : e.start_ns);
@@ -127,15 +149,19 @@ void FlightLiveFile::touch(std::int64_t now_ns) noexcept {
   }
 }
 
-void FlightLiveFile::remove() noexcept { ::unlink(path_.c_str()); }
+void FlightLiveFile::remove() noexcept {
+  // Only this file: another run given the same folder may have replaced it since.
+  struct stat now {};
+  if (::stat(path_.c_str(), &now) == 0 && now.st_dev == device_ && now.st_ino == inode_) ::unlink(path_.c_str());
+}
 
 FlightLiveRecord read_flight_live_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   PW_INPUT_CHECK(in, path << ": cannot read it");
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   Header h{};
-  PW_INPUT_CHECK(bytes.size() >= sizeof h, path << ": not a live flight record (" << bytes.size() << " bytes, shorter than its header)");
-  std::memcpy(&h, bytes.data(), sizeof h);
+  in.read(reinterpret_cast<char*>(&h), sizeof h);
+  PW_INPUT_CHECK(in.gcount() == static_cast<std::streamsize>(sizeof h),
+                 path << ": not a live flight record (" << in.gcount() << " bytes, shorter than its header)");
   PW_INPUT_CHECK(std::memcmp(h.magic, kMagic, sizeof kMagic) == 0, path << ": not a live flight record (no 'pwflight-live-1' header)");
   PW_INPUT_CHECK(h.header_bytes == sizeof(Header) && h.entry_bytes == sizeof(Slot),
                  path << ": a live flight record of another layout (header " << h.header_bytes << " and entry "
@@ -144,8 +170,14 @@ FlightLiveRecord read_flight_live_file(const std::string& path) {
                  path << ": a live flight record of " << h.capacity << " entries and a program of " << h.program_bytes
                       << " bytes; expected 1 to " << kMaxCapacity << " entries and at most " << kMaxProgramBytes << " bytes");
   const std::size_t expected = sizeof(Header) + h.capacity * sizeof(Slot) + h.program_bytes;
-  PW_INPUT_CHECK(bytes.size() == expected, path << ": a live flight record of " << bytes.size() << " bytes; its header says "
-                                                << expected);
+  std::error_code size_error;
+  const auto size = std::filesystem::file_size(path, size_error);
+  PW_INPUT_CHECK(!size_error && size == expected,
+                 path << ": a live flight record of " << size << " bytes; its header says " << expected);
+  std::string bytes(expected, '\0');
+  in.seekg(0);
+  in.read(bytes.data(), static_cast<std::streamsize>(expected));
+  PW_INPUT_CHECK(in.gcount() == static_cast<std::streamsize>(expected), path << ": cannot read its " << expected << " bytes");
   FlightLiveRecord r;
   r.identity = {h.rank, h.stage, h.replica, h.stages, h.replicas, h.chunks,
                 bytes.substr(sizeof(Header) + h.capacity * sizeof(Slot), h.program_bytes)};
@@ -157,7 +189,7 @@ FlightLiveRecord read_flight_live_file(const std::string& path) {
   for (std::size_t i = 0; i < h.capacity; ++i) {
     Slot s{};
     std::memcpy(&s, bytes.data() + sizeof(Header) + i * sizeof(Slot), sizeof s);
-    if (s.sequence_plus_one == 0) continue;
+    if (s.sequence_plus_one == 0 || s.sequence_check != s.sequence_plus_one) continue;   // cut or being written
     const std::uint64_t sequence = s.sequence_plus_one - 1;
     // A slot holds the entries of its own sequences only; anything else is damage. (Not checked
     // against the header's count: a file read while it is written may hold newer slots.)

@@ -8,8 +8,10 @@
 //
 // Layout (native byte order, the machine's own): a header (magic "pwflight-live-1", identity, the
 // process, how many entries were started, when the process last showed it was alive), `capacity`
-// fixed-size entries (slot = sequence % capacity), then the stage's program as text. An entry is
-// written with its sequence cleared first and set last, so a reader skips one that a kill cut.
+// fixed-size entries (slot = sequence % capacity), then the stage's program as text. An entry
+// carries its sequence twice, cleared first and set last, so a reader skips one that a kill cut or
+// that is being written as it reads. The file's disk blocks are allocated when it is made (a full
+// disk is an error then, not a SIGBUS later).
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -41,13 +43,14 @@ class FlightLiveFile {
   void write(const FlightEntry& e, std::uint64_t started) noexcept;
   // The process is alive at steady time `now_ns` (a stuck rank records nothing new for a while).
   void touch(std::int64_t now_ns) noexcept;
-  void remove() noexcept;
+  void remove() noexcept;   // deletes the file, if the one at its path is still this one
 
  private:
   std::string path_;
   std::size_t capacity_ = 0;
   std::size_t bytes_ = 0;
   void* map_ = nullptr;
+  std::uint64_t device_ = 0, inode_ = 0;   // which file at path_ is this one
 };
 
 struct FlightLiveRecord {

@@ -83,6 +83,7 @@ nlohmann::json dump_of(const FlightSource& s, const std::string& reason) {
           {"replicas", s.replicas},
           {"chunks", s.chunks},
           {"pid", static_cast<long long>(getpid())},
+          {"host", pipeline::flight_host_name()},
           {"reason", reason},
           {"dumped_ns", pipeline::steady_now_ns()},
           {"capacity", s.recorder->capacity()},

@@ -91,8 +91,9 @@ struct FitOptions {
   int metrics_port = -1;
   // Flight records (the last instructions of every rank, pipeline/flight_recorder.h) are written
   // here when the job fails on a timeout or an abort, for `pipewright prof --hang DIR`; while the
-  // job runs, each rank also keeps its record in flight-rank<R>.live here (removed when the rank
-  // ends; left by a rank killed or crashed). Empty: none.
+  // job runs, each rank also keeps its record in flight-rank<R>.live here (removed when its engine
+  // goes; left by a rank killed or crashed; a folder that cannot be written is an error at the
+  // start of fit). Empty: none.
   std::string debug_dir;
   std::int64_t straggler_window = 20;   // steps
   std::int64_t log_every = 50;       // progress line every N steps when stderr is not a terminal

@@ -125,10 +125,21 @@ BOOST_AUTO_TEST_CASE(an_entry_a_kill_cut_is_left_out_and_damage_is_named) {
   BOOST_REQUIRE_EQUAL(left.size(), 3u);
   BOOST_TEST(left.back().sequence == entries[2].sequence);
 
-  // A slot holding a sequence that is not its own.
+  // The slot's second copy of its sequence (written last) comes after its fields: a slot whose
+  // two copies differ was being written as the file was read, and is left out too.
+  const std::string newest_bytes(reinterpret_cast<const char*>(&newest), sizeof newest);
+  const auto check_at = whole.find(newest_bytes, at + 2 * sizeof newest);
+  BOOST_REQUIRE(check_at != std::string::npos);
+  std::string torn = whole;
+  torn[check_at] ^= 1;
+  write_bytes(path, torn);
+  BOOST_TEST(read_flight_live_file(path).entries.size() == 3u);
+
+  // A slot holding a sequence that is not its own (both copies agree on it).
   std::string moved = whole;
   const std::uint64_t foreign = newest + 1;   // the next slot's sequence
   std::memcpy(moved.data() + at, &foreign, sizeof foreign);
+  std::memcpy(moved.data() + check_at, &foreign, sizeof foreign);
   write_bytes(path, moved);
   BOOST_TEST(input_error_of(path).find(path + ": entry ") == 0u, input_error_of(path));
   BOOST_TEST(input_error_of(path).find("is damaged") != std::string::npos);

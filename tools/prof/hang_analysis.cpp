@@ -209,7 +209,13 @@ std::vector<RankFlightRecord> read_flight_records(const std::string& dir) {
     const auto name = entry.path().filename().string();
     if (name.rfind("flight-rank", 0) != 0) continue;
     if (entry.path().extension() == ".live") {
-      live.push_back(read_live_record(entry.path()));
+      try {
+        live.push_back(read_live_record(entry.path()));
+      } catch (const InputError&) {
+        // A rank's dump makes a damaged live file of it (another build's, cut short) not needed.
+        const auto dump = entry.path().parent_path() / (entry.path().stem().string() + ".json");
+        if (!std::filesystem::exists(dump)) throw;
+      }
       continue;
     }
     if (entry.path().extension() != ".json") continue;
@@ -240,12 +246,16 @@ std::vector<RankFlightRecord> read_flight_records(const std::string& dir) {
     }
     out.push_back(std::move(r));
   }
-  // A rank with both: the dump, where its own process wrote it (on SIGUSR1 or SIGTERM, which do not
-  // unwind, or after the job failed); else the newer (the rank was restarted as another process).
+  // A rank with both: from one process, the live record where that process still runs and has
+  // recorded more since its dump (SIGUSR1 dumps and the job goes on), else the dump (SIGTERM and a
+  // failed job dump as the process ends); from two processes (the rank was restarted), the newer.
+  const auto newest = [](const RankFlightRecord& r) { return r.entries.empty() ? 0 : r.entries.back().sequence + 1; };
   for (auto& l : live) {
     const auto same = std::find_if(out.begin(), out.end(), [&](const auto& d) { return d.rank == l.rank; });
     if (same == out.end()) out.push_back(std::move(l));
-    else if (same->pid != l.pid && same->dumped_ns < l.dumped_ns) *same = std::move(l);
+    else if (same->pid == l.pid ? l.source == RecordSource::LiveProcessRunning && newest(l) > newest(*same)
+                                : same->dumped_ns < l.dumped_ns)
+      *same = std::move(l);
   }
   PW_INPUT_CHECK(!out.empty(), "--hang " << dir << ": no flight-rank*.json or flight-rank*.live in it (train --debug-dir writes them)");
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });

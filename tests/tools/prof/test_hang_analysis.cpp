@@ -8,9 +8,11 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <optional>
 #include <thread>
 
 #include <boost/test/unit_test.hpp>
+#include <nlohmann/json.hpp>
 
 #include "models/data/dataset.h"
 #include "partition/partitioners.h"
@@ -127,7 +129,11 @@ BOOST_AUTO_TEST_CASE(a_rank_stopped_with_sigterm_writes_its_record_first) {
   kill(job.pid(), SIGUSR1);
   BOOST_REQUIRE_MESSAGE(job.wait_for_output("(SIGUSR1)", std::chrono::seconds(60)), job.output());
   BOOST_TEST(!job.wait(std::chrono::milliseconds(0)).has_value());   // still running
-  for (const auto& r : tools::read_flight_records(debug.string())) BOOST_TEST(r.reason == "SIGUSR1");
+  // (prof --hang would read the live records here: the process runs on and has recorded more.)
+  for (const auto* name : {"flight-rank0.json", "flight-rank1.json"}) {
+    std::ifstream in(debug / name);
+    BOOST_TEST(nlohmann::json::parse(in).at("reason").get<std::string>() == "SIGUSR1");
+  }
   kill(job.pid(), SIGTERM);
   const auto status = job.wait(std::chrono::seconds(60));
   BOOST_REQUIRE(status.has_value());
@@ -170,9 +176,9 @@ BOOST_AUTO_TEST_CASE(a_rank_killed_with_sigkill_is_named_from_its_live_record) {
   const auto status = job.wait(std::chrono::seconds(120));
   BOOST_REQUIRE_MESSAGE(status.has_value(), job.output());
   BOOST_TEST(*status != 0, job.output());
-  // Rank 0 ended by unwinding: its dump, and its live file removed. Rank 1 left only its live file.
+  // Rank 0 dumped (as it failed, or on the launcher's SIGTERM if it took longer to stop than the
+  // launcher waits; either way the dump is what is read). Rank 1 left only its live file.
   BOOST_TEST(std::filesystem::exists(debug / "flight-rank0.json"));
-  BOOST_TEST(!std::filesystem::exists(debug / "flight-rank0.live"));
   BOOST_TEST(!std::filesystem::exists(debug / "flight-rank1.json"));
   BOOST_TEST(std::filesystem::exists(debug / "flight-rank1.live"));
   const auto prof = pw::test::run_pipewright("prof --hang " + debug.string());
@@ -182,6 +188,51 @@ BOOST_AUTO_TEST_CASE(a_rank_killed_with_sigkill_is_named_from_its_live_record) {
                               "for the gradient of micro-batch 0 (step 2) from rank 1: rank 1 (stage 1, replica 0): its "
                               "process (pid " + std::to_string(stalled_pid) + ") ended without a dump (killed or crashed); "
                               "its live record ends in 'F0' (instruction 1 of step 2, micro-batch 0), running") == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_running_ranks_live_record_is_read_where_it_is_newer_than_its_dump) {
+  pw::test::ScratchDir dir("hang-live-choice");
+  const auto debug = dir.path / "debug";
+  const auto program = from_text("F0 sA0 rG0 B0 sG0 RG S");
+  FlightRecorder recorder;
+  const auto record = [&](int from, int to) {
+    for (int i = from; i < to; ++i) {
+      const auto& in = program[static_cast<std::size_t>(i) % program.size()];
+      recorder.finish(recorder.start(i / 7, in, i % 7, in.op == OpType::Forward ? -1 : 1, 1), FlightState::Done);
+    }
+  };
+  std::optional<train::FlightRegistration> rank0(std::in_place, train::FlightSource{0, 0, 0, 2, 1, 1, &recorder,
+                                                                                     to_text(program, true)});
+  rank0->keep_live_record_in(debug.string());
+  BOOST_REQUIRE(std::filesystem::exists(debug / "flight-rank0.live"));
+  record(0, 5);
+  const auto alive = tools::read_flight_records(debug.string()).at(0).dumped_ns;
+  std::this_thread::sleep_for(std::chrono::milliseconds(350));
+  // The process's clock in the file moves on while nothing is recorded (a rank stuck in a wait).
+  BOOST_TEST(tools::read_flight_records(debug.string()).at(0).dumped_ns >= alive + 200'000'000);
+  BOOST_REQUIRE(train::dump_flight_records(debug.string(), "SIGUSR1") == 1);
+  auto records = tools::read_flight_records(debug.string());
+  BOOST_TEST((records.at(0).source == tools::RecordSource::Dump));   // nothing recorded since the dump
+  record(5, 9);
+  records = tools::read_flight_records(debug.string());
+  BOOST_TEST((records.at(0).source == tools::RecordSource::LiveProcessRunning));
+  BOOST_TEST(records.at(0).entries.size() == 9u);
+  // Gone by unwinding: the live file is removed, and the dump is what is left.
+  rank0.reset();
+  BOOST_TEST(!std::filesystem::exists(debug / "flight-rank0.live"));
+  records = tools::read_flight_records(debug.string());
+  BOOST_TEST((records.at(0).source == tools::RecordSource::Dump));
+  BOOST_TEST(records.at(0).entries.size() == 5u);
+  // A damaged live file beside a dump of its rank is left out; alone, it is one error naming it.
+  std::ofstream(debug / "flight-rank0.live") << "pwflight-live-1 cut short";
+  BOOST_TEST(tools::read_flight_records(debug.string()).size() == 1u);
+  std::filesystem::remove(debug / "flight-rank0.json");
+  try {
+    tools::read_flight_records(debug.string());
+    BOOST_FAIL("a damaged live file alone was read");
+  } catch (const InputError& e) {
+    BOOST_TEST(std::string(e.what()).find("flight-rank0.live: not a live flight record") != std::string::npos, e.what());
+  }
 }
 
 BOOST_AUTO_TEST_CASE(a_folder_without_records_is_one_line) {
