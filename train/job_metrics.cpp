@@ -7,7 +7,7 @@ namespace pw::train {
 using monitor::MetricType;
 
 JobMetrics::JobMetrics(const std::string& host, int port, int stages, std::int64_t total_steps, std::int64_t first_step,
-                       std::string token)
+                       std::string token, const monitor::MetricsTls& tls)
     : stages_(stages) {
   auto& r = registry_;
   r.describe("pipewright_step", MetricType::Gauge, "The last step made (1-based).");
@@ -35,7 +35,7 @@ JobMetrics::JobMetrics(const std::string& host, int port, int stages, std::int64
   r.set("pipewright_step", static_cast<double>(first_step));   // before the first step of this run
   r.set("pipewright_steps_total", static_cast<double>(first_step));
   r.set("pipewright_skipped_steps_total", 0.0);
-  server_ = std::make_unique<monitor::MetricsServer>(host, port, registry_, std::move(token));
+  server_ = std::make_unique<monitor::MetricsServer>(host, port, registry_, std::move(token), tls);
 }
 
 void JobMetrics::step(const StepFigures& f) {

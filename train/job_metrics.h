@@ -22,8 +22,9 @@ class JobMetrics {
   // Serves on host:port (0: any free port); InputError naming the address when it cannot. Off
   // loopback, requests must carry the job's token as a bearer token (`token`; empty: none needed).
   // `first_step`: the step the run starts from (a resumed job's checkpoint), where the counters start.
+  // `tls`: serve HTTPS with this certificate and key (a job with --tls-*).
   JobMetrics(const std::string& host, int port, int stages, std::int64_t total_steps, std::int64_t first_step = 0,
-             std::string token = {});
+             std::string token = {}, const monitor::MetricsTls& tls = {});
   void step(const StepFigures& f);
   void evaluation(double accuracy, double loss);
   std::string url() const { return server_->url(); }

@@ -19,10 +19,12 @@ RunMonitors::RunMonitors(const Engine& engine, const FitOptions& o, std::int64_t
   if (!o.tensorboard_dir.empty()) tensorboard_.emplace(o.tensorboard_dir);
   if (o.metrics_port >= 0) {
     // Another host can reach a non-loopback endpoint: it then asks for the job's token, as every
-    // other link of the job does.
+    // other link of the job does. A job with TLS serves HTTPS with its host's certificate.
     const std::string host = engine.links().bind_host();
+    const auto& tls = plan.config.tls;
     metrics_.emplace(host, o.metrics_port, plan.schedule.stages, total_steps, first_step,
-                     rpc::is_loopback_host(host) ? std::string() : engine.links().job_token());
+                     rpc::is_loopback_host(host) ? std::string() : engine.links().job_token(),
+                     monitor::MetricsTls{tls.cert, tls.key});
     if (o.progress) log::outputf("metrics: %s", metrics_->url().c_str());
   }
   if (plan.replicas() > 1)

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "tests/tools/background_command.h"
+#include "tests/support/test_pki.h"
 #include "tests/tools/cli_runner.h"
 #include "tools/top_view.h"
 #include "train/monitor/metrics_registry.h"
@@ -74,6 +75,75 @@ BOOST_AUTO_TEST_CASE(an_endpoint_with_a_token_answers_only_requests_that_carry_i
   BOOST_TEST(refusal("the-jobs-token-0123456789").empty());
   BOOST_TEST(monitor::http_get("127.0.0.1", server.port(), "/metrics", 10000, "the-jobs-token-0123456789") ==
              r.exposition());
+}
+
+BOOST_AUTO_TEST_CASE(with_a_certificate_the_endpoint_serves_https_only) {
+  const pw::test::TestPki pki("metrics");
+  monitor::MetricsRegistry r;
+  r.describe("x", monitor::MetricType::Gauge, "x");
+  r.set("x", 1.0);
+  monitor::MetricsServer server("127.0.0.1", 0, r, "the-jobs-token-0123456789", {pki.cert(), pki.key()});
+  BOOST_TEST(server.url().rfind("https://127.0.0.1:", 0) == 0u, server.url());
+  const auto get = [&](const std::string& token, const std::string& ca) {
+    return monitor::http_get("127.0.0.1", server.port(), "/metrics", 10000, token, ca);
+  };
+  BOOST_TEST(get("the-jobs-token-0123456789", pki.ca()) == r.exposition());
+  const auto failure = [&](const std::string& token, const std::string& ca) {
+    try {
+      get(token, ca);
+    } catch (const pw::InputError& e) {
+      return "input: " + std::string(e.what());
+    } catch (const pw::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  // The token is still asked for, now inside TLS.
+  BOOST_TEST(failure("", pki.ca()).find("answered 401") != std::string::npos);
+  // Plain HTTP gets nothing (the server drops what is not a TLS handshake).
+  const auto plain = failure("the-jobs-token-0123456789", "");
+  BOOST_TEST((!plain.empty() && plain.rfind("input: ", 0) != 0u), plain);
+  // A server certificate the given CA did not sign is refused, in one line naming the CA.
+  const auto foreign = failure("the-jobs-token-0123456789", pki.foreign_ca());
+  BOOST_TEST(foreign.find("input: https://127.0.0.1:") == 0u, foreign);
+  BOOST_TEST(foreign.find("TLS handshake failed") != std::string::npos, foreign);
+  BOOST_TEST(foreign.find(pki.foreign_ca()) != std::string::npos, foreign);
+  // The server serves the next client after those.
+  BOOST_TEST(get("the-jobs-token-0123456789", pki.ca()) == r.exposition());
+  // A key of another certificate, or half a pair, is refused before anything listens.
+  try {
+    monitor::MetricsServer wrong("127.0.0.1", 0, r, "", {pki.cert(), pki.stranger_key()});
+    BOOST_FAIL("a key of another certificate was taken");
+  } catch (const pw::InputError& e) {
+    BOOST_TEST(std::string(e.what()).find("key " + pki.stranger_key() + ": cannot use it with certificate " + pki.cert()) !=
+                   std::string::npos,
+               e.what());
+  }
+  BOOST_CHECK_THROW(monitor::MetricsServer("127.0.0.1", 0, r, "", {pki.cert(), ""}), pw::InputError);
+}
+
+BOOST_AUTO_TEST_CASE(a_job_with_tls_serves_https_and_top_reads_it_with_the_jobs_ca) {
+  pw::test::ScratchDir dir("top-tls");
+  const pw::test::TestPki pki("top");
+  pw::test::BackgroundCommand job(pw::test::pipewright_binary() +
+                                      " train --model seed-cnn --dataset synthetic --synthetic-size 512 --threads 1 "
+                                      "--batch-size 16 --steps 1000000 --metrics-port 0 --log-every 1000000 " +
+                                      pki.flags(),
+                                  dir.file("job.log"));
+  BOOST_REQUIRE_MESSAGE(job.wait_for_output("/metrics", 120s), job.output());
+  std::smatch m;
+  const std::string out = job.output();
+  BOOST_REQUIRE_MESSAGE(std::regex_search(out, m, std::regex(R"(metrics: https://([0-9.]+):([0-9]+)/metrics)")), out);
+  const std::string address = std::string(m[1]) + ":" + std::string(m[2]);
+  const auto plain = pw::test::run_pipewright("top --once " + address);
+  BOOST_TEST(plain.status == 2, plain.output);
+  BOOST_TEST(plain.output.find("give top --tls-ca with the job's CA") != std::string::npos, plain.output);
+  const auto top = pw::test::run_pipewright("top --once --tls-ca " + pki.ca() + " " + address);
+  BOOST_TEST(top.status == 0, top.output);
+  BOOST_TEST(top.output.find("pipewright top  " + address + "  step ") == 0u, top.output);
+  const auto from_env = pw::test::run_command("env PW_TLS_CA=" + pki.ca() + " " + pw::test::pipewright_binary() +
+                                              " top --once " + address);
+  BOOST_TEST(from_env.status == 0, from_env.output);
 }
 
 BOOST_AUTO_TEST_CASE(a_malformed_page_is_named_by_line) {

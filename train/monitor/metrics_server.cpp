@@ -4,10 +4,15 @@
 #include <chrono>
 #include <thread>
 
+#include <optional>
+
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <openssl/ssl.h>
 
 #include "core/error.h"
 #include "core/secrets.h"
@@ -18,7 +23,9 @@ namespace pw::monitor {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
+namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
 namespace {
 
@@ -54,6 +61,26 @@ http::response<http::string_body> answer(const http::request<http::string_body>&
   return response;
 }
 
+// TLS 1.2 or later, as the job's own links.
+constexpr auto kTlsOptions = ssl::context::default_workarounds | ssl::context::no_sslv2 | ssl::context::no_sslv3 |
+                             ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1;
+
+ssl::context server_context(const MetricsTls& tls) {
+  PW_INPUT_CHECK(!tls.cert.empty() && !tls.key.empty(), "metrics endpoint: HTTPS needs both a certificate and its key (got "
+                                                            << (tls.cert.empty() ? "a key" : "a certificate") << " only)");
+  ssl::context context(ssl::context::tls_server);
+  context.set_options(kTlsOptions);
+  beast::error_code ec;
+  context.use_certificate_chain_file(tls.cert, ec);
+  PW_INPUT_CHECK(!ec, "metrics endpoint: certificate " << tls.cert << ": cannot use it (" << ec.message() << ")");
+  context.use_private_key_file(tls.key, ssl::context::pem, ec);
+  PW_INPUT_CHECK(!ec, "metrics endpoint: key " << tls.key << ": cannot use it with certificate " << tls.cert << " ("
+                                               << ec.message() << ")");
+  PW_INPUT_CHECK(SSL_CTX_check_private_key(context.native_handle()) == 1,
+                 "metrics endpoint: key " << tls.key << " does not belong to certificate " << tls.cert);
+  return context;
+}
+
 }  // namespace
 
 struct MetricsServer::State {
@@ -62,6 +89,7 @@ struct MetricsServer::State {
   std::string host;
   const MetricsRegistry* registry = nullptr;
   std::string bearer_token;
+  std::optional<ssl::context> tls;   // set: HTTPS only
   std::thread thread;
 
   void accept() {
@@ -74,26 +102,45 @@ struct MetricsServer::State {
         timer->async_wait([this, timer](beast::error_code) { accept(); });
         return;
       }
-      serve(stream);
+      if (!tls) {
+        serve(stream);
+        return;
+      }
+      auto secure = std::make_shared<TlsStream>(std::move(*stream), *tls);
+      beast::get_lowest_layer(*secure).expires_after(kRequestDeadline);
+      secure->async_handshake(ssl::stream_base::server, [this, secure](beast::error_code e) {
+        if (e) {   // not TLS, or gave up: dropped
+          beast::error_code ignored;
+          beast::get_lowest_layer(*secure).socket().close(ignored);
+          accept();
+          return;
+        }
+        serve(secure);
+      });
     });
   }
 
   // One request per connection; the next connection is accepted once this one is answered or
-  // dropped, so a silent client costs at most the deadline.
-  void serve(std::shared_ptr<beast::tcp_stream> stream) {
+  // dropped, so a silent client costs at most the deadline. The connection is closed after the
+  // answer (its length is in its header), without waiting for a TLS client's close_notify.
+  template <typename Stream>
+  void serve(std::shared_ptr<Stream> stream) {
     auto buffer = std::make_shared<beast::flat_buffer>();
     auto request = std::make_shared<http::request<http::string_body>>();
-    stream->expires_after(kRequestDeadline);
+    beast::get_lowest_layer(*stream).expires_after(kRequestDeadline);
     http::async_read(*stream, *buffer, *request, [this, stream, buffer, request](beast::error_code ec, std::size_t) {
       if (ec) {
+        beast::error_code ignored;
+        beast::get_lowest_layer(*stream).socket().close(ignored);
         accept();
         return;
       }
       auto response = std::make_shared<http::response<http::string_body>>(answer(*request, *registry, bearer_token));
-      stream->expires_after(kRequestDeadline);
+      beast::get_lowest_layer(*stream).expires_after(kRequestDeadline);
       http::async_write(*stream, *response, [this, stream, response](beast::error_code, std::size_t) {
         beast::error_code ignored;
-        stream->socket().shutdown(tcp::socket::shutdown_both, ignored);
+        beast::get_lowest_layer(*stream).socket().shutdown(tcp::socket::shutdown_both, ignored);
+        beast::get_lowest_layer(*stream).socket().close(ignored);
         accept();
       });
     });
@@ -101,11 +148,12 @@ struct MetricsServer::State {
 };
 
 MetricsServer::MetricsServer(const std::string& host, int port, const MetricsRegistry& registry,
-                             std::string bearer_token)
+                             std::string bearer_token, const MetricsTls& tls)
     : state_(std::make_unique<State>()) {
   state_->host = host;
   state_->registry = &registry;
   state_->bearer_token = std::move(bearer_token);
+  if (tls.enabled()) state_->tls.emplace(server_context(tls));
   beast::error_code ec;
   PW_INPUT_CHECK(port >= 0 && port <= 65535, "metrics port " << port << ": expected 0 (any free port) to 65535");
   // A host name (the advertised address may be one) resolves to its first address.
@@ -141,39 +189,80 @@ int MetricsServer::port() const { return state_->acceptor.local_endpoint().port(
 
 std::string MetricsServer::url() const {
   const bool v6 = state_->host.find(':') != std::string::npos;
-  return "http://" + (v6 ? "[" + state_->host + "]" : state_->host) + ":" + std::to_string(port()) + "/metrics";
+  return std::string(state_->tls ? "https://" : "http://") + (v6 ? "[" + state_->host + "]" : state_->host) + ":" +
+         std::to_string(port()) + "/metrics";
 }
 
+namespace {
+
+// Connects `stream`'s lowest layer, runs `handshake` (nothing for plain HTTP), writes `request` and
+// reads the answer, all before the deadline set on the stream; the first error is the result.
+template <typename Stream, typename Handshake>
+beast::error_code exchange(asio::io_context& io, Stream& stream, const tcp::resolver::results_type& endpoints,
+                           const http::request<http::string_body>& request,
+                           http::response<http::string_body>& response, Handshake handshake) {
+  beast::error_code ec;
+  beast::flat_buffer buffer;
+  beast::get_lowest_layer(stream).async_connect(endpoints, [&](beast::error_code e, const tcp::endpoint&) {
+    if (e) {
+      ec = e;
+      return;
+    }
+    handshake([&](beast::error_code e1) {
+      if (e1) {
+        ec = e1;
+        return;
+      }
+      http::async_write(stream, request, [&](beast::error_code e2, std::size_t) {
+        if (e2) {
+          ec = e2;
+          return;
+        }
+        http::async_read(stream, buffer, response, [&](beast::error_code e3, std::size_t) { ec = e3; });
+      });
+    });
+  });
+  io.run();
+  return ec;
+}
+
+}  // namespace
+
 std::string http_get(const std::string& host, int port, const std::string& path, int timeout_ms,
-                     const std::string& bearer_token) {
-  const std::string where = "http://" + host + ":" + std::to_string(port) + path;
+                     const std::string& bearer_token, const std::string& ca_file) {
+  const bool https = !ca_file.empty();
+  const std::string where = std::string(https ? "https://" : "http://") + host + ":" + std::to_string(port) + path;
   asio::io_context io;
-  beast::tcp_stream stream(io);
   beast::error_code ec;
   tcp::resolver resolver(io);
   const auto endpoints = resolver.resolve(host, std::to_string(port), ec);
   PW_INPUT_CHECK(!ec, where << ": cannot resolve " << host << " (" << ec.message() << ")");
-  stream.expires_after(std::chrono::milliseconds(timeout_ms));
   http::request<http::string_body> request{http::verb::get, path, 11};
   request.set(http::field::host, host);
   request.set(http::field::user_agent, "pipewright");
   if (!bearer_token.empty()) request.set(http::field::authorization, "Bearer " + bearer_token);
   http::response<http::string_body> response;
-  beast::flat_buffer buffer;
-  stream.async_connect(endpoints, [&](beast::error_code e, const tcp::endpoint&) {
-    if (e) {
-      ec = e;
-      return;
-    }
-    http::async_write(stream, request, [&](beast::error_code e2, std::size_t) {
-      if (e2) {
-        ec = e2;
-        return;
-      }
-      http::async_read(stream, buffer, response, [&](beast::error_code e3, std::size_t) { ec = e3; });
+  if (https) {
+    ssl::context context(ssl::context::tls_client);
+    context.set_options(kTlsOptions);
+    context.load_verify_file(ca_file, ec);
+    PW_INPUT_CHECK(!ec, where << ": CA certificate " << ca_file << ": cannot use it (" << ec.message() << ")");
+    context.set_verify_mode(ssl::verify_peer);
+    TlsStream stream(io, context);
+    SSL_set_tlsext_host_name(stream.native_handle(), host.c_str());
+    beast::get_lowest_layer(stream).expires_after(std::chrono::milliseconds(timeout_ms));
+    ec = exchange(io, stream, endpoints, request, response, [&](auto done) {
+      stream.async_handshake(ssl::stream_base::client, [done](beast::error_code e) { done(e); });
     });
-  });
-  io.run();
+    // A certificate the CA did not sign, or a server that does not speak TLS.
+    if (ec && ec.category() == asio::error::get_ssl_category())
+      throw InputError(where + ": TLS handshake failed: " + ec.message() +
+                       " (is the server's certificate signed by " + ca_file + "? does it serve HTTPS?)");
+  } else {
+    beast::tcp_stream stream(io);
+    beast::get_lowest_layer(stream).expires_after(std::chrono::milliseconds(timeout_ms));
+    ec = exchange(io, stream, endpoints, request, response, [](auto done) { done(beast::error_code{}); });
+  }
   if (ec == beast::error::timeout) throw TimeoutError(where + ": no answer within " + std::to_string(timeout_ms) + " ms");
   if (ec) throw Error(where + ": " + ec.message());
   if (response.result() != http::status::ok)
