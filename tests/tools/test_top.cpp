@@ -7,6 +7,7 @@
 #include <regex>
 #include <thread>
 
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include "core/error.h"
@@ -100,9 +101,19 @@ BOOST_AUTO_TEST_CASE(with_a_certificate_the_endpoint_serves_https_only) {
   };
   // The token is still asked for, now inside TLS.
   BOOST_TEST(failure("", pki.ca()).find("answered 401") != std::string::npos);
-  // Plain HTTP gets nothing (the server drops what is not a TLS handshake).
+  // Plain HTTP gets nothing: the server drops what is not a TLS handshake at once (not at the
+  // client's deadline, which would say "no answer within").
   const auto plain = failure("the-jobs-token-0123456789", "");
   BOOST_TEST((!plain.empty() && plain.rfind("input: ", 0) != 0u), plain);
+  BOOST_TEST(plain.find("no answer within") == std::string::npos, plain);
+  // A client that connects and sends nothing holds the one thread until its deadline only.
+  {
+    boost::asio::io_context io;
+    boost::asio::ip::tcp::socket silent(io);
+    silent.connect({boost::asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(server.port())});
+    BOOST_TEST(monitor::http_get("127.0.0.1", server.port(), "/metrics", 60000, "the-jobs-token-0123456789", pki.ca()) ==
+               r.exposition());
+  }
   // A server certificate the given CA did not sign is refused, in one line naming the CA.
   const auto foreign = failure("the-jobs-token-0123456789", pki.foreign_ca());
   BOOST_TEST(foreign.find("input: https://127.0.0.1:") == 0u, foreign);

@@ -65,11 +65,18 @@ http::response<http::string_body> answer(const http::request<http::string_body>&
 constexpr auto kTlsOptions = ssl::context::default_workarounds | ssl::context::no_sslv2 | ssl::context::no_sslv3 |
                              ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1;
 
+// As the job's links (rpc/tls.cpp): no renegotiation (a client could make the one thread redo
+// handshakes within its deadline) and no compression.
+void harden(ssl::context& context) {
+  context.set_options(kTlsOptions);
+  SSL_CTX_set_options(context.native_handle(), SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
+}
+
 ssl::context server_context(const MetricsTls& tls) {
   PW_INPUT_CHECK(!tls.cert.empty() && !tls.key.empty(), "metrics endpoint: HTTPS needs both a certificate and its key (got "
                                                             << (tls.cert.empty() ? "a key" : "a certificate") << " only)");
   ssl::context context(ssl::context::tls_server);
-  context.set_options(kTlsOptions);
+  harden(context);
   beast::error_code ec;
   context.use_certificate_chain_file(tls.cert, ec);
   PW_INPUT_CHECK(!ec, "metrics endpoint: certificate " << tls.cert << ": cannot use it (" << ec.message() << ")");
@@ -84,12 +91,12 @@ ssl::context server_context(const MetricsTls& tls) {
 }  // namespace
 
 struct MetricsServer::State {
+  std::optional<ssl::context> tls;   // set: HTTPS only. Before io: streams of pending handlers use it
   asio::io_context io;
   tcp::acceptor acceptor{io};
   std::string host;
   const MetricsRegistry* registry = nullptr;
   std::string bearer_token;
-  std::optional<ssl::context> tls;   // set: HTTPS only
   std::thread thread;
 
   void accept() {
@@ -102,12 +109,20 @@ struct MetricsServer::State {
         timer->async_wait([this, timer](beast::error_code) { accept(); });
         return;
       }
+      // One deadline for the handshake and the request together.
+      stream->expires_after(kRequestDeadline);
       if (!tls) {
         serve(stream);
         return;
       }
-      auto secure = std::make_shared<TlsStream>(std::move(*stream), *tls);
-      beast::get_lowest_layer(*secure).expires_after(kRequestDeadline);
+      std::shared_ptr<TlsStream> secure;
+      try {
+        secure = std::make_shared<TlsStream>(std::move(*stream), *tls);
+      } catch (const std::exception& e) {   // OpenSSL out of memory: drop this client, keep serving
+        PW_LOG(Warn, "metrics endpoint: dropped a connection: " << e.what());
+        accept();
+        return;
+      }
       secure->async_handshake(ssl::stream_base::server, [this, secure](beast::error_code e) {
         if (e) {   // not TLS, or gave up: dropped
           beast::error_code ignored;
@@ -127,7 +142,6 @@ struct MetricsServer::State {
   void serve(std::shared_ptr<Stream> stream) {
     auto buffer = std::make_shared<beast::flat_buffer>();
     auto request = std::make_shared<http::request<http::string_body>>();
-    beast::get_lowest_layer(*stream).expires_after(kRequestDeadline);
     http::async_read(*stream, *buffer, *request, [this, stream, buffer, request](beast::error_code ec, std::size_t) {
       if (ec) {
         beast::error_code ignored;
@@ -244,18 +258,26 @@ std::string http_get(const std::string& host, int port, const std::string& path,
   http::response<http::string_body> response;
   if (https) {
     ssl::context context(ssl::context::tls_client);
-    context.set_options(kTlsOptions);
+    harden(context);
     context.load_verify_file(ca_file, ec);
     PW_INPUT_CHECK(!ec, where << ": CA certificate " << ca_file << ": cannot use it (" << ec.message() << ")");
     context.set_verify_mode(ssl::verify_peer);
     TlsStream stream(io, context);
-    SSL_set_tlsext_host_name(stream.native_handle(), host.c_str());
+    // The server's name for SNI; an address is not sent (RFC 6066).
+    beast::error_code not_address;
+    asio::ip::make_address(host, not_address);
+    if (not_address) SSL_set_tlsext_host_name(stream.native_handle(), host.c_str());
     beast::get_lowest_layer(stream).expires_after(std::chrono::milliseconds(timeout_ms));
+    beast::error_code handshake_error;
     ec = exchange(io, stream, endpoints, request, response, [&](auto done) {
-      stream.async_handshake(ssl::stream_base::client, [done](beast::error_code e) { done(e); });
+      stream.async_handshake(ssl::stream_base::client, [&, done](beast::error_code e) {
+        handshake_error = e;
+        done(e);
+      });
     });
-    // A certificate the CA did not sign, or a server that does not speak TLS.
-    if (ec && ec.category() == asio::error::get_ssl_category())
+    // A certificate the CA did not sign, or a server that does not speak TLS (it closes, or
+    // answers in plain text); a timeout stays a timeout.
+    if (handshake_error && handshake_error != beast::error::timeout)
       throw InputError(where + ": TLS handshake failed: " + ec.message() +
                        " (is the server's certificate signed by " + ca_file + "? does it serve HTTPS?)");
   } else {
