@@ -240,12 +240,10 @@ beast::error_code exchange(asio::io_context& io, Stream& stream, const tcp::reso
   return ec;
 }
 
-}  // namespace
-
-std::string http_get(const std::string& host, int port, const std::string& path, int timeout_ms,
-                     const std::string& bearer_token, const std::string& ca_file) {
+// http_get's request; `where` (the URL) names it in errors.
+std::string get_from(const std::string& where, const std::string& host, int port, const std::string& path,
+                     int timeout_ms, const std::string& bearer_token, const std::string& ca_file) {
   const bool https = !ca_file.empty();
-  const std::string where = std::string(https ? "https://" : "http://") + host + ":" + std::to_string(port) + path;
   asio::io_context io;
   beast::error_code ec;
   tcp::resolver resolver(io);
@@ -290,6 +288,19 @@ std::string http_get(const std::string& host, int port, const std::string& path,
   if (response.result() != http::status::ok)
     throw Error(where + ": answered " + std::to_string(response.result_int()) + " " + std::string(response.reason()));
   return response.body();
+}
+
+}  // namespace
+
+std::string http_get(const std::string& host, int port, const std::string& path, int timeout_ms,
+                     const std::string& bearer_token, const std::string& ca_file) {
+  const bool https = !ca_file.empty();
+  const std::string where = std::string(https ? "https://" : "http://") + host + ":" + std::to_string(port) + path;
+  try {
+    return get_from(where, host, port, path, timeout_ms, bearer_token, ca_file);
+  } catch (const boost::system::system_error& e) {   // OpenSSL or Asio refused to set a stream up
+    throw Error(where + ": " + e.what());
+  }
 }
 
 }  // namespace pw::monitor
