@@ -110,26 +110,33 @@ BOOST_AUTO_TEST_CASE(an_entry_a_kill_cut_is_left_out_and_damage_is_named) {
   const std::string whole = bytes_of(path);
   const auto entries = read_flight_live_file(path).entries;
   BOOST_REQUIRE_EQUAL(entries.size(), 4u);
-  // A slot starts with its sequence + 1 and its step (the header holds the same count, followed by
-  // a clock). Find the newest entry's slot and clear its sequence, as a kill between the slot's
-  // two writes leaves it.
+  // Where the slots are, from the sizes of two files that differ only in capacity (searching the
+  // bytes for a sequence number would also find it in a clock or an operation code): the header,
+  // then `capacity` slots of one size, then the program. A slot starts with its sequence + 1 and
+  // ends with its second copy.
+  const std::size_t slot_bytes = [&] {
+    FlightLiveFile five(dir.file("five.live"), kIdentity, 5);
+    return bytes_of(five.path()).size() - whole.size();
+  }();
+  const std::size_t header_bytes = whole.size() - 4 * slot_bytes - kIdentity.program.size();
   const std::uint64_t newest = entries.back().sequence + 1;
-  const std::int64_t step = entries.back().step;
+  const std::size_t at = header_bytes + (entries.back().sequence % 4) * slot_bytes;
+  const std::size_t check_at = at + slot_bytes - sizeof newest;
+  std::uint64_t stored = 0, check = 0;
+  std::memcpy(&stored, whole.data() + at, sizeof stored);
+  std::memcpy(&check, whole.data() + check_at, sizeof check);
+  BOOST_REQUIRE(stored == newest);
+  BOOST_REQUIRE(check == newest);
+  // Its sequence cleared, as a kill between the slot's two writes leaves it.
   std::string cut = whole;
-  const auto at = cut.find(std::string(reinterpret_cast<const char*>(&newest), sizeof newest) +
-                           std::string(reinterpret_cast<const char*>(&step), sizeof step));
-  BOOST_REQUIRE(at != std::string::npos);
   std::memset(cut.data() + at, 0, sizeof newest);
   write_bytes(path, cut);
   const auto left = read_flight_live_file(path).entries;
   BOOST_REQUIRE_EQUAL(left.size(), 3u);
   BOOST_TEST(left.back().sequence == entries[2].sequence);
 
-  // The slot's second copy of its sequence (written last) comes after its fields: a slot whose
-  // two copies differ was being written as the file was read, and is left out too.
-  const std::string newest_bytes(reinterpret_cast<const char*>(&newest), sizeof newest);
-  const auto check_at = whole.find(newest_bytes, at + 2 * sizeof newest);
-  BOOST_REQUIRE(check_at != std::string::npos);
+  // Its second copy (written last) changed: a slot whose two copies differ was being written as
+  // the file was read, and is left out too.
   std::string torn = whole;
   torn[check_at] ^= 1;
   write_bytes(path, torn);
