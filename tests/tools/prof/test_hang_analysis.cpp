@@ -208,10 +208,16 @@ BOOST_AUTO_TEST_CASE(a_running_ranks_live_record_is_read_where_it_is_newer_than_
   rank0->keep_live_record_in(debug.string());
   BOOST_REQUIRE(std::filesystem::exists(debug / "flight-rank0.live"));
   record(0, 5);
+  // The process's clock in the file moves on while nothing is recorded (a rank stuck in a wait):
+  // an eventual value, polled within a deadline.
   const auto alive = tools::read_flight_records(debug.string()).at(0).dumped_ns;
-  std::this_thread::sleep_for(std::chrono::milliseconds(350));
-  // The process's clock in the file moves on while nothing is recorded (a rank stuck in a wait).
-  BOOST_TEST(tools::read_flight_records(debug.string()).at(0).dumped_ns >= alive + 200'000'000);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  auto later = alive;
+  while (later < alive + 200'000'000 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    later = tools::read_flight_records(debug.string()).at(0).dumped_ns;
+  }
+  BOOST_TEST(later >= alive + 200'000'000);
   BOOST_REQUIRE(train::dump_flight_records(debug.string(), "SIGUSR1") == 1);
   auto records = tools::read_flight_records(debug.string());
   BOOST_TEST((records.at(0).source == tools::RecordSource::Dump));   // nothing recorded since the dump
