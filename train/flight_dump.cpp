@@ -72,6 +72,11 @@ class LiveToucher {
   std::jthread thread_;
 };
 
+// DIR/flight-rank<R><extension>, where prof --hang looks for a rank's record.
+std::filesystem::path record_path(const std::string& dir, int rank, const char* extension) {
+  return std::filesystem::path(dir) / ("flight-rank" + std::to_string(rank) + extension);
+}
+
 nlohmann::json dump_of(const FlightSource& s, const std::string& reason) {
   nlohmann::json entries = nlohmann::json::array();
   for (const auto& e : s.recorder->snapshot()) entries.push_back(pipeline::to_json(e, s.chunks));
@@ -132,7 +137,7 @@ void FlightRegistration::keep_live_record_in(const std::string& dir) {
     PW_CHECK(it != r.sources.end(), "a live flight record of a rank that is not registered");
     source = it->second;
   }
-  const auto path = std::filesystem::path(dir) / ("flight-rank" + std::to_string(source.rank) + ".live");
+  const auto path = record_path(dir, source.rank, ".live");
   if (live_ && live_->path() == path.string()) return;
   stop_live();
   std::error_code made;
@@ -166,7 +171,7 @@ int dump_flight_records(const std::string& dir, const std::string& reason) {
   try {
     std::filesystem::create_directories(dir);
     for (const auto& [id, source] : r.sources) {
-      const auto path = std::filesystem::path(dir) / ("flight-rank" + std::to_string(source.rank) + ".json");
+      const auto path = record_path(dir, source.rank, ".json");
       write_file_durably(path.string(), dump_of(source, reason).dump() + "\n");
       ++written;
     }

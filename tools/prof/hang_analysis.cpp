@@ -153,6 +153,14 @@ nlohmann::json read_json(const std::filesystem::path& path) {
   }
 }
 
+// A record's rank, stage and replica agree with its job's shape (InputError if not).
+void check_place(const RankFlightRecord& r) {
+  PW_INPUT_CHECK(r.stages >= 1 && r.replicas >= 1 && r.chunks >= 1 && r.stage >= 0 && r.stage < r.stages &&
+                     r.rank == r.replica * r.stages + r.stage,
+                 "rank " << r.rank << ", stage " << r.stage << ", replica " << r.replica << " of " << r.stages
+                         << " stages do not agree");
+}
+
 // On this host: whether process `pid` runs (kill(pid, 0) fails with EPERM for another user's
 // process, and succeeds for a zombie, which is gone).
 bool process_running(std::int64_t pid) {
@@ -188,10 +196,7 @@ RankFlightRecord read_live_record(const std::filesystem::path& path) {
     r.reason = "live record: " + gone_text(r);
   }
   try {
-    PW_INPUT_CHECK(r.stages >= 1 && r.replicas >= 1 && r.chunks >= 1 && r.stage >= 0 && r.stage < r.stages &&
-                       r.rank == r.replica * r.stages + r.stage,
-                   "rank " << r.rank << ", stage " << r.stage << ", replica " << r.replica << " of " << r.stages
-                           << " stages do not agree");
+    check_place(r);
     r.program = pipeline::from_text(live.identity.program);
   } catch (const InputError& e) {
     throw InputError(r.file + ": " + e.what());
@@ -230,10 +235,7 @@ std::vector<RankFlightRecord> read_flight_records(const std::string& dir) {
       r.stages = j.at("stages").get<int>();
       r.replicas = j.at("replicas").get<int>();
       r.chunks = j.at("chunks").get<int>();
-      PW_INPUT_CHECK(r.stages >= 1 && r.replicas >= 1 && r.chunks >= 1 && r.stage >= 0 && r.stage < r.stages &&
-                         r.rank == r.replica * r.stages + r.stage,
-                     "rank " << r.rank << ", stage " << r.stage << ", replica " << r.replica << " of " << r.stages
-                             << " stages do not agree");
+      check_place(r);
       r.reason = j.at("reason").get<std::string>();
       r.pid = j.value("pid", std::int64_t{0});
       r.dumped_ns = j.at("dumped_ns").get<std::int64_t>();
