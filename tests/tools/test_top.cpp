@@ -1,6 +1,8 @@
 // The metrics endpoint (train --metrics-port) and `pipewright top`: the exposition a registry
 // renders parses back to the same values; a running job answers GET /metrics in Prometheus' text
 // format with per-stage and per-rank series whose step count grows, 404 elsewhere; top draws it.
+#include <algorithm>
+#include <fstream>
 #include <chrono>
 #include <cmath>
 #include <optional>
@@ -248,6 +250,17 @@ BOOST_AUTO_TEST_CASE(top_without_a_job_and_a_port_in_use_are_one_line_errors) {
   const auto none = pw::test::run_pipewright("top --once 127.0.0.1:" + std::to_string(port));
   BOOST_TEST(none.status == 2, none.output);
   BOOST_TEST(none.output.find("is a job running with --metrics-port?") != std::string::npos, none.output);
+  // A CA file that is not there, or not a certificate: one line each.
+  const auto missing = pw::test::run_pipewright("top --once --tls-ca /nonexistent/ca.pem 127.0.0.1:" + std::to_string(port));
+  BOOST_TEST(missing.status == 2, missing.output);
+  BOOST_TEST(missing.output.find("--tls-ca") != std::string::npos, missing.output);
+  BOOST_TEST(std::count(missing.output.begin(), missing.output.end(), '\n') == 1, missing.output);
+  pw::test::ScratchDir dir("top-bad-ca");
+  std::ofstream(dir.file("ca.pem")) << "not a certificate\n";
+  const auto not_cert = pw::test::run_pipewright("top --once --tls-ca " + dir.file("ca.pem") + " 127.0.0.1:" + std::to_string(port));
+  BOOST_TEST(not_cert.status == 2, not_cert.output);
+  BOOST_TEST(not_cert.output.find("CA certificate " + dir.file("ca.pem") + ": cannot use it") != std::string::npos, not_cert.output);
+  BOOST_TEST(std::count(not_cert.output.begin(), not_cert.output.end(), '\n') == 1, not_cert.output);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
