@@ -67,7 +67,7 @@ struct LoopbackServers {
       c.shard = s;
       c.shards = shards;
       c.mode = mode;
-      servers.push_back(std::make_unique<dp::PsServer>(rpc::HostPort{"127.0.0.1", 0}, c, "bench-token"));
+      servers.push_back(std::make_unique<dp::PsServer>(rpc::HostPort{"127.0.0.1", 0}, c, "bench-token-0123456"));
       addresses.push_back(servers.back()->address());
     }
   }
@@ -86,7 +86,7 @@ ZipfRun zipf_run(const std::vector<kernels::Tensor>& batches, int dim, std::int6
   const LoopbackServers ps(2, dp::UpdateMode::Async);
   dp::PsBagOptions o;
   o.servers = ps.addresses;
-  o.job_token = "bench-token";
+  o.job_token = "bench-token-0123456";
   o.table.name = "zipf";
   o.table.dim = dim;
   o.table.optimizer = dp::SparseOptimizerKind::Adagrad;
@@ -134,7 +134,7 @@ void production_batches(std::int64_t samples, int steps, int shards) {
   Zipf zipf(kRows, 1.05);
   std::mt19937_64 rng(11);
   const LoopbackServers ps(shards, dp::UpdateMode::Sync);
-  dp::PsClient client(ps.addresses, "bench-token", 0, 120s);
+  dp::PsClient client(ps.addresses, "bench-token-0123456", 0, 120s);
   create_table(client, "clicks", kDim, dp::SparseOptimizerKind::Adagrad);
   std::vector<double> pulls, pushes;
   double unique = 0;
@@ -177,7 +177,7 @@ enum class Report { Print, Skip };
 void pull_push(int shards, int keys_per_batch, int dim, int reps, std::mt19937_64& rng, Report report) {
   const std::size_t bytes = static_cast<std::size_t>(keys_per_batch) * static_cast<std::size_t>(dim) * sizeof(float);
   const LoopbackServers ps(shards, dp::UpdateMode::Async);
-  dp::PsClient client(ps.addresses, "bench-token", 0, 60s);
+  dp::PsClient client(ps.addresses, "bench-token-0123456", 0, 60s);
   create_table(client, "bench", dim, dp::SparseOptimizerKind::Sgd);
   // The socket is timed in the same loop as the servers (the machine's speed drifts), once per
   // batch. Each batch twice: new keys (pulls compute initial rows, pushes store new rows),

@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/error.h"
@@ -43,12 +44,72 @@ void sync_directory(const std::string& path) {
     throw InputError("cannot flush folder '" + path + "': " + os_error(errno));
 }
 
+namespace {
+
+const char* kind_of(mode_t mode) {
+  if (S_ISLNK(mode)) return "a symbolic link";
+  if (S_ISDIR(mode)) return "a folder";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a plain file";
+}
+
+[[noreturn]] void refuse_entry(const std::string& path, std::string_view what, mode_t mode, std::string_view wanted) {
+  throw InputError(std::string(what) + " '" + path + "' is " + kind_of(mode) +
+                   "; pipewright does not write through links or over entries it did not make: remove it, or give " +
+                   "another folder (" + std::string(wanted) + " expected)");
+}
+
+}  // namespace
+
+bool make_own_folder(const std::string& given, std::string_view what) {
+  std::string path = given;
+  while (path.size() > 1 && path.back() == '/') path.pop_back();   // "d/" would follow a link named d
+  const std::filesystem::path folder(path);
+  if (folder.has_parent_path()) {
+    std::error_code ec;
+    std::filesystem::create_directories(folder.parent_path(), ec);
+    if (ec) throw InputError("cannot create " + std::string(what) + " '" + path + "': " + ec.message());
+  }
+  if (::mkdir(path.c_str(), 0755) == 0) return true;
+  const int code = errno;
+  struct stat st {};
+  if (code == EEXIST && ::lstat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return false;
+    refuse_entry(path, what, st.st_mode, "a folder");
+  }
+  throw InputError("cannot create " + std::string(what) + " '" + path + "': " + os_error(code));
+}
+
+void refuse_unless_plain_file(const std::string& path, std::string_view what) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return;
+  if (!S_ISREG(st.st_mode)) refuse_entry(path, what, st.st_mode, "a plain file or nothing");
+}
+
+int create_new_file(const std::string& path, int flags, std::string_view what, Leftover leftover) {
+  for (int attempt = 0;; ++attempt) {
+    const int fd = ::open(path.c_str(), flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd >= 0) return fd;
+    const int code = errno;
+    struct stat st {};
+    if (code == EEXIST && ::lstat(path.c_str(), &st) == 0) {
+      if (!S_ISREG(st.st_mode)) refuse_entry(path, what, st.st_mode, "a plain file or nothing");
+      if (leftover == Leftover::Replace && attempt == 0 && ::unlink(path.c_str()) == 0) continue;
+      throw InputError(std::string(what) + " '" + path + "' already exists; remove it or give another folder");
+    }
+    throw InputError("cannot create " + std::string(what) + " '" + path + "': " + os_error(code) +
+                     "; check that the folder exists and is writable");
+  }
+}
+
 void write_file_durably(const std::string& path, const std::function<void(const WriteBytes& write)>& fill) {
   const std::filesystem::path target(path);
   const auto folder = target.has_parent_path() ? target.parent_path().string() : std::string(".");
+  refuse_unless_plain_file(path, "file");
   const std::string tmp = path + ".tmp";
-  Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (fd.get() < 0) throw InputError("cannot write '" + tmp + "': " + os_error(errno) + "; check that the folder exists and is writable");
+  Fd fd(create_new_file(tmp, O_WRONLY, "temporary file"));
   auto fail = [&](const std::string& why) {
     ::close(fd.release());
     std::error_code ignored;
@@ -80,6 +141,12 @@ void write_file_durably(const std::string& path, const std::function<void(const 
   }
   if (::fsync(fd.get()) != 0) fail(os_error(errno));
   if (::close(fd.release()) != 0) fail(os_error(errno));
+  try {
+    refuse_unless_plain_file(path, "file");   // planted while the file was written
+  } catch (const InputError&) {
+    ::unlink(tmp.c_str());
+    throw;
+  }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int code = errno;
     std::error_code ignored;

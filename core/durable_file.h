@@ -20,6 +20,25 @@ void write_file_durably(const std::string& path, std::string_view contents);
 // Flushes a folder's entries (after a rename into it or a new file in it).
 void sync_directory(const std::string& path);
 
+// Paths a job makes for itself (its lock, step folders, temporary files, summaries, traces, event
+// and debug files) never follow a symbolic link: one planted where the job writes is refused with
+// an InputError naming it ("... is a symbolic link ..."), so nothing is written through a link the
+// job did not make. The folders a user names may themselves be reached through links; what the job
+// makes inside them may not.
+//
+// make_own_folder: creates `path` and its missing parents; an existing `path` must be a real
+// folder, not a link to one nor a file. `what` names it in the error ("checkpoint folder").
+bool make_own_folder(const std::string& path, std::string_view what);   // true when it made it
+// Refuses `path` when it exists as anything but a plain file (a link, a folder, a FIFO, a device);
+// an absent path is fine. `what` names it in the error.
+void refuse_unless_plain_file(const std::string& path, std::string_view what);
+// Opens `path` as a new file (O_CREAT | O_EXCL | O_NOFOLLOW, plus `flags`, e.g. O_RDWR): a link or
+// any entry already there is refused, except a plain file left by an earlier run of the job when
+// `replace_leftover` says so (it is unlinked first). Returns the descriptor; InputError naming the
+// file otherwise.
+enum class Leftover { Refuse, Replace };
+int create_new_file(const std::string& path, int flags, std::string_view what, Leftover leftover = Leftover::Replace);
+
 // A 64-bit checksum (fast, not cryptographic) for checkpoint manifests, fed in pieces of any
 // size: the sum depends only on the bytes, not on how they were split.
 class Checksum64 {

@@ -5,8 +5,9 @@
 //   build/bin/example_own_batches --steps 40
 //   build/bin/example_own_batches --steps 40 --ps 2          # the table on 2 servers (threads)
 //   build/bin/pipewright launch --nproc-per-node 2 -- build/bin/example_own_batches --steps 40
-//   PW_JOB_TOKEN=t build/bin/pipewright ps serve --bind 127.0.0.1:7000 &     # a server of its own
-//   PW_JOB_TOKEN=t build/bin/pipewright launch --nproc-per-node 2 -- build/bin/example_own_batches \
+//   export PW_JOB_TOKEN=$(openssl rand -hex 16)                # 16 characters at least
+//   build/bin/pipewright ps serve --bind 127.0.0.1:7000 &     # a server of its own
+//   build/bin/pipewright launch --nproc-per-node 2 -- build/bin/example_own_batches \
 //       --steps 40 --ps-servers 127.0.0.1:7000
 //
 // Each process makes the same global batch and calls step() with it; the engine hands the first

@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/durable_file.h"
+#include "core/input_file.h"
+#include "core/json_text.h"
 
 namespace pw::kernels {
 namespace {
@@ -48,24 +50,24 @@ WrittenFile save_safetensors(const std::string& path, const NamedTensors& tensor
 }
 
 NamedTensors load_safetensors(const std::string& path, std::map<std::string, std::string>* metadata) {
-  std::ifstream in(path, std::ios::binary);
-  PW_INPUT_CHECK(in.good(), "cannot open '" << path << "'; expected a safetensors file");
-  const auto file_size = static_cast<std::uint64_t>(std::filesystem::file_size(path));
+  // Opened without blocking and read only when it is a plain file (core/input_file.h): a folder, a
+  // FIFO or a device is refused in one line before anything is read.
+  const InputFile file(path, "weights file");
+  const auto file_size = static_cast<std::uint64_t>(file.size());
+  // Everything below reads at an offset, so a short read is a truncated file, never a wait.
+  const auto read_at = [&](void* into, std::uint64_t bytes, std::uint64_t offset) {
+    return static_cast<std::uint64_t>(file.read_some_at(into, bytes, static_cast<std::int64_t>(offset)));
+  };
   unsigned char len[8];
-  in.read(reinterpret_cast<char*>(len), 8);
-  PW_INPUT_CHECK(in.gcount() == 8, "'" << path << "' is too short to be a safetensors file (needs an 8-byte header length)");
+  PW_INPUT_CHECK(read_at(len, 8, 0) == 8, "'" << path << "' is too short to be a safetensors file (needs an 8-byte header length)");
   std::uint64_t n = 0;
   for (int i = 0; i < 8; ++i) n |= static_cast<std::uint64_t>(len[i]) << (8 * i);
   PW_INPUT_CHECK(n <= kMaxHeader && 8 + n <= file_size,
                  "'" << path << "' is not a safetensors file: header length " << n << " does not fit a file of " << file_size << " bytes");
   std::string text(n, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(n));
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError("'" + path + "' has a malformed safetensors header: " + e.what());
-  }
+  PW_INPUT_CHECK(read_at(text.data(), n, 8) == n, "'" << path << "': could not read its safetensors header");
+  // Depth-checked before parsing (core/json_text.h): a header is one object of flat entries.
+  const nlohmann::json header = parse_json_text(text, "'" + path + "': safetensors header");
   PW_INPUT_CHECK(header.is_object(), "'" << path << "': safetensors header must be a JSON object");
   const std::uint64_t data_start = 8 + n;
   const std::uint64_t data_size = file_size - data_start;
@@ -97,9 +99,8 @@ NamedTensors load_safetensors(const std::string& path, std::map<std::string, std
                    "'" << path << "': entry '" << name << "' has data_offsets [" << begin << ", " << end << ") but needs "
                        << want << " bytes within a data section of " << data_size << " (truncated file?)");
     Tensor t = Tensor::empty(shape, dtype, Device::cpu());
-    in.seekg(static_cast<std::streamoff>(data_start + begin));
-    in.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(want));
-    PW_INPUT_CHECK(in.good() || want == 0, "'" << path << "': could not read entry '" << name << "'");
+    PW_INPUT_CHECK(want == 0 || read_at(t.raw(), want, data_start + begin) == want,
+                   "'" << path << "': could not read entry '" << name << "'");
     out.emplace(name, std::move(t));
   }
   return out;

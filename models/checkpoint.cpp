@@ -1,8 +1,33 @@
 #include "models/checkpoint.h"
 
+#include <cstdint>
+
 #include "kernels/safetensors.h"
 
 namespace pw::models {
+
+namespace {
+
+// Whether every value of a host tensor is finite (integers always are): by the exponent bits, so
+// no copy is made.
+bool all_finite(const Tensor& t) {
+  const auto n = static_cast<std::size_t>(t.numel());
+  const auto none_all_ones = [n](const auto* bits, auto mask) {
+    for (std::size_t i = 0; i < n; ++i)
+      if ((bits[i] & mask) == mask) return false;
+    return true;
+  };
+  switch (t.dtype()) {
+    case kernels::DType::F32: return none_all_ones(static_cast<const std::uint32_t*>(t.raw()), std::uint32_t{0x7f800000u});
+    case kernels::DType::F64:
+      return none_all_ones(static_cast<const std::uint64_t*>(t.raw()), std::uint64_t{0x7ff0000000000000ull});
+    case kernels::DType::BF16: return none_all_ones(static_cast<const std::uint16_t*>(t.raw()), std::uint16_t{0x7f80u});
+    case kernels::DType::F16: return none_all_ones(static_cast<const std::uint16_t*>(t.raw()), std::uint16_t{0x7c00u});
+    default: return true;
+  }
+}
+
+}  // namespace
 
 void save_weights(Layer& model, const std::string& path, const std::string& model_name) {
   save_weights(std::vector<Layer*>{&model}, path, model_name);
@@ -34,6 +59,11 @@ void load_weights(const std::vector<Layer*>& pieces, const std::string& path, We
     PW_INPUT_CHECK(it->second.shape() == target.shape() && it->second.dtype() == target.dtype(),
                    "'" << path << "': tensor '" << name << "' is " << it->second.describe() << " but the model needs "
                        << kernels::dtype_name(target.dtype()) << kernels::shape_str(target.shape()));
+    // Weights that are NaN or infinite would train to nothing (every step non-finite): refused
+    // here, naming the tensor, rather than ending as a job that did not train.
+    PW_INPUT_CHECK(all_finite(it->second), "'" << path << "': tensor '" << name
+                                               << "' holds non-finite values (NaN or infinity); give weights that are "
+                                                  "finite numbers");
     assignments.emplace_back(&target, &it->second);
   };
   for (Layer* piece : pieces) {

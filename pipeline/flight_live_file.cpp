@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/durable_file.h"
 #include "core/error.h"
 
 namespace pw::pipeline {
@@ -64,8 +65,8 @@ FlightLiveFile::FlightLiveFile(std::string path, const FlightLiveIdentity& id, s
   // Made whole under a temporary name and renamed into place, so a reader never finds it half
   // made, and replacing the file of an earlier run never shows that run's entries under this header.
   const std::string temporary = path_ + ".new" + std::to_string(::getpid());
-  const int fd = ::open(temporary.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) PW_FAIL("live flight record " << path_ << ": cannot create it: " << std::strerror(errno));
+  refuse_unless_plain_file(path_, "live flight record");
+  const int fd = create_new_file(temporary, O_RDWR, "live flight record");
   // The disk blocks are allocated now: a full disk later would make a write to the mapping SIGBUS.
   const int size_error = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes_));
   void* map = size_error == 0 ? ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
@@ -76,8 +77,9 @@ FlightLiveFile::FlightLiveFile(std::string path, const FlightLiveIdentity& id, s
   if (map == MAP_FAILED || !stated) {
     if (map != MAP_FAILED) ::munmap(map, bytes_);
     ::unlink(temporary.c_str());
-    PW_FAIL("live flight record " << path_ << ": cannot " << (size_error != 0 ? "allocate" : "map") << " it ("
-                                  << bytes_ << " bytes): " << std::strerror(size_error != 0 ? size_error : map_error));
+    // A full disk (the usual cause) is the operator's to mend: an input error, not a bug.
+    throw InputError("live flight record " + path_ + ": cannot " + (size_error != 0 ? "allocate" : "map") + " it (" +
+                     std::to_string(bytes_) + " bytes): " + std::strerror(size_error != 0 ? size_error : map_error));
   }
   map_ = map;
   device_ = made.st_dev;
@@ -99,6 +101,14 @@ FlightLiveFile::FlightLiveFile(std::string path, const FlightLiveIdentity& id, s
   h->program_bytes = id.program.size();
   std::memcpy(static_cast<char*>(map_) + sizeof(Header) + capacity * sizeof(Slot), id.program.data(), id.program.size());
   touch(steady_now_ns());
+  try {
+    refuse_unless_plain_file(path_, "live flight record");   // planted while it was made
+  } catch (const InputError&) {
+    ::munmap(map_, bytes_);
+    map_ = nullptr;
+    ::unlink(temporary.c_str());
+    throw;
+  }
   if (::rename(temporary.c_str(), path_.c_str()) != 0) {
     const int error = errno;
     ::munmap(map_, bytes_);

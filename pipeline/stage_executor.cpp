@@ -105,7 +105,28 @@ StageExecutor::StageExecutor(StageConfig config, std::vector<std::unique_ptr<mod
     optimizer_ = std::make_unique<models::Optimizer>(std::move(params), optimizer);
   }
   config_.update_validation = resolve_update_validation(config_.update_validation, config_.spec.kind, optimizer.offload);
+  transport_.expect_frames(expected_frames());
 }
+
+std::vector<rpc::ExpectedFrame> StageExecutor::expected_frames() const {
+  std::vector<rpc::ExpectedFrame> frames;
+  for (const Instruction& in : config_.program) {
+    const bool activation = in.op == OpType::RecvActivation;
+    if (!activation && in.op != OpType::RecvGradient) continue;
+    const int v = virtual_stage_of(in);
+    const int peer = stage_of_virtual(activation ? v - 1 : v + 1);
+    if (peer == config_.stage) continue;   // kept in loopback_, never on a transport
+    frames.push_back({peer, in.micro_batch, activation ? rpc::PayloadKind::Activation : rpc::PayloadKind::Gradient, v});
+  }
+  for (std::size_t g = 0; g < tied_.size(); ++g) {
+    if (tied_[g].local.empty()) continue;
+    for (int owner : tied_[g].owner_stages)
+      if (owner != config_.stage) frames.push_back({owner, static_cast<int>(g), rpc::PayloadKind::TiedGradient, owner});
+  }
+  return frames;
+}
+
+void StageExecutor::begin_step(std::int64_t step) { transport_.begin_step(step); }
 
 std::vector<models::Parameter*> StageExecutor::parameters() {
   std::vector<models::Parameter*> out;
@@ -150,6 +171,7 @@ StageStepResult StageExecutor::run_step(std::int64_t step, const MicroBatchInput
            "stage " << config_.stage << ": " << inputs.images.size() << " micro-batches of inputs for a schedule of "
                     << config_.spec.micro_batches);
   step_ = step;
+  transport_.begin_step(step);
   inputs_ = &inputs;
   image_stager_.stage(inputs.images);
   label_stager_.stage(inputs.labels);

@@ -87,6 +87,9 @@ class StageExecutor {
                 models::OptimizerConfig optimizer, rpc::Transport& transport, std::vector<TiedGroup> tied = {});
 
   StageStepResult run_step(std::int64_t step, const MicroBatchInputs& inputs);
+  // Tells the transport the step this stage is on before any peer may send for it (the job's
+  // first step, or the step a restore goes back to); run_step tells it each step's own.
+  void begin_step(std::int64_t step);
 
   models::Sequential& chunk(int c) { return *chunks_.at(static_cast<std::size_t>(c)); }
   int chunk_count() const { return static_cast<int>(chunks_.size()); }
@@ -106,6 +109,7 @@ class StageExecutor {
   const FlightRecorder& flight_recorder() const { return flight_; }
 
  private:
+  std::vector<rpc::ExpectedFrame> expected_frames() const;   // the pipeline frames one step takes
   struct MicroBatchState {
     kernels::Tensor input;        // received (or fed) activation
     kernels::Tensor output;       // activation to send

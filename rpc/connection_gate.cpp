@@ -38,6 +38,17 @@ class GatedProcessor : public TProcessor {
   ~GatedProcessor() override { gate_->forget(id_); }
 
   bool process(std::shared_ptr<TProtocol> in, std::shared_ptr<TProtocol> out, void* context) override {
+    // A host that spent its wrong-token budget has its new connections read one at a time.
+    if (!proven_) {
+      const auto wait = gate_->wrong_token_wait(host());
+      if (wait.count() > 0) {
+        if (std::chrono::steady_clock::now() + wait > opened_ + deadline_) {
+          gate_->forget(id_);
+          return false;
+        }
+        std::this_thread::sleep_for(wait);
+      }
+    }
     struct Serving {
       GatedProcessor* previous = t_serving;
       explicit Serving(GatedProcessor* p) { t_serving = p; }
@@ -79,6 +90,17 @@ class GatedProcessor : public TProcessor {
     }
   }
 
+  std::string host() const {
+    if (!socket_) return "a peer";
+    try {
+      return socket_->getPeerAddress();
+    } catch (...) {
+      return "a peer";
+    }
+  }
+
+  bool note_wrong_token() { return gate_->note_wrong_token(host()); }
+
   void prove() {
     if (proven_) return;
     proven_ = true;
@@ -103,8 +125,74 @@ void mark_connection_proven() {
   if (t_serving != nullptr) t_serving->prove();
 }
 
+std::string serving_peer_address() { return t_serving != nullptr ? t_serving->peer() : std::string(); }
+
+bool note_wrong_token() { return t_serving == nullptr || t_serving->note_wrong_token(); }
+
 ConnectionGate::ConnectionGate(std::shared_ptr<apache::thrift::TProcessorFactory> inner, GateLimits limits)
     : inner_(std::move(inner)), limits_(limits), reaper_([this](std::stop_token stop) { reap(stop); }) {}
+
+ConnectionGate::~ConnectionGate() {
+  reaper_.request_stop();
+  if (reaper_.joinable()) reaper_.join();
+  std::lock_guard lock(mutex_);
+  summarise_wrong_tokens(true);
+}
+
+namespace {
+void refill(double& budget, std::chrono::steady_clock::time_point& refilled, std::chrono::steady_clock::time_point now) {
+  budget = std::min<double>(kWrongTokenBurst,
+                            budget + kWrongTokensPerSecond * std::chrono::duration<double>(now - refilled).count());
+  refilled = now;
+}
+}  // namespace
+
+bool ConnectionGate::note_wrong_token(const std::string& host) {
+  std::lock_guard lock(mutex_);
+  ++wrong_tokens_;
+  const auto now = std::chrono::steady_clock::now();
+  const auto [it, first] = wrong_by_host_.try_emplace(host);
+  auto& w = it->second;
+  refill(w.budget, w.refilled, now);
+  w.budget = std::max(0.0, w.budget - 1.0);
+  if (first) {
+    w.summarised = now;
+    return true;
+  }
+  ++w.unlogged;
+  return false;
+}
+
+std::chrono::steady_clock::duration ConnectionGate::wrong_token_wait(const std::string& host) {
+  std::lock_guard lock(mutex_);
+  const auto it = wrong_by_host_.find(host);
+  if (it == wrong_by_host_.end()) return {};
+  auto& w = it->second;
+  const auto now = std::chrono::steady_clock::now();
+  refill(w.budget, w.refilled, now);
+  if (w.budget >= 1.0) return {};
+  const auto interval = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(1.0 / kWrongTokensPerSecond));
+  w.next_turn = std::max(now, w.next_turn) + interval;
+  ++w.closed;
+  ++throttled_;
+  return w.next_turn - now;
+}
+
+void ConnectionGate::summarise_wrong_tokens(bool all) {
+  const auto now = std::chrono::steady_clock::now();
+  for (auto& [host, w] : wrong_by_host_) {
+    if (w.unlogged == 0 && w.closed == 0) continue;
+    if (!all && now - w.summarised < std::chrono::seconds(60)) continue;
+    PW_LOG(Warn, "refused " << w.unlogged << " more call(s) with a wrong job token from " << host << " in the last "
+                            << static_cast<long long>(std::chrono::duration<double>(now - w.summarised).count())
+                            << " s, and made " << w.closed << " new connection(s) from it wait (rate limit: "
+                            << kWrongTokenBurst << " attempts, then " << kWrongTokensPerSecond << " a second)");
+    w.unlogged = 0;
+    w.closed = 0;
+    w.summarised = now;
+  }
+}
 
 std::shared_ptr<TProcessor> ConnectionGate::getProcessor(const apache::thrift::TConnectionInfo& info) {
   auto socket = std::dynamic_pointer_cast<transport::TSocket>(info.transport);
@@ -147,6 +235,7 @@ void ConnectionGate::reap(std::stop_token stop) {
       it = unproven_.erase(it);
       ++expired_;
     }
+    summarise_wrong_tokens(false);
   }
 }
 
@@ -163,6 +252,16 @@ int ConnectionGate::unproven() const {
 std::int64_t ConnectionGate::evicted() const {
   std::lock_guard lock(mutex_);
   return evicted_;
+}
+
+std::int64_t ConnectionGate::wrong_tokens() const {
+  std::lock_guard lock(mutex_);
+  return wrong_tokens_;
+}
+
+std::int64_t ConnectionGate::throttled() const {
+  std::lock_guard lock(mutex_);
+  return throttled_;
 }
 
 std::int64_t ConnectionGate::expired() const {

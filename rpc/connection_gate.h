@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include <thrift/TProcessor.h>
@@ -27,13 +28,29 @@ struct GateLimits {
 
 // Called by a handler once the call it serves carried the job's token; a no-op off a gated server.
 void mark_connection_proven();
+// "host:port" of the peer whose call this thread serves; empty off a gated server.
+std::string serving_peer_address();
+
+// Wrong-token attempts are rate-limited per peer host: each host has a budget of
+// kWrongTokenBurst attempts, refilled at kWrongTokensPerSecond. Once a host's budget is spent, a
+// new (unproven) connection from it waits for its turn, one every 1/kWrongTokensPerSecond s,
+// before its first call is read (closed if that is past its first-call deadline), so guessing
+// the token goes no faster than that while the job's own ranks on that host are only delayed.
+// Called by a handler for a call that carried a wrong token: true for the host's first such call
+// (log it in one line); the rest are counted and logged as one summary line a minute.
+inline constexpr int kWrongTokenBurst = 16;
+inline constexpr double kWrongTokensPerSecond = 2.0;
+bool note_wrong_token();
 
 class ConnectionGate : public apache::thrift::TProcessorFactory, public std::enable_shared_from_this<ConnectionGate> {
  public:
   ConnectionGate(std::shared_ptr<apache::thrift::TProcessorFactory> inner, GateLimits limits);
+  ~ConnectionGate() override;
   std::shared_ptr<apache::thrift::TProcessor> getProcessor(const apache::thrift::TConnectionInfo& info) override;
 
   int unproven() const;        // connections waiting to prove themselves
+  std::int64_t wrong_tokens() const;   // calls refused for a wrong token, over every host
+  std::int64_t throttled() const;      // connections made to wait because their host's budget was spent
   std::int64_t evicted() const;   // unproven connections shut down to make room for newer ones
   std::int64_t expired() const;   // unproven connections shut down at their deadline
 
@@ -44,6 +61,10 @@ class ConnectionGate : public apache::thrift::TProcessorFactory, public std::ena
     std::chrono::steady_clock::time_point deadline;
   };
   bool forget(std::uint64_t id);   // true when it was still unproven and not shut down
+  bool note_wrong_token(const std::string& host);   // true for the host's first
+  // How long a new connection from `host` waits before its call is read (zero while it has budget).
+  std::chrono::steady_clock::duration wrong_token_wait(const std::string& host);
+  void summarise_wrong_tokens(bool all);            // under mutex_
   void reap(std::stop_token stop);
 
   std::shared_ptr<apache::thrift::TProcessorFactory> inner_;
@@ -56,6 +77,17 @@ class ConnectionGate : public apache::thrift::TProcessorFactory, public std::ena
   std::map<std::uint64_t, Unproven> unproven_;
   std::int64_t evicted_ = 0;
   std::int64_t expired_ = 0;
+  struct WrongTokens {
+    double budget = kWrongTokenBurst;
+    std::chrono::steady_clock::time_point refilled = std::chrono::steady_clock::now();
+    std::chrono::steady_clock::time_point summarised = std::chrono::steady_clock::now();
+    std::int64_t unlogged = 0;   // attempts since the last line about this host
+    std::chrono::steady_clock::time_point next_turn{};   // of a connection from it, once its budget is spent
+    std::int64_t closed = 0;     // connections made to wait since then
+  };
+  std::map<std::string, WrongTokens> wrong_by_host_;
+  std::int64_t wrong_tokens_ = 0;
+  std::int64_t throttled_ = 0;
   std::jthread reaper_;   // last: stopped and joined first
 };
 

@@ -34,6 +34,7 @@ struct Incoming {
   std::array<bool, kDataField> seen{};   // header fields 1..8 read
   std::optional<ReceivedFrame> direct;   // the tensor the bytes were read into
   std::string refusal;                   // why the header was refused before its bytes were read
+  std::string rejected;                  // a refusal the handler already counted and logged (out of turn)
   bool header_complete() const { return std::all_of(seen.begin() + 1, seen.end(), [](bool s) { return s; }); }
 };
 
@@ -76,7 +77,7 @@ void skip_bytes(apache::thrift::transport::TTransport& transport, std::size_t n)
 
 // Field 9 of a frame whose header is complete, in the binary protocol's encoding of `binary`
 // (an i32 length, then the bytes): checked first, then read into the tensor or skipped.
-void read_bytes_direct(TProtocol& in, Incoming& incoming, const FrameRules& rules) {
+void read_bytes_direct(TProtocol& in, Incoming& incoming, TensorTransferHandler& handler) {
   int32_t size = 0;
   in.readI32(size);
   if (size < 0) throw protocol::TProtocolException(protocol::TProtocolException::NEGATIVE_SIZE);
@@ -84,8 +85,9 @@ void read_bytes_direct(TProtocol& in, Incoming& incoming, const FrameRules& rule
   transport.checkReadBytesAvailable(size);   // never allocate for bytes the message cannot hold
   ReceivedFrame received;
   try {
-    const FrameHeader header = check_frame_header(incoming.frame, static_cast<std::size_t>(size), rules);
+    const FrameHeader header = check_frame_header(incoming.frame, static_cast<std::size_t>(size), handler.rules());
     mark_connection_proven();
+    handler.check_turn(header.source_rank, header.tag);   // out of turn: its bytes are skipped, not stored
     received.source_rank = header.source_rank;
     received.tag = header.tag;
     kernels::MemoryKindScope kind(kernels::MemoryKind::Communication);
@@ -93,10 +95,12 @@ void read_bytes_direct(TProtocol& in, Incoming& incoming, const FrameRules& rule
     reserve_the_next_buffer(static_cast<std::size_t>(size));
   } catch (const BadFrameError& e) {
     incoming.refusal = e.what();
+  } catch (const wire::FrameRejected& rejected) {   // out of turn: already counted, logged and failed
+    incoming.rejected = rejected.reason;
   } catch (const std::exception& e) {   // e.g. out of memory for a frame that passed the size checks
     incoming.refusal = std::string("could not store the frame: ") + e.what();
   }
-  if (!incoming.refusal.empty()) return skip_bytes(transport, static_cast<std::size_t>(size));
+  if (!incoming.refusal.empty() || !incoming.rejected.empty()) return skip_bytes(transport, static_cast<std::size_t>(size));
   if (size > 0) transport.readAll(static_cast<uint8_t*>(received.tensor.raw()), static_cast<uint32_t>(size));
   incoming.direct = std::move(received);
 }
@@ -107,7 +111,7 @@ void read_field(TType type, TType expected, TProtocol& in, T& value, ReadFn read
   else in.skip(type);
 }
 
-void read_frame(TProtocol& in, Incoming& incoming, const FrameRules& rules) {
+void read_frame(TProtocol& in, Incoming& incoming, TensorTransferHandler& handler) {
   auto& f = incoming.frame;
   std::string name;
   TType type;
@@ -116,8 +120,8 @@ void read_frame(TProtocol& in, Incoming& incoming, const FrameRules& rules) {
   while (true) {
     in.readFieldBegin(name, type, id);
     if (type == protocol::T_STOP) break;
-    const bool after_direct = incoming.direct || !incoming.refusal.empty();
-    if (after_direct && id >= 1 && id <= kDataField && incoming.refusal.empty())
+    const bool after_direct = incoming.direct || !incoming.refusal.empty() || !incoming.rejected.empty();
+    if (after_direct && id >= 1 && id <= kDataField && incoming.refusal.empty() && incoming.rejected.empty())
       incoming.refusal = "field " + std::to_string(id) + " of the frame repeated after its tensor bytes";
     switch (id) {
       case 1: read_field(type, protocol::T_STRING, in, f.job_token, &TProtocol::readString); break;
@@ -142,7 +146,7 @@ void read_frame(TProtocol& in, Incoming& incoming, const FrameRules& rules) {
       case kDataField:
         if (type != protocol::T_STRING) in.skip(type);
         else if (!after_direct && incoming.header_complete() && dynamic_cast<protocol::TBinaryProtocol*>(&in))
-          read_bytes_direct(in, incoming, rules);
+          read_bytes_direct(in, incoming, handler);
         else if (after_direct) in.skip(type);
         else in.readBinary(f.data);
         break;
@@ -154,7 +158,7 @@ void read_frame(TProtocol& in, Incoming& incoming, const FrameRules& rules) {
   in.readStructEnd();
 }
 
-void read_args(TProtocol& in, Incoming& incoming, const FrameRules& rules) {
+void read_args(TProtocol& in, Incoming& incoming, TensorTransferHandler& handler) {
   std::string name;
   TType type;
   int16_t id = 0;
@@ -162,7 +166,7 @@ void read_args(TProtocol& in, Incoming& incoming, const FrameRules& rules) {
   while (true) {
     in.readFieldBegin(name, type, id);
     if (type == protocol::T_STOP) break;
-    if (id == 1 && type == protocol::T_STRUCT) read_frame(in, incoming, rules);
+    if (id == 1 && type == protocol::T_STRUCT) read_frame(in, incoming, handler);
     else in.skip(type);
     in.readFieldEnd();
   }
@@ -201,12 +205,17 @@ bool DirectTensorTransferProcessor::process(std::shared_ptr<TProtocol> in, std::
     return true;
   }
   Incoming incoming;
-  read_args(*in, incoming, handler_->rules());
+  read_args(*in, incoming, *handler_);
   in->readMessageEnd();
   in->getTransport()->readEnd();
 
   wire::TensorTransfer_deliver_result result;
   try {
+    if (!incoming.rejected.empty()) {
+      wire::FrameRejected rejected;
+      rejected.reason = incoming.rejected;
+      throw rejected;
+    }
     if (!incoming.refusal.empty()) handler_->refuse(incoming.frame.source_rank, incoming.refusal);
     if (incoming.direct) handler_->store(std::move(*incoming.direct));
     else handler_->deliver(incoming.frame);

@@ -65,7 +65,7 @@ FrameHeader check_frame(const wire::TensorFrame& frame, const FrameRules& rules)
 }
 
 FrameHeader check_frame_header(const wire::TensorFrame& frame, std::size_t payload_bytes, const FrameRules& rules) {
-  if (!tokens_equal(frame.job_token, rules.job_token)) throw BadFrameError("wrong job token");
+  if (!tokens_equal(frame.job_token, rules.job_token)) throw BadFrameError(kWrongJobToken);
   if (frame.source_rank < 0 || frame.source_rank >= rules.world_size)
     throw BadFrameError("source rank " + std::to_string(frame.source_rank) + " outside a world of " +
                         std::to_string(rules.world_size));

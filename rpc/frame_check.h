@@ -20,6 +20,8 @@ class BadFrameError : public InputError {
 
 inline constexpr int kMaxFrameDims = 16;
 inline constexpr std::size_t kMaxJobTokenChars = 256;
+inline constexpr std::size_t kMinJobTokenChars = 16;   // shorter would be guessed
+inline constexpr const char* kWrongJobToken = "wrong job token";
 
 struct FrameRules {
   std::string job_token;

@@ -21,6 +21,9 @@ std::string make_job_token() {
 
 void check_job_token(const std::string& token, const std::string& where) {
   PW_INPUT_CHECK(!token.empty(), where << " is empty; expected the job token (e.g. 32 hex digits)");
+  PW_INPUT_CHECK(token.size() >= kMinJobTokenChars,
+                 where << " has " << token.size() << " characters; a job token needs at least " << kMinJobTokenChars
+                       << " (a short one is guessed; e.g. 32 hex digits: openssl rand -hex 16)");
   PW_INPUT_CHECK(token.size() <= kMaxJobTokenChars,
                  where << " has " << token.size() << " characters; at most " << kMaxJobTokenChars << " are accepted");
   for (const char c : token)

@@ -125,6 +125,8 @@ std::optional<LaunchEnv> launch_env_from(const EnvLookup& lookup) {
     const char* advertise = lookup("PW_ADVERTISE_ADDR");
     env.advertise_host = advertise != nullptr && *advertise != '\0' ? advertise : "";
     env.restarts = restart_env_from(lookup);
+    const char* plain = lookup(kPlainLinksEnv);
+    env.plain_links = plain != nullptr && std::string_view(plain) == "1";
     return env;
   }
   return std::nullopt;

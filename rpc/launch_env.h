@@ -44,7 +44,11 @@ struct LaunchEnv {
   std::string advertise_host;  // the address peers reach this rank at
   std::string launcher;        // "torchrun-style", "torchrun", "Open MPI" or "Slurm"
   RestartEnv restarts;         // the launcher's restarts before this attempt
+  // PW_PLAIN_LINKS=1 (launch --plain-links): ranks on several hosts may run without TLS.
+  bool plain_links = false;
 };
+
+inline constexpr const char* kPlainLinksEnv = "PW_PLAIN_LINKS";
 
 inline constexpr int kDefaultMasterPort = 29500;
 

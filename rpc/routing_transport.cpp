@@ -1,5 +1,6 @@
 #include "rpc/routing_transport.h"
 
+#include <map>
 #include <set>
 
 namespace pw::rpc {
@@ -30,6 +31,20 @@ void RoutingTransport::abort(const std::string& reason) {
   std::set<Transport*> distinct(links_.begin(), links_.end());
   distinct.erase(nullptr);
   for (Transport* t : distinct) t->abort(reason);
+}
+
+void RoutingTransport::expect_frames(const std::vector<ExpectedFrame>& frames) {
+  std::map<Transport*, std::vector<ExpectedFrame>> by_link;
+  for (Transport* t : links_)
+    if (t != nullptr) by_link[t];
+  for (const auto& f : frames) by_link[&link(f.peer)].push_back(f);
+  for (auto& [t, mine] : by_link) t->expect_frames(mine);
+}
+
+void RoutingTransport::begin_step(std::int64_t step) {
+  std::set<Transport*> distinct(links_.begin(), links_.end());
+  distinct.erase(nullptr);
+  for (Transport* t : distinct) t->begin_step(step);
 }
 
 }  // namespace pw::rpc

@@ -17,6 +17,8 @@ class RoutingTransport : public Transport {
   void send(int peer, const Tag& tag, const kernels::Tensor& tensor, Deadline deadline) override;
   kernels::Tensor recv(int peer, const Tag& tag, Deadline deadline) override;
   void abort(const std::string& reason) override;   // every distinct transport
+  void expect_frames(const std::vector<ExpectedFrame>& frames) override;   // each link the frames of its peers
+  void begin_step(std::int64_t step) override;   // every distinct transport
 
  private:
   Transport& link(int peer) const;

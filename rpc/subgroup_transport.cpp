@@ -25,4 +25,10 @@ kernels::Tensor SubgroupTransport::recv(int peer, const Tag& tag, Deadline deadl
   return world_.recv(world_rank(peer), tag, deadline);
 }
 
+void SubgroupTransport::expect_frames(const std::vector<ExpectedFrame>& frames) {
+  std::vector<ExpectedFrame> in_world = frames;
+  for (auto& f : in_world) f.peer = world_rank(f.peer);
+  world_.expect_frames(in_world);
+}
+
 }  // namespace pw::rpc

@@ -16,6 +16,8 @@ class SubgroupTransport : public Transport {
   void send(int peer, const Tag& tag, const kernels::Tensor& tensor, Deadline deadline) override;
   kernels::Tensor recv(int peer, const Tag& tag, Deadline deadline) override;
   void abort(const std::string& reason) override { world_.abort(reason); }
+  void expect_frames(const std::vector<ExpectedFrame>& frames) override;   // peers as world ranks
+  void begin_step(std::int64_t step) override { world_.begin_step(step); }
 
  private:
   int world_rank(int peer) const;

@@ -18,13 +18,19 @@ class TensorTransferHandler : public wire::TensorTransferIf {
   TensorTransferHandler(int rank, FrameRules rules, Mailbox& mailbox);
   void deliver(const wire::TensorFrame& frame) override;   // throws wire::FrameRejected
   // For a frame decoded elsewhere (already checked by check_frame): stores it or throws FrameRejected.
+  // A frame out of turn (rpc/mailbox.h) is refused and ends this rank's receiving (a protocol error).
   void store(ReceivedFrame received);
+  // Before a frame's bytes are read: refuses it (ending the job, as store would) when it is out of
+  // turn, so that its bytes are skipped instead of allocated.
+  void check_turn(int source, const Tag& tag);
   // Counts and logs the refusal, then throws FrameRejected with `reason`.
   [[noreturn]] void refuse(int claimed_source, const std::string& reason);
   const FrameRules& rules() const { return rules_; }
+  Mailbox& mailbox() { return mailbox_; }
   std::size_t refused_frames() const { return refused_.load(); }
 
  private:
+  [[noreturn]] void refuse_out_of_turn(int source, const std::string& why);
   int rank_;
   FrameRules rules_;
   Mailbox& mailbox_;

@@ -48,6 +48,8 @@ class ThriftTransport : public Transport {
   // Wakes this rank's pending and future receives with AbortedError (peers are not told).
   void abort(const std::string& reason) override;
   void reset() { mailbox_.reset(); }   // clears an abort and unclaimed messages (between steps)
+  void expect_frames(const std::vector<ExpectedFrame>& frames) override { mailbox_.expect(frames); }
+  void begin_step(std::int64_t step) override { mailbox_.begin_step(step); }
 
  private:
   void check_peer(int peer, const char* what) const;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "kernels/tensor.h"
@@ -30,6 +31,21 @@ struct Tag {
 };
 std::string tag_str(const Tag& tag);   // "activation of micro-batch 3 for virtual stage 2 (step 7)"
 
+// The pipeline's own traffic (activations, gradients, tied gradients): tagged with the training
+// step, taken in turn (Transport::expect_frames / begin_step).
+inline bool is_pipeline_kind(PayloadKind kind) {
+  return kind == PayloadKind::Activation || kind == PayloadKind::Gradient || kind == PayloadKind::TiedGradient;
+}
+
+// One pipeline frame a rank's program takes in every step: from `peer`, with this micro-batch,
+// kind and virtual stage (a tag without its step).
+struct ExpectedFrame {
+  int peer = 0;
+  int micro_batch = 0;
+  PayloadKind kind = PayloadKind::Activation;
+  int virtual_stage = 0;
+};
+
 using pw::AbortedError;   // pipewright/error.h
 using pw::PeerLostError;
 using pw::TimeoutError;
@@ -45,6 +61,13 @@ class Transport {
   virtual kernels::Tensor recv(int peer, const Tag& tag, Deadline deadline) = 0;
   // Makes every pending and future recv of every rank throw AbortedError with `reason`.
   virtual void abort(const std::string& reason) = 0;
+  // Turns, for a transport that takes frames from the network: told which pipeline frames this
+  // rank's program takes in a step, and which step it is on, it admits a pipeline frame only when
+  // it is one of those, for this step or the next, and new in that step; a frame out of turn ends
+  // the job as a protocol error naming its sender, and frames of steps that are over are dropped.
+  // The in-process links carry only the job's own frames and ignore this.
+  virtual void expect_frames(const std::vector<ExpectedFrame>& frames) { (void)frames; }
+  virtual void begin_step(std::int64_t step) { (void)step; }
 };
 
 }  // namespace pw::rpc

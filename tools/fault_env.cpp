@@ -41,6 +41,7 @@ std::vector<Entry> parse(const std::string& text) {
       if (kind == "nonfinite-grad") e.kind = FaultKind::NonfiniteGradient;
       else if (kind == "sigkill") e.kind = FaultKind::Kill;
       else if (kind == "stall") e.kind = FaultKind::Stall;
+      else if (kind == "disk-full") e.kind = FaultKind::DiskFull;
       else ok = false;
       try {
         std::size_t used = 0;
@@ -58,7 +59,7 @@ std::vector<Entry> parse(const std::string& text) {
       }
     }
     PW_INPUT_CHECK(ok, kInjectFaultEnv << ": '" << item << "' is not KIND@STEP:RANK[/ATTEMPT] with KIND nonfinite-grad, "
-                                       << "sigkill or stall, STEP >= 1, e.g. nonfinite-grad@5:0");
+                                       << "sigkill, stall or disk-full, STEP >= 1, e.g. nonfinite-grad@5:0");
     out.push_back(e);
   }
   return out;

@@ -1,6 +1,7 @@
 #pragma once
 // Test-only faults for pipewright's own processes, from the environment (never set in a real job):
-//   PW_INJECT_FAULT=KIND@STEP:RANK[/ATTEMPT],...   KIND nonfinite-grad or sigkill; STEP 1-based;
+//   PW_INJECT_FAULT=KIND@STEP:RANK[/ATTEMPT],...   KIND nonfinite-grad, sigkill, stall or disk-full
+//                                                  (that step's checkpoint write fails: ENOSPC); STEP 1-based;
 //                                                  ATTEMPT the launcher's restart count (default 0)
 //   PW_INJECT_STEP_DELAY=RANK:MS,...                every step of RANK takes MS milliseconds longer
 // The library only sees the hooks these become (train/fault_injection.h).

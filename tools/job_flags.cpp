@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_text.h"
+
 namespace pw::tools {
 
 std::vector<kernels::Device> parse_device_list(const std::string& text) {
@@ -16,14 +18,8 @@ std::vector<kernels::Device> parse_device_list(const std::string& text) {
 }
 
 train::JobConfig read_job_config(const std::string& path) {
-  std::ifstream in(path);
-  PW_INPUT_CHECK(in.good(), "--config " << path << ": cannot read this file");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError("--config " + path + ": not JSON (" + e.what() + ")");
-  }
+  // Depth-checked before parsing (core/json_text.h); a config is a few KiB, so 16 MiB is plenty.
+  const auto j = read_json_file(path, "--config", std::int64_t{16} << 20);
   try {
     return train::job_config_from_json(j);
   } catch (const train::ConfigError& e) {

@@ -62,6 +62,10 @@ void add_launch_command(CLI::App& app, LaunchOptions& o) {
   bind("--ps-dir", "/servers/config/dir", o.ps_dir, "with --ps: the servers keep their shards here (snapshots and logs) and "
        "resume from them");
   add_tls_options(*cmd, o.tls, o.flags);
+  o.flags.add("/tls/plain_links", "--plain-links");
+  cmd->add_flag("--plain-links", o.tls.plain_links,
+                "let ranks on several hosts run without TLS (every rank gets PW_PLAIN_LINKS=1): plain TCP, where "
+                "every frame carries the job token in clear (only on a network you trust)");
   o.flags.add("/job_token", rpc::kJobTokenEnv);   // read from the environment by run_launch
   cmd->add_option("command", o.command, "after --: pipewright arguments (-- train --model seed-cnn --stages 4) or any program "
                                     "and its arguments (-- build/bin/example_custom_cnn --steps 50)")

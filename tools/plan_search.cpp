@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/durable_file.h"
 #include "core/error.h"
 #include "core/units.h"
 #include "kernels/runtime.h"
@@ -71,11 +72,11 @@ nlohmann::json layout_json(const train::RankedLayout& l, int rank) {
 }
 
 void write_config(const std::string& path, const train::JobConfig& config) {
-  std::ofstream out(path);
-  PW_INPUT_CHECK(out.good(), "--write-config " << path << ": cannot write this file");
-  out << train::to_full_json(config).dump(2) << "\n";
-  out.close();
-  PW_INPUT_CHECK(out.good(), "--write-config " << path << ": writing failed");
+  try {
+    write_file_durably(path, train::to_full_json(config).dump(2) + "\n");
+  } catch (const InputError& e) {
+    throw InputError(std::string("--write-config: ") + e.what());
+  }
 }
 
 }  // namespace

@@ -317,6 +317,11 @@ void add_train_command(CLI::App& app, TrainCommand& t) {
                   "multi-process jobs: seconds for every rank to reach the rendezvous")
       ->capture_default_str()->check(range(0.1, 1e6))->group(devices);
   add_tls_options(*cmd, job.tls, t.flags, devices);
+  t.flags.add("/tls/plain_links", "--plain-links");
+  cmd->add_flag("--plain-links", job.tls.plain_links,
+                "let a job whose ranks are on several hosts run without TLS: plain TCP, where every frame carries "
+                "the job token in clear (only on a network you trust)")
+      ->group(devices);
 
   const std::string output = "Output";
   cmd->add_option("--summary", fit.summary_path, "write a JSON summary here")->group(output);

@@ -15,12 +15,15 @@
 #include <filesystem>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "core/clock.h"
 #include "core/durable_file.h"
 #include "core/error.h"
+#include "core/json_text.h"
 #include "core/log.h"
 #include "train/job_config.h"
 
@@ -134,36 +137,64 @@ void check_file_names(const std::string& folder, const std::string& path, const 
 
 CheckpointManifest read_manifest(const std::string& folder) {
   const auto path = (fs::path(folder) / kManifestName).string();
-  std::ifstream in(path);
-  PW_INPUT_CHECK(in.good(), "'" << folder << "' is not a checkpoint: it has no " << kManifestName
-                                << " (an unfinished checkpoint, or another folder)");
+  std::error_code missing;
+  PW_INPUT_CHECK(fs::symlink_status(path, missing).type() != fs::file_type::not_found,
+                 "'" << folder << "' is not a checkpoint: it has no " << kManifestName
+                     << " (an unfinished checkpoint, or another folder)");
+  const std::string invalid = "'" + path + "' is not a valid checkpoint manifest";
+  // A plain file (not a FIFO or a folder), depth-checked before parsing (core/json_text.h); 1 GiB
+  // holds the loss history of tens of millions of steps.
+  const auto j = read_json_file(path, "checkpoint manifest", std::int64_t{1} << 30);
+  // Each number where it is, named by its JSON path: a whole number in int64 (a fraction, a text or
+  // a number past 2^63 - 1 is refused, not converted).
+  const auto bad = [&](const std::string& field, const std::string& problem) {
+    return InputError(invalid + ": " + field + " " + problem);
+  };
+  const auto whole = [&](const nlohmann::json& v, const std::string& field, std::int64_t low) {
+    if (!v.is_number_integer() ||
+        (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())))
+      throw bad(field, "is not a whole number of at most 2^63 - 1");
+    const auto n = v.get<std::int64_t>();
+    if (n < low) throw bad(field, std::to_string(n) + "; expected " + std::to_string(low) + " or more");
+    return n;
+  };
   CheckpointManifest m;
   try {
-    const auto j = nlohmann::json::parse(in);
+    PW_INPUT_CHECK(j.is_object(), invalid << ": expected a JSON object");
     PW_INPUT_CHECK(j.value("format", 0) == kCheckpointFormat,
                    "'" << path << "' has checkpoint format " << j.value("format", 0) << "; this pipewright reads format "
                        << kCheckpointFormat);
-    m.step = j.at("step").get<std::int64_t>();
+    m.step = whole(j.at("step"), "/step", 0);
     m.model = j.at("model").get<std::string>();
-    m.lr = j.at("lr").get<double>();
-    m.skipped_steps = j.value("skipped_steps", std::int64_t{0});
-    m.rollbacks = j.value("rollbacks", std::int64_t{0});
-    m.epoch = j.at("data").at("epoch").get<std::int64_t>();
-    m.batch_in_epoch = j.at("data").at("batch_in_epoch").get<std::int64_t>();
+    // Above 0 in every manifest a job writes; 0 (CheckpointManifest's default, "not set") is left
+    // to the resume, which refuses it (train/fit.cpp).
+    const auto& lr = j.at("lr");
+    if (!lr.is_number() || !(lr.get<double>() >= 0) || !std::isfinite(lr.get<double>()))
+      throw bad("/lr", (lr.is_number() ? (std::ostringstream() << lr.get<double>()).str() : std::string("is not a number")) +
+                           "; expected a finite number above 0");
+    m.lr = lr.get<double>();
+    m.skipped_steps = j.contains("skipped_steps") ? whole(j.at("skipped_steps"), "/skipped_steps", 0) : 0;
+    if (m.skipped_steps > m.step)
+      throw bad("/skipped_steps", std::to_string(m.skipped_steps) + "; expected at most the step, " + std::to_string(m.step));
+    m.rollbacks = j.contains("rollbacks") ? whole(j.at("rollbacks"), "/rollbacks", 0) : 0;
+    m.epoch = whole(j.at("data").at("epoch"), "/data/epoch", 0);
+    m.batch_in_epoch = whole(j.at("data").at("batch_in_epoch"), "/data/batch_in_epoch", 0);
     for (const auto& v : j.at("loss_history")) m.loss_history.push_back(v.is_number() ? v.get<double>() : std::nan(""));
     m.files = j.at("files").get<std::vector<CheckpointFile>>();
     if (j.contains("parameter_servers")) {
       m.ps_folder = j.at("parameter_servers").at("folder").get<std::string>();
       m.ps_files = j.at("parameter_servers").at("files").get<std::vector<CheckpointFile>>();
     }
+    for (const auto* files : {&m.files, &m.ps_files})
+      for (const auto& f : *files)
+        if (f.bytes < 0) throw bad("/files", "entry " + f.name + " has bytes " + std::to_string(f.bytes) + "; expected 0 or more");
     m.config = j.at("config");
     m.run = j.value("run", std::string());
   } catch (const nlohmann::json::exception& e) {
-    throw InputError("'" + path + "' is not a valid checkpoint manifest: " + e.what());
+    throw InputError(invalid + ": " + e.what());
   }
-  PW_INPUT_CHECK(m.step >= 0 && static_cast<std::int64_t>(m.loss_history.size()) == m.step,
-                 "'" << path << "' is not a valid checkpoint manifest: step " << m.step << " with "
-                     << m.loss_history.size() << " losses");
+  PW_INPUT_CHECK(static_cast<std::int64_t>(m.loss_history.size()) == m.step,
+                 invalid << ": step " << m.step << " with " << m.loss_history.size() << " losses");
   check_file_names(folder, path, m);
   m.folder = folder;
   return m;
@@ -227,8 +258,8 @@ bool CheckpointOwnership::owns(const std::string& folder) const {
   if (!present_before.count(fs::path(folder).filename().string())) return true;   // made since the lock
   if (run.empty() || !complete(folder)) return false;
   try {
-    std::ifstream in((fs::path(folder) / kManifestName).string());
-    return nlohmann::json::parse(in).value("run", std::string()) == run;
+    const auto j = read_json_file((fs::path(folder) / kManifestName).string(), "checkpoint manifest", std::int64_t{1} << 30);
+    return j.is_object() && j.value("run", std::string()) == run;
   } catch (const std::exception&) {
     return false;
   }
@@ -311,7 +342,7 @@ std::string read_fd(int fd) {
 
 std::optional<LockHolder> parse_holder(const std::string& text) {
   try {
-    const auto j = nlohmann::json::parse(text);
+    const auto j = parse_json_text(text, "lock file");
     LockHolder h;
     h.host = j.at("host").get<std::string>();
     h.pid = j.at("pid").get<long long>();
@@ -336,8 +367,18 @@ CheckpointDirLock::CheckpointDirLock(const std::string& dir, const std::string& 
   const auto host = this_host_name();
   const auto in_use = [&](const std::string& problem) { return ConfigError("/checkpoints/dir", dir + problem); };
   for (;;) {
-    const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) throw in_use(": cannot open its lock file " + path_ + " (" + std::strerror(errno) + ")");
+    // Never through a link (a planted one would have the lock's JSON written into its target).
+    refuse_unless_plain_file(path_, "lock file");
+    const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      if (errno == ELOOP) refuse_unless_plain_file(path_, "lock file");   // planted since the check
+      throw in_use(": cannot open its lock file " + path_ + " (" + std::strerror(errno) + ")");
+    }
+    if (struct stat opened {}; ::fstat(fd, &opened) != 0 || !S_ISREG(opened.st_mode)) {
+      ::close(fd);
+      refuse_unless_plain_file(path_, "lock file");
+      throw in_use(": its lock file " + path_ + " is not a plain file");
+    }
     bool locked = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
     const int lock_errno = locked ? 0 : errno;
     if (!locked && lock_errno == EWOULDBLOCK) {
@@ -455,10 +496,7 @@ void CheckpointWriter::run() {
     const auto t0 = Clock::now();
     Result result;
     try {
-      if (!fs::exists(folder)) {
-        fs::create_directories(folder);
-        sync_directory(fs::path(folder).parent_path().string());
-      }
+      if (make_own_folder(folder, "checkpoint folder")) sync_directory(fs::path(folder).parent_path().string());
       for (const auto& part : parts) {
         const auto written = kernels::save_safetensors((fs::path(folder) / part.name).string(), part.tensors, part.metadata);
         CheckpointFile f{part.name, written.bytes, written.checksum, {}};

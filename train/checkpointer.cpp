@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 
@@ -13,6 +14,7 @@
 #include "core/log.h"
 #include "rpc/job_token.h"
 #include "train/parameter_servers.h"
+#include "train/fault_injection.h"
 
 namespace pw::train {
 namespace fs = std::filesystem;
@@ -126,7 +128,7 @@ void Checkpointer::save(const TrainingPosition& position) {
       // At the boundary, before any rank starts the next step: the servers hold exactly the
       // pushes of the steps made.
       try {
-        fs::create_directories(folder);
+        make_own_folder(folder, "checkpoint folder");
         manifest.ps_folder = "ps";
         for (const auto& f : engine_.parameter_servers()->checkpoint((fs::path(folder) / "ps").string(), position.steps))
           manifest.ps_files.push_back(CheckpointFile{"ps/" + f.path, f.bytes, f.checksum, {}});
@@ -139,9 +141,21 @@ void Checkpointer::save(const TrainingPosition& position) {
   auto parts = engine_.checkpoint_parts(writer_->take_buffers());
   const bool primary = engine_.is_primary();
   const int rank = engine_.rank();
+  const std::int64_t step = position.steps;
   writer_->start(folder, std::move(parts),
-                                     [this, sequence, folder, manifest, snapshot_error, primary,
-                                      rank](const CheckpointWriter::Result& r) {
+                                     [this, sequence, folder, manifest, snapshot_error, primary, rank,
+                                      step](const CheckpointWriter::Result& written) {
+                                       CheckpointWriter::Result r = written;
+                                       if (r.error.empty() && !r.files.empty() &&
+                                           injected_fault(FaultKind::DiskFull, step, rank)) {
+                                         // A test's full disk: the last file fails as a write() with
+                                         // ENOSPC does (write_file_durably's error; nothing left).
+                                         const auto path = (fs::path(folder) / r.files.back().name).string();
+                                         std::error_code ignored;
+                                         fs::remove(path, ignored);
+                                         r.files.pop_back();
+                                         r.error = "cannot write '" + path + "': " + std::strerror(ENOSPC);
+                                       }
                                        if (primary) {
                                          collect_and_commit(sequence, folder, manifest, snapshot_error, r);
                                          return;

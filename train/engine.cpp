@@ -225,6 +225,7 @@ Engine::Engine(std::shared_ptr<const JobPlan> plan, RankLinks& links, ParameterS
   flight_registration_ = FlightRegistration({rank(), stage(), replica(), P, plan_.replicas(), plan_.schedule.chunks,
                                              &executor_->flight_recorder(),
                                              pipeline::to_text(executor_->config().program, true)});
+  executor_->begin_step(step_);   // before the barrier: no peer sends a frame of it earlier
   links_.barrier("built", startup);
 }
 
@@ -957,6 +958,7 @@ void Engine::restore(const CheckpointManifest& m) {
   if (loss_scale) loss_scaler_.restore(loss_scale->first, loss_scale->second);
   set_lr(m.lr);
   step_ = m.step;
+  executor_->begin_step(step_);   // the barriers after a restore come before any frame of this step
   remote_rows_->reconnect();
 }
 

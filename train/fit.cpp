@@ -6,8 +6,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -407,10 +409,20 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
   if (feed.batches_per_epoch() == 0)
     throw ConfigError("/data/batch_size", std::to_string(c.data.batch_size) + " is larger than the " +
                                               std::to_string(train_data.size) + " training samples");
+  // /data/epochs times the batches of an epoch must be a step count (2^63 - 1 at most).
+  if (c.data.steps <= 0 && c.data.epochs > std::numeric_limits<std::int64_t>::max() / feed.batches_per_epoch())
+    throw ConfigError("/data/epochs", std::to_string(c.data.epochs) + " epochs of " +
+                                          std::to_string(feed.batches_per_epoch()) +
+                                          " batches are more steps than can be counted; give at most " +
+                                          std::to_string(std::numeric_limits<std::int64_t>::max() / feed.batches_per_epoch()) +
+                                          " epochs, or /data/steps");
   const std::int64_t total_steps = c.data.steps > 0 ? c.data.steps : c.data.epochs * feed.batches_per_epoch();
   Checkpointer checkpointer(engine, total_steps);
   std::vector<double> loss_history;
-  loss_history.reserve(static_cast<std::size_t>(total_steps));
+  // Per-step histories grow as steps are made; reserved for at most this many (a job of
+  // --steps 2^63 - 1 must not ask for exabytes before its first step).
+  constexpr std::int64_t kReservedSteps = std::int64_t{1} << 16;
+  loss_history.reserve(static_cast<std::size_t>(std::min(total_steps, kReservedSteps)));
   std::int64_t step = 0, epoch = 0, first_batch = 0, skipped_steps = 0, rollbacks = 0, bad_in_a_row = 0;
   // The checkpoint rolled back to, until a step is applied after it (-1: none).
   std::int64_t rolled_back_to = -1;
@@ -420,8 +432,16 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
   if (!resume_folder.empty()) {
     // A launcher's restart of a job whose last checkpoint is its last step has nothing left to make
     // but its evaluation; a job resumed by hand with no step to make is a mistake.
-    if (engine.links().restarts().count == 0)
-      check_steps_beyond(c, total_steps, resume_folder, read_manifest(resume_folder).step);
+    const auto saved = read_manifest(resume_folder);
+    if (engine.links().restarts().count == 0) check_steps_beyond(c, total_steps, resume_folder, saved.step);
+    PW_INPUT_CHECK(saved.lr > 0, "'" << (std::filesystem::path(resume_folder) / kManifestName).string()
+                                     << "' is not a valid checkpoint manifest: /lr "
+                                     << saved.lr << "; expected a finite number above 0");
+    // The data position must lie in this job's epochs (read_manifest checked it is not negative).
+    PW_INPUT_CHECK(saved.batch_in_epoch < feed.batches_per_epoch(),
+                   "cannot resume from " << resume_folder << ": its data position, batch " << saved.batch_in_epoch
+                                         << " of an epoch, is past this job's " << feed.batches_per_epoch()
+                                         << " batches per epoch; expected 0 to " << feed.batches_per_epoch() - 1);
     const auto m = restore_checkpoint(engine, resume_folder, "resumed", startup);
     apply_overrides(engine, m, o, callbacks);
     resumed_from = m.step;
@@ -447,7 +467,7 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
   const auto start = Clock::now();
   double train_seconds = 0.0;
   std::vector<double> step_seconds;
-  step_seconds.reserve(static_cast<std::size_t>(total_steps));
+  step_seconds.reserve(static_cast<std::size_t>(std::min(total_steps, kReservedSteps)));
   std::vector<double> stage_busy(static_cast<std::size_t>(plan.schedule.stages), 0.0);
   std::int64_t samples = 0, correct = 0;
   StepOutcome last;
@@ -464,7 +484,8 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
   std::int64_t rollbacks_in_a_row = 0, rolled_back_from = -1;
   while (step < total_steps && failure.empty()) {
     // Batches past the last step are not read (nor their bad samples counted).
-    feed.start_epoch(epoch, first_batch, first_batch + (total_steps - step));
+    feed.start_epoch(epoch, first_batch,
+                     first_batch + std::min(total_steps - step, std::numeric_limits<std::int64_t>::max() - first_batch));
     std::int64_t batch_in_epoch = first_batch;
     first_batch = 0;
     bool rolled_back = false;
@@ -631,7 +652,18 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
   }
   // The weights are written before evaluation, so nothing that goes wrong there loses them; the
   // weights of a job known not to have trained are not written.
-  if (saves && failure.empty()) engine.save(o.save_path);
+  // A save that fails for the file's sake (a full disk, a folder made read-only) loses neither the
+  // evaluation nor the summary, which may be on another disk: it is recorded there, then rethrown.
+  std::exception_ptr save_error;
+  std::string save_error_text;
+  if (saves && failure.empty()) {
+    try {
+      engine.save(o.save_path);
+    } catch (const InputError& e) {
+      save_error = std::current_exception();
+      save_error_text = e.what();
+    }
+  }
   // Evaluation batches are micro-batch sized: a stage holds no more at once than in training.
   const FeedShape test_shape{test_data.size,          sample_shape,           parts, plan.replicas(), engine.replica(),
                              engine.loader_input_dtype(), engine.loader_memory()};
@@ -649,7 +681,10 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
     skipped = gather_bad_samples(engine, *bad_samples,
                                  Clock::now() + std::chrono::milliseconds(static_cast<std::int64_t>(c.timeouts.stage_seconds * 1000)));
   const double wall = seconds_since(start);
-  if (!primary) return nlohmann::json::object();
+  if (!primary) {
+    if (save_error) std::rethrow_exception(save_error);
+    return nlohmann::json::object();
+  }
   if (eval.samples > 0) monitors->evaluation(step, eval.accuracy, eval.loss);
   const double sps = train_seconds > 0 ? static_cast<double>(samples) / train_seconds : 0.0;
   if (o.progress && eval.auc >= 0) log::outputf("test AUC %.4f", eval.auc);
@@ -675,7 +710,9 @@ nlohmann::json fit(Engine& engine, const FitOptions& o, const FitCallbacks& call
   j["stage_busy_fraction"] = fraction;
   if (engine.parameter_servers()) engine.parameter_servers()->add_summary(j);
   if (callbacks.on_summary) callbacks.on_summary(j);
+  if (save_error) j["save_error"] = save_error_text;
   if (!o.summary_path.empty()) write_json_file(o.summary_path, j);
+  if (save_error) std::rethrow_exception(save_error);
   if (!failure.empty()) throw TrainingFailed(failure);
   return j;
 }

@@ -121,7 +121,7 @@ void fields(Resources& c, F&& f) {
 }
 template <typename F>
 void fields(TlsConfig& c, F&& f) {
-  f("cert", c.cert), f("key", c.key), f("ca", c.ca);
+  f("cert", c.cert), f("key", c.key), f("ca", c.ca), f("plain_links", c.plain_links);
 }
 // The job's sections and top-level scalars, in one list too.
 template <typename F>
@@ -174,8 +174,29 @@ nlohmann::json section_json(const Section& section) {
 
 [[noreturn]] void bad(const std::string& path, const std::string& problem) { throw ConfigError(path, problem); }
 
+// What a JSON value is, for a message: a list or an object by kind only (a dump of one could be
+// megabytes, and nlohmann's dump recurses; only a short list of numbers is shown), a scalar by its
+// text, cut when long.
 std::string kind_of(const nlohmann::json& j) {
-  if (j.is_string()) return "the text " + j.dump();
+  constexpr std::size_t kShown = 64;
+  if (j.is_array()) {
+    // A short flat list of numbers is shown as it is ("[1,2]"); any other by its length.
+    const bool flat = j.size() <= 8 && std::all_of(j.begin(), j.end(), [](const auto& v) { return v.is_number() || v.is_boolean(); });
+    if (flat) return j.dump();
+    return "a list of " + std::to_string(j.size()) + (j.size() == 1 ? " entry" : " entries");
+  }
+  if (j.is_object()) return j.empty() ? "an empty object" : "an object";
+  if (j.is_null()) return "null";
+  if (j.is_string()) {
+    const auto& text = j.get_ref<const std::string&>();
+    const auto shown = [](const std::string& t) {
+      return nlohmann::json(t).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    };
+    if (text.size() <= kShown) return "the text " + shown(text);
+    std::size_t cut = kShown;
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xc0) == 0x80) --cut;   // not inside a UTF-8 character
+    return "the text " + shown(text.substr(0, cut)) + "... (" + std::to_string(text.size()) + " bytes)";
+  }
   return j.dump();
 }
 
@@ -360,7 +381,7 @@ nlohmann::json to_full_json(const JobConfig& c) {
   auto j = to_json(c);
   j.erase("program_model");
   j["resources"] = section_json(c.resources);
-  if (c.tls.enabled()) j["tls"] = section_json(c.tls);
+  if (c.tls.enabled() || c.tls.plain_links) j["tls"] = section_json(c.tls);
   return j;
 }
 

@@ -1,11 +1,13 @@
 // validate(JobConfig): every field's range, named by its path, before anything is planned.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <thread>
 #include <utility>
 #include <sstream>
 
 #include "core/error.h"
+#include "dataparallel/ps/bounds.h"
 #include "models/data/normalization.h"
 #include "train/job_config.h"
 
@@ -28,6 +30,26 @@ class Checker {
   void steps(const char* path, std::int64_t value) {   // -1 (unset) or a positive count
     if (value != -1 && value < 1) fail(path, value, "must be >= 1 (or -1: not set)");
   }
+  // The ranges of the flags that set these fields (tools/train_command.cpp, tools/plan_command.cpp),
+  // in the flags' words, so that a config is held to what a flag is.
+  void whole(const char* path, std::int64_t value, std::int64_t low, std::int64_t high, const char* unset = nullptr) {
+    if (unset != nullptr && value == 0) return;
+    if (!(value >= low && value <= high))
+      fail(path, value, "must be a whole number from " + text(low) + " to " + text(high) +
+                            (unset != nullptr ? std::string(" (or 0: ") + unset + ")" : std::string()));
+  }
+  void number(const char* path, double value, double low, double high) {
+    if (!(value >= low && value <= high))
+      fail(path, value, "must be a number from " + words(low) + " to " + words(high));
+  }
+  // 0 (a default) or a finite number above 0.
+  void zero_or_positive(const char* path, double value, const char* zero) {
+    if (value != 0 && !(value > 0 && std::isfinite(value)))
+      fail(path, value, std::string("must be a finite number above 0 (or 0: ") + zero + ")");
+  }
+  void finite(const char* path, double value) {
+    if (!std::isfinite(value)) fail(path, value, "must be a finite number");
+  }
   template <typename T>
   [[noreturn]] void fail(const std::string& path, T value, const std::string& rule) {
     throw ConfigError(path, text(value) + "; " + rule);
@@ -39,6 +61,12 @@ class Checker {
     std::ostringstream out;
     out << v;
     return out.str();
+  }
+  // 1000000 rather than 1e+06, 0.001, 1e-06.
+  static std::string words(double v) {
+    char buffer[32];
+    std::snprintf(buffer, sizeof buffer, "%.15g", v);
+    return buffer;
   }
 };
 
@@ -109,6 +137,22 @@ void validate(const JobConfig& c) {
   }
   k.in_range("/resources/prefetch_batches", c.resources.prefetch_batches, 0, 64);
   k.at_least("/resources/device_memory", c.resources.device_memory, std::int64_t{0});
+  // Past the coarse checks above (whose messages callers know): the flags' own ranges, so that a
+  // --config file cannot set what no flag accepts (a stage timeout of 1e-320 seconds).
+  k.whole("/data/batch_size", c.data.batch_size, 1, std::int64_t{1} << 24);
+  k.whole("/pipeline/stages", c.pipeline.stages, 1, 4096, "from the split, else 1");
+  k.whole("/pipeline/micro_batches", c.pipeline.micro_batches, 1, std::int64_t{1} << 20, "one per stage");
+  k.whole("/pipeline/chunks", c.pipeline.chunks, 1, 64, "2 for interleaved, else 1");
+  k.whole("/ps/admit_after", c.ps.admit_after, 1, dp::kMaxAdmitAfter);
+  k.zero_or_positive("/ps/lr", c.ps.lr, "the dense learning rate");
+  k.zero_or_positive("/optimizer/lr", c.optimizer.lr, "the optimizer's default");
+  k.finite("/optimizer/weight_decay", c.optimizer.weight_decay);
+  k.number("/timeouts/stage_seconds", c.timeouts.stage_seconds, 0.001, 1e6);
+  k.number("/timeouts/heartbeat_seconds", c.timeouts.heartbeat_seconds, 0.5, 1e6);
+  k.number("/timeouts/startup_seconds", c.timeouts.startup_seconds, 0.1, 1e6);
+  k.finite("/checkpoints/every_seconds", c.checkpoints.every_seconds);
+  k.finite("/recovery/clip_grad_norm", c.recovery.clip_grad_norm);
+  k.finite("/numerics/loss_scale", c.numerics.loss_scale);
   check_tls_fields(c.tls);
 }
 

@@ -33,6 +33,14 @@ models::data::ClickFeatures click_features(const JobConfig& c) {
                         std::to_string(rows) + "; expected 1 to " + std::to_string(models::data::kMaxPackedId) +
                             " rows per table (ids travel as exact F32 integers)");
   }
+  const bool dlrm = c.model.name == "dlrm" && !(c.program_model && !c.program_model->layers.empty());
+  if (dlrm && static_cast<std::int64_t>(c.model.embedding_rows.size()) > models::kMaxDlrmTables)
+    throw ConfigError("/model/embedding_rows",
+                      std::to_string(c.model.embedding_rows.size()) + " tables; at most " +
+                          std::to_string(models::kMaxDlrmTables) + " (dlrm's interaction is a value for each pair of "
+                          "tables: " + std::to_string(models::dlrm_interaction_width(
+                                           static_cast<std::int64_t>(c.model.embedding_rows.size()) + 1,
+                                           c.model.embedding_dim)) + " values wide, more than a layer's width can be)");
   if (!c.model.embedding_rows.empty()) clicks.table_sizes = c.model.embedding_rows;
   models::data::check_click_features(clicks);
   return clicks;
@@ -224,7 +232,6 @@ JobPlan plan_job(const JobConfig& c) {
   }
   check_server_tables(c, plan.server_tables, plan.model.name);
   plan.objective = spec.objective;
-  plan.stats = models::model_stats(spec);
 
   const int model_pieces = plan.model.split_points.empty() ? 0 : static_cast<int>(plan.model.split_points.size()) + 1;
   plan.schedule = schedule_of(c.pipeline, c.pipeline.split.empty() ? model_pieces : 0);
@@ -255,6 +262,11 @@ JobPlan plan_job(const JobConfig& c) {
       throw ConfigError("/pipeline/split", e.what());
     }
   }
+  // Weights, gradients and optimizer state from the layers' counts, before any layer is built (the
+  // statistics below build each layer once).
+  const HostMemory host = host_memory_limit(host_memory_bytes());
+  check_model_memory(plan, host);
+  plan.stats = models::model_stats(spec);
   const std::int64_t replicas = c.replicas.replicas;
   const std::string batch = std::to_string(c.data.batch_size);
   if (c.data.batch_size % replicas != 0)
@@ -274,7 +286,7 @@ JobPlan plan_job(const JobConfig& c) {
                                                    "recomputes with its own R instructions; leave out /pipeline/recompute");
     plan.programs = pipeline::load_schedule_file(c.pipeline.schedule_file, plan.schedule);
   }
-  check_host_memory(plan, host_memory_bytes());
+  check_host_memory(plan, host);
   return plan;
 }
 

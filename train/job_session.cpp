@@ -3,8 +3,11 @@
 #include <exception>
 #include <filesystem>
 
+#include <set>
+
 #include "core/error.h"
 #include "core/log.h"
+#include "rpc/host_port.h"
 #include "train/data_feed.h"
 #include "train/job_config.h"
 #include "train/restart_baseline.h"
@@ -33,6 +36,22 @@ std::unique_ptr<World> make_world(const JobPlan& plan, const std::optional<rpc::
   return make_process_world(plan.shape(), *launch, timeouts, tls);
 }
 
+// Without TLS every frame carries the job token in clear: a job whose ranks are on more than one
+// host would send it over the network, where anyone who reads it can join or forge frames. Such a
+// job starts only with TLS, or when /tls/plain_links says plain TCP on a trusted network is wanted.
+void refuse_plain_links_across_hosts(const TlsConfig& tls, bool launcher_allows, const std::vector<std::string>& addresses) {
+  if (tls.enabled() || tls.plain_links || launcher_allows) return;
+  std::set<std::string> hosts;
+  for (const auto& address : addresses) hosts.insert(rpc::parse_host_port(address).host);
+  if (hosts.size() < 2) return;
+  std::string listed;
+  for (const auto& h : hosts) listed += (listed.empty() ? "" : ", ") + h;
+  throw ConfigError("/tls", "the job's ranks are on " + std::to_string(hosts.size()) + " hosts (" + listed +
+                                ") and its links have no TLS, so every frame would carry the job token in clear; "
+                                "give --tls-cert, --tls-key and --tls-ca (docs/running_safely.md), or --plain-links "
+                                "to run over plain TCP on a network you trust");
+}
+
 }  // namespace
 
 JobSession::JobSession(JobPlan plan, std::optional<rpc::LaunchEnv> launch, rpc::RestartEnv thread_world_restarts)
@@ -46,7 +65,9 @@ JobSession::JobSession(JobPlan plan, std::optional<rpc::LaunchEnv> launch, rpc::
   world_ = make_world(*plan_, launch, std::move(thread_world_restarts), links_tls);
   engines_.resize(static_cast<std::size_t>(world_->local_ranks()));
   try {
-    world_->run([this](RankLinks& links) {
+    const bool launcher_allows_plain = launch && launch->plain_links;
+    world_->run([this, launcher_allows_plain](RankLinks& links) {
+      refuse_plain_links_across_hosts(plan_->config.tls, launcher_allows_plain, links.addresses());
       engines_[local_index(links.rank())] = std::make_unique<Engine>(plan_, links, servers_.get());
     });
   } catch (...) {

@@ -4,7 +4,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/durable_file.h"
 #include "core/error.h"
+#include "core/json_text.h"
 #include "train/job_config.h"
 #include "train/parameter_servers.h"
 
@@ -43,7 +45,9 @@ PsServeConfig read_ps_serve_config(const std::string& path) {
                      "train/ps_serve_config.h)");
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
+    const std::string text(std::istreambuf_iterator<char>(in), {});
+    check_json_depth(text, "parameter-server config " + path);   // before parsing (core/json_text.h)
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw InputError("parameter-server config " + path + " is not JSON: " + e.what());
   }
@@ -55,10 +59,11 @@ PsServeConfig read_ps_serve_config(const std::string& path) {
 }
 
 void write_ps_serve_config(const PsServeConfig& c, const std::string& path) {
-  std::ofstream out(path, std::ios::trunc);
-  out << to_json(c).dump(2) << '\n';
-  out.close();
-  PW_INPUT_CHECK(out, "cannot write the parameter-server config " << path);
+  try {
+    write_file_durably(path, to_json(c).dump(2) + "\n");
+  } catch (const InputError& e) {
+    throw InputError(std::string("cannot write the parameter-server config: ") + e.what());
+  }
 }
 
 dp::PsShardConfig shard_config_of(const PsServeConfig& c) {

@@ -8,6 +8,7 @@
 
 #include "core/durable_file.h"
 #include "core/error.h"
+#include "core/json_text.h"
 #include "kernels/allocator.h"
 
 namespace pw::train {
@@ -169,7 +170,9 @@ TraceData read_traces(const std::vector<std::string>& paths) {
     PW_INPUT_CHECK(in.good(), path << ": cannot open it");
     json doc;
     try {
-      doc = json::parse(in);
+      const std::string text(std::istreambuf_iterator<char>(in), {});
+      check_json_depth(text, path);   // before parsing (core/json_text.h)
+      doc = json::parse(text);
     } catch (const json::parse_error& e) {
       throw InputError(path + ": not valid JSON (" + e.what() + "); was the file cut short while being written?");
     }

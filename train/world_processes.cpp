@@ -11,12 +11,15 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/trace.h"
+#include "kernels/allocator.h"
 #include "kernels/cuda_probe.h"
+#include "rpc/frame_check.h"
 #include "rpc/nccl_transport.h"
 #include "rpc/rendezvous_client.h"
 #include "rpc/rendezvous_server.h"
 #include "rpc/routing_transport.h"
 #include "rpc/thrift_transport.h"
+#include "rpc/tls.h"
 #include "train/job_config.h"
 #include "train/world.h"
 
@@ -161,21 +164,30 @@ class ProcessRank : public RankLinks {
   std::vector<std::string> addresses() const override { return addresses_; }
   std::int64_t clock_offset_ns() const override { return clock_offset_ns_; }
 
-  // Runs the rank's body; on this rank's own failure tells the rendezvous why (so every rank
-  // stops with the cause). An error that is the echo of another rank's loss (a refused send to a
-  // dead peer) becomes an AbortedError naming that rank, once the heartbeat has heard of it.
+  // Runs the rank's body; on this rank's own failure tells the rendezvous why (so every rank stops
+  // with the cause).
+  // - An error that cannot be the echo of another rank's failure (bad input other than a refused
+  //   frame or TLS handshake, out of memory, a job that did not train) is reported at once, unless
+  //   the heartbeat already heard of another rank's failure (then it is the echo of that one).
+  // - Any other error (a refused send to a dead peer, a timeout) may be such an echo: it becomes an
+  //   AbortedError naming that rank once the heartbeat has heard of it (waiting a little for it).
+  // - An AbortedError (this rank stops because another one failed) waits, at most the heartbeat
+  //   timeout, until the heartbeat has heard why: a rank that ended first would otherwise be taken
+  //   for the cause by the others ("rank 1 was lost") before the real one was reported.
   void guarded(const std::function<void(RankLinks&)>& body) {
     try {
       body(*this);
     } catch (const rpc::AbortedError&) {
+      wait_for_job_failure(timeouts_.heartbeat + milliseconds(500));
       throw;
     } catch (const std::exception& e) {
-      const bool peer_lost = dynamic_cast<const rpc::PeerLostError*>(&e) != nullptr;
-      const auto until = Clock::now() + (peer_lost ? timeouts_.heartbeat + milliseconds(500)
-                                                   : std::min(milliseconds(1500), timeouts_.heartbeat));
-      while (heartbeat_->failure().empty() && Clock::now() < until) std::this_thread::sleep_for(milliseconds(50));
-      if (!heartbeat_->failure().empty())
-        throw rpc::AbortedError(std::string(e.what()) + " (job stopped: " + heartbeat_->failure() + ")");
+      if (!cannot_be_an_echo(e) || !heartbeat_->failure().empty()) {
+        const bool peer_lost = dynamic_cast<const rpc::PeerLostError*>(&e) != nullptr;
+        wait_for_job_failure(peer_lost ? timeouts_.heartbeat + milliseconds(500)
+                                       : std::min(milliseconds(1500), timeouts_.heartbeat));
+        if (!heartbeat_->failure().empty())
+          throw rpc::AbortedError(std::string(e.what()) + " (job stopped: " + heartbeat_->failure() + ")");
+      }
       failed_here_ = true;
       client_->report_failure(e.what());
       thrift_->abort("job stopped: this rank failed");
@@ -210,6 +222,20 @@ class ProcessRank : public RankLinks {
       }
     }
     return offset;
+  }
+
+  // Errors of this rank's own making: never a consequence of another rank's failure.
+  static bool cannot_be_an_echo(const std::exception& e) {
+    // A refused frame or handshake may come from a peer dying half-way through.
+    if (dynamic_cast<const rpc::BadFrameError*>(&e) != nullptr || dynamic_cast<const rpc::TlsError*>(&e) != nullptr)
+      return false;
+    return dynamic_cast<const InputError*>(&e) != nullptr || dynamic_cast<const kernels::OutOfMemory*>(&e) != nullptr ||
+           dynamic_cast<const TrainingFailed*>(&e) != nullptr;
+  }
+
+  void wait_for_job_failure(milliseconds at_most) {
+    const auto until = Clock::now() + at_most;
+    while (heartbeat_->failure().empty() && Clock::now() < until) std::this_thread::sleep_for(milliseconds(50));
   }
 
   void abort_links(const std::string& why) {

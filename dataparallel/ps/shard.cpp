@@ -10,6 +10,7 @@
 
 #include "core/durable_file.h"
 #include "core/error.h"
+#include "core/json_text.h"
 #include "core/log.h"
 #include "dataparallel/ps/shard_table.h"
 #include "rpc/transport.h"
@@ -441,7 +442,9 @@ void PsShard::load() {
   nlohmann::json j;
   try {
     std::ifstream in(file);
-    j = nlohmann::json::parse(in);
+    const std::string text(std::istreambuf_iterator<char>(in), {});
+    check_json_depth(text, file);   // before parsing (core/json_text.h)
+    j = nlohmann::json::parse(text);
     PW_INPUT_CHECK(j.at("shards").get<int>() == config_.shards && j.at("workers").get<int>() == config_.workers &&
                        j.at("mode").get<std::string>() == update_mode_name(config_.mode),
                    file << " is from a job of " << j.at("shards") << " shards, " << j.at("workers") << " workers, mode "

@@ -11,6 +11,7 @@
 
 #include "core/durable_file.h"
 #include "core/error.h"
+#include "core/json_text.h"
 #include "dataparallel/ps/shard.h"
 #include "dataparallel/ps/shard_table.h"
 #include "rpc/transport.h"
@@ -58,9 +59,11 @@ std::vector<PsCheckpointFile> PsShard::checkpoint(const std::string& folder, std
   const std::string where = "shard " + std::to_string(config_.shard);
   const std::string sub = ps_checkpoint_subfolder(config_.shard);
   const fs::path dir = fs::path(folder) / sub;
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  PW_INPUT_CHECK(!ec, where << ": cannot create the checkpoint folder " << dir.string() << ": " << ec.message());
+  try {
+    make_own_folder(dir.string(), "parameter-server checkpoint folder");
+  } catch (const InputError& e) {
+    throw InputError(where + ": " + e.what());
+  }
 
   std::vector<PsCheckpointFile> files;
   nlohmann::json tables = nlohmann::json::array();
@@ -133,7 +136,9 @@ void PsShard::restore(const std::string& folder, PsRestore how) {
 
   std::map<std::string, std::shared_ptr<Table>> loaded;
   try {
-    const auto j = nlohmann::json::parse(read_whole(manifest_file));
+    const std::string text = read_whole(manifest_file);
+    check_json_depth(text, manifest_file.string());   // before parsing (core/json_text.h)
+    const auto j = nlohmann::json::parse(text);
     PW_INPUT_CHECK(j.at("format").get<std::string>() == kFormat && j.at("version").get<int>() == kVersion,
                    manifest_file.string() << " is not a parameter-server checkpoint manifest (version " << kVersion << ")");
     const int shards = j.at("shards").get<int>();

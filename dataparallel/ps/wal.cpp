@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/error.h"
@@ -35,9 +36,21 @@ PsWriteAheadLog::~PsWriteAheadLog() { close(); }
 void PsWriteAheadLog::open(const std::string& path, Open how) {
   close();
   path_ = path;
-  const int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (how == Open::Truncate ? O_TRUNC : 0);
+  // Never through a planted link, and never blocking on a planted FIFO.
+  const int flags =
+      O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (how == Open::Truncate ? O_TRUNC : 0);
   fd_ = ::open(path.c_str(), flags, 0644);
-  if (fd_ < 0) throw Error("cannot open the write-ahead log '" + path + "': " + std::strerror(errno));
+  if (fd_ < 0) {
+    const int code = errno;
+    throw Error("cannot open the write-ahead log '" + path + "': " +
+                (code == ELOOP ? std::string("it is a symbolic link (pipewright does not write through links it did not make)")
+                               : std::string(std::strerror(code))));
+  }
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close();
+    throw Error("cannot open the write-ahead log '" + path + "': it is not a plain file");
+  }
 }
 
 void PsWriteAheadLog::close() noexcept {

@@ -40,6 +40,11 @@ struct LayerSpec {
   // pw::layers::embedding_bag and the zoo (not by hand): the job checks them against its servers
   // before anything is built, and the servers' summary reports these tables.
   std::vector<std::string> server_tables = {};
+  // How many parameters (elements) building it makes, known without building it: the zoo fills it
+  // (a layer's tables on parameter servers are not its parameters). -1: not known until built. The
+  // job counts the weights, gradients and optimizer state from it before anything is allocated, and
+  // refuses a model that could never fit; an unknown count is taken as 0 there.
+  std::int64_t parameters = -1;
 };
 
 // Every table the model keeps on parameter servers, in layer order.

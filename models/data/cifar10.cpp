@@ -1,10 +1,11 @@
 // CIFAR-10's binary version (Krizhevsky 2009): 10 classes of 32x32 colour images, 50000 train in
 // five files, 10000 test.
 #include <filesystem>
-#include <fstream>
-#include <iterator>
+#include <string>
+#include <system_error>
 
 #include "core/error.h"
+#include "core/input_file.h"
 #include "models/data/image_dataset.h"
 
 namespace pw::models::data {
@@ -13,6 +14,7 @@ namespace {
 constexpr int kClasses = 10;
 constexpr std::int64_t kPixels = 32 * 32;
 constexpr std::int64_t kRecord = 1 + 3 * kPixels;
+constexpr std::int64_t kRecordsPerFile = 10000;   // every batch file of the data set holds 10000 records
 
 std::vector<std::string> files_of(const std::string& dir, Split split) {
   if (split == Split::Test) return {(std::filesystem::path(dir) / "test_batch.bin").string()};
@@ -44,10 +46,15 @@ class Cifar10 final : public Dataset {
 
  private:
   void append(const std::string& file) {
-    std::ifstream in(file, std::ios::binary);
-    PW_INPUT_CHECK(in, "cannot open '" << file << "'; expected CIFAR-10's binary version (data_batch_1.bin ... "
-                                          "data_batch_5.bin, test_batch.bin) in that folder");
-    const std::vector<std::uint8_t> bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    std::error_code ec;
+    PW_INPUT_CHECK(std::filesystem::exists(file, ec), "cannot open '" << file << "'; expected CIFAR-10's binary version (data_batch_1.bin ... "
+                                                        "data_batch_5.bin, test_batch.bin) in that folder");
+    // A FIFO, a device (a link to /dev/zero) or a folder is refused before a byte is read, and so
+    // is a file larger than a batch file can be (a sparse 6 GB file is never read).
+    const std::vector<std::uint8_t> bytes =
+        read_whole_bytes(file, "CIFAR-10 batch file", kRecordsPerFile * kRecord,
+                         std::to_string(kRecordsPerFile) + " records of " + std::to_string(kRecord) +
+                             " bytes; expected CIFAR-10's binary version: data_batch_1.bin ... data_batch_5.bin, test_batch.bin");
     const auto size = static_cast<std::int64_t>(bytes.size());
     PW_INPUT_CHECK(size > 0 && size % kRecord == 0, "'" << file << "' holds " << size << " bytes, not a whole number of "
                                                         << kRecord << "-byte CIFAR-10 records (a label byte and 3x32x32 pixels)");

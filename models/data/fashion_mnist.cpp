@@ -1,6 +1,7 @@
 // Fashion-MNIST (Xiao et al. 2017): 28x28 grey images of 10 kinds of clothing, 60000 train, 10000 test.
 #include <array>
 #include <filesystem>
+#include <system_error>
 
 #include "core/error.h"
 #include "models/data/dataset.h"
@@ -16,7 +17,8 @@ constexpr int kClasses = 10;
 std::string locate(const std::string& dir, const std::string& stem) {
   const std::filesystem::path base = std::filesystem::path(dir) / stem;
   const std::string gz = base.string() + ".gz";
-  if (std::filesystem::exists(gz) || !std::filesystem::exists(base)) return gz;
+  std::error_code ec;   // the error_code forms: a link loop is "not there", not an exception
+  if (std::filesystem::exists(gz, ec) || !std::filesystem::exists(base, ec)) return gz;
   return base.string();
 }
 

@@ -8,25 +8,48 @@
 #include <cstring>
 #include <limits>
 
+#include <unistd.h>
+
 #include "core/error.h"
+#include "core/input_file.h"
 
 namespace pw::models::data {
 namespace {
 
-// gzopen/gzread read plain files as they are, so one path serves both forms.
+// gzdopen/gzread read plain files as they are, so one path serves both forms. The file is opened
+// through core/input_file.h (a FIFO, a device or a folder is refused before anything blocks or
+// streams), and what it can hold is known before its payload is read.
 class GzFile {
  public:
   explicit GzFile(const std::string& path) : path_(path) {
-    errno = 0;
-    file_ = gzopen(path.c_str(), "rb");
+    InputFile input(path, "IDX file");
+    size_ = input.size();
+    unsigned char magic[2] = {0, 0};
+    gzip_ = input.read_some_at(magic, sizeof magic, 0) == sizeof magic && magic[0] == 0x1f && magic[1] == 0x8b;
+    const int fd = input.release();
+    file_ = gzdopen(fd, "rb");
     if (file_ == nullptr) {
-      const char* reason = errno != 0 ? std::strerror(errno) : "out of memory";
-      throw InputError("cannot open '" + path + "': " + reason + "; expected an IDX file, gzip-compressed or plain");
+      ::close(fd);
+      throw InputError("cannot open '" + path + "': out of memory; expected an IDX file, gzip-compressed or plain");
     }
   }
   ~GzFile() { gzclose(file_); }
   GzFile(const GzFile&) = delete;
   GzFile& operator=(const GzFile&) = delete;
+
+  // The most bytes the file can yield after a header of `header_bytes`: the rest of a plain file, or
+  // what deflate's largest ratio (1032:1) makes of a gzip file's bytes.
+  std::int64_t capacity(std::int64_t header_bytes) const {
+    constexpr std::int64_t kDeflateMaxRatio = 1032;
+    if (!gzip_) return std::max<std::int64_t>(0, size_ - header_bytes);
+    if (size_ > std::numeric_limits<std::int64_t>::max() / kDeflateMaxRatio) return std::numeric_limits<std::int64_t>::max();
+    return size_ * kDeflateMaxRatio;
+  }
+  bool gzip() const { return gzip_; }
+  // "its 47040016 bytes" or "its 26421880 gzip-compressed bytes (deflate inflates at most 1032 times)".
+  std::string holds() const {
+    return "its " + std::to_string(size_) + (gzip_ ? " gzip-compressed bytes (deflate inflates at most 1032 times)" : " bytes");
+  }
 
   // Reads up to `bytes` bytes, appending them to `out`; returns how many arrived before the end.
   // A gzip stream cut off mid-way ends like a short plain file (Z_BUF_ERROR), so callers report both
@@ -56,6 +79,8 @@ class GzFile {
  private:
   std::string path_;
   gzFile file_ = nullptr;
+  std::int64_t size_ = 0;
+  bool gzip_ = false;
 };
 
 std::uint32_t big_endian_u32(const std::uint8_t* p) {
@@ -95,6 +120,19 @@ void read_payload(GzFile& file, const std::string& path, std::int64_t expected, 
                                       << ", got " << got);
 }
 
+// Refuses a payload the header declares but the file cannot hold, before reading or allocating it:
+// a plain file is then truncated; a gzip file would have to inflate beyond deflate's ratio.
+void check_capacity(const GzFile& file, const std::string& path, std::int64_t header_bytes, std::int64_t expected,
+                    const char* what) {
+  const std::int64_t capacity = file.capacity(header_bytes);
+  if (expected <= capacity) return;
+  if (!file.gzip())
+    throw InputError("'" + path + "' is truncated: expected " + std::to_string(expected) + " bytes of " + what + ", got " +
+                     std::to_string(capacity));
+  throw InputError("'" + path + "' declares " + std::to_string(expected) + " bytes of " + what + ", more than " +
+                   file.holds() + " can hold; expected an IDX file whose header matches its data");
+}
+
 }  // namespace
 
 IdxImages read_idx_images(const std::string& path) {
@@ -106,18 +144,22 @@ IdxImages read_idx_images(const std::string& path) {
   images.cols = dims[2];
   PW_INPUT_CHECK(images.rows > 0 && images.cols > 0, "'" << path << "' declares images of " << images.rows << "x"
                                                          << images.cols << " pixels; expected both sides positive");
-  // Each dimension is below 2^32, so the product fits in 96 bits; check before multiplying.
-  const std::int64_t per_image = images.rows * images.cols;
-  PW_INPUT_CHECK(images.count <= std::numeric_limits<std::int64_t>::max() / per_image,
+  // Each dimension is below 2^32: the products are checked before they are formed (none
+  // overflows), then against what the file can hold, before anything is allocated for them.
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  PW_INPUT_CHECK(images.rows <= kMax / images.cols && images.count <= kMax / (images.rows * images.cols),
                  "'" << path << "' declares " << images.count << " images of " << images.rows << "x" << images.cols
                      << ", more bytes than any file can hold");
-  read_payload(file, path, images.count * per_image, "pixel data", images.pixels);
+  const std::int64_t expected = images.count * images.rows * images.cols;
+  check_capacity(file, path, 4 + 4 * 3, expected, "pixel data");
+  read_payload(file, path, expected, "pixel data", images.pixels);
   return images;
 }
 
 IdxLabels read_idx_labels(const std::string& path) {
   GzFile file(path);
   const auto dims = read_header(file, path, kIdxLabelsMagic, 1, "labels");
+  check_capacity(file, path, 4 + 4, dims[0], "label data");
   IdxLabels labels;
   read_payload(file, path, dims[0], "label data", labels.labels);
   return labels;

@@ -1,10 +1,9 @@
 // torchvision's ImageFolder layout: ROOT/{train,val}/CLASS/**/*.{jpg,jpeg,png}.
 #include <filesystem>
 #include <utility>
-#include <fstream>
-#include <iterator>
 
 #include "core/error.h"
+#include "core/input_file.h"
 #include "models/data/image_dataset.h"
 #include "models/data/image_folder_listing.h"
 
@@ -39,10 +38,8 @@ class ImageFolder final : public EncodedSource {
     EncodedSample sample;
     sample.name = files_.at(static_cast<std::size_t>(index));
     sample.label = label(index);
-    std::ifstream in(sample.name, std::ios::binary);
-    PW_INPUT_CHECK(in, sample.name << ": cannot open (" << name_ << ")");
-    sample.bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    PW_INPUT_CHECK(!in.bad(), sample.name << ": read error");
+    // A FIFO or device put in the folder after it was listed is refused, not waited on or streamed.
+    sample.bytes = read_whole_bytes(sample.name, "image file", kMaxImageFileBytes, kMaxImageFileLimit);
     return sample;
   }
 

@@ -8,6 +8,11 @@
 
 namespace pw::models::data {
 
+// The largest encoded image (JPEG, PNG) read: a file beyond it is refused before it is read (far
+// above PIL's decompression-bomb limit of 179 million pixels, about 537 MB as raw RGB).
+inline constexpr std::int64_t kMaxImageFileBytes = std::int64_t{1} << 30;
+inline constexpr const char* kMaxImageFileLimit = "1 GiB; larger is no JPEG or PNG a data set trains on";
+
 struct ListedImage {
   std::string path;        // as opened
   std::string relative;    // "CLASS/sub/file.jpg", for names and messages

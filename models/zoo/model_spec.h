@@ -64,10 +64,28 @@ std::unique_ptr<Layer> resnet_block(BlockKind kind, int in, int width, int strid
 // Builds every layer into one Sequential (names from the specs), initialised from `seed`.
 std::unique_ptr<Sequential> build_model(const ModelSpec& spec, std::uint64_t seed);
 
+// Parameters of the zoo's layers counted without building them (LayerSpec::parameters), in int64
+// arithmetic that saturates at INT64_MAX rather than overflow (a model that large is refused).
+std::int64_t saturating_add(std::int64_t a, std::int64_t b);
+std::int64_t saturating_mul(std::int64_t a, std::int64_t b);
+std::int64_t conv2d_parameters(std::int64_t in, std::int64_t out, std::int64_t kernel, Bias bias);
+std::int64_t linear_parameters(std::int64_t in, std::int64_t out, Bias bias);
+std::int64_t batch_norm_parameters(std::int64_t channels);
+std::int64_t resnet_block_parameters(BlockKind kind, std::int64_t in, std::int64_t width, int stride);
+// The sum of the layers' counts, an unknown one (-1) taken as 0.
+std::int64_t parameter_count_of(const std::vector<LayerSpec>& layers);
+
+// DLRM's interaction of `vectors` vectors of width `dim`: dim + vectors(vectors-1)/2 values, in
+// int64 (16,000 tables make it 128 M wide; past about 46,000 it would not fit an int).
+std::int64_t dlrm_interaction_width(std::int64_t vectors, std::int64_t dim);
+// The most sparse features (tables) dlrm takes: its interaction's layers count in int.
+inline constexpr std::int64_t kMaxDlrmTables = 46340;
+
 struct ModelStats {
   std::int64_t parameters = 0;
   std::int64_t activation_bytes_per_sample = 0;   // F32 outputs of every layer for one sample
 };
+// Builds one layer at a time (never more than the largest layer at once).
 ModelStats model_stats(const ModelSpec& spec);
 
 }  // namespace pw::models

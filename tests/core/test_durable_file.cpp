@@ -1,6 +1,9 @@
 // Durable files: whole or absent, a failed write keeps the old file; checksums see every byte.
 #include <boost/test/unit_test.hpp>
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <functional>
 
 #include <filesystem>
 #include <fstream>
@@ -84,4 +87,47 @@ BOOST_AUTO_TEST_CASE(checksum_sees_every_byte) {
       streamed.add(bytes.data() + at, std::min(piece, bytes.size() - at));
     BOOST_TEST(streamed.value() == sum);
   }
+}
+
+// A link planted where a job writes is refused naming it, never followed; the target is kept.
+BOOST_AUTO_TEST_CASE(links_planted_where_a_job_writes_are_refused) {
+  const auto dir = fresh_dir("pw-durable-links");
+  const auto victim = (dir / "victim").string();
+  pw::write_file_durably(victim, "precious");
+  const auto refused = [](const std::function<void()>& write, const std::string& named) {
+    try {
+      write();
+      BOOST_FAIL("expected a refusal naming " << named);
+    } catch (const pw::InputError& e) {
+      BOOST_TEST(std::string(e.what()).find(named) != std::string::npos, e.what());
+      BOOST_TEST(std::string(e.what()).find("symbolic link") != std::string::npos, e.what());
+    }
+  };
+  // The file itself, and its temporary name.
+  fs::create_symlink(victim, dir / "out.json");
+  refused([&] { pw::write_file_durably((dir / "out.json").string(), "x"); }, "out.json");
+  fs::create_symlink(victim, dir / "other.json.tmp");
+  refused([&] { pw::write_file_durably((dir / "other.json").string(), "x"); }, "other.json.tmp");
+  BOOST_TEST(fs::is_symlink(dir / "other.json.tmp"));
+  BOOST_TEST(!fs::exists(dir / "other.json"));
+  // A folder the job makes, planted as a link to a folder (with or without a trailing slash).
+  fs::create_directories(dir / "elsewhere");
+  fs::create_directory_symlink(dir / "elsewhere", dir / "step-1");
+  refused([&] { pw::make_own_folder((dir / "step-1").string(), "checkpoint folder"); }, "step-1");
+  refused([&] { pw::make_own_folder((dir / "step-1").string() + "/", "checkpoint folder"); }, "step-1");
+  BOOST_TEST(fs::is_empty(dir / "elsewhere"));
+  // A new file: a link (dangling or not) is refused; a plain leftover is replaced or refused.
+  fs::create_symlink(dir / "nowhere", dir / "dangling");
+  refused([&] { pw::create_new_file((dir / "dangling").string(), O_WRONLY, "event file"); }, "dangling");
+  BOOST_TEST(!fs::exists(dir / "nowhere"));
+  pw::write_file_durably((dir / "leftover").string(), "old");
+  ::close(pw::create_new_file((dir / "leftover").string(), O_WRONLY, "temporary file", pw::Leftover::Replace));
+  BOOST_TEST(fs::file_size(dir / "leftover") == 0u);
+  BOOST_CHECK_THROW(pw::create_new_file((dir / "leftover").string(), O_WRONLY, "event file", pw::Leftover::Refuse),
+                    pw::InputError);
+  // Folders that exist for real, and missing parents, are fine.
+  BOOST_TEST(pw::make_own_folder((dir / "a" / "b").string(), "folder"));
+  BOOST_TEST(!pw::make_own_folder((dir / "a" / "b").string(), "folder"));
+  BOOST_TEST(read(victim) == "precious");
+  fs::remove_all(dir);
 }

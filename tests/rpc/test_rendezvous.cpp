@@ -19,7 +19,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::string kToken = "test-token-0123";
+const std::string kToken = "test-token-0123456";
 
 rpc::Deadline in(std::chrono::milliseconds ms) { return std::chrono::steady_clock::now() + ms; }
 
@@ -206,7 +206,7 @@ std::optional<rpc::LaunchEnv> env_of(const std::map<std::string, std::string>& v
     return it == vars.end() ? nullptr : it->second.c_str();
   });
 }
-const std::map<std::string, std::string> kCommon = {{"MASTER_ADDR", "10.0.0.1"}, {"PW_JOB_TOKEN", "abc123"}};
+const std::map<std::string, std::string> kCommon = {{"MASTER_ADDR", "10.0.0.1"}, {"PW_JOB_TOKEN", "abc123-0123456789"}};
 std::map<std::string, std::string> with(std::map<std::string, std::string> vars) {
   vars.insert(kCommon.begin(), kCommon.end());
   return vars;

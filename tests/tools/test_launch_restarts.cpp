@@ -310,6 +310,55 @@ BOOST_AUTO_TEST_CASE(a_failed_parameter_server_starts_again_on_its_port) {
   BOOST_TEST(job.wait(300s).has_value(), "the job still runs after 300 s:\n" << job.output());
 }
 
+// Without restarts a killed server ends the job with 128 + the signal (not 1, which means out of
+// memory), in a line naming the shard and its pid.
+BOOST_AUTO_TEST_CASE(a_killed_parameter_server_without_restarts_ends_the_job_with_128_plus_the_signal) {
+  ScratchDir dir("psfail_once");
+  BackgroundCommand job(pw::test::pipewright_binary() + " launch --ps 1 --grace 1 --nproc-per-node 2 -- --model dlrm "
+                            "--dataset synthetic-clicks --synthetic-size 20000 --threads 1 --replicas 2 --ps-mode async "
+                            "--steps 1200 --log-every 1",
+                        dir.file("job.log"));
+  BOOST_REQUIRE_MESSAGE(job.wait_for_output("[rank 0] step ", 120s, 3), job.output());
+  pid_t server = -1;
+  for (pid_t pid : job.children())
+    if (pw::test::rank_of(pid) < 0) server = pid;
+  BOOST_REQUIRE_MESSAGE(server > 0, job.output());
+  kill(server, SIGKILL);
+  const auto status = job.wait(120s);
+  const auto out = job.output();
+  BOOST_REQUIRE_MESSAGE(status.has_value(), "the job still runs 120 s after its server was killed:\n" << out);
+  BOOST_TEST(*status == 128 + SIGKILL, out);
+  BOOST_TEST(out.find("job failed: a parameter server (shard 0, pid " + std::to_string(server) +
+                      ") was killed by signal 9 (SIGKILL)") != std::string::npos,
+             out);
+}
+
+// A checkpoint that cannot be written for a full disk (PW_INJECT_FAULT=disk-full, the error a real
+// ENOSPC gives) on rank 2 of 4: rank 0 stops the job for it with status 2 (the other ranks stop
+// because it did, after hearing why), the launcher names rank 0's status, and bad input is not
+// restarted.
+BOOST_AUTO_TEST_CASE(a_full_disk_fails_the_job_once_with_status_2_naming_the_rank) {
+  ScratchDir dir("restart_diskfull");
+  const std::string ckpt = dir.file("ckpt");
+  const auto r = run_command("PW_INJECT_FAULT=disk-full@2:2 " + pw::test::pipewright_binary() +
+                             " launch --grace 5 --max-restarts 2 --nproc-per-node 4 -- --model seed-cnn --dataset "
+                             "synthetic --synthetic-size 64 --batch-size 8 --threads 1 --stages 4 --micro-batches 4 "
+                             "--steps 4 --checkpoint-dir " + ckpt + " --checkpoint-every 2");
+  BOOST_TEST(r.status == 2, r.output);
+  BOOST_TEST(r.output.find("restart 1 of") == std::string::npos, r.output);
+  const std::string error = "[rank 0] pipewright: error: checkpoint " + ckpt + "/step-0000002 was not written: rank 2: "
+                            "cannot write '" + ckpt + "/step-0000002/";
+  const auto at = r.output.find(error);
+  BOOST_TEST_REQUIRE(at != std::string::npos, r.output);
+  const std::string line = r.output.substr(at, r.output.find('\n', at) - at);
+  BOOST_TEST(line.find("': No space left on device") != std::string::npos, line);
+  BOOST_TEST(r.output.find("job failed: attempt 0: rank 0 (pid ") != std::string::npos, r.output);
+  BOOST_TEST(r.output.find(") exited with status 2\n") != std::string::npos, r.output);
+  // The others stopped because rank 0 did, and said so: none exited first as if a rank were lost.
+  BOOST_TEST(r.output.find(" was lost") == std::string::npos, r.output);
+  BOOST_TEST(!std::filesystem::exists(ckpt + "/step-0000002"));
+}
+
 // The parameter servers keep every step's updates across a restart. So a job with servers that a
 // launcher may restart writes a checkpoint of step 0 before its first step (every rank waits for
 // it), and a restart before the first regular checkpoint resumes from it, the servers' tables

@@ -39,7 +39,7 @@ BOOST_AUTO_TEST_SUITE(ps_cli)
 
 BOOST_AUTO_TEST_CASE(a_killed_server_restarts_with_every_acknowledged_push) {
   ScratchDir dir("pscli");
-  const std::string serve = "env PW_JOB_TOKEN=tok123 " + pw::test::pipewright_binary() + " ps serve --dir " +
+  const std::string serve = "env PW_JOB_TOKEN=tok123-0123456789 " + pw::test::pipewright_binary() + " ps serve --dir " +
                             dir.file("shard") + " --snapshot-every 4 --bind ";
   auto first = serve_on(serve, "127.0.0.1:0", dir.file("first.log"));
   const auto address = address_in(first->output());
@@ -50,7 +50,7 @@ BOOST_AUTO_TEST_CASE(a_killed_server_restarts_with_every_acknowledged_push) {
   std::vector<std::int64_t> keys = {2, 3, 5, 7, 11, 13};
   std::vector<float> before;
   {
-    dp::PsClient client({address}, "tok123", 0, 5000ms);
+    dp::PsClient client({address}, "tok123-0123456789", 0, 5000ms);
     client.create_table(t);
     for (std::int64_t step = 0; step < 10; ++step) {
       std::vector<float> g(keys.size() * 8);
@@ -63,7 +63,7 @@ BOOST_AUTO_TEST_CASE(a_killed_server_restarts_with_every_acknowledged_push) {
   BOOST_REQUIRE(first->wait(10s).has_value());
   first.reset();
   const auto second = serve_on(serve, address.str(), dir.file("second.log"));
-  dp::PsClient client({address}, "tok123", 0, 5000ms);
+  dp::PsClient client({address}, "tok123-0123456789", 0, 5000ms);
   BOOST_TEST(client.pull("emb", 8, keys, 10, -1) == before);
   BOOST_CHECK_NO_THROW(client.push("emb", 8, keys, std::vector<float>(keys.size() * 8, 0.0f), 10));
   kill(second->pid(), SIGTERM);
@@ -74,7 +74,7 @@ BOOST_AUTO_TEST_CASE(a_killed_server_restarts_with_every_acknowledged_push) {
 // bounded table, killed with -9 and restarted, comes back with the same rows and counters.
 BOOST_AUTO_TEST_CASE(a_bounded_server_refuses_other_bounds_and_restarts_with_its_evictions) {
   ScratchDir dir("pscli_bounded");
-  const std::string serve = "env PW_JOB_TOKEN=tok789 " + pw::test::pipewright_binary() + " ps serve --dir " +
+  const std::string serve = "env PW_JOB_TOKEN=tok789-0123456789 " + pw::test::pipewright_binary() + " ps serve --dir " +
                             dir.file("shard") + " --snapshot-every 5 --admit-after 2 --max-rows 8 --bind ";
   auto first = serve_on(serve, "127.0.0.1:0", dir.file("first.log"));
   BOOST_TEST(first->output().find("tables: admit after 2, at most 8 rows per shard") != std::string::npos,
@@ -89,7 +89,7 @@ BOOST_AUTO_TEST_CASE(a_bounded_server_refuses_other_bounds_and_restarts_with_its
   std::vector<float> before;
   dp::PsClient::ShardReport stats_before;
   {
-    dp::PsClient client({address}, "tok789", 0, 5000ms);
+    dp::PsClient client({address}, "tok789-0123456789", 0, 5000ms);
     auto other = t;
     other.bounds.max_rows = 9;
     const auto refused = pw::test::error_of([&] { client.create_table(other); });
@@ -113,7 +113,7 @@ BOOST_AUTO_TEST_CASE(a_bounded_server_refuses_other_bounds_and_restarts_with_its
   BOOST_REQUIRE(first->wait(10s).has_value());
   first.reset();
   const auto second = serve_on(serve, address.str(), dir.file("second.log"));
-  dp::PsClient client({address}, "tok789", 0, 5000ms);
+  dp::PsClient client({address}, "tok789-0123456789", 0, 5000ms);
   BOOST_TEST(client.pull("emb", 4, all, 12, -1) == before);
   const auto after = client.stats("emb").front();
   BOOST_TEST(after.rows == stats_before.rows);
@@ -130,7 +130,7 @@ BOOST_AUTO_TEST_CASE(a_bounded_server_refuses_other_bounds_and_restarts_with_its
 // every acknowledged push, and the push in flight wholly or not at all.
 BOOST_AUTO_TEST_CASE(kill_nine_during_chunked_pushes_and_pulls_loses_no_acknowledged_push) {
   ScratchDir dir("pscli_kill");
-  const std::string serve = "env PW_JOB_TOKEN=tok456 " + pw::test::pipewright_binary() + " ps serve --dir " +
+  const std::string serve = "env PW_JOB_TOKEN=tok456-0123456789 " + pw::test::pipewright_binary() + " ps serve --dir " +
                             dir.file("shard") + " --snapshot-every 2 --bind ";
   auto first = serve_on(serve, "127.0.0.1:0", dir.file("first.log"));
   const auto address = address_in(first->output());
@@ -152,11 +152,11 @@ BOOST_AUTO_TEST_CASE(kill_nine_during_chunked_pushes_and_pulls_loses_no_acknowle
   std::atomic<std::int64_t> acknowledged{-1};
   std::atomic<bool> stop{false};
   {
-    dp::PsClient setup({address}, "tok456", 0, 5000ms);
+    dp::PsClient setup({address}, "tok456-0123456789", 0, 5000ms);
     setup.create_table(t);
   }
   std::thread pusher([&] {
-    dp::PsClient client({address}, "tok456", 0, 1500ms);
+    dp::PsClient client({address}, "tok456-0123456789", 0, 1500ms);
     try {
       for (std::int64_t step = 0; !stop; ++step) {
         client.push("emb", kDim, keys_of(step), std::vector<float>(kKeysPerStep * kDim, grad_of(step)), step);
@@ -166,7 +166,7 @@ BOOST_AUTO_TEST_CASE(kill_nine_during_chunked_pushes_and_pulls_loses_no_acknowle
     }
   });
   std::thread puller([&] {
-    dp::PsClient client({address}, "tok456", 1, 1500ms);
+    dp::PsClient client({address}, "tok456-0123456789", 1, 1500ms);
     std::vector<std::int64_t> keys(5000);
     try {
       for (std::int64_t round = 0; !stop; ++round) {
@@ -185,7 +185,7 @@ BOOST_AUTO_TEST_CASE(kill_nine_during_chunked_pushes_and_pulls_loses_no_acknowle
   first.reset();
   const std::int64_t acked = acknowledged;
   const auto second = serve_on(serve, address.str(), dir.file("second.log"));
-  dp::PsClient client({address}, "tok456", 0, 5000ms);
+  dp::PsClient client({address}, "tok456-0123456789", 0, 5000ms);
   std::vector<float> start(kDim);
   for (std::int64_t step = 0; step <= acked + 1; ++step) {
     const auto keys = keys_of(step);
@@ -213,7 +213,7 @@ BOOST_AUTO_TEST_CASE(bad_serve_flags_get_one_line_errors) {
   auto r = pw::test::run_pipewright("ps serve --mode eventually");
   BOOST_TEST(r.status == 2);
   BOOST_TEST(r.output.find("needs the job's token in PW_JOB_TOKEN") != std::string::npos, r.output);
-  const auto bad_shard = std::system(("env PW_JOB_TOKEN=x " + pw::test::pipewright_binary() +
+  const auto bad_shard = std::system(("env PW_JOB_TOKEN=x-0123456789abcdef " + pw::test::pipewright_binary() +
                                    " ps serve --shard 3 --shards 2 > /dev/null 2>&1").c_str());
   BOOST_TEST(WEXITSTATUS(bad_shard) == 2);   // shard 3 outside 2 shards
 }

@@ -149,4 +149,29 @@ BOOST_AUTO_TEST_CASE(tls_flags_are_all_three_or_none_and_files_are_checked) {
   BOOST_TEST(ps.output.find("--tls-key: missing") != std::string::npos, ps.output);
 }
 
+// Ranks on two hosts (127.0.0.1 and 127.0.0.2: both loopback here, two hosts to the job) refuse to
+// start without TLS, each in one line naming the hosts and what to give; --plain-links lets them run.
+BOOST_AUTO_TEST_CASE(ranks_on_two_hosts_refuse_plain_links_unless_asked_for) {
+  ScratchDir dir("tls_hosts");
+  const auto job = [&](const std::string& extra, const std::string& name) {
+    const std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(free_port()) +
+                            " PW_JOB_TOKEN=0123456789abcdef WORLD_SIZE=2 ";
+    const std::string train = pw::test::pipewright_binary() + " train " + kJob + "--startup-timeout 20 " + extra;
+    BackgroundCommand rank0("env " + env + "RANK=0 PW_ADVERTISE_ADDR=127.0.0.1 " + train, dir.file(name + "0.log"));
+    const auto rank1 = run_command("env " + env + "RANK=1 PW_ADVERTISE_ADDR=127.0.0.2 " + train);
+    const auto status0 = rank0.wait(std::chrono::seconds(120));
+    return std::tuple{status0.value_or(-1), rank0.output(), rank1};
+  };
+  const auto [status0, output0, rank1] = job("", "plain");
+  for (const auto& [status, output] : {std::pair{status0, output0}, std::pair{rank1.status, rank1.output}}) {
+    BOOST_TEST(status == 2, output);
+    BOOST_TEST(count_lines(output, "pipewright: error: ") == 1, output);
+    BOOST_TEST(output.find("ranks are on 2 hosts (127.0.0.1, 127.0.0.2)") != std::string::npos, output);
+    BOOST_TEST(output.find("--plain-links") != std::string::npos, output);
+  }
+  const auto [allowed0, allowed_output0, allowed1] = job("--plain-links", "allowed");
+  BOOST_TEST(allowed0 == 0, allowed_output0);
+  BOOST_TEST(allowed1.status == 0, allowed1.output);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

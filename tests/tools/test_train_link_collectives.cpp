@@ -81,7 +81,7 @@ BOOST_AUTO_TEST_CASE(auto_takes_the_links_between_two_hosts_when_root) {
   const std::string job = kJob + "--replicas 2 ";
   run_job(dir, "train " + job + "--cpu-collectives links", "one");
   const std::string launch = " env PW_JOB_TOKEN=feedfacefeedfac3 " + pw::test::pipewright_binary() +
-                             " launch --nnodes 2 --nproc-per-node 1 --master 10.213.9.1:29521";
+                             " launch --nnodes 2 --nproc-per-node 1 --master 10.213.9.1:29521 --plain-links";   // two hosts, no TLS
   BackgroundCommand node1("ip netns exec " + b + launch + " --node-rank 1 -- " + job, dir.file("node1.log"));
   BackgroundCommand node0("ip netns exec " + a + launch + " --node-rank 0 -- " + job + "--summary " +
                               dir.file("multi.json") + " --save " + dir.file("multi.safetensors"),

@@ -136,7 +136,7 @@ BOOST_AUTO_TEST_CASE(a_table_larger_than_the_workers_memory_cap_trains_on_four_s
 
 BOOST_AUTO_TEST_CASE(training_goes_on_through_a_server_killed_and_restarted) {
   ScratchDir dir("trainps_restart");
-  const std::string serve = "env PW_JOB_TOKEN=tok456 " + pw::test::pipewright_binary() + " ps serve --mode sync --dir " +
+  const std::string serve = "env PW_JOB_TOKEN=tok456-0123456789 " + pw::test::pipewright_binary() + " ps serve --mode sync --dir " +
                             dir.file("shard") + " --snapshot-every 50 --bind ";
   auto first = std::make_unique<BackgroundCommand>(serve + "127.0.0.1:0", dir.file("first.log"));
   BOOST_REQUIRE_MESSAGE(first->wait_for_output("listening on", 30s), first->output());
@@ -146,7 +146,7 @@ BOOST_AUTO_TEST_CASE(training_goes_on_through_a_server_killed_and_restarted) {
   const std::string address = m[1].str();
 
   const std::string args = "--steps 1500 --eval-batches 10 --log-every 25 ";
-  BackgroundCommand job("env PW_JOB_TOKEN=tok456 " + pw::test::pipewright_binary() +
+  BackgroundCommand job("env PW_JOB_TOKEN=tok456-0123456789 " + pw::test::pipewright_binary() +
                             " train --model dlrm --dataset synthetic-clicks --synthetic-size 20000 --threads 1 " + args +
                             "--ps-servers " + address + " --summary " + dir.file("restarted.json"),
                         dir.file("job.log"));
@@ -163,7 +163,7 @@ BOOST_AUTO_TEST_CASE(training_goes_on_through_a_server_killed_and_restarted) {
   const auto restarted = summary_of(dir.file("restarted.json"));
   const auto steady = train(dir, "steady.json", args + "--ps 1");
   BOOST_TEST(max_relative_difference(steady, restarted) == 0.0);
-  pw::dp::PsClient client({pw::rpc::parse_host_port(address)}, "tok456", 0, 5000ms);
+  pw::dp::PsClient client({pw::rpc::parse_host_port(address)}, "tok456-0123456789", 0, 5000ms);
   const auto after = client.stats("features.emb.0").front();
   BOOST_TEST(after.applied_through == 1499);
   BOOST_TEST(after.pushes > 0);   // the restarted server took part of the training
@@ -173,7 +173,7 @@ BOOST_AUTO_TEST_CASE(training_goes_on_through_a_server_killed_and_restarted) {
 
 BOOST_AUTO_TEST_CASE(servers_serve_one_job_and_a_resume_takes_them_over) {
   ScratchDir dir("trainps_claim");
-  const std::string serve = "env PW_JOB_TOKEN=tok-claim " + pw::test::pipewright_binary() + " ps serve --mode sync --dir " +
+  const std::string serve = "env PW_JOB_TOKEN=tok-claim-0123456789 " + pw::test::pipewright_binary() + " ps serve --mode sync --dir " +
                             dir.file("shard") + " --bind 127.0.0.1:0";
   auto server = std::make_unique<BackgroundCommand>(serve, dir.file("server.log"));
   BOOST_REQUIRE_MESSAGE(server->wait_for_output("listening on", 30s), server->output());
@@ -181,7 +181,7 @@ BOOST_AUTO_TEST_CASE(servers_serve_one_job_and_a_resume_takes_them_over) {
   const auto log = server->output();
   BOOST_REQUIRE_MESSAGE(std::regex_search(log, m, std::regex("listening on ([0-9.]+:[0-9]+)")), log);
   const std::string address = m[1].str();
-  const std::string job = "env PW_JOB_TOKEN=tok-claim " + pw::test::pipewright_binary() +
+  const std::string job = "env PW_JOB_TOKEN=tok-claim-0123456789 " + pw::test::pipewright_binary() +
                           " train --model dlrm --dataset synthetic-clicks --synthetic-size 2000 --threads 1 "
                           "--eval-batches 1 --ps-servers " + address + " ";
   // The job that trained first owns the servers; the same job again (a restart) is welcome.
@@ -204,7 +204,7 @@ BOOST_AUTO_TEST_CASE(servers_serve_one_job_and_a_resume_takes_them_over) {
   kill(server->pid(), SIGTERM);
   BOOST_REQUIRE(server->wait(10s).has_value());
   server = std::make_unique<BackgroundCommand>(
-      "env PW_JOB_TOKEN=tok-claim " + pw::test::pipewright_binary() + " ps serve --mode sync --dir " + dir.file("shard") +
+      "env PW_JOB_TOKEN=tok-claim-0123456789 " + pw::test::pipewright_binary() + " ps serve --mode sync --dir " + dir.file("shard") +
           " --bind " + address,
       dir.file("server2.log"));
   BOOST_REQUIRE_MESSAGE(server->wait_for_output("listening on", 30s), server->output());
@@ -238,7 +238,7 @@ BOOST_AUTO_TEST_CASE(bad_parameter_server_flags_get_one_line_errors) {
       {dlrm + "--embedding-rows 0", "--embedding-rows: 0; must be in [1, 16777216]"},
       {"launch --ps 2 -- --model dlrm --dataset synthetic-clicks --ps-mode eventually", "unknown update mode 'eventually'"},
       {"launch --ps 2 -- --model dlrm --dataset synthetic-clicks --no-such-flag", "the train arguments after --"},
-      {"env PW_JOB_TOKEN=x " + pw::test::pipewright_binary() + " " + dlrm + "--ps-servers 127.0.0.1:1 --stage-timeout 1",
+      {"env PW_JOB_TOKEN=x-0123456789abcdef " + pw::test::pipewright_binary() + " " + dlrm + "--ps-servers 127.0.0.1:1 --stage-timeout 1",
        "parameter server shard 0 at 127.0.0.1:1"},
   };
   for (const auto& [args, expected] : cases) {

@@ -78,14 +78,14 @@ BOOST_AUTO_TEST_CASE(a_program_feeding_its_own_batches_trains_the_same_embedded_
   // The table on a server: one the program runs as a thread, or one it reaches at its address.
   r = run(program + " --ps 1 --losses " + dir.file("ps_threads.json"));
   BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
-  BackgroundCommand server("env PW_JOB_TOKEN=ownbatches1 " + pw::test::pipewright_binary() +
+  BackgroundCommand server("env PW_JOB_TOKEN=ownbatches1-0123456 " + pw::test::pipewright_binary() +
                                " ps serve --mode sync --bind 127.0.0.1:0",
                            dir.file("server.log"));
   BOOST_REQUIRE_MESSAGE(server.wait_for_output("listening on", std::chrono::seconds(30)), server.output());
   std::smatch m;
   const auto log = server.output();
   BOOST_REQUIRE_MESSAGE(std::regex_search(log, m, std::regex("listening on ([0-9.]+:[0-9]+)")), log);
-  r = run("env PW_JOB_TOKEN=ownbatches1 " + pw::test::pipewright_binary() + " launch --nproc-per-node 2 -- " + program +
+  r = run("env PW_JOB_TOKEN=ownbatches1-0123456 " + pw::test::pipewright_binary() + " launch --nproc-per-node 2 -- " + program +
           " --ps-servers " + m[1].str() + " --losses " + dir.file("ps_procs.json"));
   BOOST_REQUIRE_MESSAGE(r.status == 0, r.output);
   BOOST_TEST(read_json(dir.file("ps_threads.json")) == read_json(dir.file("ps_procs.json")));

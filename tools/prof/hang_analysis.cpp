@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_text.h"
 #include "pipeline/flight_live_file.h"
 
 namespace pw::tools {
@@ -147,7 +148,9 @@ nlohmann::json read_json(const std::filesystem::path& path) {
   std::ifstream in(path);
   PW_INPUT_CHECK(in, path.string() << ": cannot read it");
   try {
-    return nlohmann::json::parse(in);
+    const std::string text(std::istreambuf_iterator<char>(in), {});
+    check_json_depth(text, path.string() + ": not a flight record");   // before parsing (core/json_text.h)
+    return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw InputError(path.string() + ": not a flight record (" + e.what() + ")");
   }

@@ -134,22 +134,42 @@ void RankProcess::signal(int sig) const {
   if (!status_) kill(-pid_, sig);
 }
 
+bool RankProcess::poll_stopped() {
+  siginfo_t info{};
+  const bool stopped = !status_ &&
+                       waitid(P_PID, static_cast<id_t>(pid_), &info, WSTOPPED | WNOHANG | WNOWAIT) == 0 &&
+                       info.si_pid == pid_ && info.si_code == CLD_STOPPED;
+  if (!stopped) stop_.reset();
+  else if (!stop_) stop_ = Stop{info.si_status, Clock::now()};
+  return stopped;
+}
+
 void RankProcess::terminate() {
   if (status_) return;
   ended_by_ = EndedBy::kLauncher;
+  const bool stopped = poll_stopped();
   signal(SIGTERM);
+  if (stopped) {
+    if (!stopped_when_ended_) stopped_when_ended_ = stop_;
+    signal(SIGCONT);   // else SIGTERM waits until someone continues it (SIGKILL 3 s later)
+  }
 }
 
 void RankProcess::finish_output() { forwarders_.clear(); }
 
+namespace {
+std::string signal_words(int sig) {
+  return "signal " + std::to_string(sig) + " (" + (sigabbrev_np(sig) ? std::string("SIG") + sigabbrev_np(sig) : "?") +
+         ")";
+}
+}  // namespace
+
 std::string describe_status(int status) {
-  if (WIFSIGNALED(status)) {
-    const int sig = WTERMSIG(status);
-    return "was killed by signal " + std::to_string(sig) + " (" +
-           (sigabbrev_np(sig) ? std::string("SIG") + sigabbrev_np(sig) : "?") + ")";
-  }
+  if (WIFSIGNALED(status)) return "was killed by " + signal_words(WTERMSIG(status));
   return "exited with status " + std::to_string(WEXITSTATUS(status));
 }
+
+std::string describe_stop(int sig) { return "stopped by " + signal_words(sig); }
 
 int exit_code_of(int status) { return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status); }
 

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
 
 #include <chrono>
 #include <csignal>
@@ -33,6 +34,8 @@ using std::chrono::milliseconds;
 constexpr auto kPoll = milliseconds(50);
 constexpr auto kTermToKill = std::chrono::seconds(3);
 constexpr auto kAgentPoll = milliseconds(250);   // how often a launcher looks for another node's failure
+// `pipewright train` exits 4 when a wait ran past its timeout; a rank that stopped (no heartbeat) is one.
+constexpr int kWaitTimedOut = 4;
 
 std::string count_of(int n, const std::string& what) { return std::to_string(n) + " " + what + (n == 1 ? "" : "s"); }
 
@@ -222,12 +225,23 @@ void Supervisor::start_ranks(int attempt, const std::vector<std::string>& causes
 
 // Watches one attempt until every rank of this node ended: the first failure (here, or announced by
 // another node's launcher) stops the others (grace, SIGTERM, SIGKILL).
+//
+// The cause it names is the first rank or server that failed for a reason of its own: a rank that
+// exited 5 only stopped because another one failed (an echo), and gives way to any other failure;
+// a rank the launcher ended is no cause, unless it was stopped (SIGSTOP, ...) when the launcher ended
+// it: it had hung, sending no heartbeat, which is what made the others stop (status 4).
 Outcome Supervisor::watch(int attempt) {
   struct Failure {
     int index;
     pid_t pid;
     int status;
     enum class Of { kRank, kServer } of;
+    int stop_signal = 0;   // a rank stopped by this signal when the launcher ended it
+
+    bool echo() const { return of == Of::kRank && stop_signal == 0 && is_echo(status); }
+    bool timed_out() const {
+      return of == Of::kRank && stop_signal == 0 && WIFEXITED(status) && WEXITSTATUS(status) == kWaitTimedOut;
+    }
   };
   std::optional<Failure> first;
   int interrupted_by = 0;
@@ -244,36 +258,46 @@ Outcome Supervisor::watch(int attempt) {
           " s to stop by themselves");
   };
   const auto terminate_now = [&] {
-    for (auto& r : ranks_) r->terminate();
+    for (auto& r : ranks_) r->terminate();   // a stopped rank also gets SIGCONT, to end at once
     if (!kill_by) kill_by = Clock::now() + kTermToKill;
   };
+  // The root cause: the first failure, except that any other failure replaces an echo, and a
+  // stopped rank replaces another rank's timeout (which it most likely caused).
+  const auto failed = [&](const Failure& f) {
+    if (!first || (first->echo() && !f.echo()) || (f.stop_signal != 0 && first->timed_out())) first = f;
+    if (!kill_by) start_grace();
+  };
   while (running > 0) {
-    for (auto& r : ranks_) {
-      if (r->status() || !r->reap()) continue;
-      --running;
-      const int status = *r->status();
-      if (status == 0) continue;
-      say("rank " + std::to_string(r->index()) + " (pid " + std::to_string(r->pid()) + ") " + describe_status(status));
-      // The root cause: the first rank that failed by itself (killed, crashed, bad input), else the
-      // first that stopped.
-      if (r->ended_by() == EndedBy::kLauncher) continue;
-      if (first && first->of == Failure::Of::kRank && is_echo(first->status) && !is_echo(status))
-        first = Failure{r->index(), r->pid(), status, Failure::Of::kRank};
-      if (!first) {
-        first = Failure{r->index(), r->pid(), status, Failure::Of::kRank};
-        start_grace();
-      }
-    }
     if (servers_) {
       for (const RankProcess* server : servers_->reap_ended()) {
         say("parameter server " + std::to_string(server->index()) + " (pid " + std::to_string(server->pid()) + ") " +
             describe_status(*server->status()) + " while the ranks ran");
-        if (!first) {
-          // Its shard's rows are gone: the ranks fail on their next pull; give them the grace to say so.
-          first = Failure{server->index(), server->pid(), *server->status(), Failure::Of::kServer};
-          start_grace();
-        }
+        // Its shard's rows are gone: the ranks fail on their next pull; give them the grace to say so.
+        failed(Failure{server->index(), server->pid(), *server->status(), Failure::Of::kServer});
       }
+    }
+    for (auto& r : ranks_) {
+      if (r->status()) continue;
+      if (!r->reap()) {
+        r->poll_stopped();
+        continue;
+      }
+      --running;
+      const int status = *r->status();
+      const std::string rank = "rank " + std::to_string(r->index()) + " (pid " + std::to_string(r->pid()) + ")";
+      if (const auto& stop = r->stopped_when_ended()) {
+        std::ostringstream since;
+        since.precision(1);
+        since << std::fixed << std::chrono::duration<double>(Clock::now() - stop->since).count();
+        say(rank + " stopped (no heartbeat): " + describe_stop(stop->signal) + " " + since.str() +
+            " s before the launcher ended it");
+        failed(Failure{r->index(), r->pid(), status, Failure::Of::kRank, stop->signal});
+        continue;
+      }
+      if (status == 0) continue;
+      say(rank + " " + describe_status(status));
+      if (r->ended_by() == EndedBy::kLauncher) continue;
+      failed(Failure{r->index(), r->pid(), status, Failure::Of::kRank});
     }
     if (const int sig = hooks_.take_stop_request(); sig != 0) {
       say("got " + signal_name(sig) + "; stopping every rank");
@@ -294,10 +318,19 @@ Outcome Supervisor::watch(int attempt) {
         start_grace();
       }
     }
-    if (stop_by && Clock::now() > *stop_by && !kill_by) {
-      for (auto& r : ranks_)
-        if (!r->status()) say("rank " + std::to_string(r->index()) + " did not stop; terminating it");
-      terminate_now();
+    if (stop_by && !kill_by) {
+      // A stopped rank cannot stop by itself: when only such ranks are left, the grace is over.
+      bool only_stopped = running > 0;
+      for (auto& r : ranks_) only_stopped = only_stopped && (r->status() || r->stop());
+      if (only_stopped || Clock::now() > *stop_by) {
+        for (auto& r : ranks_)
+          if (!r->status())
+            say("rank " + std::to_string(r->index()) +
+                (r->stop() ? " is " + describe_stop(r->stop()->signal) + " and cannot stop by itself"
+                           : std::string(" did not stop")) +
+                "; terminating it");
+        terminate_now();
+      }
     }
     if (kill_by && Clock::now() > *kill_by) {
       for (auto& r : ranks_) r->signal(SIGKILL);
@@ -317,16 +350,21 @@ Outcome Supervisor::watch(int attempt) {
   if (!lost.empty()) return Outcome{Outcome::Kind::kAbort, lost, lost, 1};
   if (!first) return Outcome{};
   const std::string on_node = spec_.nnodes > 1 ? " on node " + std::to_string(spec_.node_rank) : "";
+  const std::string index = std::to_string(first->index), pid = std::to_string(first->pid);
   if (first->of == Failure::Of::kServer)
     return Outcome{Outcome::Kind::kCause,
-                   prefix + "parameter server " + std::to_string(first->index) + " (pid " + std::to_string(first->pid) +
-                       ")" + on_node + " " + describe_status(first->status) + " while the ranks ran",
-                   "a parameter server " + describe_status(first->status), 1};
-  return Outcome{is_echo(first->status) ? Outcome::Kind::kEcho : Outcome::Kind::kCause,
-                 prefix + "rank " + std::to_string(first->index) + " (pid " + std::to_string(first->pid) + ")" +
-                     on_node + " " + describe_status(first->status),
-                 "rank " + std::to_string(first->index) + " " + describe_status(first->status),
-                 exit_code_of(first->status)};
+                   prefix + "parameter server " + index + " (pid " + pid + ")" + on_node + " " +
+                       describe_status(first->status) + " while the ranks ran",
+                   "a parameter server (shard " + index + ", pid " + pid + ") " + describe_status(first->status),
+                   exit_code_of(first->status)};
+  if (first->stop_signal != 0)   // it hung: the others' wait for its heartbeat ran past its timeout
+    return Outcome{Outcome::Kind::kCause,
+                   prefix + "rank " + index + " (pid " + pid + ")" + on_node + " stopped (no heartbeat): " +
+                       describe_stop(first->stop_signal),
+                   "rank " + index + " stopped (no heartbeat)", kWaitTimedOut};
+  return Outcome{first->echo() ? Outcome::Kind::kEcho : Outcome::Kind::kCause,
+                 prefix + "rank " + index + " (pid " + pid + ")" + on_node + " " + describe_status(first->status),
+                 "rank " + index + " " + describe_status(first->status), exit_code_of(first->status)};
 }
 
 }  // namespace pw::launcher

@@ -2,9 +2,12 @@
 
 #include <atomic>
 #include <chrono>
-#include <thread>
-
+#include <functional>
+#include <map>
+#include <memory>
 #include <optional>
+#include <thread>
+#include <type_traits>
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
@@ -30,6 +33,8 @@ using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 namespace {
 
 constexpr auto kRequestDeadline = std::chrono::seconds(5);
+// Connections open at once; past it the oldest still waiting for its request is closed.
+constexpr std::size_t kMaxConnections = 64;
 
 http::response<http::string_body> answer(const http::request<http::string_body>& request,
                                          const MetricsRegistry& registry, const std::string& bearer_token) {
@@ -97,65 +102,108 @@ struct MetricsServer::State {
   std::string host;
   const MetricsRegistry* registry = nullptr;
   std::string bearer_token;
+  // The connections open now, by when they were accepted (ids grow), each with what closes it.
+  // Only the io thread touches them. `waiting`: still in its handshake or request, so closing it
+  // loses no answer.
+  struct Open {
+    std::function<void()> close;
+    bool waiting = true;
+  };
+  std::map<std::uint64_t, Open> open;
+  std::uint64_t next_id = 0;
   std::thread thread;
 
   void accept() {
-    auto stream = std::make_shared<beast::tcp_stream>(io);
-    acceptor.async_accept(stream->socket(), [this, stream](beast::error_code ec) {
+    try {
+      if (tls) accept_into(std::make_shared<TlsStream>(io, *tls));
+      else accept_into(std::make_shared<beast::tcp_stream>(io));
+    } catch (const std::exception& e) {   // OpenSSL out of memory: try again shortly
+      PW_LOG(Warn, "metrics endpoint: cannot take a connection: " << e.what());
+      retry_accept();
+    }
+  }
+
+  void retry_accept() {
+    auto timer = std::make_shared<asio::steady_timer>(io, std::chrono::milliseconds(100));
+    timer->async_wait([this, timer](beast::error_code) { accept(); });
+  }
+
+  // The next accept is armed as soon as a client is taken, so every connection is served at once
+  // and a silent one costs only its own deadline. Past kMaxConnections the oldest one still waiting
+  // for its request is closed (or, when every one is being answered, the newcomer).
+  template <typename Stream>
+  void accept_into(std::shared_ptr<Stream> stream) {
+    acceptor.async_accept(beast::get_lowest_layer(*stream).socket(), [this, stream](beast::error_code ec) {
       if (ec) {
         if (ec == asio::error::operation_aborted) return;
-        // Out of descriptors or the like: try again shortly rather than spin.
-        auto timer = std::make_shared<asio::steady_timer>(io, std::chrono::milliseconds(100));
-        timer->async_wait([this, timer](beast::error_code) { accept(); });
+        retry_accept();   // out of descriptors or the like: try again shortly rather than spin
         return;
       }
+      accept();
+      if (open.size() >= kMaxConnections && !close_oldest_waiting()) {
+        close_socket(*stream);
+        return;
+      }
+      const std::uint64_t id = next_id++;
+      open.emplace(id, Open{[weak = std::weak_ptr<Stream>(stream)] {
+                              if (const auto s = weak.lock()) close_socket(*s);
+                            }});
       // One deadline for the handshake and the request together.
-      stream->expires_after(kRequestDeadline);
-      if (!tls) {
-        serve(stream);
-        return;
+      beast::get_lowest_layer(*stream).expires_after(kRequestDeadline);
+      if constexpr (std::is_same_v<Stream, TlsStream>) {
+        stream->async_handshake(ssl::stream_base::server, [this, stream, id](beast::error_code e) {
+          if (e) {   // not TLS, or gave up: dropped
+            finish(id, *stream);
+            return;
+          }
+          serve(id, stream);
+        });
+      } else {
+        serve(id, stream);
       }
-      std::shared_ptr<TlsStream> secure;
-      try {
-        secure = std::make_shared<TlsStream>(std::move(*stream), *tls);
-      } catch (const std::exception& e) {   // OpenSSL out of memory: drop this client, keep serving
-        PW_LOG(Warn, "metrics endpoint: dropped a connection: " << e.what());
-        accept();
-        return;
-      }
-      secure->async_handshake(ssl::stream_base::server, [this, secure](beast::error_code e) {
-        if (e) {   // not TLS, or gave up: dropped
-          beast::error_code ignored;
-          beast::get_lowest_layer(*secure).socket().close(ignored);
-          accept();
-          return;
-        }
-        serve(secure);
-      });
     });
   }
 
-  // One request per connection; the next connection is accepted once this one is answered or
-  // dropped, so a silent client costs at most the deadline. The connection is closed after the
-  // answer (its length is in its header), without waiting for a TLS client's close_notify.
   template <typename Stream>
-  void serve(std::shared_ptr<Stream> stream) {
+  static void close_socket(Stream& stream) {
+    beast::error_code ignored;
+    beast::get_lowest_layer(stream).socket().shutdown(tcp::socket::shutdown_both, ignored);
+    beast::get_lowest_layer(stream).socket().close(ignored);
+  }
+
+  template <typename Stream>
+  void finish(std::uint64_t id, Stream& stream) {
+    close_socket(stream);
+    open.erase(id);
+  }
+
+  bool close_oldest_waiting() {
+    for (auto it = open.begin(); it != open.end(); ++it) {
+      if (!it->second.waiting) continue;
+      it->second.close();   // its pending read ends with an error and finds it gone
+      open.erase(it);
+      return true;
+    }
+    return false;
+  }
+
+  // One request per connection. The connection is closed after the answer (its length is in its
+  // header), without waiting for a TLS client's close_notify.
+  template <typename Stream>
+  void serve(std::uint64_t id, std::shared_ptr<Stream> stream) {
     auto buffer = std::make_shared<beast::flat_buffer>();
     auto request = std::make_shared<http::request<http::string_body>>();
-    http::async_read(*stream, *buffer, *request, [this, stream, buffer, request](beast::error_code ec, std::size_t) {
-      if (ec) {
-        beast::error_code ignored;
-        beast::get_lowest_layer(*stream).socket().close(ignored);
-        accept();
+    http::async_read(*stream, *buffer, *request, [this, id, stream, buffer, request](beast::error_code ec, std::size_t) {
+      const auto it = open.find(id);
+      if (ec || it == open.end()) {
+        finish(id, *stream);
         return;
       }
+      it->second.waiting = false;
       auto response = std::make_shared<http::response<http::string_body>>(answer(*request, *registry, bearer_token));
       beast::get_lowest_layer(*stream).expires_after(kRequestDeadline);
-      http::async_write(*stream, *response, [this, stream, response](beast::error_code, std::size_t) {
-        beast::error_code ignored;
-        beast::get_lowest_layer(*stream).socket().shutdown(tcp::socket::shutdown_both, ignored);
-        beast::get_lowest_layer(*stream).socket().close(ignored);
-        accept();
+      http::async_write(*stream, *response, [this, id, stream, response](beast::error_code, std::size_t) {
+        finish(id, *stream);
       });
     });
   }

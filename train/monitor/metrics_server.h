@@ -1,8 +1,9 @@
 #pragma once
 // Serves a registry's exposition over HTTP/1.1 (Boost.Beast): GET /metrics answers 200 with
 // "text/plain; version=0.0.4"; any other path 404, any other method 405. One background thread
-// serves one connection at a time; a client that does not finish its TLS handshake or its request
-// within 5 seconds is dropped, so none can hold the server. With a bearer token (a server other
+// serves every open connection at once (up to 64; past that the oldest one still waiting for its
+// request is closed); a client that does not finish its TLS handshake or its request within 5
+// seconds is dropped, so no client can hold the server or delay another's answer. With a bearer token (a server other
 // hosts can reach), a request must carry "Authorization: Bearer <token>" or is answered 401. With
 // a certificate and key (a job with --tls-*), it serves HTTPS only (TLS 1.2 or later), so that the
 // token and the figures are encrypted on the wire; clients verify it against the job's CA.

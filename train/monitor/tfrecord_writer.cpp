@@ -4,6 +4,10 @@
 #include <cerrno>
 #include <cstring>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "core/durable_file.h"
 #include "core/error.h"
 #include "train/monitor/crc32c.h"
 
@@ -18,7 +22,9 @@ void put_le(std::byte* out, T value) {
 }  // namespace
 
 TfRecordWriter::TfRecordWriter(std::filesystem::path path) : path_(std::move(path)) {
-  file_.reset(std::fopen(path_.c_str(), "wb"));
+  const int fd = create_new_file(path_.string(), O_WRONLY, "TensorBoard event file", Leftover::Refuse);
+  file_.reset(::fdopen(fd, "wb"));
+  if (file_ == nullptr) ::close(fd);
   PW_INPUT_CHECK(file_ != nullptr, path_.string() << ": cannot create the event file: " << std::strerror(errno));
 }
 
@@ -33,7 +39,8 @@ void TfRecordWriter::write(std::string_view data) {
                        std::fwrite(data.data(), 1, data.size(), file_.get()) == data.size() &&
                        std::fwrite(footer.data(), 1, footer.size(), file_.get()) == footer.size() &&
                        std::fflush(file_.get()) == 0;
-  PW_CHECK(written, path_.string() << ": writing an event record failed: " << std::strerror(errno));
+  // A full disk or a failing one is the operator's to mend, not a bug (status 2, not 3).
+  PW_INPUT_CHECK(written, path_.string() << ": writing an event record failed: " << std::strerror(errno));
 }
 
 }  // namespace pw::monitor

@@ -3,12 +3,15 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
 
 #include "core/error.h"
 
 namespace pw::models::data::shards {
 namespace {
+
+constexpr std::int64_t kMaxBraceNames = 10'000'000;
 
 bool parse_integer(const std::string& text, long long& value) {
   if (text.empty()) return false;
@@ -32,7 +35,11 @@ std::vector<std::string> alternatives(const std::string& body, const std::string
     long long b = 0;
     PW_INPUT_CHECK(parse_integer(first, a) && parse_integer(last, b),
                    "brace range '{" << body << "}' in '" << pattern << "' is not two integers (e.g. {000000..000031})");
-    PW_INPUT_CHECK(std::llabs(b - a) < 10'000'000, "brace range '{" << body << "}' in '" << pattern << "' is too long");
+    // |b - a| formed in unsigned arithmetic: it cannot overflow for any two long longs.
+    const unsigned long long span = a <= b ? static_cast<unsigned long long>(b) - static_cast<unsigned long long>(a)
+                                           : static_cast<unsigned long long>(a) - static_cast<unsigned long long>(b);
+    PW_INPUT_CHECK(span < static_cast<unsigned long long>(kMaxBraceNames), "brace range '{" << body << "}' in '" << pattern
+                   << "' is too long; a pattern names at most " << kMaxBraceNames << " shards");
     const int width = zero_padded(first) || zero_padded(last) ? static_cast<int>(std::max(first.size(), last.size())) : 0;
     std::vector<std::string> out;
     const long long step = a <= b ? 1 : -1;
@@ -74,6 +81,9 @@ std::vector<std::string> expand_braces(const std::string& pattern) {
     const std::string body = pattern.substr(open + 1, close - open - 1);
     PW_INPUT_CHECK(!body.empty(), "empty braces in the pattern '" << pattern << "'");
     const std::vector<std::string> alts = alternatives(body, pattern);
+    // Several groups multiply: {0..9999}{0..9999} is 10^8 names. Held to the same bound.
+    PW_INPUT_CHECK(results.size() <= static_cast<std::size_t>(kMaxBraceNames) / alts.size(),
+                   "the pattern '" << pattern << "' names more than " << kMaxBraceNames << " shards");
     std::vector<std::string> grown;
     for (const auto& r : results)
       for (const auto& alt : alts) grown.push_back(r + alt);

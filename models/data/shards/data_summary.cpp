@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <set>
+#include <system_error>
 
 #include "core/error.h"
 #include "models/data/shards/brace_pattern.h"
@@ -85,7 +86,8 @@ SplitSummary shard_split(const ShardSource& source, const std::string& name) {
 // The shard file names a file or pattern names; empty for a folder.
 std::set<std::string> named_files(const std::string& path) {
   std::set<std::string> names;
-  if (fs::is_directory(path)) return names;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return names;
   for (const auto& p : has_braces(path) ? expand_braces(path) : std::vector<std::string>{path})
     names.insert(fs::path(p).filename().string());
   return names;
@@ -96,7 +98,8 @@ DataSummary summarize_shards(const std::string& path, bool verify, const SurveyL
   d.kind = "tar shards";
   d.path = path;
   const std::set<std::string> named = named_files(path);
-  const fs::path folder = fs::is_directory(path) ? fs::path(path) : fs::path(expand_braces(path).front()).parent_path();
+  std::error_code ec;
+  const fs::path folder = fs::is_directory(path, ec) ? fs::path(path) : fs::path(expand_braces(path).front()).parent_path();
   const ShardManifest manifest = read_shard_manifest((folder / kManifestFile).string());
   for (const auto& split_entry : manifest.splits) {
     const Split split = split_entry.name == "train" ? Split::Train : Split::Test;
@@ -123,9 +126,11 @@ DataSummary summarize_shards(const std::string& path, bool verify, const SurveyL
 }  // namespace
 
 DataSummary summarize_data(const std::string& path, bool verify, const SurveyLimits& limits) {
-  if (fs::is_directory(fs::path(path) / "train") && !fs::exists(fs::path(path) / kManifestFile))
-    return summarize_image_folder(path, limits);
-  if (fs::exists(fs::path(path) / kManifestFile) || has_braces(path) || fs::is_regular_file(path))
+  // The error_code forms: a link loop (`train -> train`) is then "not there", not an exception.
+  std::error_code ec;
+  const bool has_manifest = fs::exists(fs::path(path) / kManifestFile, ec);
+  if (fs::is_directory(fs::path(path) / "train", ec) && !has_manifest) return summarize_image_folder(path, limits);
+  if (has_manifest || has_braces(path) || fs::is_regular_file(path, ec))
     return summarize_shards(path, verify, limits);
   throw InputError("'" + path + "' is neither an image folder (ROOT/train/CLASS/*.jpg) nor a shard folder (with manifest.json)");
 }

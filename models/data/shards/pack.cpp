@@ -4,12 +4,11 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <vector>
 
 #include "core/durable_file.h"
 #include "core/error.h"
+#include "core/input_file.h"
 #include "models/data/image_folder_listing.h"
 #include "models/data/shards/shard_index.h"
 #include "models/data/shards/tar_writer.h"
@@ -34,12 +33,10 @@ std::string sample_key(std::int64_t number) {
   return key;
 }
 
+// Through core/input_file.h: a FIFO or a device put where the listing saw an image is refused
+// unread, and so is a file beyond the largest image read.
 std::vector<std::uint8_t> read_whole_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  PW_INPUT_CHECK(in, "cannot read '" << path << "': " << std::strerror(errno));
-  std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  PW_INPUT_CHECK(!in.bad(), "cannot read '" << path << "': " << std::strerror(errno));
-  return bytes;
+  return read_whole_bytes(path, "image file", kMaxImageFileBytes, kMaxImageFileLimit);
 }
 
 // Removes what a failed pack made, so nothing half-made is left and a retry finds OUT as it was.

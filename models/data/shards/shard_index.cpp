@@ -1,12 +1,13 @@
 #include "models/data/shards/shard_index.h"
 
 #include <cstring>
-#include <fstream>
-#include <iterator>
+#include <limits>
 #include <sstream>
+#include <utility>
 
 #include "core/durable_file.h"
 #include "core/error.h"
+#include "core/input_file.h"
 
 namespace pw::models::data::shards {
 namespace {
@@ -59,6 +60,7 @@ class Decoder {
     return s;
   }
   bool done() const { return pos_ == end_; }
+  std::size_t remaining() const { return end_ - pos_; }
 
  private:
   void need(std::size_t n) const {
@@ -110,23 +112,50 @@ ShardIndex decode_shard_index(const std::string& bytes, const std::string& path)
   const std::uint32_t version = d.u32();
   PW_INPUT_CHECK(version == kShardIndexVersion, "shard index '" << path << "' has format version " << version
                  << "; this pipewright reads version " << kShardIndexVersion);
+  // Counts are held to what the bytes left can encode before anything is sized by them: a shard
+  // takes at least 12 bytes (its name's length and its size), a sample at least 40 (shard, offset,
+  // size, label and three lengths). A count beyond that is damage, not a reason to allocate.
+  constexpr std::size_t kMinShardBytes = 4 + 8;
+  constexpr std::size_t kMinSampleBytes = 4 + 8 + 8 + 8 + 4 + 4 + 4;
   ShardIndex index;
-  index.shards.resize(d.u32());
+  const std::uint32_t shards = d.u32();
   const std::uint64_t samples = d.u64();
+  PW_INPUT_CHECK(shards <= d.remaining() / kMinShardBytes,
+                 "shard index '" << path << "' is damaged: its shard count is " << shards << ", more than its "
+                                 << d.remaining() << " remaining bytes can list (at least " << kMinShardBytes << " a shard)");
+  index.shards.resize(shards);
   for (auto& shard : index.shards) {
     shard.file = d.text();
-    shard.bytes = static_cast<std::int64_t>(d.u64());
+    const std::uint64_t bytes = d.u64();
+    PW_INPUT_CHECK(bytes <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()),
+                   "shard index '" << path << "' is damaged: shard '" << shard.file << "' has size " << bytes
+                                   << "; expected a size a file can have");
+    shard.bytes = static_cast<std::int64_t>(bytes);
   }
-  PW_INPUT_CHECK(samples <= bytes.size(), "shard index '" << path << "' is damaged (it claims " << samples << " samples)");
+  PW_INPUT_CHECK(samples <= d.remaining() / kMinSampleBytes,
+                 "shard index '" << path << "' is damaged: its sample count is " << samples << ", more than its "
+                                 << d.remaining() << " remaining bytes can list (at least " << kMinSampleBytes << " a sample)");
   index.samples.resize(samples);
+  std::size_t at = 0;
   for (auto& s : index.samples) {
     s.shard = d.u32();
-    s.offset = static_cast<std::int64_t>(d.u64());
-    s.size = static_cast<std::int64_t>(d.u64());
-    s.label = static_cast<std::int64_t>(d.u64());
+    const std::uint64_t offset = d.u64();
+    const std::uint64_t size = d.u64();
+    const std::uint64_t label = d.u64();
     s.key = d.text();
     s.extension = d.text();
     s.source = d.text();
+    // Fields are read as unsigned: a value beyond int64 would turn negative; it is named here.
+    for (const auto& [field, value] : {std::pair<const char*, std::uint64_t>{"offset", offset}, {"size", size}, {"label", label}})
+      PW_INPUT_CHECK(value <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()),
+                     "shard index '" << path << "' is damaged: sample " << at << " ('" << s.key << "') has " << field << " "
+                                     << value << "; expected a value below 2^63");
+    PW_INPUT_CHECK(s.shard < index.shards.size(), "shard index '" << path << "' is damaged: sample " << at << " ('" << s.key
+                   << "') names shard " << s.shard << "; the index lists " << index.shards.size() << " shards");
+    s.offset = static_cast<std::int64_t>(offset);
+    s.size = static_cast<std::int64_t>(size);
+    s.label = static_cast<std::int64_t>(label);
+    ++at;
   }
   PW_INPUT_CHECK(d.done(), "shard index '" << path << "' is damaged (bytes after its last sample)");
   return index;
@@ -140,9 +169,13 @@ std::string shard_index_checksum(const std::string& encoded) {
 void write_shard_index(const std::string& path, const ShardIndex& index) { write_file_durably(path, encode_shard_index(index)); }
 
 ShardIndex read_shard_index(const std::string& path, std::string* checksum) {
-  std::ifstream in(path, std::ios::binary);
-  PW_INPUT_CHECK(in, "cannot read shard index '" << path << "': " << std::strerror(errno));
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // A FIFO or a device is refused unread; a file without the index's magic is refused after its
+  // first 8 bytes, so a large foreign file (a sparse 6 GB one) is never read whole.
+  const InputFile file(path, "shard index");
+  char magic[sizeof kMagic] = {};
+  PW_INPUT_CHECK(file.read_some_at(magic, sizeof magic, 0) == sizeof magic && std::memcmp(magic, kMagic, sizeof kMagic) == 0,
+                 "'" << path << "' is not a pipewright shard index (made by `pipewright data pack`)");
+  const std::string bytes = file.read_all(kMaxShardIndexBytes, "about 100 million samples");
   ShardIndex index = decode_shard_index(bytes, path);
   if (checksum != nullptr) *checksum = shard_index_checksum(bytes);
   return index;

@@ -10,6 +10,8 @@
 namespace pw::models::data::shards {
 
 inline constexpr std::uint32_t kShardIndexVersion = 1;
+// The largest index file read (16 GiB, about 100 million samples): a larger file is refused unread.
+inline constexpr std::int64_t kMaxShardIndexBytes = std::int64_t{16} << 30;
 
 struct IndexedShard {
   std::string file;          // name inside the shard folder: "train-000000.tar"

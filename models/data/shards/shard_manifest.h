@@ -13,6 +13,8 @@ namespace pw::models::data::shards {
 inline constexpr const char* kManifestFormat = "pipewright-tar-shards";
 inline constexpr int kManifestVersion = 1;
 inline constexpr const char* kManifestFile = "manifest.json";
+// The largest manifest read (1 GiB, millions of shards): a larger file is refused unread.
+inline constexpr std::int64_t kMaxManifestBytes = std::int64_t{1} << 30;
 
 struct ManifestShard {
   std::string file;            // "train-000000.tar"

@@ -14,12 +14,34 @@
 
 #include "core/durable_file.h"
 #include "core/error.h"
+#include "core/input_file.h"
+#include "models/data/image_folder_listing.h"
 #include "models/data/shards/brace_pattern.h"
 #include "models/data/shards/tar_reader.h"
 
 namespace fs = std::filesystem;
 
 namespace pw::models::data::shards {
+
+namespace {
+
+// The checksum of a shard's bytes, read through its descriptor (opened as core/input_file.h opens).
+std::string shard_checksum(int fd, const ShardSource::Shard& shard) {
+  Checksum64 sum;
+  std::vector<unsigned char> buffer(std::size_t{1} << 20);
+  std::int64_t at = 0;
+  for (;;) {
+    const ssize_t n = ::pread(fd, buffer.data(), buffer.size(), static_cast<off_t>(at));
+    if (n < 0 && errno == EINTR) continue;
+    PW_INPUT_CHECK(n >= 0, "cannot read tar shard '" << shard.path << "': " << std::strerror(errno));
+    if (n == 0) break;
+    sum.add(buffer.data(), static_cast<std::size_t>(n));
+    at += n;
+  }
+  return sum.hex();
+}
+
+}  // namespace
 
 ShardSource::ShardSource(std::string description, ShardManifest manifest, std::vector<Shard> shards,
                          std::vector<IndexedSample> samples)
@@ -48,9 +70,11 @@ std::string ShardSource::member_name(const IndexedSample& s) const {
 
 int ShardSource::shard_fd(std::uint32_t shard) const {
   std::call_once(opened_[shard], [&] {
-    const int fd = ::open(shards_[shard].path.c_str(), O_RDONLY | O_CLOEXEC);
-    PW_INPUT_CHECK(fd >= 0, "cannot open tar shard '" << shards_[shard].path << "': " << std::strerror(errno));
-    fds_[shard] = fd;
+    // A shard replaced by a FIFO or a device since the source was opened is refused, not waited on.
+    InputFile file(shards_[shard].path, "tar shard");
+    PW_INPUT_CHECK(file.size() == shards_[shard].manifest.bytes, "tar shard '" << shards_[shard].path << "' is " << file.size()
+                   << " bytes; the index says " << shards_[shard].manifest.bytes << " (truncated or replaced?)");
+    fds_[shard] = file.release();
   });
   return fds_[shard];
 }
@@ -79,7 +103,7 @@ ShardCheck ShardSource::verify() const {
   ShardCheck check;
   for (std::uint32_t i = 0; i < shards_.size(); ++i) {
     const Shard& shard = shards_[i];
-    const std::string sum = file_checksum(shard.path);
+    const std::string sum = shard_checksum(shard_fd(i), shard);
     PW_INPUT_CHECK(sum == shard.manifest.checksum, "tar shard '" << shard.path << "' is damaged: its checksum is " << sum
                    << ", the manifest says " << shard.manifest.checksum);
     std::size_t member = 0;   // members 2k and 2k+1 are sample k's image and .cls
@@ -119,7 +143,8 @@ struct Selection {
 
 Selection select(const std::string& path) {
   Selection sel;
-  if (fs::is_directory(path)) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
     sel.folder = path;
     sel.description = path;
     return sel;
@@ -128,7 +153,7 @@ Selection select(const std::string& path) {
   sel.folder = fs::path(paths.front()).parent_path();
   sel.description = path;
   for (const auto& p : paths) {
-    PW_INPUT_CHECK(fs::is_regular_file(p), "tar shard '" << p << "'" << (p != path ? " (from '" + path + "')" : "")
+    PW_INPUT_CHECK(fs::is_regular_file(p, ec), "tar shard '" << p << "'" << (p != path ? " (from '" + path + "')" : "")
                    << " does not exist; give a shard folder, a shard file or a brace pattern of shard files");
     PW_INPUT_CHECK(fs::path(p).parent_path() == sel.folder, "the shards of '" << path << "' are in more than one folder");
     sel.files.push_back(fs::path(p).filename().string());
@@ -181,20 +206,29 @@ std::unique_ptr<ShardSource> open_shard_source(const std::string& path, Split sp
   for (std::uint32_t i : chosen) {
     const ManifestShard& m = ms->shards[i];
     const std::string shard_path = (sel.folder / m.file).string();
-    std::error_code ec;
-    const auto bytes = fs::file_size(shard_path, ec);
-    PW_INPUT_CHECK(!ec, "cannot open tar shard '" << shard_path << "': " << ec.message());
-    PW_INPUT_CHECK(static_cast<std::int64_t>(bytes) == m.bytes, "tar shard '" << shard_path << "' is " << bytes
+    // Opened as every data file is (a FIFO or a device in its place is refused in one line).
+    const std::int64_t bytes = InputFile(shard_path, "tar shard").size();
+    PW_INPUT_CHECK(bytes == m.bytes, "tar shard '" << shard_path << "' is " << bytes
                    << " bytes; the index says " << m.bytes << " (truncated or replaced?)");
     renumber[i] = static_cast<std::uint32_t>(shards.size());
     shards.push_back({shard_path, m});
   }
   const auto classes = static_cast<std::int64_t>(manifest.classes.size());
   std::vector<std::vector<IndexedSample>> by_shard(shards.size());
-  for (auto& s : index.samples) {
-    PW_INPUT_CHECK(s.shard < ms->shards.size() && s.offset >= 0 && s.size >= 0 && s.offset + s.size <= ms->shards[s.shard].bytes &&
-                   s.label >= 0 && s.label < classes,
-                   "shard index '" << index_path << "' is damaged: sample '" << s.key << "' lies outside its shard or has label " << s.label);
+  for (std::size_t at = 0; at < index.samples.size(); ++at) {
+    auto& s = index.samples[at];
+    // decode_shard_index holds s.shard to the index's shards (as many as the manifest's) and the
+    // fields to [0, 2^63); the sum offset + size is never formed, so it cannot overflow.
+    const std::int64_t shard_bytes = ms->shards[s.shard].bytes;
+    PW_INPUT_CHECK(s.offset <= shard_bytes && s.size <= shard_bytes - s.offset,
+                   "shard index '" << index_path << "' is damaged: sample " << at << " ('" << s.key << "') has offset "
+                   << s.offset << " and size " << s.size << ", outside its shard '" << ms->shards[s.shard].file << "' of "
+                   << shard_bytes << " bytes");
+    PW_INPUT_CHECK(s.size <= kMaxImageFileBytes, "shard index '" << index_path << "': sample " << at << " ('" << s.key
+                   << "') has size " << s.size << ", more than the " << kMaxImageFileBytes << " bytes accepted for an image ("
+                   << kMaxImageFileLimit << ")");
+    PW_INPUT_CHECK(s.label < classes, "shard index '" << index_path << "' is damaged: sample " << at << " ('" << s.key
+                   << "') has label " << s.label << "; the manifest lists " << classes << " classes");
     const auto it = renumber.find(s.shard);
     if (it == renumber.end()) continue;
     s.shard = it->second;

@@ -29,7 +29,7 @@ using pw::test::error_of;
 
 namespace {
 
-const std::string kToken = "ps-bag-token";
+const std::string kToken = "ps-bag-token-01234";
 constexpr std::int64_t kRows = 50;
 constexpr int kDim = 8, kBag = 3;
 constexpr std::uint64_t kSeed = 7;

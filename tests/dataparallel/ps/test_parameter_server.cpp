@@ -26,7 +26,7 @@ using pw::test::error_of;
 
 namespace {
 
-const std::string kToken = "ps-test-token";
+const std::string kToken = "ps-test-token-0123";
 
 dp::TableConfig table(const std::string& name, int dim, dp::SparseOptimizerKind opt, double lr = 0.1) {
   dp::TableConfig c;

@@ -71,14 +71,14 @@ BOOST_AUTO_TEST_CASE(every_rank_succeeds_with_its_rank_environment) {
   Recorder said;
   LaunchSpec spec = shell_job(3, "echo $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $GROUP_RANK $MASTER_ADDR "
                                  "$PW_RESTART_COUNT $PW_MAX_RESTARTS $PW_JOB_TOKEN > " + dir.file("rank") + "$RANK");
-  spec.job_token = "tok-supervisor";
+  spec.job_token = "tok-supervisor-0123";
   const LaunchResult r = Supervisor(spec, said.hooks()).run();
   BOOST_TEST(r.exit_code == 0, said.all());
   BOOST_TEST(r.restarts == 0);
   BOOST_TEST(r.cause.empty());
   for (int rank = 0; rank < 3; ++rank)
     BOOST_TEST(read_file(dir.file("rank" + std::to_string(rank))) ==
-               std::to_string(rank) + " 3 " + std::to_string(rank) + " 3 0 127.0.0.1 0 0 tok-supervisor\n");
+               std::to_string(rank) + " 3 " + std::to_string(rank) + " 3 0 127.0.0.1 0 0 tok-supervisor-0123\n");
   BOOST_TEST(said.said("all 3 ranks finished"), said.all());
 }
 
@@ -154,6 +154,53 @@ BOOST_AUTO_TEST_CASE(a_stop_request_stops_every_rank) {
   BOOST_TEST(seconds_since(started) < 50.0);
 }
 
+namespace {
+
+// Shell: until the process whose pid is in `file` is stopped (state T), at most 60 s; then `then`.
+std::string when_stopped(const std::string& file, const std::string& then) {
+  return "i=0; while [ $i -lt 600 ]; do p=$(cat " + file + " 2>/dev/null); if [ -n \"$p\" ] && "
+         "[ \"$(cut -d' ' -f3 /proc/$p/stat 2>/dev/null)\" = T ]; then " + then + "; fi; sleep 0.1; i=$((i+1)); "
+         "done; exit 0";
+}
+
+}  // namespace
+
+// Rank 1 stops (SIGSTOP: it can no longer send heartbeats), rank 0 then exits 5 as the others of a
+// real job would (they stopped because rank 1 did). The job ends with status 4 (a wait ran past its
+// timeout), naming rank 1 as stopped, not with rank 0's echo.
+BOOST_AUTO_TEST_CASE(a_stopped_rank_is_the_cause_and_ends_the_job_with_status_4) {
+  pw::test::ScratchDir dir("sup_stopped");
+  Recorder said;
+  const std::string pid1 = dir.file("pid1");
+  LaunchSpec spec = shell_job(2, "if [ $RANK = 1 ]; then echo $$ > " + pid1 + ".tmp; mv " + pid1 + ".tmp " + pid1 +
+                                     "; kill -STOP $$; exit 0; fi; " + when_stopped(pid1, "exit 5"));
+  spec.grace_seconds = 30;   // a stopped rank cannot stop by itself: the launcher does not wait for it
+  const LaunchResult r = Supervisor(spec, said.hooks()).run();
+  const std::string pid = read_file(pid1);
+  BOOST_REQUIRE(!pid.empty());
+  const std::string rank1 = "rank 1 (pid " + pid.substr(0, pid.size() - 1) + ")";
+  BOOST_TEST(r.exit_code == 4, said.all());
+  BOOST_TEST(r.cause == "attempt 0: " + rank1 + " stopped (no heartbeat): stopped by signal 19 (SIGSTOP)", said.all());
+  BOOST_TEST(said.said(rank1 + " stopped (no heartbeat): stopped by signal 19 (SIGSTOP)"), said.all());
+  BOOST_TEST(said.said("rank 0 (pid "), said.all());
+  BOOST_TEST(said.said("job failed: rank 1 stopped (no heartbeat)"), said.all());
+  BOOST_TEST(kill(std::stoi(pid), 0) != 0, rank1 << " is still there");
+}
+
+// A rank that was stopped and continued, then failed by itself, is named for its own status.
+BOOST_AUTO_TEST_CASE(a_rank_stopped_and_continued_is_named_for_its_own_status) {
+  pw::test::ScratchDir dir("sup_continued");
+  Recorder said;
+  const std::string pid1 = dir.file("pid1");
+  LaunchSpec spec = shell_job(2, "if [ $RANK = 1 ]; then echo $$ > " + pid1 + ".tmp; mv " + pid1 + ".tmp " + pid1 +
+                                     "; kill -STOP $$; exit 3; fi; " + when_stopped(pid1, "kill -CONT $p; exit 0"));
+  spec.grace_seconds = 30;
+  const LaunchResult r = Supervisor(spec, said.hooks()).run();
+  BOOST_TEST(r.exit_code == 3, said.all());
+  BOOST_TEST(r.cause.find(") exited with status 3") != std::string::npos, r.cause);
+  BOOST_TEST(!said.said("stopped (no heartbeat)"), said.all());
+}
+
 BOOST_AUTO_TEST_CASE(a_missing_program_or_a_bad_spec_is_a_one_line_input_error) {
   const auto refused = [](const LaunchSpec& spec, const std::string& expected) {
     try {
@@ -177,7 +224,7 @@ BOOST_AUTO_TEST_CASE(a_missing_program_or_a_bad_spec_is_a_one_line_input_error) 
   spec.node_rank = 1;
   spec.master = {"127.0.0.1", 29400};
   refused(spec, "needs the same job token on every node");
-  spec.job_token = "tok";
+  spec.job_token = "tok-0123456789abcdef";
   spec.master.port = 0;
   refused(spec, "/master: /nnodes 2 needs HOST:PORT");
   spec = shell_job(1, "exit 0");
