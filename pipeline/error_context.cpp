@@ -2,6 +2,9 @@
 
 #include "core/error.h"
 #include "kernels/allocator.h"
+#include <new>
+
+#include "rpc/mailbox.h"
 #include "rpc/transport.h"
 
 namespace pw::pipeline {
@@ -19,8 +22,12 @@ void rethrow_with_context(const std::string& context) {
     throw rpc::PeerLostError(context + e.what());
   } catch (const kernels::OutOfMemory& e) {
     throw kernels::OutOfMemory(e, context);
+  } catch (const rpc::ProtocolError& e) {   // a peer broke the protocol: keeps its kind (status 2)
+    throw rpc::ProtocolError(context + e.what());
   } catch (const InputError& e) {
     throw InputError(context + e.what());
+  } catch (const std::bad_alloc&) {   // the host is out of memory (status 1), not a bug
+    throw;
   } catch (const std::exception& e) {
     throw Error(context + e.what());
   }

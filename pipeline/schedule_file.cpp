@@ -1,5 +1,6 @@
 #include "pipeline/schedule_file.h"
 
+#include "core/input_file.h"
 #include "core/durable_file.h"
 
 #include <cerrno>
@@ -79,12 +80,8 @@ std::vector<std::vector<Instruction>> parse_schedule_text(const std::string& tex
 }
 
 std::vector<std::vector<Instruction>> load_schedule_file(const std::string& path, const ScheduleSpec& spec) {
-  std::ifstream in(path);
-  PW_INPUT_CHECK(in, "cannot read schedule file '" << path << "': " << std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
-  PW_INPUT_CHECK(!in.bad(), "cannot read schedule file '" << path << "': " << std::strerror(errno));
-  return parse_schedule_text(text.str(), spec, path);
+  // A plain file of at most 64 MiB, opened without blocking (core/input_file.h).
+  return parse_schedule_text(read_whole(path, "schedule file", std::int64_t{64} << 20), spec, path);
 }
 
 std::string schedule_file_text(const ScheduleSpec& spec, const std::vector<std::vector<Instruction>>& programs) {

@@ -40,14 +40,12 @@ class GatedProcessor : public TProcessor {
   bool process(std::shared_ptr<TProtocol> in, std::shared_ptr<TProtocol> out, void* context) override {
     // A host that spent its wrong-token budget has its new connections read one at a time.
     if (!proven_) {
-      const auto wait = gate_->wrong_token_wait(host());
-      if (wait.count() > 0) {
-        if (std::chrono::steady_clock::now() + wait > opened_ + deadline_) {
-          gate_->forget(id_);
-          return false;
-        }
-        std::this_thread::sleep_for(wait);
+      const auto wait = gate_->wrong_token_wait(host(), opened_ + deadline_);
+      if (!wait) {   // no turn before its deadline: closed, and the turn not taken from the next one
+        gate_->forget(id_);
+        return false;
       }
+      if (wait->count() > 0) std::this_thread::sleep_for(*wait);
     }
     struct Serving {
       GatedProcessor* previous = t_serving;
@@ -135,8 +133,12 @@ ConnectionGate::ConnectionGate(std::shared_ptr<apache::thrift::TProcessorFactory
 ConnectionGate::~ConnectionGate() {
   reaper_.request_stop();
   if (reaper_.joinable()) reaper_.join();
-  std::lock_guard lock(mutex_);
-  summarise_wrong_tokens(true);
+  std::vector<std::string> lines;
+  {
+    std::lock_guard lock(mutex_);
+    lines = summarise_wrong_tokens(true);
+  }
+  for (const auto& line : lines) PW_LOG(Warn, line);
 }
 
 namespace {
@@ -163,35 +165,51 @@ bool ConnectionGate::note_wrong_token(const std::string& host) {
   return false;
 }
 
-std::chrono::steady_clock::duration ConnectionGate::wrong_token_wait(const std::string& host) {
+std::optional<std::chrono::steady_clock::duration> ConnectionGate::wrong_token_wait(
+    const std::string& host, std::chrono::steady_clock::time_point deadline) {
   std::lock_guard lock(mutex_);
   const auto it = wrong_by_host_.find(host);
-  if (it == wrong_by_host_.end()) return {};
+  if (it == wrong_by_host_.end()) return std::chrono::steady_clock::duration{};
   auto& w = it->second;
   const auto now = std::chrono::steady_clock::now();
   refill(w.budget, w.refilled, now);
-  if (w.budget >= 1.0) return {};
+  if (w.budget >= 1.0) return std::chrono::steady_clock::duration{};
   const auto interval = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
       std::chrono::duration<double>(1.0 / kWrongTokensPerSecond));
-  w.next_turn = std::max(now, w.next_turn) + interval;
+  const auto turn = std::max(now, w.next_turn) + interval;
   ++w.closed;
   ++throttled_;
-  return w.next_turn - now;
+  if (turn > deadline) return std::nullopt;
+  w.next_turn = turn;
+  return turn - now;
 }
 
-void ConnectionGate::summarise_wrong_tokens(bool all) {
+std::vector<std::string> ConnectionGate::summarise_wrong_tokens(bool all) {
   const auto now = std::chrono::steady_clock::now();
-  for (auto& [host, w] : wrong_by_host_) {
-    if (w.unlogged == 0 && w.closed == 0) continue;
-    if (!all && now - w.summarised < std::chrono::seconds(60)) continue;
-    PW_LOG(Warn, "refused " << w.unlogged << " more call(s) with a wrong job token from " << host << " in the last "
-                            << static_cast<long long>(std::chrono::duration<double>(now - w.summarised).count())
-                            << " s, and made " << w.closed << " new connection(s) from it wait (rate limit: "
-                            << kWrongTokenBurst << " attempts, then " << kWrongTokensPerSecond << " a second)");
-    w.unlogged = 0;
-    w.closed = 0;
-    w.summarised = now;
+  std::vector<std::string> lines;
+  for (auto it = wrong_by_host_.begin(); it != wrong_by_host_.end();) {
+    auto& [host, w] = *it;
+    refill(w.budget, w.refilled, now);
+    if (w.unlogged == 0 && w.closed == 0) {
+      // Quiet for a minute with its budget back: forgotten, so the table stays small.
+      const bool idle = w.budget >= kWrongTokenBurst && now - w.summarised > std::chrono::seconds(60);
+      it = idle ? wrong_by_host_.erase(it) : std::next(it);
+      continue;
+    }
+    if (all || now - w.summarised >= std::chrono::seconds(60)) {
+      lines.push_back("refused " + std::to_string(w.unlogged) + " more call(s) with a wrong job token from " + host +
+                      " in the last " +
+                      std::to_string(static_cast<long long>(std::chrono::duration<double>(now - w.summarised).count())) +
+                      " s, and made " + std::to_string(w.closed) + " new connection(s) from it wait or close (rate " +
+                      "limit: " + std::to_string(kWrongTokenBurst) + " attempts, then " +
+                      std::to_string(static_cast<int>(kWrongTokensPerSecond)) + " a second)");
+      w.unlogged = 0;
+      w.closed = 0;
+      w.summarised = now;
+    }
+    ++it;
   }
+  return lines;
 }
 
 std::shared_ptr<TProcessor> ConnectionGate::getProcessor(const apache::thrift::TConnectionInfo& info) {
@@ -235,7 +253,11 @@ void ConnectionGate::reap(std::stop_token stop) {
       it = unproven_.erase(it);
       ++expired_;
     }
-    summarise_wrong_tokens(false);
+    const auto lines = summarise_wrong_tokens(false);
+    if (lines.empty()) continue;
+    lock.unlock();   // logging may block on stderr: not while every connection waits for the lock
+    for (const auto& line : lines) PW_LOG(Warn, line);
+    lock.lock();
   }
 }
 

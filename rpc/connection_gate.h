@@ -14,7 +14,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <vector>
 #include <thread>
 
 #include <thrift/TProcessor.h>
@@ -62,9 +64,11 @@ class ConnectionGate : public apache::thrift::TProcessorFactory, public std::ena
   };
   bool forget(std::uint64_t id);   // true when it was still unproven and not shut down
   bool note_wrong_token(const std::string& host);   // true for the host's first
-  // How long a new connection from `host` waits before its call is read (zero while it has budget).
-  std::chrono::steady_clock::duration wrong_token_wait(const std::string& host);
-  void summarise_wrong_tokens(bool all);            // under mutex_
+  // How long a new connection from `host` waits before its call is read (zero while the host has
+  // budget); nothing when its turn would come after `deadline` (it is closed; the turn stays free).
+  std::optional<std::chrono::steady_clock::duration> wrong_token_wait(const std::string& host,
+                                                                     std::chrono::steady_clock::time_point deadline);
+  std::vector<std::string> summarise_wrong_tokens(bool all);   // under mutex_; the lines to log
   void reap(std::stop_token stop);
 
   std::shared_ptr<apache::thrift::TProcessorFactory> inner_;

@@ -78,6 +78,32 @@ std::string local_address_towards(const std::string& master_host) {
   return address;
 }
 
+bool is_this_host(const std::string& host) {
+  if (is_loopback_host(host)) return true;
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), "9", &hints, &found) != 0 || found == nullptr) return false;
+  bool local = false;
+  for (const addrinfo* a = found; a != nullptr && !local; a = a->ai_next) {
+    const int fd = socket(a->ai_family, SOCK_DGRAM, 0);
+    if (fd < 0) continue;
+    sockaddr_storage source{};
+    socklen_t len = sizeof source;
+    if (connect(fd, a->ai_addr, a->ai_addrlen) == 0 && getsockname(fd, reinterpret_cast<sockaddr*>(&source), &len) == 0) {
+      if (source.ss_family == AF_INET && a->ai_family == AF_INET)
+        local = reinterpret_cast<sockaddr_in*>(&source)->sin_addr.s_addr ==
+                reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr.s_addr;
+      else if (source.ss_family == AF_INET6 && a->ai_family == AF_INET6)
+        local = std::memcmp(&reinterpret_cast<sockaddr_in6*>(&source)->sin6_addr,
+                            &reinterpret_cast<const sockaddr_in6*>(a->ai_addr)->sin6_addr, sizeof(in6_addr)) == 0;
+    }
+    close(fd);
+  }
+  freeaddrinfo(found);
+  return local;
+}
+
 std::optional<LaunchEnv> launch_env_from(const EnvLookup& lookup) {
   for (const Names& names : kLaunchers) {
     const auto world = read_int(lookup, names.world, 1);

@@ -72,5 +72,8 @@ std::optional<LaunchEnv> launch_env();   // from the process environment
 // overrides it.
 std::string local_address_towards(const std::string& master_host);
 bool is_loopback_host(const std::string& host);
+// Whether `host` is this machine: a loopback name, or an address the kernel routes to itself (the
+// local address towards it is its own). Resolving it sends nothing. False when it does not resolve.
+bool is_this_host(const std::string& host);
 
 }  // namespace pw::rpc

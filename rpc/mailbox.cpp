@@ -108,8 +108,9 @@ void Mailbox::expect(const std::vector<ExpectedFrame>& frames) {
 
 void Mailbox::begin_step(std::int64_t step) {
   std::lock_guard lock(mutex_);
-  // Going back (a rollback, or a restore) replays step numbers: what was taken before is forgotten.
-  if (live_step_ && step < *live_step_) taken_.clear();
+  // A restore to this step or an earlier one (a rollback) replays step numbers: what was taken
+  // before is forgotten.
+  if (live_step_ && step <= *live_step_) taken_.clear();
   live_step_ = step;
   const auto over = [&](const Key& k) {
     const auto s = std::get<1>(k);

@@ -57,7 +57,10 @@ class RendezvousState {
   }
 
   void check_token(const std::string& token) const {
-    if (!tokens_equal(token, config_.job_token)) refuse("wrong job token", wire::RendezvousError::WRONG_TOKEN);
+    if (!tokens_equal(token, config_.job_token)) {
+      rpc::note_wrong_token();   // rate-limited per host (rpc/connection_gate.h)
+      refuse("wrong job token", wire::RendezvousError::WRONG_TOKEN);
+    }
     mark_connection_proven();
   }
   bool token_is_right(const std::string& token) const { return tokens_equal(token, config_.job_token); }

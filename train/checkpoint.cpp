@@ -374,10 +374,12 @@ CheckpointDirLock::CheckpointDirLock(const std::string& dir, const std::string& 
       if (errno == ELOOP) refuse_unless_plain_file(path_, "lock file");   // planted since the check
       throw in_use(": cannot open its lock file " + path_ + " (" + std::strerror(errno) + ")");
     }
-    if (struct stat opened {}; ::fstat(fd, &opened) != 0 || !S_ISREG(opened.st_mode)) {
+    if (struct stat opened {}; ::fstat(fd, &opened) != 0 || !S_ISREG(opened.st_mode) || opened.st_nlink > 1) {
       ::close(fd);
       refuse_unless_plain_file(path_, "lock file");
-      throw in_use(": its lock file " + path_ + " is not a plain file");
+      throw in_use(": its lock file " + path_ + " is " +
+                   (S_ISREG(opened.st_mode) ? "hard-linked to another file" : "not a plain file") +
+                   "; pipewright writes only files it made: remove it");
     }
     bool locked = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
     const int lock_errno = locked ? 0 : errno;

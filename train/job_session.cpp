@@ -33,7 +33,9 @@ std::unique_ptr<World> make_world(const JobPlan& plan, const std::optional<rpc::
   WorldTimeouts timeouts;
   timeouts.heartbeat = std::chrono::milliseconds(static_cast<std::int64_t>(c.timeouts.heartbeat_seconds * 1000));
   timeouts.startup = std::chrono::milliseconds(static_cast<std::int64_t>(c.timeouts.startup_seconds * 1000));
-  return make_process_world(plan.shape(), *launch, timeouts, tls);
+  rpc::LaunchEnv env = *launch;
+  env.plain_links = env.plain_links || c.tls.plain_links;
+  return make_process_world(plan.shape(), env, timeouts, tls);
 }
 
 // Without TLS every frame carries the job token in clear: a job whose ranks are on more than one

@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "kernels/ops/half_support.h"
+#include "models/precision.h"
 #include "partition/piece_placement.h"
 #include "pipeline/recompute.h"
 #include "pipeline/schedule_comparison.h"
@@ -135,6 +137,11 @@ MemorySettings memory_settings_of(const JobPlan& plan) {
   MemorySettings s;
   s.offload = plan.optimizer.offload;
   s.precision = plan.precision;
+  const auto& r = plan.config.resources;
+  const kernels::Device device = r.devices.empty() ? r.device : r.devices.front();
+  if (plan.precision != models::Precision::Fp32 &&
+      !kernels::runs_natively(device, models::activation_dtype(plan.precision), kernels::HalfOp::Conv))
+    s.half_activations = HalfActivations::ViaF32;
   s.optimizer = plan.optimizer.kind;
   s.replicas = plan.replicas();
   s.optimizer_state = plan.config.replicas.optimizer_state;
@@ -197,11 +204,9 @@ LayoutPrediction predict_layout(const JobPlan& plan, const std::vector<partition
     // a zero-bubble stage that defers its W's holds more than 1F1B's count), plus the largest
     // working set of one layer; or, under a split backward, the most while an input half runs,
     // which keeps what it is done with for the weight half.
-    const pipeline::HeldActivations held = pipeline::peak_activations(
-        plan.schedule, d,
-        plan.programs.empty() ? pipeline::default_program(plan.schedule, d, plan.recompute_of(d))
-                              : plan.programs.at(static_cast<std::size_t>(d)),
-        out.pieces);
+    const auto program = plan.programs.empty() ? pipeline::default_program(plan.schedule, d, plan.recompute_of(d))
+                                               : plan.programs.at(static_cast<std::size_t>(d));
+    const pipeline::HeldActivations held = pipeline::peak_activations(plan.schedule, d, program, out.pieces);
     std::int64_t workspace = 0, messages = 0, param_bytes = 0, buffer_bytes = 0;
     double measured_step = 0.0;
     for (const auto& e : out.pieces) {
@@ -221,8 +226,15 @@ LayoutPrediction predict_layout(const JobPlan& plan, const std::vector<partition
       }
     }
     // Received inputs that the layers keep are the allocator's communication memory.
-    const std::int64_t activations =
-        std::max(held.bytes + workspace, held.input_half_peak_bytes) - held.received_bytes;
+    std::int64_t activations = std::max(held.bytes + workspace, held.input_half_peak_bytes) - held.received_bytes;
+    // Ops run via F32 (16-bit weights on a CPU without AVX-512): each micro-batch in flight keeps
+    // its layers' weights converted to F32 for its backward.
+    if (settings.half_activations == HalfActivations::ViaF32) {
+      std::int64_t converted = 0;
+      for (const auto* layer : layers)
+        for (const auto bytes : layer->copied_tensor_bytes) converted += bytes;
+      activations += converted * pipeline::peak_in_flight(program, pipeline::HeldUntil::WeightGradientDone);
+    }
     messages += held.received_bytes;
     // Training: weights, the schedule's activations in flight, the queued messages, and on the
     // first stage the data loader's input batches (loader_batches).

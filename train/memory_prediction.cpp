@@ -122,15 +122,18 @@ std::int64_t largest_compute_copy_bytes(const std::vector<const partition::Layer
   return largest;
 }
 
-std::int64_t activation_memory(std::int64_t fp32_activation_bytes, models::Precision precision) {
-  // 16-bit activations are half the size of the fp32 ones the profiler measured.
-  return precision == models::Precision::Fp32 ? fp32_activation_bytes : fp32_activation_bytes / 2;
+std::int64_t activation_memory(std::int64_t fp32_activation_bytes, const MemorySettings& s) {
+  // 16-bit activations are half the size of the fp32 ones the profiler measured, unless the device
+  // runs the ops via F32 (then the contexts hold the converted operands).
+  if (s.precision == models::Precision::Fp32 || s.half_activations == HalfActivations::ViaF32)
+    return fp32_activation_bytes;
+  return fp32_activation_bytes / 2;
 }
 
 kernels::BytesByKind stage_memory(const std::vector<const partition::LayerProfile*>& layers,
                                   std::int64_t fp32_activation_bytes, const MemorySettings& s) {
   auto out = weight_memory(layers, s);
-  at(out, MemoryKind::Activations) += activation_memory(fp32_activation_bytes, s.precision);
+  at(out, MemoryKind::Activations) += activation_memory(fp32_activation_bytes, s);
   return out;
 }
 

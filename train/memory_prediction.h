@@ -16,8 +16,14 @@
 
 namespace pw::train {
 
+// How 16-bit activations are held: in 16 bits, or, where the device runs the layers' ops via F32
+// (BF16 on a CPU without AVX-512: kernels/ops/half_support.h), at about their F32 size, since the
+// contexts keep the converted operands.
+enum class HalfActivations { Native, ViaF32 };
+
 struct MemorySettings {
   models::Precision precision = models::Precision::Fp32;
+  HalfActivations half_activations = HalfActivations::Native;
   models::OptimizerKind optimizer = models::OptimizerKind::Adam;
   int replicas = 1;
   dp::OptimizerState optimizer_state = dp::OptimizerState::Replicated;
@@ -51,7 +57,7 @@ std::int64_t update_undo_bytes(const std::vector<const partition::LayerProfile*>
 
 // The stashed activations the schedule keeps in flight plus one layer's working set (the cost
 // model's activation_bytes, measured in fp32), in the job's activation precision.
-std::int64_t activation_memory(std::int64_t fp32_activation_bytes, models::Precision precision);
+std::int64_t activation_memory(std::int64_t fp32_activation_bytes, const MemorySettings& s);
 
 // Both, for a stage holding `layers` and `fp32_activation_bytes` of activations at its peak.
 kernels::BytesByKind stage_memory(const std::vector<const partition::LayerProfile*>& layers,

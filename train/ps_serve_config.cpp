@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/input_file.h"
 #include "core/durable_file.h"
 #include "core/error.h"
 #include "core/json_text.h"
@@ -40,12 +41,9 @@ PsServeConfig ps_serve_config_from_json(const nlohmann::json& j) {
 }
 
 PsServeConfig read_ps_serve_config(const std::string& path) {
-  std::ifstream in(path);
-  PW_INPUT_CHECK(in, "cannot read the parameter-server config " << path << "; give a JSON file (see "
-                     "train/ps_serve_config.h)");
+  const std::string text = read_whole(path, "parameter-server config", std::int64_t{16} << 20);   // plain, not blocking
   nlohmann::json j;
   try {
-    const std::string text(std::istreambuf_iterator<char>(in), {});
     check_json_depth(text, "parameter-server config " + path);   // before parsing (core/json_text.h)
     j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {

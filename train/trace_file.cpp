@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/input_file.h"
 #include "core/durable_file.h"
 #include "core/error.h"
 #include "core/json_text.h"
@@ -166,11 +167,9 @@ TraceData read_traces(const std::vector<std::string>& paths) {
   PW_INPUT_CHECK(!paths.empty(), "give at least one trace file");
   TraceData data;
   for (const auto& path : paths) {
-    std::ifstream in(path);
-    PW_INPUT_CHECK(in.good(), path << ": cannot open it");
+    const std::string text = read_whole(path, "trace", std::int64_t{4} << 30);   // a plain file, not blocking
     json doc;
     try {
-      const std::string text(std::istreambuf_iterator<char>(in), {});
       check_json_depth(text, path);   // before parsing (core/json_text.h)
       doc = json::parse(text);
     } catch (const json::parse_error& e) {

@@ -77,6 +77,14 @@ class ProcessRank : public RankLinks {
   void start() {
     const auto& env = env_;
     const auto startup_deadline = Clock::now() + timeouts_.startup;
+    // Without TLS every call carries the job token in clear: a rank whose rendezvous is on another
+    // host refuses before it sends the token anywhere (job_session.cpp checks the ranks' hosts once
+    // they are known).
+    if (!tls_ && !env.plain_links && !rpc::is_this_host(env.master.host))
+      throw ConfigError("/tls", "the rendezvous at " + env.master.str() + " is on another host and the job's links "
+                                "have no TLS, so every call would carry the job token in clear; give --tls-cert, "
+                                "--tls-key and --tls-ca (docs/running_safely.md), or --plain-links to run over plain "
+                                "TCP on a network you trust");
     if (env.rank == 0)
       rendezvous_ = std::make_unique<rpc::RendezvousServer>(
           env.master, rpc::RendezvousConfig{env.world_size, shape().stages, env.job_token, timeouts_.heartbeat, tls_});

@@ -143,7 +143,10 @@ class PsHandler : public rpc::wire::ParameterServerIf {
  private:
   template <typename Body>
   void guarded(const std::string& token, Body body) {
-    if (!rpc::tokens_equal(token, token_)) fail("wrong job token", rpc::wire::PsErrorCode::REFUSED);
+    if (!rpc::tokens_equal(token, token_)) {
+      rpc::note_wrong_token();   // rate-limited per host (rpc/connection_gate.h)
+      fail("wrong job token", rpc::wire::PsErrorCode::REFUSED);
+    }
     rpc::mark_connection_proven();
     try {
       body();

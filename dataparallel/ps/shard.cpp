@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/input_file.h"
 #include "core/durable_file.h"
 #include "core/error.h"
 #include "core/json_text.h"
@@ -441,8 +442,7 @@ void PsShard::load() {
   if (!std::filesystem::exists(file)) return;
   nlohmann::json j;
   try {
-    std::ifstream in(file);
-    const std::string text(std::istreambuf_iterator<char>(in), {});
+    const std::string text = read_whole(file, "parameter-server manifest", std::int64_t{64} << 20);
     check_json_depth(text, file);   // before parsing (core/json_text.h)
     j = nlohmann::json::parse(text);
     PW_INPUT_CHECK(j.at("shards").get<int>() == config_.shards && j.at("workers").get<int>() == config_.workers &&

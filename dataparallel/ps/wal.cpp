@@ -42,14 +42,16 @@ void PsWriteAheadLog::open(const std::string& path, Open how) {
   fd_ = ::open(path.c_str(), flags, 0644);
   if (fd_ < 0) {
     const int code = errno;
-    throw Error("cannot open the write-ahead log '" + path + "': " +
+    throw InputError("cannot open the write-ahead log '" + path + "': " +
                 (code == ELOOP ? std::string("it is a symbolic link (pipewright does not write through links it did not make)")
                                : std::string(std::strerror(code))));
   }
   struct stat st {};
-  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink > 1) {
     close();
-    throw Error("cannot open the write-ahead log '" + path + "': it is not a plain file");
+    throw InputError("cannot open the write-ahead log '" + path + "': it is " +
+                     (S_ISREG(st.st_mode) ? "hard-linked elsewhere" : "not a plain file") +
+                     " (pipewright writes only files it made)");
   }
 }
 

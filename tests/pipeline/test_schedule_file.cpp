@@ -103,7 +103,7 @@ BOOST_AUTO_TEST_CASE(a_missing_file_is_named) {
     load_schedule_file("/nonexistent/pw.sched", k1f1b22);
     BOOST_ERROR("expected InputError");
   } catch (const pw::InputError& e) {
-    BOOST_TEST(std::string(e.what()) == "cannot read schedule file '/nonexistent/pw.sched': No such file or directory");
+    BOOST_TEST(std::string(e.what()) == "cannot open schedule file '/nonexistent/pw.sched': No such file or directory");
   }
 }
 

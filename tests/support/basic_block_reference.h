@@ -3,6 +3,7 @@
 // activations and output gradient the whole model hands it, and the same block written out op by
 // op, so it runs on any device and dtype: in F64 on the CPU it is the reference for the F32 block
 // layer on any device. Random tensors can miss what real activations exercise.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -64,10 +65,13 @@ struct BasicBlockPass {
 
 // The block on `input`'s device and dtype, with `weights` (the layer's parameter names) converted
 // to them. With `feed`, every op takes its inputs from `feed` instead of the ops before it, so
-// each op's own error shows on the reference's values.
+// each op's own error shows on the reference's values. With `masks`, both ReLUs keep the elements
+// that are positive in `masks` (its r1 and y) instead of deciding from this pass's own values: a
+// pre-activation within rounding of zero then goes the same way in F64 as in the F32 pass it is
+// compared with, so the comparison measures arithmetic, not which side of zero one value fell on.
 inline BasicBlockPass basic_block_pass(const kernels::Tensor& input, const kernels::Tensor& grad_output,
                                        const std::map<std::string, kernels::Tensor>& weights,
-                                       const BasicBlockPass* feed = nullptr) {
+                                       const BasicBlockPass* feed = nullptr, const BasicBlockPass* masks = nullptr) {
   namespace k = kernels;
   const k::Device dev = input.device();
   const k::DType dt = input.dtype();
@@ -86,13 +90,14 @@ inline BasicBlockPass basic_block_pass(const kernels::Tensor& input, const kerne
   BasicBlockPass p;
   p.a1 = k::conv2d_forward(input, w("conv1.weight"), k::Tensor(), conv);
   p.b1 = k::batch_norm_forward_train(in(p.a1, &BasicBlockPass::a1), w("bn1.weight"), w("bn1.bias"), rm1, rv1, sm1, si1, bn);
-  p.r1 = k::relu_forward(in(p.b1, &BasicBlockPass::b1));
+  p.r1 = masks ? k::relu_backward(here(masks->r1), in(p.b1, &BasicBlockPass::b1))
+               : k::relu_forward(in(p.b1, &BasicBlockPass::b1));
   p.a2 = k::conv2d_forward(in(p.r1, &BasicBlockPass::r1), w("conv2.weight"), k::Tensor(), conv);
   p.b2 = k::batch_norm_forward_train(in(p.a2, &BasicBlockPass::a2), w("bn2.weight"), w("bn2.bias"), rm2, rv2, sm2, si2, bn);
   p.v = k::add(in(p.b2, &BasicBlockPass::b2), input);
-  p.y = k::relu_forward(p.v);
+  p.y = masks ? k::relu_backward(here(masks->y), p.v) : k::relu_forward(p.v);
 
-  p.gs = k::relu_backward(in(p.y, &BasicBlockPass::y), grad_output);
+  p.gs = k::relu_backward(masks ? here(masks->y) : in(p.y, &BasicBlockPass::y), grad_output);
   const auto bn2 = k::batch_norm_backward(in(p.a2, &BasicBlockPass::a2), in(p.gs, &BasicBlockPass::gs),
                                           w("bn2.weight"), sm2, si2, bn);
   p.gb2 = bn2.grad_x;
@@ -102,7 +107,8 @@ inline BasicBlockPass basic_block_pass(const kernels::Tensor& input, const kerne
   p.gw2 = k::Tensor::zeros(weights.at("conv2.weight").shape(), dt, dev);
   k::Tensor none2;
   k::conv2d_backward_filter(in(p.r1, &BasicBlockPass::r1), in(p.gb2, &BasicBlockPass::gb2), p.gw2, none2, conv);
-  p.gr1 = k::relu_backward(in(p.r1, &BasicBlockPass::r1), in(p.gr1_raw, &BasicBlockPass::gr1_raw));
+  p.gr1 = k::relu_backward(masks ? here(masks->r1) : in(p.r1, &BasicBlockPass::r1),
+                           in(p.gr1_raw, &BasicBlockPass::gr1_raw));
   const auto bn1 = k::batch_norm_backward(in(p.a1, &BasicBlockPass::a1), in(p.gr1, &BasicBlockPass::gr1),
                                           w("bn1.weight"), sm1, si1, bn);
   p.gb1 = bn1.grad_x;
@@ -134,6 +140,28 @@ inline double relative_error(const kernels::Tensor& a, const kernels::Tensor& re
     den += vr[i] * vr[i];
   }
   return va.size() != vr.size() ? INFINITY : den > 0.0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+// Elements whose sign (> 0) differs between `a` and `b`, and the largest |b| among them.
+struct SignFlips {
+  int count = 0;
+  double largest = 0.0;
+};
+inline SignFlips sign_flips(const kernels::Tensor& a, const kernels::Tensor& b) {
+  const auto va = a.to_double_vector(), vb = b.to_double_vector();
+  SignFlips f;
+  for (std::size_t i = 0; i < va.size() && i < vb.size(); ++i)
+    if ((va[i] > 0) != (vb[i] > 0)) {
+      ++f.count;
+      f.largest = std::max(f.largest, std::abs(vb[i]));
+    }
+  return f;
+}
+
+inline double largest_magnitude(const kernels::Tensor& t) {
+  double m = 0.0;
+  for (double v : t.to_double_vector()) m = std::max(m, std::abs(v));
+  return m;
 }
 
 // The final ReLU's input (bn2's output plus the skip), element by element.

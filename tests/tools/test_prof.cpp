@@ -402,7 +402,7 @@ BOOST_AUTO_TEST_CASE(foreign_or_truncated_files_get_one_line_errors) {
       {"cut.json", "not valid JSON"},
       {"chrome.json", "not one pipewright wrote"},
       {"other.json", "not a Chrome trace"},
-      {"missing.json", "cannot open it"},
+      {"missing.json", "cannot open trace '"},
   };
   for (const auto& [file, message] : cases) {
     const auto r = run_pipewright("prof " + dir.file(file));

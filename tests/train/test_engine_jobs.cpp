@@ -267,7 +267,7 @@ BOOST_AUTO_TEST_CASE(bad_engine_input_gets_one_line_errors) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {job + "--schedule-file " + dir.file("gpipe.sched") + " --recompute all",
        "--recompute: all with --schedule-file: a schedule file says where it recomputes with its own R instructions"},
-      {job + "--schedule-file " + dir.file("missing.sched"), "cannot read schedule file '" + dir.file("missing.sched")},
+      {job + "--schedule-file " + dir.file("missing.sched"), "cannot open schedule file '" + dir.file("missing.sched")},
       {"launch --nproc-per-node 2 -- " + job + "--devices cpu:0", "--devices: 1 devices for 2 stages"},
   };
   for (const auto& [args, expected] : cases) {

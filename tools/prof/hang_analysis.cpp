@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/input_file.h"
 #include "core/error.h"
 #include "core/json_text.h"
 #include "pipeline/flight_live_file.h"
@@ -145,10 +146,8 @@ struct Finder {
 };
 
 nlohmann::json read_json(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  PW_INPUT_CHECK(in, path.string() << ": cannot read it");
+  const std::string text = read_whole(path.string(), "flight record", std::int64_t{1} << 30);   // plain, not blocking
   try {
-    const std::string text(std::istreambuf_iterator<char>(in), {});
     check_json_depth(text, path.string() + ": not a flight record");   // before parsing (core/json_text.h)
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {

@@ -9,6 +9,7 @@
 
 #include "core/durable_file.h"
 #include "core/error.h"
+#include "core/json_text.h"
 #include "core/input_file.h"
 
 namespace pw::models::data::shards {
@@ -56,13 +57,16 @@ std::string encode_shard_manifest(const ShardManifest& manifest) {
 }
 
 ShardManifest decode_shard_manifest(const std::string& text, const std::string& path) {
+  check_json_depth(text, "shard manifest '" + path + "'");   // dump() and copies below recurse
   const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   const auto* format = j.is_object() && j.contains("format") ? j["format"].get_ptr<const json::string_t*>() : nullptr;
   PW_INPUT_CHECK(format != nullptr && *format == kManifestFormat,
                  "'" << path << "' is not a pipewright shard manifest (made by `pipewright data pack`)");
   const json version = j.value("version", json());
   PW_INPUT_CHECK(version.is_number_integer() && version.get<std::int64_t>() == kManifestVersion,
-                 "shard manifest '" << path << "' has format version " << version.dump() << "; this pipewright reads version "
+                 "shard manifest '" << path << "' has format version "
+                                    << (version.is_primitive() ? version.dump().substr(0, 40) : std::string("a list or object"))
+                                    << "; this pipewright reads version "
                                     << kManifestVersion);
   try {
     ShardManifest m;
