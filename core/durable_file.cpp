@@ -76,7 +76,15 @@ bool make_own_folder(const std::string& given, std::string_view what) {
   const int code = errno;
   struct stat st {};
   if (code == EEXIST && ::lstat(path.c_str(), &st) == 0) {
-    if (S_ISDIR(st.st_mode)) return false;
+    if (S_ISDIR(st.st_mode)) {
+      // One this job's user did not make, or that others may write into, may hold their links.
+      if (st.st_uid != ::geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+        throw InputError(std::string(what) + " '" + path + "' exists and is " +
+                         (st.st_uid != ::geteuid() ? "owned by another user" : "writable by other users") +
+                         "; pipewright writes only into folders it made or its user owns alone: remove it, or give "
+                         "another folder");
+      return false;
+    }
     refuse_entry(path, what, st.st_mode, "a folder");
   }
   throw InputError("cannot create " + std::string(what) + " '" + path + "': " + os_error(code));

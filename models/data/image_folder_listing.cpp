@@ -91,8 +91,15 @@ std::vector<FolderId> enclosing_folders(const fs::path& dir) {
 // is one InputError naming the link (os.walk would descend until the kernel's ELOOP or
 // ENAMETOOLONG stops it, listing every image dozens of times). A folder reached twice through
 // links that do not loop (two links to one shared folder) is listed under both paths, as
-// torchvision lists it.
-void walk(const fs::path& dir, std::vector<FolderId>& inside, std::vector<FoundImage>& found) {
+// torchvision lists it. Links that reach folders along many paths (each level linking twice to the
+// next) would make the listing exponential: a class lists at most kMaxFoldersPerClass folders.
+constexpr std::size_t kMaxFoldersPerClass = 100000;
+
+void walk(const fs::path& dir, std::vector<FolderId>& inside, std::vector<FoundImage>& found, std::size_t& folders) {
+  PW_INPUT_CHECK(++folders <= kMaxFoldersPerClass,
+                 "'" << dir.string() << "': its class lists more than " << kMaxFoldersPerClass
+                     << " folders (links reaching the same folders along many paths?); an image folder's class "
+                        "may hold at most that many, links followed");
   std::error_code ec;
   std::vector<std::pair<fs::path, EntryStat>> subfolders;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
@@ -127,7 +134,7 @@ void walk(const fs::path& dir, std::vector<FolderId>& inside, std::vector<FoundI
                        "images without end");
     }
     inside.push_back(id);
-    walk(path, inside, found);
+    walk(path, inside, found, folders);
     inside.pop_back();
   }
 }
@@ -141,7 +148,8 @@ std::vector<ListedImage> class_images(const fs::path& class_dir, const std::stri
   std::vector<FolderId> inside = enclosing_folders(class_dir);
   for (const FolderId& id : enclosing_folders(class_dir.parent_path()))
     if (std::find(inside.begin(), inside.end(), id) == inside.end()) inside.push_back(id);
-  walk(class_dir, inside, found);
+  std::size_t folders = 0;
+  walk(class_dir, inside, found, folders);
   PW_INPUT_CHECK(!found.empty(), "class folder '" << class_dir.string() << "' holds no .jpg, .jpeg or .png file");
   std::sort(found.begin(), found.end());
   std::vector<ListedImage> images;

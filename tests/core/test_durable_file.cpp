@@ -125,6 +125,22 @@ BOOST_AUTO_TEST_CASE(links_planted_where_a_job_writes_are_refused) {
   BOOST_TEST(fs::file_size(dir / "leftover") == 0u);
   BOOST_CHECK_THROW(pw::create_new_file((dir / "leftover").string(), O_WRONLY, "event file", pw::Leftover::Refuse),
                     pw::InputError);
+  // A real folder planted by another user, or one others may write into, is refused too.
+  fs::create_directories(dir / "open");
+  fs::permissions(dir / "open", fs::perms::others_write, fs::perm_options::add);
+  BOOST_CHECK_THROW(pw::make_own_folder((dir / "open").string(), "checkpoint folder"), pw::InputError);
+  if (::geteuid() == 0) {
+    fs::create_directories(dir / "theirs");
+    BOOST_REQUIRE(::chown((dir / "theirs").c_str(), 65534, 65534) == 0);
+    try {
+      pw::make_own_folder((dir / "theirs").string(), "checkpoint folder");
+      BOOST_FAIL("a folder of another user was taken");
+    } catch (const pw::InputError& e) {
+      BOOST_TEST(std::string(e.what()).find("owned by another user") != std::string::npos, e.what());
+    }
+  } else {
+    BOOST_TEST_MESSAGE("skipped: a folder of another user needs root to make");
+  }
   // Folders that exist for real, and missing parents, are fine.
   BOOST_TEST(pw::make_own_folder((dir / "a" / "b").string(), "folder"));
   BOOST_TEST(!pw::make_own_folder((dir / "a" / "b").string(), "folder"));

@@ -12,21 +12,11 @@
 
 #include "core/error.h"
 #include "core/json_text.h"
+#include "tests/support/input_error.h"
 
 namespace fs = std::filesystem;
 
-namespace {
-
-std::string input_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const pw::InputError& e) {
-    return e.what();
-  }
-  return {};
-}
-
-}  // namespace
+using pw::test::input_error;
 
 BOOST_AUTO_TEST_SUITE(json_text)
 

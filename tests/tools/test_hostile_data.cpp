@@ -216,6 +216,21 @@ BOOST_AUTO_TEST_CASE(image_folder_link_loop_is_one_line_naming_the_link) {
   BOOST_CHECK(!fs::exists(files.path("out")));
 }
 
+// Links that reach the same folders along many paths, without a loop: each of 18 levels links twice
+// to the next, so a walk would list 2^18 folders. The class stops at its cap, in one line.
+BOOST_AUTO_TEST_CASE(image_folder_links_along_exponentially_many_paths_are_capped) {
+  pw::test::ImageFolderFiles files("hostile_fanout");
+  files.write_default();
+  const fs::path cat = files.root() + "/train/cat";
+  for (int level = 1; level <= 19; ++level) fs::create_directory(cat / ("d" + std::to_string(level)));
+  for (int level = 1; level <= 18; ++level) {
+    const std::string next = "../d" + std::to_string(level + 1);
+    fs::create_directory_symlink(next, cat / ("d" + std::to_string(level)) / "x");
+    fs::create_directory_symlink(next, cat / ("d" + std::to_string(level)) / "y");
+  }
+  check_refused(run_bounded("data inspect " + files.root()), {"more than 100000 folders"});
+}
+
 BOOST_AUTO_TEST_CASE(image_folder_self_link_is_one_line) {
   pw::test::ImageFolderFiles files("hostile_self_link");
   files.write_default();

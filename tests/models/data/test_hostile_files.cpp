@@ -18,6 +18,8 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include "tests/support/input_error.h"
+
 #include "core/durable_file.h"
 #include "core/error.h"
 #include "core/input_file.h"
@@ -33,15 +35,7 @@ using namespace pw::models::data;
 
 namespace {
 
-std::string input_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const pw::InputError& e) {
-    return e.what();
-  }
-  BOOST_FAIL("expected an InputError");
-  return {};
-}
+using pw::test::input_error;
 
 void check_one_line(const std::string& message, const std::vector<std::string>& parts) {
   BOOST_TEST_INFO(message);

@@ -10,6 +10,8 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include "tests/support/input_error.h"
+
 #include "core/durable_file.h"
 #include "core/error.h"
 #include "models/data/shards/brace_pattern.h"
@@ -26,15 +28,7 @@ using namespace pw::models::data::shards;
 
 namespace {
 
-std::string input_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const pw::InputError& e) {
-    return e.what();
-  }
-  BOOST_FAIL("expected an InputError");
-  return {};
-}
+using pw::test::input_error;
 
 void check_one_line(const std::string& message, const std::string& expected_part) {
   BOOST_TEST_INFO(message);
