@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/input_file.h"
 
 namespace pw {
 namespace {
@@ -46,17 +47,8 @@ void sync_directory(const std::string& path) {
 
 namespace {
 
-const char* kind_of(mode_t mode) {
-  if (S_ISLNK(mode)) return "a symbolic link";
-  if (S_ISDIR(mode)) return "a folder";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a plain file";
-}
-
 [[noreturn]] void refuse_entry(const std::string& path, std::string_view what, mode_t mode, std::string_view wanted) {
-  throw InputError(std::string(what) + " '" + path + "' is " + kind_of(mode) +
+  throw InputError(std::string(what) + " '" + path + "' is " + std::string(file_kind_name(mode)) +
                    "; pipewright does not write through links or over entries it did not make: remove it, or give " +
                    "another folder (" + std::string(wanted) + " expected)");
 }
