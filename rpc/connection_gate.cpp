@@ -141,13 +141,11 @@ ConnectionGate::~ConnectionGate() {
   for (const auto& line : lines) PW_LOG(Warn, line);
 }
 
-namespace {
-void refill(double& budget, std::chrono::steady_clock::time_point& refilled, std::chrono::steady_clock::time_point now) {
-  budget = std::min<double>(kWrongTokenBurst,
-                            budget + kWrongTokensPerSecond * std::chrono::duration<double>(now - refilled).count());
-  refilled = now;
+void ConnectionGate::refill(WrongTokens& w, std::chrono::steady_clock::time_point now) const {
+  w.budget = std::min<double>(limits_.wrong_token_burst,
+                              w.budget + limits_.wrong_tokens_per_second * std::chrono::duration<double>(now - w.refilled).count());
+  w.refilled = now;
 }
-}  // namespace
 
 bool ConnectionGate::note_wrong_token(const std::string& host) {
   std::lock_guard lock(mutex_);
@@ -155,7 +153,8 @@ bool ConnectionGate::note_wrong_token(const std::string& host) {
   const auto now = std::chrono::steady_clock::now();
   const auto [it, first] = wrong_by_host_.try_emplace(host);
   auto& w = it->second;
-  refill(w.budget, w.refilled, now);
+  if (first) w.budget = limits_.wrong_token_burst;
+  refill(w, now);
   w.budget = std::max(0.0, w.budget - 1.0);
   if (first) {
     w.summarised = now;
@@ -172,10 +171,10 @@ std::optional<std::chrono::steady_clock::duration> ConnectionGate::wrong_token_w
   if (it == wrong_by_host_.end()) return std::chrono::steady_clock::duration{};
   auto& w = it->second;
   const auto now = std::chrono::steady_clock::now();
-  refill(w.budget, w.refilled, now);
+  refill(w, now);
   if (w.budget >= 1.0) return std::chrono::steady_clock::duration{};
   const auto interval = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      std::chrono::duration<double>(1.0 / kWrongTokensPerSecond));
+      std::chrono::duration<double>(1.0 / limits_.wrong_tokens_per_second));
   const auto turn = std::max(now, w.next_turn) + interval;
   ++w.closed;
   ++throttled_;
@@ -189,10 +188,10 @@ std::vector<std::string> ConnectionGate::summarise_wrong_tokens(bool all) {
   std::vector<std::string> lines;
   for (auto it = wrong_by_host_.begin(); it != wrong_by_host_.end();) {
     auto& [host, w] = *it;
-    refill(w.budget, w.refilled, now);
+    refill(w, now);
     if (w.unlogged == 0 && w.closed == 0) {
       // Quiet for a minute with its budget back: forgotten, so the table stays small.
-      const bool idle = w.budget >= kWrongTokenBurst && now - w.summarised > std::chrono::seconds(60);
+      const bool idle = w.budget >= limits_.wrong_token_burst && now - w.summarised > std::chrono::seconds(60);
       it = idle ? wrong_by_host_.erase(it) : std::next(it);
       continue;
     }
@@ -201,8 +200,8 @@ std::vector<std::string> ConnectionGate::summarise_wrong_tokens(bool all) {
                       " in the last " +
                       std::to_string(static_cast<long long>(std::chrono::duration<double>(now - w.summarised).count())) +
                       " s, and made " + std::to_string(w.closed) + " new connection(s) from it wait or close (rate " +
-                      "limit: " + std::to_string(kWrongTokenBurst) + " attempts, then " +
-                      std::to_string(static_cast<int>(kWrongTokensPerSecond)) + " a second)");
+                      "limit: " + std::to_string(limits_.wrong_token_burst) + " attempts, then " +
+                      std::to_string(static_cast<int>(limits_.wrong_tokens_per_second)) + " a second)");
       w.unlogged = 0;
       w.closed = 0;
       w.summarised = now;

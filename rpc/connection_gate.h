@@ -26,6 +26,9 @@ namespace pw::rpc {
 struct GateLimits {
   std::chrono::milliseconds first_call_deadline{5000};
   int unproven_slots = 64;
+  // Wrong-token attempts a host may make at once, and the rate its budget refills at (below).
+  int wrong_token_burst = 16;
+  double wrong_tokens_per_second = 2.0;
 };
 
 // Called by a handler once the call it serves carried the job's token; a no-op off a gated server.
@@ -34,14 +37,12 @@ void mark_connection_proven();
 std::string serving_peer_address();
 
 // Wrong-token attempts are rate-limited per peer host: each host has a budget of
-// kWrongTokenBurst attempts, refilled at kWrongTokensPerSecond. Once a host's budget is spent, a
-// new (unproven) connection from it waits for its turn, one every 1/kWrongTokensPerSecond s,
+// GateLimits::wrong_token_burst attempts, refilled at wrong_tokens_per_second. Once a host's budget
+// is spent, a new (unproven) connection from it waits for its turn, one every 1/rate s,
 // before its first call is read (closed if that is past its first-call deadline), so guessing
 // the token goes no faster than that while the job's own ranks on that host are only delayed.
 // Called by a handler for a call that carried a wrong token: true for the host's first such call
 // (log it in one line); the rest are counted and logged as one summary line a minute.
-inline constexpr int kWrongTokenBurst = 16;
-inline constexpr double kWrongTokensPerSecond = 2.0;
 bool note_wrong_token();
 
 class ConnectionGate : public apache::thrift::TProcessorFactory, public std::enable_shared_from_this<ConnectionGate> {
@@ -82,13 +83,14 @@ class ConnectionGate : public apache::thrift::TProcessorFactory, public std::ena
   std::int64_t evicted_ = 0;
   std::int64_t expired_ = 0;
   struct WrongTokens {
-    double budget = kWrongTokenBurst;
+    double budget = 0.0;   // set to the burst when the host is first seen
     std::chrono::steady_clock::time_point refilled = std::chrono::steady_clock::now();
     std::chrono::steady_clock::time_point summarised = std::chrono::steady_clock::now();
     std::int64_t unlogged = 0;   // attempts since the last line about this host
     std::chrono::steady_clock::time_point next_turn{};   // of a connection from it, once its budget is spent
     std::int64_t closed = 0;     // connections made to wait since then
   };
+  void refill(WrongTokens& w, std::chrono::steady_clock::time_point now) const;
   std::map<std::string, WrongTokens> wrong_by_host_;
   std::int64_t wrong_tokens_ = 0;
   std::int64_t throttled_ = 0;

@@ -38,7 +38,7 @@ ThriftTransport::ThriftTransport(int rank, int world_size, const std::vector<std
   // Reads each frame's tensor bytes straight from the socket into tensor storage, after the header passed the checks.
   server_ = std::make_unique<ThriftServer>(parsed[rank], std::make_shared<DirectTensorTransferProcessor>(handler_),
                                            limits.max_frame_bytes + kFrameHeaderAllowance, kDefaultMaxConnections,
-                                           GateLimits{}, tls);
+                                           limits.gate, tls);
 }
 
 ThriftTransport::~ThriftTransport() {
@@ -47,6 +47,8 @@ ThriftTransport::~ThriftTransport() {
 }
 
 std::string ThriftTransport::address() const { return server_->address().str(); }
+
+const ConnectionGate& ThriftTransport::gate() const { return server_->gate(); }
 
 void ThriftTransport::set_peer_address(int peer, const std::string& address) {
   check_peer(peer, "set the address of");

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "rpc/connection_gate.h"
 #include "rpc/mailbox.h"
 #include "rpc/tls.h"
 #include "rpc/transport.h"
@@ -19,6 +20,7 @@ class ThriftServer;
 
 struct ThriftTransportLimits {
   std::size_t max_frame_bytes = std::size_t{1} << 30;   // tensor payload bytes in one frame
+  GateLimits gate;                                       // admission of connections (rpc/connection_gate.h)
 };
 
 class ThriftTransport : public Transport {
@@ -39,6 +41,7 @@ class ThriftTransport : public Transport {
   void set_peer_address(int peer, const std::string& address);
   std::size_t refused_frames() const;
   TensorTransferHandler& handler() { return *handler_; }   // for tests that feed frames directly
+  const ConnectionGate& gate() const;                        // its server's admission counts
 
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }

@@ -26,8 +26,10 @@ using tcp = boost::asio::ip::tcp;
 
 namespace {
 
-// A scrape must come back within this (serial serving behind 12 idle clients takes 60 s).
-constexpr int kScrapeMs = 20000;
+// A deadline for a scrape, so that a regression fails instead of hanging. What shows the idle
+// clients did not delay it is that they are still open once it is answered: an endpoint serving
+// one connection at a time answers it only after closing each of them at its 5 s deadline.
+constexpr int kScrapeMs = 120000;
 
 struct Registry {
   monitor::MetricsRegistry r;
@@ -58,6 +60,13 @@ bool closed_by_server(tcp::socket& socket, int seconds) {
   return got == 0 || (got < 0 && errno == ECONNRESET);
 }
 
+// Whether `socket` is still open: nothing to read and no end of file, without waiting.
+bool still_open(tcp::socket& socket) {
+  char byte = 0;
+  const auto got = ::recv(socket.native_handle(), &byte, 1, MSG_DONTWAIT);
+  return got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(metrics_connections)
@@ -67,6 +76,7 @@ BOOST_AUTO_TEST_CASE(twelve_idle_clients_do_not_delay_an_http_scrape) {
   monitor::MetricsServer server("127.0.0.1", 0, reg.r);
   IdleClients idle(server.port(), 12);
   BOOST_TEST(monitor::http_get("127.0.0.1", server.port(), "/metrics", kScrapeMs) == reg.r.exposition());
+  BOOST_TEST(still_open(*idle.sockets.back()));   // the scrape did not wait for it to be dropped
   // Several scrapes behind the same idle clients, one after another.
   for (int i = 0; i < 3; ++i)
     BOOST_TEST(monitor::http_get("127.0.0.1", server.port(), "/metrics", kScrapeMs) == reg.r.exposition());
@@ -79,6 +89,7 @@ BOOST_AUTO_TEST_CASE(twelve_idle_clients_do_not_delay_an_https_scrape) {
   IdleClients idle(server.port(), 12);   // TCP only: no handshake
   BOOST_TEST(monitor::http_get("127.0.0.1", server.port(), "/metrics", kScrapeMs, "the-jobs-token-0123456789",
                                pki.ca()) == reg.r.exposition());
+  BOOST_TEST(still_open(*idle.sockets.back()));
 }
 
 BOOST_AUTO_TEST_CASE(past_the_cap_the_oldest_idle_client_makes_room) {
