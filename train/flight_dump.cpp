@@ -142,7 +142,7 @@ void FlightRegistration::keep_live_record_in(const std::string& dir) {
   stop_live();
   std::error_code made;
   std::filesystem::create_directories(dir, made);
-  if (made) throw InputError("--debug-dir " + dir + ": cannot create this folder (" + made.message() + ")");
+  if (made) throw InputError("debug folder " + dir + ": cannot create it (" + made.message() + ")");
   live_ = std::make_unique<pipeline::FlightLiveFile>(
       path.string(),
       pipeline::FlightLiveIdentity{source.rank, source.stage, source.replica, source.stages, source.replicas,

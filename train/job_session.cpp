@@ -50,7 +50,7 @@ void refuse_plain_links_across_hosts(const TlsConfig& tls, bool launcher_allows,
   for (const auto& h : hosts) listed += (listed.empty() ? "" : ", ") + h;
   throw ConfigError("/tls", "the job's ranks are on " + std::to_string(hosts.size()) + " hosts (" + listed +
                                 ") and its links have no TLS, so every frame would carry the job token in clear; "
-                                "give --tls-cert, --tls-key and --tls-ca (docs/running_safely.md), or --plain-links "
+                                "give /tls/cert, /tls/key and /tls/ca (docs/running_safely.md), or /tls/plain_links "
                                 "to run over plain TCP on a network you trust");
 }
 

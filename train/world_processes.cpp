@@ -82,8 +82,8 @@ class ProcessRank : public RankLinks {
     // they are known).
     if (!tls_ && !env.plain_links && !rpc::is_this_host(env.master.host))
       throw ConfigError("/tls", "the rendezvous at " + env.master.str() + " is on another host and the job's links "
-                                "have no TLS, so every call would carry the job token in clear; give --tls-cert, "
-                                "--tls-key and --tls-ca (docs/running_safely.md), or --plain-links to run over plain "
+                                "have no TLS, so every call would carry the job token in clear; give /tls/cert, "
+                                "/tls/key and /tls/ca (docs/running_safely.md), or /tls/plain_links to run over plain "
                                 "TCP on a network you trust");
     if (env.rank == 0)
       rendezvous_ = std::make_unique<rpc::RendezvousServer>(
